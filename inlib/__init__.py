@@ -1,0 +1,1 @@
+"""The Netesto macro libraries (inlib, inlib.rateTest, ...), packaged so SOURCE finds them."""

@@ -1,0 +1,69 @@
+"""The ``netesto`` command line: a table of subcommands, each in its own module.
+
+Each subcommand module in :mod:`netesto.commands` defines
+``add_arguments(parser)`` and ``main(args) -> int``; it is imported only when
+its command runs, so ``netesto plan`` never pays for xarray or zmq.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from netesto._version import __version__
+from netesto.errors import NetestoError
+
+# name -> (module, one-line help). Order is the order shown by --help.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("netesto.commands.demo", "bring up a testbed, run a two-flow experiment, report"),
+    "plan": ("netesto.commands.plan", "print the resolved plan of a script (no network)"),
+    "run": ("netesto.commands.run", "run a script on a lab of netesto-agents"),
+    "testbed": ("netesto.commands.testbed", "a lab on this machine: up, down, status"),
+    "flow": ("netesto.commands.flow", "run the built-in flow engine without agents"),
+    "keys": ("netesto.commands.keys", "create CURVE key pairs for agents and controllers"),
+    "table": ("netesto.commands.table", "run an exp.py-style table/plot script over exp.csv"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    lines = [f"  {name:<9} {text}" for name, (_, text) in COMMANDS.items()]
+    parser = argparse.ArgumentParser(
+        prog="netesto",
+        description="Multi-host TCP experiments: the Netesto script language, agents, results.",
+        epilog="commands:\n" + "\n".join(lines) + "\n\n'netesto COMMAND --help' for details.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"netesto {__version__}")
+    parser.add_argument("command", choices=list(COMMANDS), metavar="COMMAND")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    top = _top_parser()
+    if not argv or argv[0].startswith("-"):
+        top.parse_args(argv or ["--help"])
+        return 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        top.parse_args([name])  # argparse prints the choices and exits 2
+        return 2
+    module_name, text = COMMANDS[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"netesto {name}", description=text)
+    module.add_arguments(parser)
+    args = parser.parse_args(rest)
+    try:
+        return int(module.main(args) or 0)
+    except NetestoError as exc:
+        print(f"netesto {name}: error: {exc.format_message()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"netesto {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The controller: Lab, agent clients, and the runner that executes Actions."""

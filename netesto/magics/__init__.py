@@ -1,0 +1,1 @@
+"""IPython extension: %%netesto and %netesto magics with ipywidgets progress."""

@@ -1,0 +1,1 @@
+"""holoviews plot builders (time series, summaries) with the bokeh backend."""

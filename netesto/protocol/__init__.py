@@ -1,0 +1,1 @@
+"""The controller<->agent wire protocol: message dataclasses, codec, versions."""

@@ -1,0 +1,1 @@
+"""HTML reports rendered from report_templates/ with Jinja2."""

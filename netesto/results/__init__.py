@@ -1,0 +1,1 @@
+"""Results: raw flow data -> xarray Datasets, all.exp.out, exp.csv, analysis."""

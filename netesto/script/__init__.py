@@ -1,0 +1,1 @@
+"""The Netesto script language: lexer, parser, interpreter -> Actions."""

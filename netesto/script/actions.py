@@ -1,0 +1,268 @@
+"""Typed, immutable Actions: what a script asks the controller to do.
+
+The interpreter turns script text into a stream of these; the controller's
+runner executes them; ``netesto plan`` prints them. Every action carries the
+:class:`Location` of the command that produced it (for a command inside a
+macro, the macro body line, with the RUN chain in ``loc.stack``) and fully
+resolved arguments: no ``$variables``, no defaults left to fill, host names
+already carrying the HOST_SUFFIX.
+
+Remote actions (those with a ``host``) also carry ``exp`` (the experiment
+number, an int) and ``exp_name``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+TEST_TYPES = (
+    "TCP_STREAM",
+    "TCP_MAERTS",
+    "TCP_BIDIR",
+    "TCP_RR",
+    "TCP_CRR",
+    "UDP_STREAM",
+    "UDP_RR",
+)
+DRIVERS = ("builtin", "iperf3", "netperf")
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a command came from: 1-based line and column, and the line's text."""
+
+    file: str = "<script>"
+    line: int = 0
+    column: int = 1
+    text: str = ""
+    stack: tuple[str, ...] = ()  # "RUN name at file:line" frames, outermost first
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Action:
+    """Base of every action. ``kind`` is the script command it came from."""
+
+    kind: ClassVar[str] = ""
+    loc: Location = field(default_factory=Location, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: ``{"action": kind, "loc": "file:line", ...args}``."""
+        out: dict[str, Any] = {"action": self.kind, "loc": str(self.loc)}
+        for f in dataclasses.fields(self):
+            if f.name == "loc":
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    def args_text(self) -> str:
+        """``key=value`` text of the arguments, for one-line plans."""
+        parts = []
+        for key, value in self.to_dict().items():
+            if key in ("action", "loc", "host"):
+                continue
+            if isinstance(value, list):
+                value = ",".join(str(v) for v in value)
+            parts.append(f"{key}={value}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class RemoteAction(Action):
+    """An action carried out by the agent on ``host``."""
+
+    host: str = ""
+    exp: int = 0
+    exp_name: str = "Exp"
+
+
+@dataclass(frozen=True)
+class DoServer(RemoteAction):
+    """Snapshot host stats into ``<exp>/<order>/``; with start, run the test server."""
+
+    kind: ClassVar[str] = "DO_SERVER"
+    order: int = 0
+    start: int = 0
+
+
+@dataclass(frozen=True)
+class DoClient(RemoteAction):
+    """Start ``instances`` flows from ``host`` to ``server`` (one DO_CLIENT line).
+
+    ``req``/``reply`` are byte counts (suffixes already expanded); ``req`` is 0
+    for stream tests. ``dur`` and ``delay`` are seconds. ``pacing`` is a max
+    pacing rate in bits/s (0 = none), ``rate`` a UDP_STREAM target in bits/s,
+    ``interval`` the TCP_INFO sampling interval in seconds. ``group`` is never 0
+    here: the interpreter numbers groups 1, 2, 3... per experiment.
+    """
+
+    kind: ClassVar[str] = "DO_CLIENT"
+    server: str = ""
+    ca: str = "reno"
+    dur: float = 20.0
+    delay: float = 0.0
+    instances: int = 1
+    req: int = 1_048_576
+    req_text: str = "1M"
+    reply: int = 1
+    stats: int = 0
+    local_buffer: int = 0
+    remote_buffer: int = 0
+    test: str = "TCP_RR"
+    group: int = 1
+    driver: str = "builtin"
+    pacing: int = 0
+    rate: int = 0
+    interval: float = 0.01
+
+
+@dataclass(frozen=True)
+class GetData(RemoteAction):
+    """Fetch (and, once stored, release) the host's data for experiment ``exp``."""
+
+    kind: ClassVar[str] = "GET_DATA"
+
+
+@dataclass(frozen=True)
+class SetSysctl(RemoteAction):
+    """Set sysctls: ``settings`` is ((name, (v1, v2, ...)), ...), allowlist-checked."""
+
+    kind: ClassVar[str] = "SET_SYSCTL"
+    settings: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class SetModuleParams(RemoteAction):
+    """Set kernel module parameters: ``params`` is ((name, value), ...)."""
+
+    kind: ClassVar[str] = "SET_MODULE_PARAMS"
+    module: str = ""
+    params: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class SetNetem(RemoteAction):
+    """Emulate delay/jitter/loss/rate on the host's egress (delay 0 = remove).
+
+    ``delay`` and ``jitter`` in milliseconds, ``loss`` in percent, ``rate`` in
+    bits/s (0 = unlimited), ``limit`` in packets.
+    """
+
+    kind: ClassVar[str] = "SET_NETEM"
+    delay: float = 0.0
+    limit: int = 1000
+    loss: float = 0.0
+    jitter: float = 0.0
+    rate: int = 0
+
+
+@dataclass(frozen=True)
+class SetQdisc(RemoteAction):
+    """Install a root qdisc; empty ``action`` means delete the root, then add."""
+
+    kind: ClassVar[str] = "SET_QDISC"
+    qdisc: str = ""
+    action: str = ""
+    rate: str = ""
+    burst: str = ""
+    limit: str = ""
+    other: str = ""
+
+
+@dataclass(frozen=True)
+class DoTcpdump(RemoteAction):
+    """Capture ``packets`` packets to/from ``server`` (``X`` = unfiltered)."""
+
+    kind: ClassVar[str] = "DO_TCPDUMP"
+    server: str = "X"
+    packets: int = 10000
+
+
+@dataclass(frozen=True)
+class Wait(Action):
+    """Sleep ``seconds`` (a float)."""
+
+    kind: ClassVar[str] = "WAIT"
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class RandWait(Action):
+    """Sleep a uniform random time in [low, high]."""
+
+    kind: ClassVar[str] = "RAND_WAIT"
+    low: float = 0.0
+    high: float = 0.0
+
+
+@dataclass(frozen=True)
+class ProcessExp(Action):
+    """Post-process experiment ``exp``: summaries, exp.csv rows, dataset, report.
+
+    ``desc`` and ``other`` are the DESC/OTHER in force (OTHER parsed to pairs).
+    """
+
+    kind: ClassVar[str] = "PROCESS_EXP"
+    exp: int = 0
+    desc: str = ""
+    other: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Echo(Action):
+    """Print ``text`` (ECHO)."""
+
+    kind: ClassVar[str] = "ECHO"
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Debug(Action):
+    """DEBUG / DEBUG_DISABLE / DEBUG_RESTORE outcome: debug output on or off."""
+
+    kind: ClassVar[str] = "DEBUG"
+    enabled: bool = False
+
+
+ACTION_TYPES: tuple[type[Action], ...] = (
+    DoServer,
+    DoClient,
+    GetData,
+    SetSysctl,
+    SetModuleParams,
+    SetNetem,
+    SetQdisc,
+    DoTcpdump,
+    Wait,
+    RandWait,
+    ProcessExp,
+    Echo,
+    Debug,
+)
+
+__all__ = [
+    "ACTION_TYPES",
+    "Action",
+    "DRIVERS",
+    "Debug",
+    "DoClient",
+    "DoServer",
+    "DoTcpdump",
+    "Echo",
+    "GetData",
+    "Location",
+    "ProcessExp",
+    "RandWait",
+    "RemoteAction",
+    "SetModuleParams",
+    "SetNetem",
+    "SetQdisc",
+    "SetSysctl",
+    "TEST_TYPES",
+    "Wait",
+]

@@ -1,0 +1,1 @@
+"""papermill sweeps over parameterized notebooks."""

@@ -1,0 +1,1 @@
+"""A lab on one machine: network namespaces, a bottleneck router, agents inside."""

@@ -1,0 +1,1 @@
+"""Flow engines ("drivers"), TCP_INFO samplers, ping and host-statistics collectors."""

@@ -1,0 +1,269 @@
+"""The raw per-flow data format (``.nflow``): versioned header + columnar blocks.
+
+One file per flow end (client or server side). Layout::
+
+    magic   b"NETESTO\\x00"                      8 bytes
+    version major, minor                        2 x uint16 little-endian
+    block*  length (uint32 LE), crc32 (uint32 LE), msgpack payload (length bytes)
+
+Every block payload is a msgpack map with a ``"type"``:
+
+``header`` (exactly one, first)
+    ``format`` (major, minor), ``columns`` [[name, typecode, unit], ...] in
+    file order, plus free metadata the engine records: ``flow`` (the flow
+    spec as a dict), ``side`` ("client"/"server"), ``host``, ``start_wall``,
+    ``start_mono``, ``interval``, ``byteorder``.
+``samples`` (any number)
+    ``n`` rows and ``cols``: {name: bytes} with each column's values packed
+    as a :mod:`array` of the header's typecode. Blocks are written as the
+    flow runs (every ``flush_interval`` seconds), so a crash loses at most the
+    last flush period.
+``summary`` (at most one, last)
+    free map: totals, latency histogram, end status, error text.
+
+Readers accept files whose last block is cut short (the writer died): the
+complete blocks are kept and :attr:`RawFlow.truncated` is set. A bad magic,
+an unknown major version, a checksum mismatch or a malformed block before the
+end raise :class:`~netesto.errors.RawDataError` naming the file.
+
+Only the standard library and msgpack are used: the agent writes these files.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import zlib
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Iterable, Sequence
+
+import msgpack
+
+from netesto.errors import RawDataError
+
+MAGIC = b"NETESTO\x00"
+FORMAT_VERSION = (1, 0)
+SUFFIX = ".nflow"
+MAX_BLOCK = 64 * 1024 * 1024
+_PREAMBLE = struct.Struct("<8sHH")
+_BLOCK = struct.Struct("<II")
+_TYPECODES = frozenset("bBhHiIlLqQfd")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One sampled variable: name, :mod:`array` typecode, unit text."""
+
+    name: str
+    typecode: str
+    unit: str = ""
+
+    def __post_init__(self) -> None:
+        if self.typecode not in _TYPECODES:
+            raise ValueError(f"column {self.name!r}: bad typecode {self.typecode!r}")
+
+
+class FlowWriter:
+    """Appends one flow's samples to a ``.nflow`` file as the flow runs.
+
+    Rows are buffered per column and written as one block per
+    ``flush_interval`` seconds of sample time (or ``flush_rows`` rows), and on
+    :meth:`close`. Each block is handed to the OS immediately (a crash of the
+    writer process loses nothing already flushed).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        columns: Sequence[Column],
+        meta: dict[str, Any] | None = None,
+        *,
+        flush_rows: int = 64,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.columns = tuple(columns)
+        self._names = [c.name for c in self.columns]
+        self._buf = [array(c.typecode) for c in self.columns]
+        self._flush_rows = max(1, flush_rows)
+        self._fh: BinaryIO | None = open(self.path, "wb")
+        self._fh.write(_PREAMBLE.pack(MAGIC, *FORMAT_VERSION))
+        header = dict(meta or {})
+        header.update(
+            type="header",
+            format=list(FORMAT_VERSION),
+            columns=[[c.name, c.typecode, c.unit] for c in self.columns],
+            byteorder=sys.byteorder,
+        )
+        self._write_block(header)
+        self._fh.flush()
+        self.rows = 0
+
+    def append(self, row: Sequence[float | int]) -> None:
+        """Add one sample row, values in column order."""
+        for buf, value in zip(self._buf, row):
+            buf.append(value)
+        self.rows += 1
+        if len(self._buf[0]) >= self._flush_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered rows as one ``samples`` block."""
+        n = len(self._buf[0]) if self._buf else 0
+        if n == 0 or self._fh is None:
+            return
+        cols = {name: buf.tobytes() for name, buf in zip(self._names, self._buf)}
+        self._write_block({"type": "samples", "n": n, "cols": cols})
+        self._fh.flush()
+        self._buf = [array(c.typecode) for c in self.columns]
+
+    def close(self, summary: dict[str, Any] | None = None) -> None:
+        """Flush, write the ``summary`` block (if any) and close the file."""
+        if self._fh is None:
+            return
+        self.flush()
+        if summary is not None:
+            self._write_block(dict(summary, type="summary"))
+        self._fh.close()
+        self._fh = None
+
+    def _write_block(self, payload: dict[str, Any]) -> None:
+        assert self._fh is not None
+        data = msgpack.packb(payload, use_bin_type=True)
+        self._fh.write(_BLOCK.pack(len(data), zlib.crc32(data)) + data)
+
+    def __enter__(self) -> "FlowWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class RawFlow:
+    """A decoded ``.nflow`` file."""
+
+    path: str
+    header: dict[str, Any]
+    columns: dict[str, array] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+    truncated: bool = False
+
+    @property
+    def rows(self) -> int:
+        first = next(iter(self.columns.values()), None)
+        return len(first) if first is not None else 0
+
+
+def read_flow(path: str | os.PathLike[str]) -> RawFlow:
+    """Decode a ``.nflow`` file (see the module docstring for what is tolerated)."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise RawDataError(f"cannot read: {exc.strerror}", path=path) from exc
+    return decode_flow(data, path=path)
+
+
+def decode_flow(data: bytes, *, path: str = "<bytes>") -> RawFlow:
+    """Decode the bytes of a ``.nflow`` file."""
+    if len(data) < _PREAMBLE.size:
+        raise RawDataError("not a netesto flow file (too short)", path=path)
+    magic, major, minor = _PREAMBLE.unpack_from(data)
+    if magic != MAGIC:
+        raise RawDataError("not a netesto flow file (bad magic)", path=path)
+    if major != FORMAT_VERSION[0]:
+        raise RawDataError(
+            f"format version {major}.{minor} is not readable by this netesto "
+            f"(reads {FORMAT_VERSION[0]}.x)",
+            path=path,
+        )
+    blocks, truncated = _split_blocks(data, _PREAMBLE.size, path)
+    if not blocks or blocks[0].get("type") != "header":
+        raise RawDataError("first block is not a header", path=path)
+    header = blocks[0]
+    try:
+        cols = [Column(str(n), str(t), str(u)) for n, t, u in header["columns"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RawDataError(f"bad column list in header: {exc}", path=path) from exc
+    flow = RawFlow(path=path, header=header, truncated=truncated)
+    flow.columns = {c.name: array(c.typecode) for c in cols}
+    flow.units = {c.name: c.unit for c in cols}
+    swap = header.get("byteorder", sys.byteorder) != sys.byteorder
+    for index, block in enumerate(blocks[1:], start=1):
+        kind = block.get("type")
+        if kind == "samples":
+            _add_samples(flow, cols, block, swap, index)
+        elif kind == "summary":
+            flow.summary = {k: v for k, v in block.items() if k != "type"}
+        else:
+            raise RawDataError(f"block {index}: unknown type {kind!r}", path=path)
+    return flow
+
+
+def _split_blocks(data: bytes, pos: int, path: str) -> tuple[list[dict[str, Any]], bool]:
+    blocks: list[dict[str, Any]] = []
+    end = len(data)
+    while pos < end:
+        if pos + _BLOCK.size > end:
+            return blocks, True
+        length, crc = _BLOCK.unpack_from(data, pos)
+        start = pos + _BLOCK.size
+        if length > MAX_BLOCK:
+            raise RawDataError(f"block at byte {pos}: length {length} too large", path=path)
+        if start + length > end:
+            return blocks, True
+        payload = data[start : start + length]
+        if zlib.crc32(payload) != crc:
+            raise RawDataError(f"block at byte {pos}: checksum mismatch", path=path)
+        try:
+            block = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+            raise RawDataError(f"block at byte {pos}: undecodable ({exc})", path=path) from exc
+        if not isinstance(block, dict):
+            raise RawDataError(f"block at byte {pos}: not a map", path=path)
+        blocks.append(block)
+        pos = start + length
+    return blocks, False
+
+
+def _add_samples(
+    flow: RawFlow, cols: Iterable[Column], block: dict[str, Any], swap: bool, index: int
+) -> None:
+    n = block.get("n")
+    packed = block.get("cols")
+    if not isinstance(n, int) or not isinstance(packed, dict):
+        raise RawDataError(f"block {index}: malformed samples block", path=flow.path)
+    for col in cols:
+        raw = packed.get(col.name)
+        part = array(col.typecode)
+        if raw is not None:
+            try:
+                part.frombytes(raw)
+            except (TypeError, ValueError) as exc:
+                raise RawDataError(
+                    f"block {index}: column {col.name!r} is malformed", path=flow.path
+                ) from exc
+            if swap:
+                part.byteswap()
+        if len(part) != n:
+            raise RawDataError(
+                f"block {index}: column {col.name!r} has {len(part)} values, expected {n}",
+                path=flow.path,
+            )
+        flow.columns[col.name].extend(part)
+
+
+__all__ = [
+    "Column",
+    "FORMAT_VERSION",
+    "FlowWriter",
+    "MAGIC",
+    "RawFlow",
+    "SUFFIX",
+    "decode_flow",
+    "read_flow",
+]

@@ -1,0 +1,97 @@
+"""FlowSpec: one flow the engine runs, as the agent and the CLI describe it.
+
+A DO_CLIENT becomes ``instances`` FlowSpecs. Sizes are bytes, rates bits/s,
+times seconds (``start_at`` is absolute wall-clock time, ``time.time()``
+scale, on the host that runs the client side; ``None`` = start now).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from netesto.errors import TrafficError
+
+TEST_TYPES = ("TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR")
+STREAM_TESTS = frozenset({"TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "UDP_STREAM"})
+RR_TESTS = frozenset({"TCP_RR", "TCP_CRR", "UDP_RR"})
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)[bB]?\s*$")
+_SCALE = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "k": 10**3, "m": 10**6, "g": 10**9}
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from a number with netperf's suffixes: K/M/G = 2^10/2^20/2^30,
+    k/m/g = 10^3/10^6/10^9.
+
+    >>> parse_size("10K"), parse_size("1M"), parse_size("1m"), parse_size(64)
+    (10240, 1048576, 1000000, 64)
+    """
+    if isinstance(text, int):
+        return text
+    m = _SIZE.match(text)
+    if not m:
+        raise TrafficError(f"bad size {text!r}: expected a number with optional K, M or G")
+    return int(float(m.group(1)) * _SCALE[m.group(2)])
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    """One flow (one DO_CLIENT instance)."""
+
+    flow_id: str
+    test: str
+    server: str
+    port: int
+    ca: str = "cubic"
+    dur: float = 10.0
+    start_at: float | None = None
+    req: int = 1
+    reply: int = 1
+    local_buffer: int = 0
+    remote_buffer: int = 0
+    pacing: int = 0
+    rate: int = 0
+    interval: float = 0.01
+    token: str = ""
+    meta: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.test not in TEST_TYPES:
+            raise TrafficError(
+                f"flow {self.flow_id}: unknown test {self.test!r}; one of {', '.join(TEST_TYPES)}"
+            )
+        if self.dur <= 0:
+            raise TrafficError(f"flow {self.flow_id}: dur must be > 0, got {self.dur}")
+        if not 0.001 <= self.interval <= 60:
+            raise TrafficError(
+                f"flow {self.flow_id}: interval must be 0.001..60 s, got {self.interval}"
+            )
+        if not 0 < self.port < 65536:
+            raise TrafficError(f"flow {self.flow_id}: bad port {self.port}")
+        for name in ("req", "reply", "local_buffer", "remote_buffer", "pacing", "rate"):
+            if getattr(self, name) < 0:
+                raise TrafficError(f"flow {self.flow_id}: {name} must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["meta"] = [list(p) for p in self.meta]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "FlowSpec":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise TrafficError(f"unknown flow spec fields: {', '.join(sorted(unknown))}")
+        kwargs = dict(data)
+        kwargs["meta"] = tuple(tuple(p) for p in data.get("meta", ()))
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:
+            raise TrafficError(f"bad flow spec: {exc}") from exc
+
+
+__all__ = ["FlowSpec", "RR_TESTS", "STREAM_TESTS", "TEST_TYPES", "parse_size"]

@@ -1,0 +1,1 @@
+"""Jinja2 templates for experiment and sweep reports, packaged with netesto."""

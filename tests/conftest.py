@@ -1,0 +1,45 @@
+"""Shared fixtures: namespace pairs for real flows, skipped without root."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import netns  # noqa: E402
+
+_NETNS_OK: bool | None = None
+
+
+def _netns_ok() -> bool:
+    global _NETNS_OK
+    if _NETNS_OK is None:
+        _NETNS_OK = netns.netns_available()
+    return _NETNS_OK
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip = pytest.mark.skip(reason="needs root and network namespaces")
+    for item in items:
+        if "netns" in item.keywords and not _netns_ok():
+            item.add_marker(skip)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _NETNS_OK:
+        netns.cleanup_all()
+
+
+@pytest.fixture
+def veth_pair():
+    """Two fresh namespaces joined by a veth (``pair.a``/``pair.b``), removed after."""
+    if not _netns_ok():
+        pytest.skip("needs root and network namespaces")
+    pair = netns.make_veth_pair()
+    try:
+        yield pair
+    finally:
+        pair.close()

@@ -1,0 +1,120 @@
+"""Test helpers: network namespaces with a unique per-run prefix, always removed.
+
+Every namespace a test creates is named ``<RUN_PREFIX><n><suffix>``, so
+concurrent test runs never collide and leftovers are attributable.
+:func:`cleanup_all` removes every namespace of this run (and kills the
+processes inside them) at session end, even after failures.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+RUN_PREFIX = f"nt{os.getpid() % 100000:05d}"
+_counter = itertools.count(1)
+
+
+def netns_available() -> bool:
+    """Root, ``ip`` present and namespaces creatable."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return False
+    name = f"{RUN_PREFIX}probe"
+    ok = subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode == 0
+    if ok:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    return ok
+
+
+def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(argv), capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
+    return proc
+
+
+def ns_pids(ns: str) -> list[int]:
+    out = sh("ip", "netns", "pids", ns, check=False).stdout.split()
+    return [int(p) for p in out if p.isdigit()]
+
+
+def delete_ns(ns: str) -> None:
+    for pid in ns_pids(ns):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 2
+    while ns_pids(ns) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sh("ip", "netns", "del", ns, check=False)
+
+
+def cleanup_all() -> None:
+    for line in sh("ip", "netns", "list", check=False).stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if name.startswith(RUN_PREFIX):
+            delete_ns(name)
+
+
+@dataclass
+class VethPair:
+    """Two namespaces joined by one veth: ``a`` (10.x.y.1) and ``b`` (10.x.y.2)."""
+
+    a: str
+    b: str
+    addr_a: str
+    addr_b: str
+    dev_a: str
+    dev_b: str
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def popen(self, ns: str, argv: list[str], **kw) -> subprocess.Popen:
+        """Start ``argv`` inside namespace ``ns``; killed at teardown."""
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, *argv], **kw)
+        self.procs.append(proc)
+        return proc
+
+    def run(self, ns: str, argv: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+        kw.setdefault("capture_output", True)
+        kw.setdefault("text", True)
+        return subprocess.run(["ip", "netns", "exec", ns, *argv], timeout=timeout, **kw)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+        delete_ns(self.a)
+        delete_ns(self.b)
+
+
+def make_veth_pair() -> VethPair:
+    n = next(_counter)
+    a, b = f"{RUN_PREFIX}{n}a", f"{RUN_PREFIX}{n}b"
+    subnet = f"10.{200 + (os.getpid() % 50)}.{n % 250}"
+    pair = VethPair(a, b, f"{subnet}.1", f"{subnet}.2", "veth0", "veth0")
+    try:
+        sh("ip", "netns", "add", a)
+        sh("ip", "netns", "add", b)
+        tmp_a, tmp_b = f"v{RUN_PREFIX}{n}a"[-15:], f"v{RUN_PREFIX}{n}b"[-15:]
+        sh("ip", "link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b)
+        sh("ip", "link", "set", tmp_a, "netns", a)
+        sh("ip", "link", "set", tmp_b, "netns", b)
+        for ns, tmp, addr in ((a, tmp_a, pair.addr_a), (b, tmp_b, pair.addr_b)):
+            sh("ip", "-n", ns, "link", "set", tmp, "name", "veth0")
+            sh("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "veth0")
+            sh("ip", "-n", ns, "link", "set", "veth0", "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+    except Exception:
+        pair.close()
+        raise
+    return pair

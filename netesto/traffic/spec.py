@@ -41,7 +41,7 @@ def parse_size(text: str | int) -> int:
 class FlowSpec:
     """One flow (one DO_CLIENT instance)."""
 
-    flow_id: str
+    flow_id: str  # "<client>-<server>-<group>-<instance>", unique within an experiment
     test: str
     server: str
     port: int
@@ -56,6 +56,7 @@ class FlowSpec:
     rate: int = 0
     interval: float = 0.01
     token: str = ""
+    exp: int = 0  # raw files go to <datadir>/<exp>/flows/<flow_id>.<side>.nflow
     meta: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ from netesto.errors import TrafficError
 TEST_TYPES = ("TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR")
 STREAM_TESTS = frozenset({"TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "UDP_STREAM"})
 RR_TESTS = frozenset({"TCP_RR", "TCP_CRR", "UDP_RR"})
+DRIVERS = ("builtin", "iperf3", "netperf")
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)[bB]?\s*$")
 _SCALE = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "k": 10**3, "m": 10**6, "g": 10**9}
@@ -56,6 +57,7 @@ class FlowSpec:
     rate: int = 0
     interval: float = 0.01
     token: str = ""
+    driver: str = "builtin"  # "builtin", "iperf3" or "netperf"
     exp: int = 0  # raw files go to <datadir>/<exp>/flows/<flow_id>.<side>.nflow
     meta: tuple[tuple[str, str], ...] = ()
 
@@ -69,6 +71,10 @@ class FlowSpec:
         if not 0.001 <= self.interval <= 60:
             raise TrafficError(
                 f"flow {self.flow_id}: interval must be 0.001..60 s, got {self.interval}"
+            )
+        if self.driver not in DRIVERS:
+            raise TrafficError(
+                f"flow {self.flow_id}: unknown driver {self.driver!r}; one of {', '.join(DRIVERS)}"
             )
         if not 0 < self.port < 65536:
             raise TrafficError(f"flow {self.flow_id}: bad port {self.port}")
@@ -95,4 +101,4 @@ class FlowSpec:
             raise TrafficError(f"bad flow spec: {exc}") from exc
 
 
-__all__ = ["FlowSpec", "RR_TESTS", "STREAM_TESTS", "TEST_TYPES", "parse_size"]
+__all__ = ["DRIVERS", "FlowSpec", "RR_TESTS", "STREAM_TESTS", "TEST_TYPES", "parse_size"]

@@ -1,0 +1,103 @@
+"""The .nflow raw format: round trip, crash tolerance, corruption errors."""
+
+from __future__ import annotations
+
+import math
+
+import msgpack
+import pytest
+
+from netesto.errors import RawDataError
+from netesto.traffic import rawformat
+from netesto.traffic.columns import FLOW_COLUMNS, PING_COLUMNS
+from netesto.traffic.rawformat import Column, FlowWriter, decode_flow, read_flow
+
+COLS = (Column("t", "d", "s"), Column("cwnd", "I", "packets"), Column("bytes", "Q", "bytes"))
+
+
+def _write(path, rows, *, summary=None, flush_rows=3):
+    w = FlowWriter(path, COLS, {"flow": {"flow_id": "a-b-1-0"}, "side": "client"}, flush_rows=flush_rows)
+    for row in rows:
+        w.append(row)
+    w.close(summary)
+    return path
+
+
+def test_round_trip_keeps_every_row_header_units_and_summary(tmp_path):
+    rows = [(i * 0.01, 10 + i, 1000 * i) for i in range(10)]
+    flow = read_flow(_write(tmp_path / "f.nflow", rows, summary={"status": "ok", "bytes": 9000}))
+    assert flow.rows == 10 and not flow.truncated
+    assert list(flow.columns["cwnd"]) == [r[1] for r in rows]
+    assert list(flow.columns["bytes"]) == [r[2] for r in rows]
+    assert flow.units == {"t": "s", "cwnd": "packets", "bytes": "bytes"}
+    assert flow.header["side"] == "client" and flow.header["flow"]["flow_id"] == "a-b-1-0"
+    assert flow.summary == {"status": "ok", "bytes": 9000}
+
+
+def test_rows_are_on_disk_before_close(tmp_path):
+    path = tmp_path / "live.nflow"
+    w = FlowWriter(path, COLS, flush_rows=2)
+    for i in range(5):
+        w.append((float(i), i, i))
+    # The writer process could die now: the first 4 rows were flushed in 2 blocks.
+    flow = read_flow(path)
+    assert flow.rows == 4 and flow.summary is None
+    w.close()
+    assert read_flow(path).rows == 5
+
+
+def test_cut_short_file_keeps_complete_blocks_and_says_truncated(tmp_path):
+    path = _write(tmp_path / "f.nflow", [(float(i), i, i) for i in range(9)], flush_rows=3)
+    data = path.read_bytes()
+    for cut in range(len(data) - 1, len(data) - 40, -7):
+        flow = decode_flow(data[:cut], path="cut")
+        assert flow.truncated
+        assert flow.rows in (6, 9)
+
+
+@pytest.mark.parametrize(
+    "mangle, message",
+    [
+        (lambda d: b"XXXXXXXX" + d[8:], "bad magic"),
+        (lambda d: d[:8] + b"\x09\x00" + d[10:], "format version 9"),
+        (lambda d: d[:4], "too short"),
+        (lambda d: d[:40] + bytes([d[40] ^ 0xFF]) + d[41:], "checksum mismatch"),
+    ],
+)
+def test_corruption_names_the_file_and_the_problem(tmp_path, mangle, message):
+    path = _write(tmp_path / "f.nflow", [(1.0, 1, 1)] * 4)
+    bad = tmp_path / "bad.nflow"
+    bad.write_bytes(mangle(path.read_bytes()))
+    with pytest.raises(RawDataError) as err:
+        read_flow(bad)
+    assert str(bad) in str(err.value) and message in str(err.value)
+
+
+def test_a_samples_block_with_a_short_column_is_rejected(tmp_path):
+    path = tmp_path / "short.nflow"
+    w = FlowWriter(path, COLS)
+    payload = msgpack.packb({"type": "samples", "n": 2, "cols": {"t": b"\0" * 16, "cwnd": b"\0" * 4, "bytes": b"\0" * 16}})
+    w._write_block(msgpack.unpackb(payload))
+    w.close()
+    with pytest.raises(RawDataError, match="column 'cwnd' has 1 values, expected 2"):
+        read_flow(path)
+
+
+def test_missing_file_is_a_raw_data_error(tmp_path):
+    with pytest.raises(RawDataError, match="cannot read"):
+        read_flow(tmp_path / "nope.nflow")
+
+
+def test_the_contract_columns_are_unique_and_valid():
+    for cols in (FLOW_COLUMNS, PING_COLUMNS):
+        names = [c.name for c in cols]
+        assert len(names) == len(set(names))
+        assert all(c.unit for c in cols)
+
+
+def test_nan_survives_a_float_column(tmp_path):
+    path = tmp_path / "p.nflow"
+    with FlowWriter(path, PING_COLUMNS) as w:
+        w.append((1.0, 2.0, 1, float("nan")))
+    assert math.isnan(read_flow(path).columns["rtt"][0])
+    assert rawformat.FORMAT_VERSION[0] == 1

@@ -1,0 +1,133 @@
+"""Pure helpers of the runner: DO_CLIENT -> FlowSpecs, start instants, skews.
+
+Clock convention: an agent's ``offset`` is ``agent_time - controller_time``
+(what ``AgentClient.clock_offset`` returns), so a controller instant ``t``
+is ``t + offset`` on that agent and an agent instant ``a`` is ``a - offset``
+here.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from netesto.script.actions import DoClient
+from netesto.traffic.spec import FlowSpec
+
+
+def short_name(host: str) -> str:
+    """The host name up to the first dot (``h1.mynet`` -> ``h1``).
+
+    >>> short_name("h1.mynetwork.com"), short_name("h2")
+    ('h1', 'h2')
+    """
+    return host.split(".", 1)[0]
+
+
+def flow_id(client: str, server: str, group: int, instance: int) -> str:
+    """``<client>-<server>-<group>-<instance>`` with short names (the contract).
+
+    >>> flow_id("h1.lab", "h2.lab", 3, 0)
+    'h1-h2-3-0'
+    """
+    return f"{short_name(client)}-{short_name(server)}-{group}-{instance}"
+
+
+def expand_do_client(
+    action: DoClient,
+    *,
+    client: str,
+    server: str,
+    server_address: str,
+    port: int,
+    token: str = "",
+    start_at: float | None = None,
+) -> list[FlowSpec]:
+    """The FlowSpecs of one DO_CLIENT: one per instance.
+
+    ``client``/``server`` are lab host names; ``start_at`` is the DO_CLIENT's
+    common instant in the client agent's time (``None`` = start at once);
+    each flow starts ``action.delay`` seconds after it.
+    """
+    at = None if start_at is None else start_at + action.delay
+    meta = (
+        ("host", short_name(client)),
+        ("server", short_name(server)),
+        ("group", str(action.group)),
+        ("exp_name", action.exp_name),
+        ("instances", str(action.instances)),
+    )
+    specs = []
+    for i in range(action.instances):
+        specs.append(
+            FlowSpec(
+                flow_id=flow_id(client, server, action.group, i),
+                test=action.test,
+                server=server_address,
+                port=port,
+                ca=action.ca,
+                dur=action.dur,
+                start_at=at,
+                req=action.req,
+                reply=action.reply,
+                local_buffer=action.local_buffer,
+                remote_buffer=action.remote_buffer,
+                pacing=action.pacing,
+                rate=action.rate,
+                interval=action.interval,
+                token=token,
+                driver=action.driver,
+                exp=action.exp,
+                meta=meta + (("instance", str(i)),),
+            )
+        )
+    return specs
+
+
+def agent_instants(now: float, lead: float, offsets: Mapping[str, float]) -> dict[str, float]:
+    """One common controller instant ``now + lead`` expressed in each agent's time.
+
+    >>> agent_instants(100.0, 0.5, {"a": 2.0, "b": -1.0})
+    {'a': 102.5, 'b': 99.5}
+    """
+    t = now + lead
+    return {host: t + off for host, off in offsets.items()}
+
+
+def to_controller_time(agent_time: float, offset: float) -> float:
+    """An agent instant in controller time.
+
+    >>> to_controller_time(102.5, 2.0)
+    100.5
+    """
+    return agent_time - offset
+
+
+def start_skew(actual_agent: float, scheduled_agent: float) -> float:
+    """Seconds a flow started after (positive) or before its scheduled instant.
+
+    Both are in the same agent's time, so the clock offset cancels.
+    """
+    return actual_agent - scheduled_agent
+
+
+def wait_timeout(flow_ends: list[float], now: float, margin: float) -> float:
+    """How long to wait for flows ending at ``flow_ends`` (controller time).
+
+    >>> wait_timeout([10.0, 12.0], 11.0, 5.0)
+    6.0
+    >>> wait_timeout([], 11.0, 5.0)
+    5.0
+    """
+    remaining = max((end - now for end in flow_ends), default=0.0)
+    return max(remaining, 0.0) + margin
+
+
+__all__ = [
+    "agent_instants",
+    "expand_do_client",
+    "flow_id",
+    "short_name",
+    "start_skew",
+    "to_controller_time",
+    "wait_timeout",
+]

@@ -1,0 +1,120 @@
+"""Lab parsing, validation, HOST_SUFFIX resolution and errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from netesto.controller.lab import Lab, LabHost, Shape
+from netesto.errors import LabError
+
+LAB_TOML = """
+[lab]
+name = "tb1"
+host_suffix = "mynet"
+controller_key = "keys/controller.key_secret"
+insecure = false
+
+[hosts.h1]
+control = "10.77.0.1"
+port = 12871
+test = "10.78.1.1"
+public_key = "keys/h1.key"
+shape = { agent = "router", dev = "r-h1" }
+
+[hosts.h2]
+control = "10.77.0.2"
+public_key = "keys/h2.key"
+
+[hosts.router]
+control = "10.77.0.254"
+role = "router"
+public_key = "keys/router.key"
+"""
+
+
+def write_lab(tmp_path: Path, text: str = LAB_TOML, keys=("controller.key_secret", "h1.key", "h2.key", "router.key")) -> Path:
+    (tmp_path / "keys").mkdir(exist_ok=True)
+    for k in keys:
+        (tmp_path / "keys" / k).write_text("x")
+    path = tmp_path / "lab.toml"
+    path.write_text(text)
+    return path
+
+
+def test_lab_file_parses_with_relative_keys(tmp_path: Path) -> None:
+    lab = Lab.from_file(write_lab(tmp_path))
+    assert lab.name == "tb1" and lab.host_suffix == "mynet" and not lab.insecure
+    assert lab.names == ["h1", "h2", "router"]
+    h1 = lab.resolve("h1")
+    assert h1.port == 12871 and h1.control == "10.77.0.1" and h1.test_address == "10.78.1.1"
+    assert h1.public_key == tmp_path.resolve() / "keys" / "h1.key"
+    assert h1.shape == Shape(agent="router", dev="r-h1")
+    h2 = lab.resolve("h2")
+    assert h2.port == 12870 and h2.test_address == "10.77.0.2" and h2.role == "host"
+    assert lab.resolve("router").role == "router"
+    assert lab.controller_key == tmp_path.resolve() / "keys" / "controller.key_secret"
+
+
+def test_host_suffix_and_domains_resolve(tmp_path: Path) -> None:
+    lab = Lab.from_file(write_lab(tmp_path))
+    assert lab.resolve("h1.mynet").name == "h1"
+    assert lab.resolve("h2.mynetwork.com").name == "h2"  # the original's default suffix
+    assert lab.resolve("10.78.1.1").name == "h1"  # by test address
+    assert "h1.mynet" in lab and "h9" not in lab
+
+
+def test_unknown_host_names_it_lists_hosts_and_suggests(tmp_path: Path) -> None:
+    lab = Lab.from_file(write_lab(tmp_path))
+    with pytest.raises(LabError) as info:
+        lab.resolve("hh1.mynet")
+    msg = str(info.value)
+    assert "'hh1.mynet'" in msg and "h1, h2, router" in msg and "did you mean 'h1'" in msg
+
+
+def test_missing_key_file_is_named(tmp_path: Path) -> None:
+    path = write_lab(tmp_path, keys=("controller.key_secret", "h1.key", "router.key"))
+    with pytest.raises(LabError, match=r"h2.*h2\.key not found"):
+        Lab.from_file(path)
+
+
+def test_bad_inputs(tmp_path: Path) -> None:
+    with pytest.raises(LabError, match="not found"):
+        Lab.from_file(tmp_path / "nope.toml")
+    p = tmp_path / "bad.toml"
+    p.write_text("[lab\n")
+    with pytest.raises(LabError, match="bad TOML"):
+        Lab.from_file(p)
+    with pytest.raises(LabError, match=r"unknown key\(s\) contrl"):
+        Lab.from_dict({"lab": {"insecure": True}, "hosts": {"h1": {"contrl": "127.0.0.1"}}})
+    with pytest.raises(LabError, match="'control'"):
+        Lab.from_dict({"lab": {"insecure": True}, "hosts": {"h1": {"port": 1}}})
+    with pytest.raises(LabError, match="bad port"):
+        Lab.from_dict({"lab": {"insecure": True}, "hosts": {"h1": {"control": "127.0.0.1", "port": 70000}}})
+    with pytest.raises(LabError, match="shape agent 'routr'.*did you mean 'router'"):
+        Lab.from_dict(
+            {
+                "lab": {"insecure": True},
+                "hosts": {
+                    "h1": {"control": "127.0.0.1", "shape": {"agent": "routr", "dev": "x"}},
+                    "router": {"control": "127.0.0.2"},
+                },
+            }
+        )
+    with pytest.raises(LabError, match="controller_key missing"):
+        Lab.from_dict({"hosts": {"h1": {"control": "10.0.0.1"}}})
+    with pytest.raises(LabError, match="only on loopback.*h1"):
+        Lab.from_dict({"lab": {"insecure": True}, "hosts": {"h1": {"control": "10.0.0.1"}}})
+    with pytest.raises(LabError, match="duplicate"):
+        Lab(hosts=(LabHost("a", "127.0.0.1"), LabHost("a", "127.0.0.1")), insecure=True)
+
+
+def test_keyword_and_loopback_labs_round_trip(tmp_path: Path) -> None:
+    lab = Lab.of(h1="127.0.0.1", h2={"control": "127.0.0.1", "port": 13000}, insecure=True)
+    assert lab.resolve("h2").port == 13000 and lab.resolve("h1").port == 12870
+    lb = Lab.loopback(3, base_port=20000)
+    assert [(h.name, h.port) for h in lb] == [("h1", 20000), ("h2", 20001), ("h3", 20002)]
+    path = tmp_path / "lb.toml"
+    path.write_text(lb.to_toml())
+    assert Lab.from_file(path) == lb

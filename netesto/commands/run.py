@@ -1,0 +1,54 @@
+"""``netesto run SCRIPT --lab LAB``: run a script on a lab of netesto-agents."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from netesto.errors import UsageError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("script", help="script file ('-' reads standard input, like the original)")
+    parser.add_argument("--lab", required=True, help="lab file (TOML) naming the agents")
+    parser.add_argument("--workdir", default=".", help="where <exp>/, counter and exp.csv go (default .)")
+    parser.add_argument(
+        "-D", dest="defines", action="append", default=[], metavar="VAR=VALUE",
+        help="define a script variable before the script runs (repeatable)",
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final line")
+    parser.add_argument("--verbose", "-v", action="store_true", help="also print flow events")
+
+
+def _defines(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"-D {item!r}: expected VAR=VALUE")
+        out[name] = value
+    return out
+
+
+def main(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from netesto.controller import ConsoleProgress, Lab, run
+    from netesto.controller.progress import HostError, Progress, ProgressEvent, RunFinished
+
+    lab = Lab.from_file(args.lab)
+    script: str | Path = sys.stdin.read() if args.script == "-" else Path(args.script)
+    if isinstance(script, Path) and not script.is_file():
+        raise UsageError(f"script {script} not found")
+    console = ConsoleProgress(sys.stdout, verbose=args.verbose)
+    progress: Progress = console
+    if args.quiet:
+
+        class Quiet(Progress):
+            def handle(self, event: ProgressEvent) -> None:
+                if isinstance(event, (HostError, RunFinished)):
+                    console.handle(event)
+
+        progress = Quiet()
+    result = run(script, lab=lab, workdir=args.workdir, defines=_defines(args.defines), progress=progress)
+    return 0 if result.ok else 1

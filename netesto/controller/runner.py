@@ -1,0 +1,762 @@
+"""The runner: executes a script's Actions on a lab of agents.
+
+One :class:`~netesto.controller.client.AgentClient` per host, connected on
+first use (hello once, clock offset from the lowest-RTT of several round
+trips). DO_CLIENTs that follow one another with nothing in between are one
+*batch*: their flows start at one common instant, expressed in each client
+agent's own clock, so flows on different hosts start together; a RAND_WAIT
+or WAIT between DO_CLIENTs gives each its own instant, as in the original.
+GET_DATA waits for the flows that involve the host instead of racing them,
+then stores the host's files in ``<workdir>/<exp>/`` (hosts merge there, as
+the original's tarballs did). PROCESS_EXP writes ``experiment.json`` and
+calls ``netesto.results.process_experiment`` when the results extra is
+installed.
+
+Faults: an agent that stops answering is dropped for the rest of the run
+(its actions are skipped, every other host's data is still fetched); any
+other agent refusal aborts the run after stopping flows and fetching what
+exists. Settings are left in place between experiments (the original's
+behaviour) and restored on every changed host when the run ends, however it
+ends; Ctrl-C stops flows and restores before re-raising.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from netesto._version import __version__
+from netesto.controller.lab import Lab, LabHost
+from netesto.controller.progress import (
+    ActionFinished,
+    ActionStarted,
+    DataStored,
+    EchoText,
+    ExperimentProcessed,
+    ExperimentStarted,
+    FlowProgress,
+    FlowsScheduled,
+    HostError,
+    ProgressCallback,
+    ProgressEvent,
+    RunFinished,
+    RunStarted,
+)
+from netesto.controller.schedule import expand_do_client, short_name, start_skew, wait_timeout
+from netesto.errors import AgentError, AgentUnreachable, NetestoError, UsageError
+from netesto.script.actions import (
+    Action,
+    Debug,
+    DoClient,
+    DoServer,
+    DoTcpdump,
+    Echo,
+    GetData,
+    ProcessExp,
+    RandWait,
+    RemoteAction,
+    SetModuleParams,
+    SetNetem,
+    SetQdisc,
+    SetSysctl,
+    Wait,
+)
+from netesto.traffic.spec import FlowSpec
+
+ClientFactory = Callable[[LabHost, Lab], Any]
+
+
+def default_client_factory(host: LabHost, lab: Lab) -> Any:
+    """An AgentClient for ``host`` with the lab's keys (imported late: pulls zmq)."""
+    from netesto.controller.client import AgentClient
+
+    if lab.insecure:
+        return AgentClient(host.name, host.control, host.port, insecure=True)
+    return AgentClient(
+        host.name,
+        host.control,
+        host.port,
+        server_key=host.public_key,
+        client_keys=lab.controller_key,
+    )
+
+
+@dataclass
+class _Host:
+    """Runner state of one lab host."""
+
+    lab: LabHost
+    client: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+    offset: float = 0.0
+    rtt: float = 0.0
+    offset_at: float = 0.0  # time.monotonic() of the estimate
+    dead: str = ""  # why the host was dropped
+    changed: bool = False  # sysctl/qdisc/netem/module params set through this agent
+
+
+@dataclass
+class FlowRecord:
+    """One scheduled flow: its spec and where/when it runs."""
+
+    spec: FlowSpec
+    action: DoClient
+    host: str
+    server: str
+    instance: int
+    start_ctrl: float  # scheduled start (delay included), controller time
+    start_agent: float  # the same instant in the client agent's time
+    start_skew: float | None = None
+
+    @property
+    def end_ctrl(self) -> float:
+        return self.start_ctrl + self.spec.dur
+
+
+@dataclass
+class _Exp:
+    """Runner state of one experiment."""
+
+    exp: int
+    exp_name: str
+    dir: Path
+    token: str = field(default_factory=lambda: secrets.token_hex(8))
+    server_ports: dict[str, int] = field(default_factory=dict)
+    snapshots: set[tuple[str, int]] = field(default_factory=set)
+    stats_hosts: set[str] = field(default_factory=set)
+    pings: set[tuple[str, str]] = field(default_factory=set)
+    tcpdumps: set[str] = field(default_factory=set)
+    flows: list[FlowRecord] = field(default_factory=list)
+    hosts: set[str] = field(default_factory=set)
+    generation: dict[str, int] = field(default_factory=dict)
+    fetched: dict[str, int] = field(default_factory=dict)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    desc: str = ""
+    other: tuple[tuple[str, str], ...] = ()
+    processed: bool = False
+
+    def touch(self, host: str) -> None:
+        self.hosts.add(host)
+        self.generation[host] = self.generation.get(host, 0) + 1
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    """One experiment a run produced."""
+
+    exp: int
+    exp_name: str
+    path: Path
+    hosts: tuple[str, ...]
+    flows: tuple[str, ...]
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :func:`run` did: experiments, errors, time."""
+
+    workdir: Path
+    experiments: tuple[ExperimentResult, ...]
+    errors: tuple[str, ...] = ()
+    elapsed: float = 0.0
+
+    @property
+    def exps(self) -> list[int]:
+        return [e.exp for e in self.experiments]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class _Abort(Exception):
+    """Internal: stop executing actions (the cause is in ``__cause__``)."""
+
+
+class Runner:
+    """Executes Actions on ``lab``, storing data under ``workdir``."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        workdir: str | Path = ".",
+        *,
+        progress: ProgressCallback | None = None,
+        client_factory: ClientFactory = default_client_factory,
+        lead: float = 1.0,
+        lead_per_host: float = 0.1,
+        wait_margin: float = 15.0,
+        clock_samples: int = 8,
+        clock_refresh: float = 60.0,
+        script: str = "",
+        rng: random.Random | None = None,
+    ) -> None:
+        self.lab = lab
+        self.workdir = Path(workdir)
+        self.progress = progress
+        self.client_factory = client_factory
+        self.lead = lead
+        self.lead_per_host = lead_per_host
+        self.wait_margin = wait_margin
+        self.clock_samples = clock_samples
+        self.clock_refresh = clock_refresh
+        self.script = script
+        self.rng = rng or random.Random()
+        self.hosts: dict[str, _Host] = {}
+        self.exps: dict[int, _Exp] = {}
+        self.errors: list[str] = []
+        self.first_error: NetestoError | None = None
+        self._stop = threading.Event()
+        self._current: _Exp | None = None
+
+    def _emit(self, event: ProgressEvent) -> None:
+        if self.progress is not None:
+            try:
+                self.progress(event)
+            except Exception:  # a broken display must not break the experiment
+                pass
+
+    def cancel(self) -> None:
+        """Ask a running :meth:`run` (in another thread) to stop at the next wait."""
+        self._stop.set()
+
+    def validate(self, actions: Iterable[Action]) -> None:
+        """LabError naming the first host an action uses that the lab does not have."""
+        for a in actions:
+            if isinstance(a, RemoteAction):
+                self.lab.resolve(a.host)
+            if isinstance(a, (DoClient,)):
+                self.lab.resolve(a.server)
+            if isinstance(a, DoTcpdump) and a.server not in ("X", "x", ""):
+                self.lab.resolve(a.server)
+
+    def run(self, actions: Iterable[Action]) -> RunResult:
+        """Execute ``actions`` in order (a lazy iterator is consumed lazily)."""
+        t0 = time.time()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))
+        interrupted = False
+        aborted: BaseException | None = None
+        try:
+            for item in _batched(actions):
+                if isinstance(item, list):
+                    self._do_clients(item)
+                else:
+                    self._execute(item)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
+        except _Abort as exc:
+            aborted = exc.__cause__ or exc
+        except NetestoError as exc:
+            aborted = exc
+            self._note(str(exc), exc)
+        finally:
+            self._finish(interrupted=interrupted, aborted=aborted is not None)
+        result = self._result(time.time() - t0)
+        self._emit(RunFinished(experiments=tuple(result.exps), elapsed=result.elapsed, errors=result.errors))
+        if self.errors:
+            raise self._summary_error(result)
+        return result
+
+    def _note(self, text: str, exc: NetestoError | None = None) -> None:
+        self.errors.append(text)
+        if self.first_error is None and exc is not None:
+            self.first_error = exc
+        if self._current is not None:
+            self._current.errors.append(text)
+
+    def _summary_error(self, result: RunResult) -> NetestoError:
+        lines = "; ".join(self.errors)
+        kept = ", ".join(f"{e.exp} ({', '.join(e.hosts) or 'no hosts'})" for e in result.experiments)
+        msg = f"run failed: {lines}. Data kept for experiment(s): {kept or 'none'} in {self.workdir}"
+        first = self.first_error
+        if first is not None and not isinstance(first, AgentError):
+            return first  # a script or lab error: keep its type and location
+        if isinstance(first, AgentError):
+            err: NetestoError = type(first)(msg, host=first.host, kind=first.kind, detail=result)
+            err.message = msg  # the host is already named in the text
+            err.args = (msg,)
+            return err
+        return NetestoError(msg, detail=result)
+
+    def _exp(self, action: RemoteAction | ProcessExp) -> _Exp:
+        e = self.exps.get(action.exp)
+        if e is None:
+            name = getattr(action, "exp_name", "Exp")
+            e = _Exp(exp=action.exp, exp_name=name, dir=self.workdir / str(action.exp))
+            self.exps[action.exp] = e
+            self._emit(ExperimentStarted(exp=e.exp, exp_name=e.exp_name))
+        self._current = e
+        return e
+
+    def _session(self, name: str) -> _Host:
+        """The connected host ``name`` resolves to (hello + clock on first use)."""
+        lh = self.lab.resolve(name)
+        h = self.hosts.get(lh.name)
+        if h is None:
+            h = self.hosts[lh.name] = _Host(lab=lh)
+        if h.dead:
+            raise AgentUnreachable(f"dropped earlier: {h.dead}", host=lh.name)
+        if h.client is None:
+            try:
+                client = self.client_factory(lh, self.lab)
+            except AgentError:
+                raise
+            except NetestoError as exc:
+                raise AgentError(str(exc), host=lh.name) from exc
+            h.client = client
+            info = client.hello()
+            h.info = dict(info) if isinstance(info, dict) else {}
+            if hasattr(client, "on_event"):
+                client.on_event(lambda ev, _h=lh.name: self._agent_event(_h, ev))
+            self._clock(h)
+        return h
+
+    def _clock(self, h: _Host, *, force: bool = False) -> None:
+        if force or not h.offset_at or time.monotonic() - h.offset_at > self.clock_refresh:
+            h.offset, h.rtt = h.client.clock_offset(samples=self.clock_samples)
+            h.offset_at = time.monotonic()
+
+    def _drop(self, name: str, exc: AgentError) -> None:
+        lh = self.lab.resolve(name)
+        h = self.hosts.setdefault(lh.name, _Host(lab=lh))
+        if not h.dead:
+            h.dead = str(exc)
+            self._note(f"{lh.name} unreachable: {exc.message}", exc)
+            self._emit(HostError(host=lh.name, error=str(exc), fatal=True))
+
+    def _agent_event(self, host: str, ev: Any) -> None:
+        """Engine events relayed by an agent (may run on the client's thread)."""
+        data = ev if isinstance(ev, dict) else getattr(ev, "data", {}) or {}
+        kind = str(data.get("event", getattr(ev, "event", "")))
+        flow = str(data.get("flow", ""))
+        exp = data.get("exp")
+        if kind == "started" and flow:
+            t = data.get("start_wall", data.get("t"))
+            if isinstance(t, (int, float)):
+                for e in list(self.exps.values()):
+                    for rec in e.flows:
+                        if rec.spec.flow_id == flow and rec.host == host and rec.start_skew is None:
+                            rec.start_skew = start_skew(float(t), rec.start_agent)
+        self._emit(FlowProgress(host=host, exp=exp if isinstance(exp, int) else None, flow=flow,
+                                event=kind, data=dict(data)))
+
+    def _remote(self, name: str, what: Callable[[_Host], Any]) -> Any:
+        """Run ``what`` on host ``name``: unreachable -> drop host; refusal -> abort."""
+        try:
+            h = self._session(name)
+        except AgentUnreachable as exc:
+            self._drop(name, exc)
+            return None
+        except AgentError as exc:
+            self._note(str(exc), exc)
+            raise _Abort() from exc
+        try:
+            return what(h)
+        except AgentUnreachable as exc:
+            self._drop(name, exc)
+            return None
+        except AgentError as exc:
+            self._note(str(exc), exc)
+            raise _Abort() from exc
+
+    def _execute(self, a: Action) -> None:
+        host = getattr(a, "host", "")
+        exp = getattr(a, "exp", None) if isinstance(a, (RemoteAction, ProcessExp)) else None
+        if isinstance(a, (RemoteAction, ProcessExp)):
+            self._exp(a).actions.append(a.to_dict())
+        elif self._current is not None:
+            self._current.actions.append(a.to_dict())
+        self._emit(ActionStarted(kind=a.kind, host=host, exp=exp, text=a.args_text(), loc=str(a.loc)))
+        t0 = time.time()
+        n_err = len(self.errors)
+        try:
+            self._dispatch(a)
+        finally:
+            err = "; ".join(self.errors[n_err:])
+            self._emit(ActionFinished(kind=a.kind, host=host, exp=exp, elapsed=time.time() - t0, error=err))
+
+    def _dispatch(self, a: Action) -> None:
+        if isinstance(a, Wait):
+            self._sleep(a.seconds)
+        elif isinstance(a, RandWait):
+            self._sleep(self.rng.uniform(a.low, max(a.low, a.high)))
+        elif isinstance(a, Echo):
+            self._emit(EchoText(text=a.text))
+        elif isinstance(a, Debug):
+            pass
+        elif isinstance(a, DoServer):
+            self._do_server(a)
+        elif isinstance(a, GetData):
+            self._get_data(a.host, self._exp(a))
+        elif isinstance(a, ProcessExp):
+            self._process(self._exp(a), a)
+        elif isinstance(a, SetSysctl):
+            settings = {name: list(values) for name, values in a.settings}
+            self._changing(a.host, lambda h: h.client.set_sysctl(settings))
+        elif isinstance(a, SetModuleParams):
+            params = dict(a.params)
+            self._changing(a.host, lambda h: h.client.set_module_params(a.module, params))
+        elif isinstance(a, SetQdisc):
+            agent, dev = self._shape_target(a.host)
+            self._changing(agent, lambda h: h.client.set_qdisc(dev, a.qdisc, a.action, a.rate, a.burst, a.limit, a.other))
+        elif isinstance(a, SetNetem):
+            agent, dev = self._shape_target(a.host)
+            self._changing(agent, lambda h: h.client.set_netem(dev, a.delay, a.jitter, a.loss, a.rate, a.limit))
+        elif isinstance(a, DoTcpdump):
+            e = self._exp(a)
+            e.touch(self.lab.resolve(a.host).name)
+            server = "" if a.server in ("X", "x", "") else self.lab.resolve(a.server).test_address
+            dev = self.lab.resolve(a.host).dev
+            if self._remote(a.host, lambda h: h.client.tcpdump_start(a.exp, dev, server, a.packets)) is not None:
+                e.tcpdumps.add(self.lab.resolve(a.host).name)
+        else:
+            raise NetestoError(f"{a.loc}: the runner does not know action {a.kind}")
+
+    def _shape_target(self, host: str) -> tuple[str, str]:
+        lh = self.lab.resolve(host)
+        if lh.shape is not None:
+            return lh.shape.agent, lh.shape.dev
+        return lh.name, lh.dev
+
+    def _changing(self, host: str, what: Callable[[_Host], Any]) -> None:
+        def call(h: _Host) -> Any:
+            h.changed = True  # even a failed change may have left something to restore
+            return what(h)
+
+        self._remote(host, call)
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds > 0 and self._stop.wait(seconds):
+            raise KeyboardInterrupt("run cancelled")
+
+    def _do_server(self, a: DoServer) -> None:
+        e = self._exp(a)
+        name = self.lab.resolve(a.host).name
+        e.touch(name)
+        if self._remote(name, lambda h: h.client.snapshot(a.exp, a.order, short_name(name))) is not None:
+            e.snapshots.add((name, a.order))
+        if a.start:
+            self._prepare_server(e, name)
+
+    def _prepare_server(self, e: _Exp, name: str) -> int | None:
+        if name in e.server_ports:
+            return e.server_ports[name]
+        reply = self._remote(name, lambda h: h.client.prepare_server(e.exp, e.token))
+        if reply is None:
+            return None
+        port = int(reply["port"] if isinstance(reply, dict) else reply)
+        e.server_ports[name] = port
+        return port
+
+    def _do_clients(self, batch: list[DoClient]) -> None:
+        """Start a batch of DO_CLIENTs at one common instant."""
+        t_begin = time.time()
+        for a in batch:
+            self._exp(a).actions.append(a.to_dict())
+            self._emit(ActionStarted(kind=a.kind, host=a.host, exp=a.exp, text=a.args_text(), loc=str(a.loc)))
+        n_err = len(self.errors)
+        per_host: dict[str, list[tuple[DoClient, str, int]]] = {}
+        for a in batch:
+            e = self._exp(a)
+            client = self.lab.resolve(a.host).name
+            server = self.lab.resolve(a.server).name
+            e.touch(client)
+            e.touch(server)
+            port = self._prepare_server(e, server)
+            if port is None:
+                continue  # the server was dropped: nothing to connect to
+            self._remote(client, lambda h: None)  # connect (hello, clock) or drop
+            if self.hosts[client].dead:
+                continue
+            if a.stats and (client, 0) not in e.snapshots:
+                if self._remote(client, lambda h: h.client.snapshot(a.exp, 0, short_name(client))) is not None:
+                    e.snapshots.add((client, 0))
+            if a.stats:
+                e.stats_hosts.add(client)
+            per_host.setdefault(client, []).append((a, server, port))
+        live = [c for c in per_host if not self.hosts[c].dead]
+        for c in live:
+            self._remote(c, lambda h: self._clock(h))
+        live = [c for c in live if not self.hosts[c].dead]
+        if live:
+            t_common = time.time() + self.lead + self.lead_per_host * (len(live) - 1)
+            for c in live:
+                h = self.hosts[c]
+                at_agent = t_common + h.offset
+                specs: list[FlowSpec] = []
+                records: list[FlowRecord] = []
+                for a, server, port in per_host[c]:
+                    e = self._exp(a)
+                    new = expand_do_client(
+                        a, client=c, server=server, server_address=self.lab.resolve(server).test_address,
+                        port=port, token=e.token, start_at=at_agent,
+                    )
+                    specs += new
+                    for i, s in enumerate(new):
+                        records.append(FlowRecord(s, a, c, server, i, t_common + a.delay, at_agent + a.delay))
+                by_exp: dict[int, list[FlowSpec]] = {}
+                for s in specs:
+                    by_exp.setdefault(s.exp, []).append(s)
+                for exp_n, exp_specs in by_exp.items():
+                    e = self.exps[exp_n]
+                    started = self._remote(c, lambda h: h.client.start_flows(exp_n, exp_specs, at_agent))
+                    if started is None and self.hosts[c].dead:
+                        break
+                    ids = {s.flow_id for s in exp_specs}
+                    mine = [r for r in records if r.spec.flow_id in ids]
+                    e.flows.extend(mine)
+                    dur = max(r.spec.dur + r.action.delay for r in mine)
+                    self._emit(FlowsScheduled(exp=exp_n, host=c, flows=tuple(sorted(ids)), start_at=t_common, dur=dur))
+                    for a, server, _ in per_host[c]:
+                        if a.exp == exp_n and (c, server) not in e.pings:
+                            target = self.lab.resolve(server).test_address
+                            pname = f"{short_name(c)}-{short_name(server)}"
+                            if self._ping(c, e, target, pname) is not None:
+                                e.pings.add((c, server))
+        err = "; ".join(self.errors[n_err:])
+        for a in batch:
+            self._emit(ActionFinished(kind=a.kind, host=a.host, exp=a.exp, elapsed=time.time() - t_begin, error=err))
+
+    def _ping(self, client: str, e: _Exp, target: str, name: str) -> Any:
+        h = self.hosts[client]
+        if not hasattr(h.client, "ping_start"):
+            return None
+        try:
+            return h.client.ping_start(e.exp, target, name)
+        except AgentUnreachable as exc:
+            self._drop(client, exc)
+        except AgentError as exc:  # ping is an extra: report, keep running
+            self._emit(HostError(host=client, error=f"ping to {target}: {exc}"))
+        return None
+
+    def _get_data(self, name: str, e: _Exp, *, salvage: bool = False) -> None:
+        host = self.lab.resolve(name).name
+        if e.fetched.get(host) == e.generation.get(host, 0) and host in e.fetched:
+            return  # nothing new since the last GET_DATA (the original's rule)
+        # Wait for every flow this host takes part in, on the client agents that run them.
+        now = time.time()
+        involved = [r for r in e.flows if host in (r.host, r.server)]
+        for client in sorted({r.host for r in involved}):
+            if self.hosts.get(client) is None or self.hosts[client].dead:
+                continue
+            ends = [r.end_ctrl for r in involved if r.host == client]
+            timeout = wait_timeout(ends, now, 2.0 if salvage else self.wait_margin)
+            self._remote(client, lambda h: h.client.wait_flows(e.exp, timeout))
+        if host in e.tcpdumps:
+            self._remote(host, lambda h: h.client.tcpdump_stop(e.exp))
+            e.tcpdumps.discard(host)
+        if host in e.stats_hosts and (host, 1) not in e.snapshots:
+            if self._remote(host, lambda h: h.client.snapshot(e.exp, 1, short_name(host))) is not None:
+                e.snapshots.add((host, 1))
+        e.dir.mkdir(parents=True, exist_ok=True)
+        paths = self._remote(host, lambda h: h.client.fetch(e.exp, e.dir))
+        if paths is None:
+            return
+        e.fetched[host] = e.generation.get(host, 0)
+        files = [Path(p) for p in paths]
+        size = sum(p.stat().st_size for p in files if p.is_file())
+        self._emit(DataStored(host=host, exp=e.exp, files=len(files), bytes=size, dest=str(e.dir)))
+        self._skews_from_files(e, host)
+
+    def _skews_from_files(self, e: _Exp, host: str) -> None:
+        from netesto.traffic.rawformat import read_flow
+
+        for r in e.flows:
+            if r.host != host or r.start_skew is not None:
+                continue
+            path = e.dir / "flows" / f"{r.spec.flow_id}.client.nflow"
+            if not path.is_file():
+                continue
+            try:
+                start = read_flow(path).header.get("start_wall")
+            except NetestoError:
+                continue
+            if isinstance(start, (int, float)):
+                r.start_skew = start_skew(float(start), r.start_agent)
+
+    def experiment_json(self, e: _Exp) -> dict[str, Any]:
+        flows = []
+        for r in e.flows:
+            a, s = r.action, r.spec
+            flows.append({
+                "flow_id": s.flow_id, "host": short_name(r.host), "server": short_name(r.server),
+                "group": a.group, "instance": r.instance, "test": s.test, "ca": s.ca, "dur": s.dur,
+                "delay": a.delay, "req": s.req, "reply": s.reply, "driver": s.driver,
+                "local_buffer": s.local_buffer, "remote_buffer": s.remote_buffer, "pacing": s.pacing,
+                "rate": s.rate, "interval": s.interval, "instances": a.instances, "exp_name": a.exp_name,
+                "start_at": r.start_ctrl, "start_skew": r.start_skew,
+            })
+        hosts = {}
+        for name in sorted(e.hosts):
+            h = self.hosts.get(name)
+            info = h.info if h else {}
+            hosts[short_name(name)] = {
+                "kernel": info.get("kernel", ""),
+                "hostname": info.get("hostname", ""),
+                "agent_version": info.get("agent_version", info.get("version", "")),
+                "clock_offset": h.offset if h else None,
+                "clock_rtt": h.rtt if h else None,
+                "address": self.lab.resolve(name).control,
+                "test_address": self.lab.resolve(name).test_address,
+                "error": h.dead if h else "",
+            }
+        return {
+            "schema": 1, "exp": e.exp, "exp_name": e.exp_name, "script": self.script,
+            "desc": e.desc, "other": [list(p) for p in e.other], "netesto_version": __version__,
+            "flows": flows, "hosts": hosts, "actions": e.actions, "errors": list(e.errors),
+        }
+
+    def _write_json(self, e: _Exp) -> Path:
+        e.dir.mkdir(parents=True, exist_ok=True)
+        path = e.dir / "experiment.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.experiment_json(e), indent=1, default=str))
+        tmp.replace(path)
+        return path
+
+    def _process(self, e: _Exp, a: ProcessExp) -> None:
+        e.desc, e.other = a.desc, a.other
+        for host in sorted(e.hosts):  # data the script never asked for is still stored
+            if not self.hosts.get(host) or not self.hosts[host].dead:
+                if host in self.hosts:
+                    self._get_data(host, e)
+        path = self._write_json(e)
+        e.processed = True
+        note = ""
+        try:
+            from netesto.results import process_experiment  # type: ignore[attr-defined]
+        except ImportError:
+            note = "results extra not installed: raw data only"
+        else:
+            try:
+                process_experiment(self.workdir, e.exp, desc=a.desc, other=a.other)
+            except NetestoError as exc:
+                note = f"results processing failed (raw data kept): {exc}"
+                self._emit(HostError(host="", error=note))
+            except Exception as exc:  # results bugs must not lose the run's data
+                note = f"results processing failed (raw data kept): {type(exc).__name__}: {exc}"
+                self._emit(HostError(host="", error=note))
+        self._emit(ExperimentProcessed(exp=e.exp, path=str(path), note=note))
+
+    def _finish(self, *, interrupted: bool, aborted: bool) -> None:
+        """Stop flows if needed, fetch what is left, write experiment.json, restore, close."""
+        live = [h for h in self.hosts.values() if h.client is not None and not h.dead]
+        if interrupted or aborted:
+            for h in live:
+                try:
+                    h.client.stop()
+                except AgentError as exc:
+                    self._emit(HostError(host=h.lab.name, error=f"stop: {exc}"))
+        if not interrupted:
+            for e in self.exps.values():
+                for host in sorted(e.hosts):
+                    h = self.hosts.get(host)
+                    if h is None or h.dead or h.client is None:
+                        continue
+                    try:
+                        self._get_data(host, e, salvage=aborted)
+                    except _Abort:
+                        pass
+                if not e.processed and e.dir.exists():
+                    self._write_json(e)
+        for h in self.hosts.values():
+            if h.client is None or h.dead or not (h.changed or interrupted or aborted):
+                continue
+            try:
+                h.client.restore()
+            except AgentError as exc:
+                self._emit(HostError(host=h.lab.name, error=f"restore: {exc}"))
+        for h in self.hosts.values():
+            if h.client is not None:
+                try:
+                    h.client.close()
+                except Exception:
+                    pass
+                h.client = None
+
+    def _result(self, elapsed: float) -> RunResult:
+        exps = tuple(
+            ExperimentResult(
+                exp=e.exp, exp_name=e.exp_name, path=e.dir,
+                hosts=tuple(sorted(e.hosts)), flows=tuple(r.spec.flow_id for r in e.flows),
+                errors=tuple(e.errors),
+            )
+            for e in self.exps.values()
+        )
+        return RunResult(workdir=self.workdir, experiments=exps, errors=tuple(self.errors), elapsed=elapsed)
+
+
+def _batched(actions: Iterable[Action]) -> Iterator[Action | list[DoClient]]:
+    """Actions, with runs of consecutive DO_CLIENTs grouped into lists."""
+    batch: list[DoClient] = []
+    for a in actions:
+        if isinstance(a, DoClient):
+            batch.append(a)
+            continue
+        # A zero-length pause between DO_CLIENTs (RAND_WAIT 0, "SET randDelay=0")
+        # separates nothing: the flows still start together.
+        if batch and isinstance(a, (Wait, RandWait)) and max(getattr(a, "seconds", 0.0),
+                                                              getattr(a, "low", 0.0), getattr(a, "high", 0.0)) <= 0:
+            continue
+        if batch:
+            yield batch
+            batch = []
+        yield a
+    if batch:
+        yield batch
+
+
+def _script_text(script: str | Path) -> tuple[str, str, Path | None]:
+    """(text, file name, directory) of a script given as text or as a path."""
+    if isinstance(script, Path) or ("\n" not in script and len(script) < 4096 and Path(script).is_file()):
+        path = Path(script)
+        try:
+            return path.read_text(), str(path), path.resolve().parent
+        except OSError as exc:
+            raise UsageError(f"cannot read script {path}: {exc}") from exc
+    return str(script), "<script>", None
+
+
+def run(
+    script: str | Path,
+    lab: Lab | str | Path,
+    workdir: str | Path = ".",
+    defines: dict[str, str] | None = None,
+    progress: ProgressCallback | None = None,
+    **runner_options: Any,
+) -> RunResult:
+    """Run a script (text or a file path) on ``lab`` (a Lab or a lab file path).
+
+    Every host the script names is checked against the lab before anything
+    runs. Experiment numbers come from ``<workdir>/counter``; data goes to
+    ``<workdir>/<exp>/``. Raises the run's first error (an AgentError naming
+    the host, a ScriptError, ...) after cleanup; its ``detail`` is the
+    :class:`RunResult` when the run got as far as the agents.
+    """
+    from netesto.script import FileCounter, FileLoader, Interpreter, MemoryCounter, plan
+
+    the_lab = lab if isinstance(lab, Lab) else Lab.from_file(lab)
+    text, fname, sdir = _script_text(script)
+    wd = Path(workdir)
+    wd.mkdir(parents=True, exist_ok=True)
+    search = [d for d in (Path.cwd(), sdir, wd.resolve()) if d is not None]
+    search = list(dict.fromkeys(search))
+    defs = dict(defines or {})
+    runner = Runner(the_lab, wd, progress=progress, script=text, **runner_options)
+    # A dry plan first: an unknown host fails here, before any agent is touched.
+    runner.validate(plan(text, file=fname, loader=FileLoader(search), counter=MemoryCounter(), defines=defs))
+    interp = Interpreter(loader=FileLoader(search), counter=FileCounter(wd / "counter"), defines=defs)
+    return runner.run(interp.run_text(text, file=fname))
+
+
+__all__ = ["ExperimentResult", "FlowRecord", "RunResult", "Runner", "default_client_factory", "run"]

@@ -1,0 +1,876 @@
+"""Interpreter: runs the AST and yields Actions lazily, one command at a time.
+
+Being a generator matters: the controller consumes actions while the
+experiment runs, so ``exp=COUNTER`` reads and bumps the counter file at the
+moment the original would have. Everything is bounded (FOR iterations, macro
+depth, variable expansion, statements and actions), so no script can hang.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from netesto.errors import ScriptError
+from netesto.script import validate as V
+from netesto.script.actions import (
+    TEST_TYPES,
+    Action,
+    Debug,
+    DoClient,
+    DoServer,
+    DoTcpdump,
+    Echo,
+    GetData,
+    Location,
+    ProcessExp,
+    RandWait,
+    SetModuleParams,
+    SetNetem,
+    SetQdisc,
+    SetSysctl,
+    Wait,
+)
+from netesto.script.expr import ExprError, evaluate
+from netesto.script.lexer import Line, Token
+from netesto.script.parser import (
+    SIMPLE_COMMANDS,
+    Command,
+    End,
+    For,
+    If,
+    IfDef,
+    Macro,
+    Node,
+    error_at,
+    parse,
+    suggest,
+)
+from netesto.script.store import FileLoader, Loader, MemoryCounter, Counter
+
+_VAR = re.compile(r"\$([A-Za-z0-9_]+)")
+_VARNAME = re.compile(r"^[A-Za-z0-9_]+$")
+_RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:,(-?\d+))?$")
+_STREAM_REQ = frozenset({"S", "s", "STREAM", "stream"})
+_TCP_STREAMS = frozenset({"TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR"})
+
+MAX_FOR_ITERATIONS = 100_000
+MAX_DEPTH = 64
+MAX_EXPANSION = 100_000
+MAX_STEPS = 2_000_000
+MAX_ACTIONS = 1_000_000
+
+COMMON = ("exp", "host", "expName")
+# Accepted spellings -> the original's argument names.
+ALIASES = {
+    "exp_name": "expName",
+    "expname": "expName",
+    "local_buffer": "localBuffer",
+    "remote_buffer": "remoteBuffer",
+}
+ARGS: dict[str, tuple[str, ...]] = {
+    "DO_SERVER": COMMON + ("order", "start"),
+    "DO_CLIENT": COMMON + (
+        "server", "ca", "dur", "delay", "instances", "req", "reply", "stats",
+        "localBuffer", "remoteBuffer", "test", "group", "driver", "pacing", "rate", "interval",
+    ),
+    "GET_DATA": COMMON,
+    "SET_NETEM": COMMON + ("netem_delay", "delay", "limit", "loss", "jitter", "rate"),
+    "SET_QDISC": COMMON + ("qdisc", "action", "rate", "burst", "limit", "other"),
+    "DO_TCPDUMP": COMMON + ("server", "packets"),
+    "PROCESS_EXP": ("exp", "expName"),
+    "CLOSE": ("host",),
+    "EXIT": ("host",),
+}
+
+
+class _Stop(Exception):
+    """END executed: finish the script cleanly."""
+
+
+class _Frame:
+    """One RUN invocation (or the top level): its arguments and call chain."""
+
+    __slots__ = ("args", "stack", "base_dir")
+
+    def __init__(self, args: dict[str, str] | None, stack: tuple[str, ...],
+                 base_dir: str | None) -> None:
+        self.args = args
+        self.stack = stack
+        self.base_dir = base_dir
+
+
+class Interpreter:
+    """Runs Netesto scripts, yielding :mod:`netesto.script.actions` objects.
+
+    State (variables, macros, HOST_SUFFIX, last host/exp/expName, the counter)
+    persists across ``run_text`` calls on the same interpreter, like lines
+    typed one after another into the original controller.
+    """
+
+    def __init__(
+        self,
+        loader: Loader | None = None,
+        counter: Counter | None = None,
+        defines: dict[str, str] | None = None,
+        max_steps: int = MAX_STEPS,
+        *,
+        max_actions: int = MAX_ACTIONS,
+        max_loops: int = MAX_FOR_ITERATIONS,
+        max_depth: int = MAX_DEPTH,
+        max_expansion: int = MAX_EXPANSION,
+        host_suffix: str = "",
+    ) -> None:
+        self.loader: Loader = loader if loader is not None else FileLoader()
+        self.counter: Counter = counter if counter is not None else MemoryCounter()
+        self.variables: dict[str, str] = {}
+        for key, value in (defines or {}).items():
+            if not _VARNAME.match(key):
+                raise ScriptError(f"bad variable name {key!r} in defines",
+                                  file="<defines>", hint="letters, digits and _ only")
+            self.variables[key] = str(value)
+        self.macros: dict[str, Macro] = {}
+        self.sourced: set[str] = set()
+        self.host_suffix = host_suffix.lstrip(".")
+        self.last_host = ""
+        self.last_exp: int | None = None
+        self.last_exp_name = "Exp"
+        self.desc = ""
+        self.other: tuple[tuple[str, str], ...] = ()
+        self.debug = False
+        self._debug_saved = False
+        self.for_loop_print = False
+        self._group_exp: int | None = None
+        self._group_next = 1
+        self._fetched: set[tuple[str, int]] = set()
+        self.max_steps = max_steps
+        self.max_actions = max_actions
+        self.max_loops = max_loops
+        self.max_depth = max_depth
+        self.max_expansion = max_expansion
+        self.steps = 0
+        self.loops = 0
+        self.actions = 0
+        self.ended = False
+
+    # ----- public API
+
+    def run_text(self, text: str, file: str = "<script>",
+                 base_dir: str | None = None) -> Iterator[Action]:
+        """Parse ``text`` now (syntax errors raise here) and return a lazy action stream."""
+        nodes = parse(text, file)
+        if base_dir is None and not file.startswith("<"):
+            base_dir = str(Path(file).parent)
+        return self._run(nodes, _Frame(None, (), base_dir))
+
+    def run_file(self, path: str | Path) -> Iterator[Action]:
+        """Run a script file (SOURCE names resolve next to it first)."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ScriptError(f"cannot read script: {exc}", file=str(p)) from exc
+        self.sourced.add(str(p.resolve()))
+        return self.run_text(text, file=str(p), base_dir=str(p.parent))
+
+    # ----- execution
+
+    def _run(self, nodes: tuple[Node, ...], frame: _Frame) -> Iterator[Action]:
+        if self.ended:
+            return
+        try:
+            for action in self._block(nodes, frame):
+                self.actions += 1
+                if self.actions > self.max_actions:
+                    raise ScriptError(
+                        f"script produced more than {self.max_actions} actions",
+                        file=action.loc.file, line=action.loc.line, column=action.loc.column,
+                        text=action.loc.text, hint="raise max_actions if this is intended")
+                yield action
+        except _Stop:
+            self.ended = True
+        except RecursionError as exc:  # pragma: no cover - depth caps come first
+            raise ScriptError("script nests too deeply") from exc
+
+    def _block(self, nodes: Iterable[Node], frame: _Frame) -> Iterator[Action]:
+        for node in nodes:
+            self.steps += 1
+            if self.steps > self.max_steps:
+                raise self._err(frame, node.line, node.col,
+                                f"script ran more than {self.max_steps} commands",
+                                "an endless loop? raise max_steps if this is intended")
+            if type(node) is Command:
+                yield from self._command(node, frame)
+            elif type(node) is For:
+                yield from self._for(node, frame)
+            elif type(node) is If:
+                if self._truthy(self._sub(node.cond.text, frame, node.line, node.cond.col)):
+                    yield from self._block((node.body,), frame)
+            elif type(node) is IfDef:
+                yield from self._ifdef(node, frame)
+            elif type(node) is Macro:
+                self.macros[node.name] = node
+            elif type(node) is End:
+                self.counter.round_up()
+                raise _Stop()
+
+    def _err(self, frame: _Frame, line: Line, col: int, message: str,
+             hint: str = "") -> ScriptError:
+        if frame.stack:
+            chain = "called from " + " <- ".join(reversed(frame.stack))
+            hint = f"{hint}\n    {chain}" if hint else chain
+        return error_at(line, col, message, hint)
+
+    def _loc(self, node: Command, frame: _Frame) -> Location:
+        line = node.line
+        return Location(line.file, line.lineno, node.col, line.text, frame.stack)
+
+    # ----- variables
+
+    def lookup(self, name: str, frame: _Frame | None = None) -> str | None:
+        if frame is not None and frame.args is not None and name in frame.args:
+            return frame.args[name]
+        return self.variables.get(name)
+
+    def _sub(self, text: str, frame: _Frame, line: Line, col: int) -> str:
+        if "$" not in text:
+            return text
+        budget = [self.max_expansion]
+
+        def expand(m: "re.Match[str]", seen: tuple[str, ...]) -> str:
+            name = m.group(1)
+            value = self.lookup(name, frame)
+            if value is None:
+                return m.group(0)
+            if name in seen:
+                cycle = " -> ".join("$" + n for n in seen + (name,))
+                raise self._err(frame, line, col, f"variable ${name} refers to itself ({cycle})",
+                                "a variable's value cannot use the variable")
+            if "$" in value:
+                inner = seen + (name,)
+                if len(inner) > self.max_depth:
+                    raise self._err(frame, line, col, "variables nest too deeply")
+                value = _VAR.sub(lambda mm: expand(mm, inner), value)
+            budget[0] -= len(value)
+            if budget[0] < 0:
+                raise self._err(frame, line, col,
+                                f"variable expansion exceeds {self.max_expansion} characters",
+                                "values that repeat other variables grow exponentially")
+            return value
+
+        return _VAR.sub(lambda m: expand(m, ()), text)
+
+    def _undefined(self, value: str, frame: _Frame, line: Line, col: int) -> None:
+        m = _VAR.search(value)
+        if m:
+            known = list(self.variables) + list(frame.args or ())
+            raise self._err(frame, line, col, f"undefined variable ${m.group(1)}",
+                            suggest(m.group(1), known) or "SET it first, or pass it to RUN")
+
+    def _tokens(self, node: Command, frame: _Frame) -> list[Token]:
+        out: list[Token] = []
+        for tok in node.args:
+            text = tok.text
+            if "$" in text:
+                text = self._sub(text, frame, node.line, tok.col)
+                if not text:
+                    continue
+                if any(ch.isspace() for ch in text):
+                    out.extend(Token(part, tok.col) for part in text.split())
+                    continue
+            out.append(Token(text, tok.col))
+        return out
+
+    def _kv(self, node: Command, frame: _Frame, name: str,
+            allowed: tuple[str, ...] | None) -> dict[str, tuple[str, Token]]:
+        """``key=value`` arguments, checked against ``allowed`` (None = any key)."""
+        out: dict[str, tuple[str, Token]] = {}
+        for tok in self._tokens(node, frame):
+            key, eq, value = tok.text.partition("=")
+            if not eq or not key:
+                raise self._err(frame, node.line, tok.col,
+                                f"{name}: expected key=value, got {tok.text!r}",
+                                "arguments are key=value words without spaces")
+            key = ALIASES.get(key, key)
+            if allowed is not None and key not in allowed:
+                raise self._err(frame, node.line, tok.col,
+                                f"{name}: unknown argument {key!r}",
+                                suggest(key, allowed) or "arguments: " + ", ".join(allowed))
+            out[key] = (value, tok)
+        return out
+
+    # ----- structure
+
+    def _truthy(self, value: str) -> bool:
+        value = value.strip()
+        if not value or _VAR.search(value):
+            return False  # undefined variable (still $name) is false
+        try:
+            return float(value) != 0
+        except ValueError:
+            return True
+
+    def _ifdef(self, node: IfDef, frame: _Frame) -> Iterator[Action]:
+        name = node.name.text
+        if name.startswith("$"):
+            var = name[1:]
+            defined = self.lookup(var, frame) is not None
+        else:
+            defined = self._sub(name, frame, node.line, node.name.col) in self.macros
+        if defined:
+            yield from self._block((node.body,), frame)
+
+    def _for(self, node: For, frame: _Frame) -> Iterator[Action]:
+        text = self._sub(node.items.text, frame, node.line, node.items.col)
+        self._undefined(text, frame, node.line, node.items.col)
+        items = self._for_items(text, node, frame)
+        for value in items:
+            self.loops += 1
+            if self.loops > self.max_loops:
+                raise self._err(frame, node.line, node.col,
+                                f"more than {self.max_loops} FOR iterations in total",
+                                "the original's cap; split the script or shorten the lists")
+            self.variables[node.var] = value
+            if self.for_loop_print:
+                yield Echo(loc=Location(node.line.file, node.line.lineno, node.col,
+                                        node.line.text, frame.stack),
+                           text=f"FOR {node.var}={value}")
+            yield from self._block(node.body, frame)
+
+    def _for_items(self, text: str, node: For, frame: _Frame) -> list[str]:
+        m = _RANGE.match(text)
+        if m:
+            low, high = int(m.group(1)), int(m.group(2))
+            step = int(m.group(3)) if m.group(3) else 1
+            if step <= 0:
+                raise self._err(frame, node.line, node.items.col,
+                                f"FOR range step must be positive, got {step}",
+                                "a descending range counts down by the step: 10..1,2")
+            count = abs(high - low) // step + 1
+            if count > self.max_loops - self.loops:
+                raise self._err(frame, node.line, node.items.col,
+                                f"FOR range {text} has {count} items, over the "
+                                f"{self.max_loops}-iteration cap")
+            sign = 1 if high >= low else -1
+            return [str(low + sign * step * i) for i in range(count)]
+        return [item for item in text.split(",") if item != ""]
+
+    # ----- commands
+
+    def _command(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        name = node.name
+        if name.startswith("$"):
+            resolved = self._sub(name, frame, node.line, node.col).split()
+            if not resolved or resolved[0] not in SIMPLE_COMMANDS:
+                word = resolved[0] if resolved else ""
+                raise self._err(frame, node.line, node.col,
+                                f"{name} expands to {word!r}, which is not a command",
+                                suggest(word, SIMPLE_COMMANDS))
+            extra = tuple(Token(t, node.col) for t in resolved[1:])
+            node = Command(node.line, resolved[0], node.col, extra + node.args, node.rest)
+            name = node.name
+        handler = _HANDLERS[name]
+        result = handler(self, node, frame)
+        if result is not None:
+            yield from result
+
+    def _value(self, frame: _Frame, node: Command, name: str, key: str, raw: str,
+               tok: Token, conv: Callable[[str], object]) -> object:
+        self._undefined(raw, frame, node.line, tok.col)
+        try:
+            return conv(raw)
+        except ValueError as exc:
+            raise self._err(frame, node.line, tok.col, f"{name}: bad {key}: {exc}") from None
+
+    def _args1(self, node: Command, frame: _Frame) -> list[Token]:
+        return self._tokens(node, frame)
+
+    def _set(self, node: Command, frame: _Frame) -> None:
+        toks = self._tokens(node, frame)
+        if len(toks) != 1 or "=" not in toks[0].text:
+            col = toks[1].col if len(toks) > 1 else node.col
+            raise self._err(frame, node.line, col, "SET takes one name=value",
+                            "values cannot contain spaces; e.g. SET dur=60")
+        key, _, value = toks[0].text.partition("=")
+        if not _VARNAME.match(key):
+            raise self._err(frame, node.line, toks[0].col, f"bad variable name {key!r}",
+                            "letters, digits and _ only")
+        if key == "forLoopPrint":
+            self.for_loop_print = self._truthy(value)
+            return
+        self.variables[key] = value
+
+    def _set_exp(self, node: Command, frame: _Frame) -> None:
+        toks = self._tokens(node, frame)
+        if len(toks) != 1 or "=" not in toks[0].text:
+            raise self._err(frame, node.line, node.col, "SET_EXP takes one name=expression",
+                            "no spaces inside the expression, e.g. SET_EXP d=$dur/3+2")
+        key, _, expr = toks[0].text.partition("=")
+        if not _VARNAME.match(key):
+            raise self._err(frame, node.line, toks[0].col, f"bad variable name {key!r}")
+        try:
+            value = evaluate(expr, lambda n: self.lookup(n, frame))
+        except ExprError as exc:
+            col = toks[0].col + len(key) + 1 + exc.pos
+            raise self._err(frame, node.line, col, f"SET_EXP: {exc}",
+                            "integers, variables, + - * / and parentheses") from None
+        self.variables[key] = str(value)
+
+    def _host_suffix(self, node: Command, frame: _Frame) -> None:
+        toks = self._tokens(node, frame)
+        if len(toks) > 1:
+            raise self._err(frame, node.line, toks[1].col, "HOST_SUFFIX takes one suffix")
+        suffix = toks[0].text.lstrip(".") if toks else ""
+        if suffix.upper() == "NONE":
+            suffix = ""
+        if suffix:
+            self._value(frame, node, "HOST_SUFFIX", "suffix", suffix, toks[0],
+                        lambda s: V.word(s, "host suffix"))
+        self.host_suffix = suffix
+
+    def _source(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        toks = self._tokens(node, frame)
+        if len(toks) != 1:
+            raise self._err(frame, node.line, node.col, "SOURCE takes one file name")
+        name = toks[0].text
+        try:
+            key, display, text = self.loader.load(name, frame.base_dir)
+        except LookupError as exc:
+            searched = ", ".join(self.loader.searched(frame.base_dir))
+            raise self._err(frame, node.line, toks[0].col, f"SOURCE: {exc.args[0]}",
+                            f"searched: {searched}") from None
+        if key in self.sourced:
+            return
+        self.sourced.add(key)
+        nodes = parse(text, display)
+        base = str(Path(display).parent) if not display.startswith("<") and "/" in display else frame.base_dir
+        yield from self._block(nodes, _Frame(frame.args, frame.stack, base))
+
+    def _desc(self, node: Command, frame: _Frame) -> None:
+        self.desc = self._sub(node.rest, frame, node.line, node.col)
+
+    def _other(self, node: Command, frame: _Frame) -> None:
+        text = self._sub(node.rest, frame, node.line, node.col).strip()
+        pairs: list[tuple[str, str]] = []
+        for item in filter(None, (p.strip() for p in text.split(","))):
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip():
+                raise self._err(frame, node.line, node.col,
+                                f"OTHER: expected key=value items, got {item!r}",
+                                "e.g. OTHER netem=10,bw=100mbit")
+            pairs.append((key.strip(), value.strip()))
+        self.other = tuple(pairs)
+
+    def _wait(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        toks = self._tokens(node, frame)
+        if len(toks) != 1:
+            raise self._err(frame, node.line, node.col, "WAIT takes one number of seconds")
+        secs = self._value(frame, node, "WAIT", "seconds", toks[0].text, toks[0],
+                           lambda s: V.to_float(s, low=0))
+        yield Wait(loc=self._loc(node, frame), seconds=float(secs))  # type: ignore[arg-type]
+
+    def _rand_wait(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        toks = self._tokens(node, frame)
+        if len(toks) not in (1, 2):
+            raise self._err(frame, node.line, node.col, "RAND_WAIT takes 'max' or 'min max' seconds")
+        nums = [float(self._value(frame, node, "RAND_WAIT", "seconds", t.text, t,  # type: ignore[arg-type]
+                                  lambda s: V.to_float(s, low=0))) for t in toks]
+        low, high = (0.0, nums[0]) if len(nums) == 1 else (nums[0], nums[1])
+        if high < low:
+            raise self._err(frame, node.line, toks[-1].col,
+                            f"RAND_WAIT: max {high:g} is below min {low:g}")
+        yield RandWait(loc=self._loc(node, frame), low=low, high=high)
+
+    def _echo(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        text = self._sub(node.rest, frame, node.line, node.col)
+        self._undefined(text, frame, node.line, node.col)
+        yield Echo(loc=self._loc(node, frame), text=text)
+
+    def _debug(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        toks = self._tokens(node, frame)
+        if node.name == "DEBUG":
+            value = toks[0].text if len(toks) == 1 else ""
+            if value.upper() in ("1", "T", "TRUE", "ON"):
+                self.debug = True
+            elif value.upper() in ("0", "F", "FALSE", "OFF"):
+                self.debug = False
+            else:
+                raise self._err(frame, node.line, toks[0].col if toks else node.col,
+                                f"DEBUG takes 0, 1, T or F, got {value!r}")
+        elif node.name == "DEBUG_DISABLE":
+            self._debug_saved, self.debug = self.debug, False
+        else:
+            self.debug = self._debug_saved
+        yield Debug(loc=self._loc(node, frame), enabled=self.debug)
+
+    def _next_counter(self, node: Command, frame: _Frame) -> None:
+        self.counter.round_up()
+
+    def _noop(self, node: Command, frame: _Frame) -> None:
+        self._kv(node, frame, node.name, ARGS[node.name])
+
+    # ----- experiments and hosts
+
+    def _exp(self, frame: _Frame, node: Command, args: dict[str, tuple[str, Token]],
+             *, consume: bool = True) -> int:
+        if "exp" in args:
+            raw, tok = args["exp"]
+            self._undefined(raw, frame, node.line, tok.col)
+            if raw in ("COUNTER", "counter"):
+                value = self.counter.take()
+            elif raw in ("PREV", "prev"):
+                if self.last_exp is None:
+                    raise self._err(frame, node.line, tok.col,
+                                    "exp=PREV but there is no previous experiment",
+                                    "use exp=COUNTER for the first command of an experiment")
+                value = self.last_exp
+            else:
+                value = int(self._value(frame, node, node.name, "exp", raw, tok,  # type: ignore[arg-type]
+                                        lambda s: V.to_int(s, low=0)))
+        elif self.last_exp is not None:
+            value = self.last_exp
+        elif consume:
+            value = self.counter.take()
+        else:
+            return 0
+        self.last_exp = value
+        return value
+
+    def _qualify(self, host: str) -> str:
+        if self.host_suffix and "." not in host and ":" not in host:
+            return f"{host}.{self.host_suffix}"
+        return host
+
+    def _host(self, frame: _Frame, node: Command, args: dict[str, tuple[str, Token]],
+              key: str = "host") -> str:
+        if key in args:
+            raw, tok = args[key]
+            self._value(frame, node, node.name, key, raw, tok, lambda s: V.word(s, "host name"))
+            host = self._qualify(raw)
+            self.last_host = host
+            return host
+        if not self.last_host:
+            raise self._err(frame, node.line, node.col, f"{node.name}: host= is required",
+                            "no earlier command named a host")
+        return self.last_host
+
+    def _exp_name(self, frame: _Frame, node: Command, args: dict[str, tuple[str, Token]]) -> str:
+        if "expName" in args:
+            raw, tok = args["expName"]
+            self._value(frame, node, node.name, "expName", raw, tok,
+                        lambda s: V.name(s, "expName"))
+            self.last_exp_name = raw
+        return self.last_exp_name
+
+    def _get(self, frame: _Frame, node: Command, args: dict[str, tuple[str, Token]],
+             key: str, default: str, conv: Callable[[str], object]) -> object:
+        if key not in args:
+            return conv(default)
+        raw, tok = args[key]
+        return self._value(frame, node, node.name, key, raw, tok, conv)
+
+    def _remote_common(self, node: Command, frame: _Frame, *, consume: bool = True
+                       ) -> tuple[dict[str, tuple[str, Token]], str, int, str]:
+        args = self._kv(node, frame, node.name, ARGS[node.name])
+        host = self._host(frame, node, args)
+        exp = self._exp(frame, node, args, consume=consume)
+        exp_name = self._exp_name(frame, node, args)
+        return args, host, exp, exp_name
+
+    def _do_server(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        args, host, exp, exp_name = self._remote_common(node, frame)
+        order = self._get(frame, node, args, "order", "0", lambda s: V.to_int(s, low=0, high=1))
+        start = self._get(frame, node, args, "start", "0", lambda s: V.to_int(s, low=0, high=1))
+        self._fetched.clear()
+        yield DoServer(loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name,
+                       order=order, start=start)  # type: ignore[arg-type]
+
+    def _do_client(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        args, host, exp, exp_name = self._remote_common(node, frame)
+        if "server" not in args:
+            raise self._err(frame, node.line, node.col, "DO_CLIENT: server= is required",
+                            "e.g. DO_CLIENT host=h1 server=h2 test=TCP_STREAM")
+        server = self._host(frame, node, {"server": args["server"]}, "server")
+        self.last_host = host  # server= does not change the default host
+        g = lambda k, d, c: self._get(frame, node, args, k, d, c)  # noqa: E731
+        ca = g("ca", "reno", lambda s: V.name(s, "congestion control"))
+        dur = g("dur", "20", lambda s: V.to_float(s, low=0.001))
+        delay = g("delay", "0", lambda s: V.to_float(s, low=0))
+        instances = g("instances", "1", lambda s: V.to_int(s, low=1, high=10000))
+        test_raw, test_tok = args.get("test", ("TCP_RR", None))  # type: ignore[arg-type]
+        self._undefined(test_raw, frame, node.line, test_tok.col if test_tok else node.col)
+        test = test_raw.upper()
+        if test not in TEST_TYPES:
+            raise self._err(frame, node.line, test_tok.col if test_tok else node.col,
+                            f"DO_CLIENT: unknown test {test_raw!r}",
+                            suggest(test, TEST_TYPES) or "tests: " + ", ".join(TEST_TYPES))
+        req_raw = args["req"][0] if "req" in args else "1M"
+        if test == "TCP_RR" and req_raw in _STREAM_REQ:
+            test = "TCP_STREAM"
+        if test in _TCP_STREAMS:
+            req, req_text = 0, "S"
+            if "req" in args and req_raw not in _STREAM_REQ:
+                g("req", "1M", V.to_size)  # still validated
+        elif test == "UDP_STREAM":
+            req = g("req", "1472", V.to_size)  # type: ignore[assignment]
+            req_text = req_raw if "req" in args else "1472"
+            if not 1 <= req <= 65507:  # type: ignore[operator]
+                raise self._err(frame, node.line, args["req"][1].col if "req" in args else node.col,
+                                f"DO_CLIENT: UDP datagram size {req} is not in 1..65507")
+        else:
+            req = g("req", "1M", V.to_size)  # type: ignore[assignment]
+            req_text = req_raw
+        reply = g("reply", "1", V.to_size)
+        stats = g("stats", "0", lambda s: V.to_int(s, low=0, high=1))
+        local_buffer = g("localBuffer", "0", V.to_size)
+        remote_buffer = g("remoteBuffer", "0", V.to_size)
+        group = g("group", "0", lambda s: V.to_int(s, low=0))
+        driver = g("driver", "builtin", lambda s: s)
+        if driver not in V_DRIVERS:
+            raw, tok = args["driver"]
+            raise self._err(frame, node.line, tok.col, f"DO_CLIENT: unknown driver {raw!r}",
+                            suggest(raw, V_DRIVERS) or "drivers: " + ", ".join(V_DRIVERS))
+        pacing = g("pacing", "0", V.to_bits)
+        rate = g("rate", "0", V.to_bits)
+        interval = g("interval", "0.01", lambda s: V.to_float(s, low=0.001, high=60))
+        if group == 0:
+            if self._group_exp != exp:
+                self._group_exp, self._group_next = exp, 1
+            group = self._group_next
+            self._group_next += 1
+        self._fetched.clear()
+        yield DoClient(
+            loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name, server=server,
+            ca=ca, dur=dur, delay=delay, instances=instances, req=req, req_text=req_text,
+            reply=reply, stats=stats, local_buffer=local_buffer, remote_buffer=remote_buffer,
+            test=test, group=group, driver=driver, pacing=pacing, rate=rate,
+            interval=interval,
+        )  # type: ignore[arg-type]
+
+    def _get_data(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        args, host, exp, exp_name = self._remote_common(node, frame)
+        if (host, exp) in self._fetched:
+            return  # the original skips a repeated GET_DATA until the next DO_*
+        self._fetched.add((host, exp))
+        yield GetData(loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name)
+
+    def _set_sysctl(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        kv = self._kv(node, frame, node.name, None)
+        common = {k: v for k, v in kv.items() if k in COMMON}
+        host = self._host(frame, node, common)
+        exp = self._exp(frame, node, common, consume=False)
+        exp_name = self._exp_name(frame, node, common)
+        settings: list[tuple[str, tuple[str, ...]]] = []
+        for key, (raw, tok) in kv.items():
+            if key in COMMON:
+                continue
+            self._undefined(raw, frame, node.line, tok.col)
+            try:
+                settings.append(V.sysctl_setting(key, raw))
+            except KeyError:
+                allowed = sorted(V.SYSCTLS)
+                hint = suggest(key, allowed)
+                raise self._err(frame, node.line, tok.col, f"SET_SYSCTL: sysctl {key!r} is not allowed",
+                                (hint + " " if hint else "") + "allowed: " + ", ".join(allowed)) from None
+            except ValueError as exc:
+                raise self._err(frame, node.line, tok.col, f"SET_SYSCTL: {exc}") from None
+        if not settings:
+            raise self._err(frame, node.line, node.col, "SET_SYSCTL: no sysctl=value given",
+                            "e.g. SET_SYSCTL host=h1 net.ipv4.tcp_ecn=1")
+        yield SetSysctl(loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name,
+                        settings=tuple(settings))
+
+    def _set_module_params(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        kv = self._kv(node, frame, node.name, None)
+        common = {k: v for k, v in kv.items() if k in COMMON}
+        host = self._host(frame, node, common)
+        exp = self._exp(frame, node, common, consume=False)
+        exp_name = self._exp_name(frame, node, common)
+        if "module" not in kv:
+            raise self._err(frame, node.line, node.col, "SET_MODULE_PARAMS: module= is required",
+                            "modules: " + ", ".join(sorted(V.MODULE_PARAMS)))
+        module, mtok = kv["module"]
+        if module not in V.MODULE_PARAMS:
+            hint = suggest(module, list(V.MODULE_PARAMS))
+            raise self._err(frame, node.line, mtok.col,
+                            f"SET_MODULE_PARAMS: module {module!r} is not allowed",
+                            (hint + " " if hint else "") + "modules: " + ", ".join(sorted(V.MODULE_PARAMS)))
+        allowed = V.MODULE_PARAMS[module]
+        params: list[tuple[str, str]] = []
+        for key, (raw, tok) in kv.items():
+            if key in COMMON or key == "module":
+                continue
+            if key not in allowed:
+                hint = suggest(key, allowed)
+                raise self._err(frame, node.line, tok.col,
+                                f"SET_MODULE_PARAMS: {module} parameter {key!r} is not allowed",
+                                (hint + " " if hint else "") + "allowed: " + ", ".join(allowed))
+            self._value(frame, node, node.name, key, raw, tok, lambda s: V.word(s, "value"))
+            params.append((key, raw))
+        if not params:
+            raise self._err(frame, node.line, node.col, "SET_MODULE_PARAMS: no parameter given",
+                            f"{module} parameters: " + ", ".join(allowed))
+        yield SetModuleParams(loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name,
+                              module=module, params=tuple(params))
+
+    def _set_netem(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        args, host, exp, exp_name = self._remote_common(node, frame, consume=False)
+        if "netem_delay" not in args and "delay" not in args:
+            raise self._err(frame, node.line, node.col, "SET_NETEM: netem_delay= is required",
+                            "delay in ms; netem_delay=0 removes netem")
+        key = "netem_delay" if "netem_delay" in args else "delay"
+        g = lambda k, d, c: self._get(frame, node, args, k, d, c)  # noqa: E731
+        delay = g(key, "0", lambda s: V.to_float(s, low=0, high=60000))
+        yield SetNetem(
+            loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name, delay=delay,
+            limit=g("limit", "1000", lambda s: V.to_int(s, low=1, high=10**7)),
+            loss=g("loss", "0", lambda s: V.to_float(s, low=0, high=100)),
+            jitter=g("jitter", "0", lambda s: V.to_float(s, low=0, high=60000)),
+            rate=g("rate", "0", V.to_bits),
+        )  # type: ignore[arg-type]
+
+    def _set_qdisc(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        args, host, exp, exp_name = self._remote_common(node, frame, consume=False)
+        if "qdisc" not in args:
+            raise self._err(frame, node.line, node.col, "SET_QDISC: qdisc= is required",
+                            "qdiscs: " + ", ".join(V.QDISCS))
+        qraw, qtok = args["qdisc"]
+        self._undefined(qraw, frame, node.line, qtok.col)
+        if qraw not in V.QDISCS:
+            hint = suggest(qraw, V.QDISCS)
+            raise self._err(frame, node.line, qtok.col, f"SET_QDISC: unknown qdisc {qraw!r}",
+                            (hint + " " if hint else "") + "qdiscs: " + ", ".join(V.QDISCS))
+        g = lambda k, d, c: self._get(frame, node, args, k, d, c)  # noqa: E731
+
+        def action_ok(s: str) -> str:
+            if s not in V.QDISC_ACTIONS:
+                raise ValueError(f"expected one of add, change, replace, del; got {s!r}")
+            return s
+
+        def other_ok(s: str) -> str:
+            if s and not re.match(r"^[A-Za-z0-9_.,:/-]+$", s):
+                raise ValueError(f"{s!r}: letters, digits and _ . , : / - only")
+            return s
+
+        yield SetQdisc(
+            loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name, qdisc=qraw,
+            action=g("action", "", action_ok),
+            rate=g("rate", "", lambda s: V.tc_rate(s) if s else ""),
+            burst=g("burst", "", lambda s: V.tc_size(s, "burst") if s else ""),
+            limit=g("limit", "", lambda s: V.tc_size(s, "limit") if s else ""),
+            other=g("other", "", other_ok),
+        )  # type: ignore[arg-type]
+
+    def _do_tcpdump(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        args, host, exp, exp_name = self._remote_common(node, frame)
+        if "server" not in args:
+            raise self._err(frame, node.line, node.col, "DO_TCPDUMP: server= is required",
+                            "server=X captures without a host filter")
+        raw, tok = args["server"]
+        self._value(frame, node, node.name, "server", raw, tok, lambda s: V.word(s, "server"))
+        server = raw if raw == "X" else self._qualify(raw)
+        packets = self._get(frame, node, args, "packets", "10000",
+                            lambda s: V.to_int(s, low=1, high=10**8))
+        yield DoTcpdump(loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name,
+                        server=server, packets=packets)  # type: ignore[arg-type]
+
+    def _process_exp(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        args = self._kv(node, frame, node.name, ARGS[node.name])
+        if "exp" not in args and self.last_exp is None:
+            raise self._err(frame, node.line, node.col, "PROCESS_EXP: no experiment to process",
+                            "run DO_SERVER/DO_CLIENT first or give exp=N")
+        exp = self._exp(frame, node, args)
+        self._exp_name(frame, node, args)
+        self._group_exp, self._group_next = exp, 1
+        yield ProcessExp(loc=self._loc(node, frame), exp=exp, desc=self.desc, other=self.other)
+
+    def _run_macro(self, node: Command, frame: _Frame) -> Iterator[Action]:
+        toks = self._tokens(node, frame)
+        if not toks:
+            raise self._err(frame, node.line, node.col, "RUN needs a macro name",
+                            "RUN name[,reps] key=value ...")
+        head = toks[0]
+        name, comma, reps_text = head.text.partition(",")
+        reps = 1
+        if comma:
+            reps = int(self._value(frame, node, "RUN", "repetitions", reps_text, head,  # type: ignore[arg-type]
+                                   lambda s: V.to_int(s, low=0, high=self.max_loops)))
+        macro = self.macros.get(name)
+        if macro is None:
+            hint = suggest(name, list(self.macros))
+            if not hint:
+                hint = ("defined macros: " + ", ".join(sorted(self.macros))
+                        if self.macros else "no macros defined; SOURCE inlib first?")
+            raise self._err(frame, node.line, head.col, f"RUN: unknown macro {name!r}", hint)
+        args: dict[str, str] = {}
+        for tok in toks[1:]:
+            key, eq, value = tok.text.partition("=")
+            if not eq or not _VARNAME.match(key):
+                raise self._err(frame, node.line, tok.col,
+                                f"RUN {name}: expected key=value, got {tok.text!r}")
+            args[key] = value
+        depth = len(frame.stack) + 1
+        if depth > self.max_depth:
+            raise self._err(frame, node.line, node.col,
+                            f"RUN {name}: macros nested more than {self.max_depth} deep",
+                            "a macro that RUNs itself?")
+        cas = [c for c in args.get("ca", "").split(",") if c] if "ca" in args else []
+        where = f"RUN {name} at {node.line.file}:{node.line.lineno}"
+        base = str(Path(macro.line.file).parent) if not macro.line.file.startswith("<") else frame.base_dir
+        for _ in range(reps):
+            for ca in (cas if len(cas) > 1 else [None]):
+                call_args = dict(args)
+                if ca is not None:
+                    call_args["ca"] = ca
+                yield from self._block(macro.body, _Frame(call_args, frame.stack + (where,), base))
+
+
+V_DRIVERS = ("builtin", "iperf3", "netperf")
+
+_HANDLERS: dict[str, Callable[[Interpreter, Command, _Frame], Iterator[Action] | None]] = {
+    "SET": Interpreter._set,
+    "SET_EXP": Interpreter._set_exp,
+    "HOST_SUFFIX": Interpreter._host_suffix,
+    "SOURCE": Interpreter._source,
+    "DESC": Interpreter._desc,
+    "OTHER": Interpreter._other,
+    "WAIT": Interpreter._wait,
+    "RAND_WAIT": Interpreter._rand_wait,
+    "ECHO": Interpreter._echo,
+    "DEBUG": Interpreter._debug,
+    "DEBUG_DISABLE": Interpreter._debug,
+    "DEBUG_RESTORE": Interpreter._debug,
+    "NEXT_COUNTER": Interpreter._next_counter,
+    "PROCESS_EXP": Interpreter._process_exp,
+    "RUN": Interpreter._run_macro,
+    "DO_SERVER": Interpreter._do_server,
+    "DO_CLIENT": Interpreter._do_client,
+    "GET_DATA": Interpreter._get_data,
+    "SET_SYSCTL": Interpreter._set_sysctl,
+    "SET_MODULE_PARAMS": Interpreter._set_module_params,
+    "SET_NETEM": Interpreter._set_netem,
+    "SET_QDISC": Interpreter._set_qdisc,
+    "DO_TCPDUMP": Interpreter._do_tcpdump,
+    "CLOSE": Interpreter._noop,
+    "EXIT": Interpreter._noop,
+}
+
+
+def estimate_seconds(actions: Iterable[Action]) -> float:
+    """Wall time a plan needs: WAITs plus the mean of each RAND_WAIT."""
+    total = 0.0
+    for action in actions:
+        if isinstance(action, Wait):
+            total += action.seconds
+        elif isinstance(action, RandWait):
+            total += (action.low + action.high) / 2
+    return total
+
+
+def plan(text: str, *, file: str = "<script>", **kw: object) -> list[Action]:
+    """All actions of a script, eagerly (a MemoryCounter unless ``counter=`` is given)."""
+    return list(Interpreter(**kw).run_text(text, file=file))  # type: ignore[arg-type]
+
+
+__all__ = ["Interpreter", "estimate_seconds", "plan"]

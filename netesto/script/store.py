@@ -1,0 +1,186 @@
+"""Where SOURCE files and the experiment counter come from (both injectable).
+
+Loaders resolve ``SOURCE name``; counters hold the original's ``counter`` file
+(the number of the last experiment, used by ``exp=COUNTER``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol
+
+import netesto
+
+
+class Loader(Protocol):
+    """Resolves SOURCE names: ``load(name, base_dir)`` -> (key, display name, text)."""
+
+    def load(self, name: str, base_dir: str | None) -> tuple[str, str, str]: ...
+
+    def searched(self, base_dir: str | None) -> list[str]: ...
+
+
+def packaged_inlib_dirs() -> list[Path]:
+    """The macro-library directories: the installed ``netesto.inlib``, else the checkout's ``inlib/``."""
+    dirs: list[Path] = []
+    try:
+        from importlib.resources import files
+
+        root = files("netesto.inlib")
+        dirs.append(Path(str(root)))
+    except (ModuleNotFoundError, TypeError):
+        pass
+    checkout = Path(netesto.__file__).resolve().parent.parent / "inlib"
+    if checkout.is_dir() and all(checkout != d for d in dirs):
+        dirs.append(checkout)
+    return dirs
+
+
+class FileLoader:
+    """SOURCE from files: the including script's directory, the cwd, ``search_dirs``,
+    then the packaged macro libraries (so ``SOURCE inlib`` works anywhere)."""
+
+    def __init__(self, search_dirs: "list[str | os.PathLike[str]] | tuple[str, ...]" = (),
+                 *, packaged: bool = True) -> None:
+        self.search_dirs = [Path(d) for d in search_dirs]
+        self.packaged = packaged
+
+    def _candidates(self, base_dir: str | None) -> list[Path]:
+        dirs: list[Path] = []
+        if base_dir:
+            dirs.append(Path(base_dir))
+        dirs.append(Path.cwd())
+        dirs.extend(self.search_dirs)
+        if self.packaged:
+            dirs.extend(packaged_inlib_dirs())
+        return dirs
+
+    def searched(self, base_dir: str | None) -> list[str]:
+        return [str(d) for d in self._candidates(base_dir)]
+
+    def load(self, name: str, base_dir: str | None) -> tuple[str, str, str]:
+        path = Path(name)
+        if path.is_absolute():
+            tries = [path]
+        else:
+            tries = [d / name for d in self._candidates(base_dir)]
+        for candidate in tries:
+            if candidate.is_file():
+                try:
+                    text = candidate.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise LookupError(f"cannot read {candidate}: {exc}") from exc
+                return str(candidate.resolve()), str(candidate), text
+        raise LookupError(f"file {name!r} not found")
+
+
+class MemoryLoader:
+    """SOURCE from a dict ``{name: text}`` (tests, notebooks)."""
+
+    def __init__(self, files: dict[str, str] | None = None) -> None:
+        self.files = dict(files or {})
+
+    def searched(self, base_dir: str | None) -> list[str]:
+        return ["<memory: " + ", ".join(sorted(self.files)) + ">"]
+
+    def load(self, name: str, base_dir: str | None) -> tuple[str, str, str]:
+        if name not in self.files:
+            raise LookupError(f"file {name!r} not found")
+        return name, name, self.files[name]
+
+
+class Counter(Protocol):
+    """The experiment counter: ``value`` is the last experiment number used."""
+
+    def peek(self) -> int: ...
+
+    def take(self) -> int: ...
+
+    def round_up(self) -> None: ...
+
+
+def next_round(value: int) -> int:
+    """NEXT_COUNTER: move so the next experiment number ends in 1.
+
+    >>> next_round(23), next_round(19), next_round(20), next_round(0)
+    (30, 30, 30, 10)
+    """
+    if value % 10 == 9:
+        return value + 11
+    return (value // 10 + 1) * 10
+
+
+class MemoryCounter:
+    """A counter kept in memory (plans never consume real counter values)."""
+
+    def __init__(self, start: int = 0) -> None:
+        self.value = int(start)
+
+    def peek(self) -> int:
+        return self.value
+
+    def take(self) -> int:
+        self.value += 1
+        return self.value
+
+    def round_up(self) -> None:
+        self.value = next_round(self.value)
+
+
+class FileCounter:
+    """The original's ``counter`` file: one integer; missing means 0.
+
+    ``take()`` reads it, adds one, writes it back and returns the new value.
+    """
+
+    def __init__(self, path: "str | os.PathLike[str]") -> None:
+        self.path = Path(path)
+
+    def peek(self) -> int:
+        return read_counter_file(self.path)
+
+    def _write(self, value: int) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(f"{value}\n", encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def take(self) -> int:
+        value = self.peek() + 1
+        self._write(value)
+        return value
+
+    def round_up(self) -> None:
+        # Like the original: only when the file exists.
+        if self.path.exists():
+            self._write(next_round(self.peek()))
+
+
+def read_counter_file(path: "str | os.PathLike[str]") -> int:
+    """The integer in a counter file (0 if missing or empty)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return 0
+    if not text:
+        return 0
+    try:
+        return int(text.split()[0])
+    except ValueError as exc:
+        from netesto.errors import UsageError
+
+        raise UsageError(f"{p}: counter file holds {text[:40]!r}, not an integer") from exc
+
+
+__all__ = [
+    "Counter",
+    "FileCounter",
+    "FileLoader",
+    "Loader",
+    "MemoryCounter",
+    "MemoryLoader",
+    "next_round",
+    "packaged_inlib_dirs",
+    "read_counter_file",
+]

@@ -1,0 +1,176 @@
+"""Value parsing and allowlists for command arguments (sizes, rates, sysctls, qdiscs).
+
+Every function raises ``ValueError`` with a message saying what was expected;
+the interpreter turns it into a ScriptError pointing at the argument.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from netesto.errors import TrafficError
+from netesto.traffic.spec import parse_size
+
+# The original controller's sysctl allowlist: name -> per-value [low, high]
+# ranges (None = not range-checked).
+SYSCTLS: dict[str, tuple[tuple[int, int], ...] | None] = {
+    "net.core.rmem_max": ((2621440, 67108864),),
+    "net.core.wmem_max": ((2621440, 67108864),),
+    "net.core.default_qdisc": None,
+    "net.ipv4.tcp_wmem": ((4096, 10000), (16000, 270000), (128000, 61000000)),
+    "net.ipv4.tcp_rmem": ((4096, 10000), (16000, 270000), (128000, 61000000)),
+    "net.ipv4.tcp_allowed_congestion_control": None,
+    "net.ipv4.tcp_cong_dscp_mask": ((0, 255),),
+    "net.ipv4.tcp_cong_dscp_val": ((0, 255),),
+    "net.ipv4.tcp_ecn": ((0, 2),),
+    "net.ipv4.tcp_congestion_control": None,
+}
+# Spellings from the README / paper.
+SYSCTL_ALIASES = {
+    "net.core.rmem.max": "net.core.rmem_max",
+    "net.core.wmem.max": "net.core.wmem_max",
+}
+
+MODULE_PARAMS: dict[str, tuple[str, ...]] = {
+    "tcp_nv": ("nv_pad", "nv_reset_period", "nv_min_cwnd"),
+    "tcp_cubic": (
+        "fast_convergence",
+        "initial_ssthresh",
+        "tcp_friendliness",
+        "hystart",
+        "hystart_detect",
+        "hystart_low_window",
+        "hystart_ack_delta",
+    ),
+    "tcp_dctcp": ("dctcp_shift_g", "dctcp_alpha_on_init", "dctcp_clamp_alpha_on_loss"),
+}
+
+QDISCS = (
+    "bfifo", "cake", "choke", "codel", "drr", "fq", "fq_codel", "fq_pie", "hfsc", "htb",
+    "mq", "netem", "noqueue", "pfifo", "pfifo_fast", "pfifo_head_drop", "pie", "prio",
+    "red", "sfb", "sfq", "tbf",
+)
+QDISC_ACTIONS = ("", "add", "change", "replace", "del", "delete")
+
+_WORD = re.compile(r"^[A-Za-z0-9_.:-]+$")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_RATE = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT]?)(bit|bit/s|b)?$", re.IGNORECASE)
+_RATE_SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_TC_RATE = re.compile(r"^\d+(?:\.\d+)?(?:[kmgt]?(?:bit|bps)|[kmgt])?$", re.IGNORECASE)
+_TC_SIZE = re.compile(r"^\d+(?:\.\d+)?(?:b|k|kb|m|mb|g|gb|kbit|mbit|gbit)?$", re.IGNORECASE)
+
+
+def to_int(text: str, *, low: int | None = None, high: int | None = None) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        try:
+            f = float(text)
+        except ValueError:
+            raise ValueError(f"expected an integer, got {text!r}") from None
+        if not math.isfinite(f) or f != int(f):
+            raise ValueError(f"expected an integer, got {text!r}") from None
+        value = int(f)
+    _check_range(value, low, high)
+    return value
+
+
+def to_float(text: str, *, low: float | None = None, high: float | None = None) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {text!r}")
+    _check_range(value, low, high)
+    return value
+
+
+def _check_range(value: float, low: float | None, high: float | None) -> None:
+    if low is not None and value < low:
+        raise ValueError(f"{value:g} is below the minimum {low:g}")
+    if high is not None and value > high:
+        raise ValueError(f"{value:g} is above the maximum {high:g}")
+
+
+def to_size(text: str) -> int:
+    """Bytes, netperf style: ``10K`` = 10240, ``1M`` = 1048576, ``1m`` = 10^6."""
+    try:
+        return parse_size(text)
+    except TrafficError:
+        raise ValueError(f"expected a size like 100, 10K or 1M, got {text!r}") from None
+
+
+def to_bits(text: str) -> int:
+    """Bits/s with SI suffixes: ``100M``, ``100mbit``, ``2.5G``, ``500k`` (k=10^3)."""
+    m = _RATE.match(text)
+    if not m:
+        raise ValueError(f"expected a rate in bits/s like 100M, 100mbit or 1g, got {text!r}")
+    return int(float(m.group(1)) * _RATE_SCALE[m.group(2).lower()])
+
+
+def word(text: str, what: str) -> str:
+    """A plain word (host names, ca names): no shell or tc metacharacters."""
+    if not _WORD.match(text):
+        raise ValueError(f"bad {what} {text!r}: letters, digits, '_', '.', ':', '-' only")
+    return text
+
+
+def name(text: str, what: str) -> str:
+    if not _NAME.match(text):
+        raise ValueError(f"bad {what} {text!r}: letters, digits, '_', '.', '-' only")
+    return text
+
+
+def sysctl_setting(key: str, value: str) -> tuple[str, tuple[str, ...]]:
+    """Check one ``name=v[,v,v]`` pair against the allowlist and its ranges."""
+    canon = SYSCTL_ALIASES.get(key, key)
+    if canon not in SYSCTLS:
+        raise KeyError(canon)
+    values = tuple(v for v in value.split(",") if v != "")
+    if not values:
+        raise ValueError(f"{canon} needs a value")
+    ranges = SYSCTLS[canon]
+    if ranges is None:
+        for v in values:
+            word(v, f"{canon} value")
+        return canon, values
+    if len(values) != len(ranges):
+        raise ValueError(f"{canon} takes {len(ranges)} value(s), got {len(values)}")
+    for v, (low, high) in zip(values, ranges):
+        try:
+            to_int(v, low=low, high=high)
+        except ValueError as exc:
+            raise ValueError(f"{canon}: {exc} (allowed {low}..{high})") from None
+    return canon, values
+
+
+def tc_rate(text: str) -> str:
+    if not _TC_RATE.match(text):
+        raise ValueError(f"expected a tc rate like 100mbit, 1gbit or 500kbit, got {text!r}")
+    return text
+
+
+def tc_size(text: str, what: str) -> str:
+    if not _TC_SIZE.match(text):
+        raise ValueError(f"expected a {what} like 1514, 32k or 10kb, got {text!r}")
+    return text
+
+
+__all__ = [
+    "MODULE_PARAMS",
+    "QDISCS",
+    "QDISC_ACTIONS",
+    "SYSCTLS",
+    "SYSCTL_ALIASES",
+    "name",
+    "sysctl_setting",
+    "tc_rate",
+    "tc_size",
+    "to_bits",
+    "to_float",
+    "to_int",
+    "to_size",
+    "word",
+]

@@ -132,6 +132,7 @@ class _Exp:
     stats_hosts: set[str] = field(default_factory=set)
     pings: set[tuple[str, str]] = field(default_factory=set)
     tcpdumps: set[str] = field(default_factory=set)
+    waited: set[str] = field(default_factory=set)  # client hosts whose flows have all ended
     flows: list[FlowRecord] = field(default_factory=list)
     hosts: set[str] = field(default_factory=set)
     generation: dict[str, int] = field(default_factory=dict)
@@ -415,7 +416,7 @@ class Runner:
         elif isinstance(a, DoTcpdump):
             e = self._exp(a)
             e.touch(self.lab.resolve(a.host).name)
-            server = "" if a.server in ("X", "x", "") else self.lab.resolve(a.server).test_address
+            server = "X" if a.server in ("X", "x", "") else self.lab.resolve(a.server).test_address
             dev = self.lab.resolve(a.host).dev
             if self._remote(a.host, lambda h: h.client.tcpdump_start(a.exp, dev, server, a.packets)) is not None:
                 e.tcpdumps.add(self.lab.resolve(a.host).name)
@@ -443,6 +444,9 @@ class Runner:
         e = self._exp(a)
         name = self.lab.resolve(a.host).name
         e.touch(name)
+        if a.order >= 1:
+            # "after" statistics: only once the flows this host serves have ended
+            self._wait_flows(name, e, margin=self.wait_margin)
         if self._remote(name, lambda h: h.client.snapshot(a.exp, a.order, short_name(name))) is not None:
             e.snapshots.add((name, a.order))
         if a.start:
@@ -515,6 +519,7 @@ class Runner:
                     ids = {s.flow_id for s in exp_specs}
                     mine = [r for r in records if r.spec.flow_id in ids]
                     e.flows.extend(mine)
+                    e.waited.discard(c)
                     dur = max(r.spec.dur + r.action.delay for r in mine)
                     self._emit(FlowsScheduled(exp=exp_n, host=c, flows=tuple(sorted(ids)), start_at=t_common, dur=dur))
                     for a, server, _ in per_host[c]:
@@ -543,15 +548,7 @@ class Runner:
         host = self.lab.resolve(name).name
         if e.fetched.get(host) == e.generation.get(host, 0) and host in e.fetched:
             return  # nothing new since the last GET_DATA (the original's rule)
-        # Wait for every flow this host takes part in, on the client agents that run them.
-        now = time.time()
-        involved = [r for r in e.flows if host in (r.host, r.server)]
-        for client in sorted({r.host for r in involved}):
-            if self.hosts.get(client) is None or self.hosts[client].dead:
-                continue
-            ends = [r.end_ctrl for r in involved if r.host == client]
-            timeout = wait_timeout(ends, now, 2.0 if salvage else self.wait_margin)
-            self._remote(client, lambda h: h.client.wait_flows(e.exp, timeout))
+        self._wait_flows(host, e, margin=2.0 if salvage else self.wait_margin)
         if host in e.tcpdumps:
             self._remote(host, lambda h: h.client.tcpdump_stop(e.exp))
             e.tcpdumps.discard(host)
@@ -567,6 +564,18 @@ class Runner:
         size = sum(p.stat().st_size for p in files if p.is_file())
         self._emit(DataStored(host=host, exp=e.exp, files=len(files), bytes=size, dest=str(e.dir)))
         self._skews_from_files(e, host)
+
+    def _wait_flows(self, host: str, e: _Exp, *, margin: float) -> None:
+        """Wait for every flow ``host`` takes part in, on the client agents that run them."""
+        now = time.time()
+        involved = [r for r in e.flows if host in (r.host, r.server) and r.host not in e.waited]
+        for client in sorted({r.host for r in involved}):
+            if self.hosts.get(client) is None or self.hosts[client].dead:
+                continue
+            ends = [r.end_ctrl for r in involved if r.host == client]
+            timeout = wait_timeout(ends, now, margin)
+            if self._remote(client, lambda h: h.client.wait_flows(e.exp, timeout)) is not None:
+                e.waited.add(client)
 
     def _skews_from_files(self, e: _Exp, host: str) -> None:
         from netesto.traffic.rawformat import read_flow
@@ -603,7 +612,8 @@ class Runner:
             hosts[short_name(name)] = {
                 "kernel": info.get("kernel", ""),
                 "hostname": info.get("hostname", ""),
-                "agent_version": info.get("agent_version", info.get("version", "")),
+                "agent_version": info.get("agent_version", info.get("package", "")),
+                "protocol": info.get("protocol", ""),
                 "clock_offset": h.offset if h else None,
                 "clock_rtt": h.rtt if h else None,
                 "address": self.lab.resolve(name).control,
@@ -754,8 +764,11 @@ def run(
     defs = dict(defines or {})
     runner = Runner(the_lab, wd, progress=progress, script=text, **runner_options)
     # A dry plan first: an unknown host fails here, before any agent is touched.
-    runner.validate(plan(text, file=fname, loader=FileLoader(search), counter=MemoryCounter(), defines=defs))
-    interp = Interpreter(loader=FileLoader(search), counter=FileCounter(wd / "counter"), defines=defs)
+    suffix = the_lab.host_suffix
+    runner.validate(plan(text, file=fname, loader=FileLoader(search), counter=MemoryCounter(),
+                         defines=defs, host_suffix=suffix))
+    interp = Interpreter(loader=FileLoader(search), counter=FileCounter(wd / "counter"), defines=defs,
+                         host_suffix=suffix)
     return runner.run(interp.run_text(text, file=fname))
 
 

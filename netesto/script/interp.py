@@ -218,7 +218,10 @@ class Interpreter:
     def _err(self, frame: _Frame, line: Line, col: int, message: str,
              hint: str = "") -> ScriptError:
         if frame.stack:
-            chain = "called from " + " <- ".join(reversed(frame.stack))
+            frames = list(reversed(frame.stack))
+            if len(frames) > 6:
+                frames = frames[:3] + [f"... {len(frames) - 6} more ..."] + frames[-3:]
+            chain = "called from " + " <- ".join(frames)
             hint = f"{hint}\n    {chain}" if hint else chain
         return error_at(line, col, message, hint)
 
@@ -262,6 +265,8 @@ class Interpreter:
         return _VAR.sub(lambda m: expand(m, ()), text)
 
     def _undefined(self, value: str, frame: _Frame, line: Line, col: int) -> None:
+        if "$" not in value:
+            return
         m = _VAR.search(value)
         if m:
             known = list(self.variables) + list(frame.args or ())
@@ -274,10 +279,9 @@ class Interpreter:
             text = tok.text
             if "$" in text:
                 text = self._sub(text, frame, node.line, tok.col)
-                if not text:
-                    continue
-                if any(ch.isspace() for ch in text):
-                    out.extend(Token(part, tok.col) for part in text.split())
+                parts = text.split()
+                if len(parts) != 1 or parts[0] != text:
+                    out.extend(Token(part, tok.col) for part in parts)
                     continue
             out.append(Token(text, tok.col))
         return out
@@ -566,7 +570,10 @@ class Interpreter:
     def _get(self, frame: _Frame, node: Command, args: dict[str, tuple[str, Token]],
              key: str, default: str, conv: Callable[[str], object]) -> object:
         if key not in args:
-            return conv(default)
+            cache_key = (node.name, key, default)
+            if cache_key not in _DEFAULT_CACHE:
+                _DEFAULT_CACHE[cache_key] = conv(default)
+            return _DEFAULT_CACHE[cache_key]
         raw, tok = args[key]
         return self._value(frame, node, node.name, key, raw, tok, conv)
 
@@ -827,6 +834,8 @@ class Interpreter:
 
 
 V_DRIVERS = ("builtin", "iperf3", "netperf")
+# Converted default values, per (command, argument, default text).
+_DEFAULT_CACHE: dict[tuple[str, str, str], object] = {}
 
 _HANDLERS: dict[str, Callable[[Interpreter, Command, _Frame], Iterator[Action] | None]] = {
     "SET": Interpreter._set,

@@ -342,13 +342,17 @@ class Runner:
         flow = str(data.get("flow", ""))
         exp = data.get("exp")
         if kind == "started" and flow:
-            t = data.get("start_wall", data.get("t"))
+            t = data.get("t_wall", data.get("start_wall"))
             if isinstance(t, (int, float)):
                 for e in list(self.exps.values()):
                     for rec in e.flows:
                         if rec.spec.flow_id == flow and rec.host == host and rec.start_skew is None:
                             rec.start_skew = start_skew(float(t), rec.start_agent)
-        self._emit(FlowProgress(host=host, exp=exp if isinstance(exp, int) else None, flow=flow,
+        try:
+            exp = int(exp) if exp is not None else None
+        except (TypeError, ValueError):
+            exp = None
+        self._emit(FlowProgress(host=host, exp=exp, flow=flow,
                                 event=kind, data=dict(data)))
 
     def _remote(self, name: str, what: Callable[[_Host], Any]) -> Any:
@@ -526,18 +530,20 @@ class Runner:
                         if a.exp == exp_n and (c, server) not in e.pings:
                             target = self.lab.resolve(server).test_address
                             pname = f"{short_name(c)}-{short_name(server)}"
-                            if self._ping(c, e, target, pname) is not None:
+                            until = max(r.end_ctrl for r in mine if r.server == server)
+                            if self._ping(c, e, target, pname, until - time.time()) is not None:
                                 e.pings.add((c, server))
         err = "; ".join(self.errors[n_err:])
         for a in batch:
             self._emit(ActionFinished(kind=a.kind, host=a.host, exp=a.exp, elapsed=time.time() - t_begin, error=err))
 
-    def _ping(self, client: str, e: _Exp, target: str, name: str) -> Any:
+    def _ping(self, client: str, e: _Exp, target: str, name: str, duration: float) -> Any:
+        """Ping ``target`` from ``client`` until the pair's last flow ends."""
         h = self.hosts[client]
         if not hasattr(h.client, "ping_start"):
             return None
         try:
-            return h.client.ping_start(e.exp, target, name)
+            return h.client.ping_start(e.exp, target, name, duration=max(1.0, duration))
         except AgentUnreachable as exc:
             self._drop(client, exc)
         except AgentError as exc:  # ping is an extra: report, keep running
@@ -652,10 +658,10 @@ class Runner:
                 process_experiment(self.workdir, e.exp, desc=a.desc, other=a.other)
             except NetestoError as exc:
                 note = f"results processing failed (raw data kept): {exc}"
-                self._emit(HostError(host="", error=note))
+                self._emit(HostError(host="controller", error=note))
             except Exception as exc:  # results bugs must not lose the run's data
                 note = f"results processing failed (raw data kept): {type(exc).__name__}: {exc}"
-                self._emit(HostError(host="", error=note))
+                self._emit(HostError(host="controller", error=note))
         self._emit(ExperimentProcessed(exp=e.exp, path=str(path), note=note))
 
     def _finish(self, *, interrupted: bool, aborted: bool) -> None:

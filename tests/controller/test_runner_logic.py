@@ -53,7 +53,8 @@ class StandIn:
         self._call("start_flows", exp, specs, at)
         return {}
 
-    def ping_start(self, exp: int, target: str, name: str) -> dict:
+    def ping_start(self, exp: int, target: str, name: str, *, duration: float = 10.0) -> dict:
+        assert duration > 0.1
         self._call("ping_start", exp, target, name)
         return {}
 

@@ -1,0 +1,432 @@
+"""A userspace delay line: holds NFQUEUE'd packets for a delay, then accepts them.
+
+This kernel has no netem, so the testbed's router namespace sends forwarded
+packets to netfilter queues (``iptables -A FORWARD -o r-h1 -j NFQUEUE
+--queue-num 1``) and this process, speaking the nfnetlink_queue protocol over
+a raw ``AF_NETLINK`` socket with the standard library only, holds each packet
+for ``delay`` (+ uniform ``jitter``) milliseconds before the ``NF_ACCEPT``
+verdict; with probability ``loss`` it drops the packet at once (``NF_DROP``).
+
+One single-threaded loop serves every bound queue: packets are read as they
+arrive, their release times go into a heap, and the loop sleeps in
+``select`` until the next release or the next packet. Each queue has its own
+settings, so one process emulates every link of a testbed; a unix datagram
+control socket (``--control PATH``) changes them while it runs, which is how
+the router agent's SET_NETEM fallback (:func:`netem_fallback`) reaches it.
+
+Run inside the router namespace::
+
+    python -m netesto.testbed.delayline --queue 1 --queue 2 --delay 10 [--jitter 1] [--loss 0.01]
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import random
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable
+
+from netesto.errors import TestbedError
+
+NETLINK_NETFILTER = 12
+NFNL_SUBSYS_QUEUE = 3
+NFQNL_MSG_PACKET = 0
+NFQNL_MSG_VERDICT = 1
+NFQNL_MSG_CONFIG = 2
+NFQNL_MSG_VERDICT_BATCH = 3
+NFQNL_CFG_CMD_BIND = 1
+NFQNL_CFG_CMD_UNBIND = 2
+NFQA_PACKET_HDR = 1
+NFQA_VERDICT_HDR = 2
+NFQA_CFG_CMD = 1
+NFQA_CFG_PARAMS = 2
+NFQA_CFG_QUEUE_MAXLEN = 3
+NFQA_CFG_MASK = 4
+NFQA_CFG_FLAGS = 5
+# Queue GSO packets whole: without it the kernel segments a 64 KB veth
+# super-packet into ~44 queue entries, and the loop would pay for each.
+NFQA_CFG_F_GSO = 1 << 2
+NFQNL_COPY_PACKET = 2
+NF_DROP = 0
+NF_ACCEPT = 1
+NLM_F_REQUEST = 1
+NLM_F_ACK = 4
+NLMSG_ERROR = 2
+NETLINK_NO_ENOBUFS = 5
+SOL_NETLINK = 270
+SO_RCVBUFFORCE = 33
+
+_NLMSGHDR = struct.Struct("=IHHII")
+_NFGENMSG = struct.Struct("=BBH")  # family, version, res_id (big-endian, packed by hand)
+_NLA = struct.Struct("=HH")
+COPY_RANGE = 128  # headers only: the verdict needs the packet id, not the payload
+QUEUE_MAXLEN = 65536
+
+
+@dataclass(frozen=True)
+class LinkSettings:
+    """What one queue does to its packets: one-way delay/jitter in ms, loss probability."""
+
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
+    loss: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.delay_ms < 0 or self.jitter_ms < 0:
+            raise TestbedError(f"delay line: delay and jitter must be >= 0, got {self}")
+        if not 0.0 <= self.loss <= 1.0:
+            raise TestbedError(f"delay line: loss is a probability in [0, 1], got {self.loss}")
+
+
+def _nla(attr_type: int, payload: bytes) -> bytes:
+    length = _NLA.size + len(payload)
+    pad = (4 - length % 4) % 4
+    return _NLA.pack(length, attr_type) + payload + b"\0" * pad
+
+
+def _nfmsg(msg_type: int, queue: int, attrs: bytes, *, flags: int = NLM_F_REQUEST, seq: int = 0) -> bytes:
+    body = struct.pack("=BB", socket.AF_UNSPEC, 0) + struct.pack("!H", queue) + attrs
+    return _NLMSGHDR.pack(_NLMSGHDR.size + len(body), (NFNL_SUBSYS_QUEUE << 8) | msg_type, flags, seq, 0) + body
+
+
+def verdict_message(queue: int, packet_id: int, verdict: int, *, batch: bool = False) -> bytes:
+    """One verdict (or, with ``batch``, a verdict for every id <= ``packet_id``)."""
+    kind = NFQNL_MSG_VERDICT_BATCH if batch else NFQNL_MSG_VERDICT
+    return _nfmsg(kind, queue, _nla(NFQA_VERDICT_HDR, struct.pack("!II", verdict, packet_id)))
+
+
+def parse_packet_ids(data: bytes | memoryview, nbytes: int) -> list[tuple[int, int]]:
+    """(queue, packet_id) of every NFQNL_MSG_PACKET message in one datagram."""
+    out: list[tuple[int, int]] = []
+    off = 0
+    while off + _NLMSGHDR.size <= nbytes:
+        length, mtype, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
+        if length < _NLMSGHDR.size:
+            break
+        if mtype == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET:
+            (queue,) = struct.unpack_from("!H", data, off + _NLMSGHDR.size + 2)
+            aoff = off + _NLMSGHDR.size + _NFGENMSG.size
+            end = off + length
+            while aoff + _NLA.size <= end:
+                alen, atype = _NLA.unpack_from(data, aoff)
+                if alen < _NLA.size:
+                    break
+                if atype & 0x7FFF == NFQA_PACKET_HDR:
+                    (packet_id,) = struct.unpack_from("!I", data, aoff + _NLA.size)
+                    out.append((queue, packet_id))
+                    break
+                aoff += (alen + 3) & ~3
+        elif mtype == NLMSG_ERROR:
+            (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
+            if err:
+                raise TestbedError(f"delay line: netlink error {os.strerror(-err)}")
+        off += (length + 3) & ~3
+    return out
+
+
+class NfQueue:
+    """A netlink socket bound to some netfilter queues (this namespace's)."""
+
+    def __init__(self, queues: Iterable[int], *, rcvbuf: int = 16 << 20) -> None:
+        self.queues = list(queues)
+        try:
+            self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+        except OSError as exc:
+            raise TestbedError(f"delay line: cannot open a netfilter netlink socket: {exc}") from exc
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
+        except OSError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        # A full receive buffer must not turn into an error on every later recv.
+        self.sock.setsockopt(SOL_NETLINK, NETLINK_NO_ENOBUFS, 1)
+        self.sock.bind((0, 0))
+        self._seq = 0
+        for queue in self.queues:
+            self._config(queue, _nla(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_BIND, 0)))
+            self._config(queue, _nla(NFQA_CFG_PARAMS, struct.pack("!IB", COPY_RANGE, NFQNL_COPY_PACKET)))
+            self._config(queue, _nla(NFQA_CFG_QUEUE_MAXLEN, struct.pack("!I", QUEUE_MAXLEN)))
+            self._config(
+                queue,
+                _nla(NFQA_CFG_FLAGS, struct.pack("!I", NFQA_CFG_F_GSO))
+                + _nla(NFQA_CFG_MASK, struct.pack("!I", NFQA_CFG_F_GSO)),
+            )
+        self.sock.setblocking(False)
+
+    def _config(self, queue: int, attrs: bytes) -> None:
+        self._seq += 1
+        self.sock.sendall(_nfmsg(NFQNL_MSG_CONFIG, queue, attrs, flags=NLM_F_REQUEST | NLM_F_ACK, seq=self._seq))
+        while True:
+            data = self.sock.recv(65536)
+            off = 0
+            while off + _NLMSGHDR.size <= len(data):
+                length, mtype, _f, seq, _p = _NLMSGHDR.unpack_from(data, off)
+                if mtype == NLMSG_ERROR and seq == self._seq:
+                    (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
+                    if err:
+                        raise TestbedError(
+                            f"delay line: configuring netfilter queue {queue} failed: "
+                            f"{os.strerror(-err)} (another process bound to it?)"
+                        )
+                    return
+                off += max((length + 3) & ~3, _NLMSGHDR.size)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def close(self) -> None:
+        try:
+            self.sock.setblocking(True)
+            for queue in self.queues:
+                self.sock.send(_nfmsg(NFQNL_MSG_CONFIG, queue, _nla(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_UNBIND, 0))))
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class DelayLine:
+    """The loop: receive, drop or schedule, release due packets in batches."""
+
+    def __init__(self, nfq: NfQueue, settings: dict[int, LinkSettings], *, control: str | None = None, seed: int | None = None) -> None:
+        self.nfq = nfq
+        self.settings = dict(settings)
+        self.rng = random.Random(seed)
+        self.heap: list[tuple[float, int, int]] = []  # (release time, packet id, queue)
+        self.buf = bytearray(65536)
+        self.view = memoryview(self.buf)
+        self.running = True
+        self.stats = {"packets": 0, "dropped": 0, "released": 0}
+        self.control: socket.socket | None = None
+        self.control_path = control
+        if control:
+            try:
+                os.unlink(control)
+            except FileNotFoundError:
+                pass
+            self.control = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self.control.bind(control)
+            self.control.setblocking(False)
+
+    def _receive(self, now: float, out: list[bytes]) -> None:
+        sock = self.nfq.sock
+        heap = self.heap
+        for _ in range(256):  # bounded, so due releases are not starved by a flood
+            try:
+                n = sock.recv_into(self.buf)
+            except BlockingIOError:
+                return
+            for queue, packet_id in parse_packet_ids(self.view, n):
+                self.stats["packets"] += 1
+                link = self.settings.get(queue) or LinkSettings()
+                if link.loss and self.rng.random() < link.loss:
+                    self.stats["dropped"] += 1
+                    out.append(verdict_message(queue, packet_id, NF_DROP))
+                    continue
+                hold = link.delay_ms
+                if link.jitter_ms:
+                    hold = max(0.0, hold + self.rng.uniform(-link.jitter_ms, link.jitter_ms))
+                if hold <= 0:
+                    out.append(verdict_message(queue, packet_id, NF_ACCEPT))
+                    self.stats["released"] += 1
+                else:
+                    heapq.heappush(heap, (now + hold / 1000.0, packet_id, queue))
+
+    def _release(self, now: float, out: list[bytes]) -> None:
+        heap = self.heap
+        while heap and heap[0][0] <= now:
+            _t, packet_id, queue = heapq.heappop(heap)
+            out.append(verdict_message(queue, packet_id, NF_ACCEPT))
+            self.stats["released"] += 1
+
+    def _handle_control(self) -> None:
+        assert self.control is not None
+        while True:
+            try:
+                data, addr = self.control.recvfrom(65536)
+            except BlockingIOError:
+                return
+            reply: dict[str, object]
+            try:
+                req = json.loads(data)
+                if req.get("op") == "stats":
+                    reply = {"ok": True, "stats": dict(self.stats), "settings": {str(q): vars(s) for q, s in self.settings.items()}}
+                else:
+                    queue = int(req["queue"])
+                    old = self.settings.get(queue, LinkSettings())
+                    self.settings[queue] = replace(
+                        old,
+                        delay_ms=float(req.get("delay", old.delay_ms)),
+                        jitter_ms=float(req.get("jitter", old.jitter_ms)),
+                        loss=float(req.get("loss", old.loss)),
+                    )
+                    reply = {"ok": True}
+            except (ValueError, KeyError, TypeError, TestbedError) as exc:
+                reply = {"ok": False, "error": str(exc)}
+            if addr:
+                try:
+                    self.control.sendto(json.dumps(reply).encode(), addr)
+                except OSError:
+                    pass
+
+    def _flush(self, out: list[bytes]) -> None:
+        # Several verdicts in one datagram: one syscall for a burst of releases.
+        sock = self.nfq.sock
+        for i in range(0, len(out), 64):
+            chunk = b"".join(out[i : i + 64])
+            while True:
+                try:
+                    sock.send(chunk)
+                    break
+                except BlockingIOError:
+                    select.select([], [sock], [], 0.01)
+        out.clear()
+
+    def run(self) -> None:
+        fds: list[object] = [self.nfq.sock]
+        if self.control is not None:
+            fds.append(self.control)
+        out: list[bytes] = []
+        clock = time.monotonic
+        while self.running:
+            # Capped so a SIGTERM (which select retries after) is seen soon.
+            timeout = 0.2
+            if self.heap:
+                timeout = min(timeout, max(0.0, self.heap[0][0] - clock()))
+            try:
+                ready, _, _ = select.select(fds, [], [], timeout)
+            except InterruptedError:
+                continue
+            now = clock()
+            if ready:
+                if self.nfq.sock in ready:
+                    self._receive(now, out)
+                if self.control is not None and self.control in ready:
+                    self._handle_control()
+            self._release(clock(), out)
+            if out:
+                self._flush(out)
+        # Let what is held go rather than drop it on shutdown.
+        for _t, packet_id, queue in self.heap:
+            out.append(verdict_message(queue, packet_id, NF_ACCEPT))
+        self.heap.clear()
+        if out:
+            try:
+                self._flush(out)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        if self.control is not None:
+            self.control.close()
+            if self.control_path:
+                try:
+                    os.unlink(self.control_path)
+                except FileNotFoundError:
+                    pass
+        self.nfq.close()
+
+
+def send_control(path: str | os.PathLike[str], request: dict[str, object], *, timeout: float = 2.0) -> dict[str, object]:
+    """Send one request to a running delay line's control socket; its reply."""
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    reply_path = f"{path}.{os.getpid()}.{time.monotonic_ns()}.reply"
+    try:
+        client.bind(reply_path)
+        client.settimeout(timeout)
+        client.sendto(json.dumps(request).encode(), str(path))
+        data = client.recv(65536)
+        result: dict[str, object] = json.loads(data)
+        return result
+    except OSError as exc:
+        raise TestbedError(f"delay line control socket {path}: {exc}") from exc
+    finally:
+        client.close()
+        try:
+            os.unlink(reply_path)
+        except FileNotFoundError:
+            pass
+
+
+def netem_fallback(dev: str, delay: float, jitter: float = 0.0, loss: float = 0.0, rate: int = 0, limit: int = 1000) -> dict[str, object]:
+    """SET_NETEM for a testbed router link where the kernel has no netem.
+
+    Called inside the router agent (``NETESTO_NETEM_FALLBACK=
+    netesto.testbed.delayline:netem_fallback``; ``NETESTO_TESTBED_STATE``
+    names the testbed's state file). ``dev`` is the router's link toward a
+    host; ``delay``/``jitter`` are one-way milliseconds for packets leaving
+    on it, ``loss`` is in percent (as in netem), ``rate`` in bit/s changes the
+    link's htb rate (0 = back to the testbed's bandwidth). ``limit`` (netem's
+    packet queue) has no counterpart here: the bottleneck queue stays the
+    testbed's byte-sized bfifo.
+    """
+    from netesto.testbed import shaping
+    from netesto.testbed.state import load_state
+
+    state_path = os.environ.get("NETESTO_TESTBED_STATE", "")
+    if not state_path:
+        raise TestbedError("netem fallback: NETESTO_TESTBED_STATE is not set (not a testbed router agent?)")
+    state = load_state(Path(state_path))
+    link = next((lk for lk in state.get("links", []) if lk["router_dev"] == dev), None)
+    if link is None:
+        raise TestbedError(f"netem fallback: {dev!r} is not a router link of testbed {state.get('name')!r}")
+    control = state.get("delayline_control")
+    if not control:
+        raise TestbedError(f"netem fallback: testbed {state.get('name')!r} has no delay line running")
+    reply = send_control(control, {"queue": link["queue"], "delay": delay, "jitter": jitter, "loss": loss / 100.0})
+    if not reply.get("ok"):
+        raise TestbedError(f"netem fallback: delay line refused: {reply.get('error')}")
+    bw = rate or state["bw_bps"]
+    # Already inside the router namespace: plain tc, no -n.
+    shaping.change_rate(None, dev, bw)
+    return {"dev": dev, "delay_ms": delay, "jitter_ms": jitter, "loss_pct": loss, "rate_bps": bw, "via": "delayline"}
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m netesto.testbed.delayline", description=__doc__.splitlines()[0])
+    parser.add_argument("--queue", type=int, action="append", required=True, help="netfilter queue number (repeatable)")
+    parser.add_argument("--delay", type=float, default=0.0, help="one-way delay in ms for every queue")
+    parser.add_argument("--jitter", type=float, default=0.0, help="uniform +- jitter in ms")
+    parser.add_argument("--loss", type=float, default=0.0, help="drop probability in [0, 1]")
+    parser.add_argument("--control", help="unix datagram socket path for live changes")
+    parser.add_argument("--ready-file", help="touched once the queues are bound")
+    parser.add_argument("--seed", type=int)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    try:
+        link = LinkSettings(args.delay, args.jitter, args.loss)
+        nfq = NfQueue(args.queue)
+        line = DelayLine(nfq, {q: link for q in args.queue}, control=args.control, seed=args.seed)
+    except (TestbedError, OSError) as exc:
+        print(f"delayline: error: {exc}", file=sys.stderr)
+        return 1
+
+    def _stop(_sig: int, _frame: object) -> None:
+        line.running = False
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    if args.ready_file:
+        Path(args.ready_file).write_text(str(os.getpid()))
+    try:
+        line.run()
+    finally:
+        line.close()
+    return 0
+
+
+__all__ = ["DelayLine", "LinkSettings", "NfQueue", "main", "netem_fallback", "send_control", "verdict_message"]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,422 @@
+"""Bring a testbed up, tear it down, report its status.
+
+``up`` records every resource in the state file as soon as it exists and
+undoes everything if any step fails; ``down`` works from the state file
+alone, so it also cleans up after a crashed ``up``. Machine-wide sysctls
+(``tcp_allowed_congestion_control``, ``tcp_child_ehash_entries``) are shared
+by all testbeds: the first one up saves the old values, the last one down
+restores them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from netesto.errors import TestbedError, UsageError
+from netesto.testbed import agents, shaping, topology
+from netesto.testbed.lab import LabFile, LabHost, write_lab
+from netesto.testbed.state import (
+    list_states,
+    load_state,
+    machine_lock,
+    proc_alive,
+    save_state,
+    state_dir,
+    state_path,
+    stop_process,
+)
+
+WANTED_CC = ("reno", "cubic", "bbr")
+EHASH_ENTRIES = "1024"
+AGENT_PORT = 12870
+FAIL_ENV = "NETESTO_TESTBED_FAIL_AT"  # fault injection for tests: a step name
+STEPS = ("globals", "topology", "shaping", "delay", "agents", "lab")
+
+
+@dataclass(frozen=True)
+class TestbedConfig:
+    """What `netesto testbed up` was asked for, validated."""
+
+    __test__ = False
+
+    name: str = "tb"
+    hosts: int = 3
+    bw_bps: int = 100_000_000
+    rtt_ms: float = 20.0
+    buffer_bytes: int = 250_000
+    loss: float = 0.0  # probability per packet, each direction
+    jitter_ms: float = 0.0
+    ca: str = "cubic"
+    dir: str = ""
+    agents: bool = True
+    loopback: bool = False  # force the loopback lab even where namespaces work
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        name: str = "tb",
+        hosts: int = 3,
+        bw: str | int = "100mbit",
+        rtt: str | float = "20ms",
+        buffer: str | int = "1bdp",
+        loss: str | float = 0.0,
+        jitter: str | float = 0.0,
+        ca: str = "cubic",
+        dir: str | os.PathLike[str] | None = None,
+        agents: bool = True,
+        loopback: bool = False,
+    ) -> "TestbedConfig":
+        topology.check_name(name)
+        bw_bps = shaping.parse_rate(bw)
+        rtt_ms = shaping.parse_time_ms(rtt)
+        buffer_bytes = shaping.parse_buffer(buffer, bw_bps, rtt_ms)
+        if ca not in WANTED_CC:
+            raise UsageError(f"--ca {ca!r}: one of {', '.join(WANTED_CC)}")
+        base = Path(dir).expanduser() if dir else default_dir()
+        return cls(name, hosts, bw_bps, rtt_ms, buffer_bytes, parse_loss(loss), shaping.parse_time_ms(jitter), ca, str(base.resolve()), agents, loopback)
+
+
+def parse_loss(text: str | float) -> float:
+    """A loss probability from a percentage: ``1`` or ``1%`` is 1 % (as netem).
+
+    >>> parse_loss("1%"), parse_loss("0.5"), parse_loss(0)
+    (0.01, 0.005, 0.0)
+    """
+    raw = str(text).strip().rstrip("%")
+    try:
+        pct = float(raw)
+    except ValueError as exc:
+        raise UsageError(f"bad --loss {text!r}: a percentage such as 1 or 0.5%") from exc
+    if not 0 <= pct <= 100:
+        raise UsageError(f"bad --loss {text!r}: must be within 0..100 %")
+    return pct / 100.0
+
+
+def default_dir() -> Path:
+    return Path(os.environ.get("NETESTO_TESTBED_DIR", "~/.netesto/testbeds")).expanduser()
+
+
+def namespaces_supported() -> tuple[bool, str]:
+    """Whether we can build a namespace testbed here; if not, why."""
+    if os.geteuid() != 0:
+        return False, "not running as root (namespaces, tc and iptables need CAP_NET_ADMIN)"
+    for tool in ("ip", "tc", "iptables"):
+        if shutil.which(tool) is None:
+            return False, f"`{tool}` is not installed"
+    probe = f"ntbprobe{os.getpid()}"
+    proc = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return False, f"network namespaces are not available: {proc.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return True, ""
+
+
+def _inject(step: str) -> None:
+    if os.environ.get(FAIL_ENV) == step:
+        raise TestbedError(f"injected failure at step {step!r} ({FAIL_ENV})")
+
+
+class _StateRecorder(topology.Recorder):
+    def __init__(self, path: Path, state: dict[str, Any]) -> None:
+        self.path = path
+        self.state = state
+
+    def save(self) -> None:
+        save_state(self.path, self.state)
+
+    def namespace(self, ns: str) -> None:
+        self.state["namespaces"].append(ns)
+        self.save()
+
+    def root_link(self, dev: str) -> None:
+        self.state["root_links"].append(dev)
+        self.save()
+
+    def process(self, started: agents.Started) -> None:
+        self.state["processes"].append(started.to_dict())
+        self.save()
+
+    def iptables(self, ns: str, rule: list[str]) -> None:
+        self.state["iptables"].append({"ns": ns, "rule": rule})
+        self.save()
+
+
+def _read_sysctl(key: str) -> str:
+    return Path("/proc/sys", *key.split(".")).read_text().strip()
+
+
+def _write_sysctl(key: str, value: str) -> None:
+    Path("/proc/sys", *key.split(".")).write_text(value)
+
+
+def _acquire_globals(name: str) -> dict[str, str]:
+    """Set the machine-wide sysctls for testbeds; remember old values (first user)."""
+    import json
+
+    path = state_dir() / "_globals.json"
+    with machine_lock():
+        data = json.loads(path.read_text()) if path.exists() else {"saved": {}, "users": []}
+        available = _read_sysctl("net.ipv4.tcp_available_congestion_control").split()
+        allowed_now = _read_sysctl("net.ipv4.tcp_allowed_congestion_control").split()
+        wanted = {
+            "net.ipv4.tcp_allowed_congestion_control": " ".join(
+                dict.fromkeys([*allowed_now, *(c for c in WANTED_CC if c in available)])
+            ),
+            "net.ipv4.tcp_child_ehash_entries": EHASH_ENTRIES,
+        }
+        if not data["users"]:
+            data["saved"] = {k: _read_sysctl(k) for k in wanted}
+        for key, value in wanted.items():
+            try:
+                _write_sysctl(key, value)
+            except OSError as exc:
+                raise TestbedError(f"cannot set {key}={value!r} in the initial namespace: {exc}") from exc
+        if name not in data["users"]:
+            data["users"].append(name)
+        path.write_text(json.dumps(data))
+        return wanted
+
+
+def _release_globals(name: str) -> list[str]:
+    import json
+
+    path = state_dir() / "_globals.json"
+    errors = []
+    with machine_lock():
+        if not path.exists():
+            return errors
+        data = json.loads(path.read_text())
+        data["users"] = [u for u in data["users"] if u != name]
+        if data["users"]:
+            path.write_text(json.dumps(data))
+            return errors
+        for key, value in data["saved"].items():
+            try:
+                _write_sysctl(key, value)
+            except OSError as exc:
+                errors.append(f"restoring {key}={value!r}: {exc}")
+        path.unlink()
+    return errors
+
+
+@dataclass
+class UpResult:
+    """What `up` built, for printing."""
+
+    name: str
+    lab: Path
+    mode: str  # "netns" | "loopback"
+    delay_mode: str
+    notes: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def up(config: TestbedConfig, *, progress: Callable[[str], None] | None = None) -> UpResult:
+    """Build the testbed of ``config``; on any failure, undo everything and re-raise."""
+    say = progress or (lambda _msg: None)
+    ok, why = (False, "asked for with --loopback") if config.loopback else namespaces_supported()
+    if not ok:
+        from netesto.testbed import loopback
+
+        return loopback.up(config, reason=why, progress=say)
+    path = state_path(config.name)
+    with machine_lock():
+        if path.exists():
+            raise TestbedError(f"testbed {config.name!r} is up already (state {path}); `netesto testbed down --name {config.name}` first")
+        used = {s.get("subnet") for s in list_states()}
+        topo = topology.plan_topology(config.name, config.hosts, {u for u in used if isinstance(u, int)})
+        stale = [ns for ns in topo.namespaces if ns in topology.existing_namespaces()]
+        if stale:
+            raise TestbedError(f"namespace(s) {', '.join(stale)} exist but no testbed state does: remove them by hand (`ip netns del ...`)")
+        state: dict[str, Any] = {
+            "name": config.name,
+            "mode": "netns",
+            "status": "creating",
+            "config": asdict(config),
+            "subnet": topo.subnet,
+            "bw_bps": config.bw_bps,
+            "namespaces": [],
+            "root_links": [],
+            "iptables": [],
+            "processes": [],
+            "globals": False,
+            "links": [],
+            "created": time.time(),
+        }
+        save_state(path, state)
+    rec = _StateRecorder(path, state)
+    try:
+        _build(config, topo, rec, say)
+    except BaseException:
+        say("set-up failed: removing what was created")
+        with contextlib.suppress(Exception):
+            down(config.name)
+        raise
+    return UpResult(config.name, Path(state["lab"]), "netns", state["delay_mode"], state.get("notes", []), state)
+
+
+def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, say: Callable[[str], None]) -> None:
+    state = rec.state
+    base = Path(config.dir)
+    base.mkdir(parents=True, exist_ok=True)
+    _inject("globals")
+    say("machine-wide sysctls: allowed congestion controls, tcp_child_ehash_entries")
+    # Before the namespaces exist: they take their private ehash size at creation.
+    state["globals_set"] = _acquire_globals(config.name)
+    state["globals"] = True
+    rec.save()
+
+    _inject("topology")
+    say(f"namespaces {topo.router_ns}, {topo.links[0].ns}..{topo.links[-1].ns}; addresses 10.{topo.subnet}.0.0/16")
+    state["links"] = [asdict(lk) for lk in topo.links]
+    state["router_ns"] = topo.router_ns
+    state["control_addr"] = topo.control_addr
+    state["router_control_addr"] = topo.router_control_addr
+    rec.save()
+    topology.build(topo, rec)
+    for lk in topo.links:
+        topology.sysctl_ns(lk.ns, {"net.ipv4.tcp_congestion_control": config.ca, "net.ipv4.tcp_no_metrics_save": "1"})
+
+    _inject("shaping")
+    say(f"bottleneck: htb {config.bw_bps / 1e6:g} Mbit/s, bfifo {config.buffer_bytes} bytes per router link")
+    for lk in topo.links:
+        shaping.setup_bottleneck(topo.router_ns, lk.router_dev, config.bw_bps, config.buffer_bytes, topo.control_subnet)
+
+    _inject("delay")
+    one_way = config.rtt_ms / 2
+    notes = state.setdefault("notes", [])
+    if shaping.netem_available(topo.router_ns):
+        state["delay_mode"] = "netem"
+        for lk in topo.links:
+            if one_way or config.loss or config.jitter_ms:
+                shaping.setup_netem(lk.ns, lk.dev, one_way, config.jitter_ms / 2, config.loss)
+        notes.append(f"delay: netem on each host's egress, {one_way:g} ms one way")
+    else:
+        state["delay_mode"] = "delayline"
+        for lk in topo.links:
+            rule = ["FORWARD", "-i", "r-+", "-o", lk.router_dev, "-j", "NFQUEUE", "--queue-num", str(lk.queue)]
+            rec.iptables(topo.router_ns, rule)
+            topology.ns_exec(topo.router_ns, ["iptables", "-w", "-A", *rule])
+        control = state_dir() / f"{config.name}.delayline.sock"
+        ready = state_dir() / f"{config.name}.delayline.ready"
+        ready.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "netesto.testbed.delayline", "--delay", f"{one_way}", "--jitter", f"{config.jitter_ms / 2}",
+                "--loss", f"{config.loss}", "--control", str(control), "--ready-file", str(ready)]
+        for lk in topo.links:
+            argv += ["--queue", str(lk.queue)]
+        started = agents.spawn("delayline", "delayline", topo.router_ns, argv, base / f"{config.name}.logs" / "delayline.log")
+        rec.process(started)
+        agents.wait_file(ready, started)
+        ready.unlink(missing_ok=True)
+        state["delayline_control"] = str(control)
+        notes.append(
+            f"delay: this kernel has no netem; userspace NFQUEUE delay line (pid {started.pid}) holds packets "
+            f"{one_way:g} ms each way in {topo.router_ns}"
+        )
+    rec.save()
+
+    _inject("agents")
+    keys_dir = base / f"{config.name}.keys"
+    lab_hosts: list[LabHost] = []
+    names = [lk.host for lk in topo.links] + ["router"]
+    if config.agents and agents.agent_available():
+        say(f"agents: fresh CURVE keys in {keys_dir}, one agent per namespace")
+        keys = agents.create_keys(keys_dir, ["controller", *names])
+        authorized = keys_dir / "authorized"
+        authorized.mkdir(exist_ok=True)
+        shutil.copy(keys["controller"][0], authorized / "controller.key")
+        started_list = []
+        for lk in topo.links:
+            argv = agents.agent_argv(bind=lk.addr, port=AGENT_PORT, name=lk.host, secret_key=keys[lk.host][1],
+                                     authorized_dir=authorized, datadir=base / f"{config.name}.data" / lk.host)
+            st = agents.spawn("agent", lk.host, lk.ns, argv, base / f"{config.name}.logs" / f"{lk.host}.log")
+            rec.process(st)
+            started_list.append((st, lk.addr))
+        argv = agents.agent_argv(bind=topo.router_control_addr, port=AGENT_PORT, name="router", secret_key=keys["router"][1],
+                                 authorized_dir=authorized, datadir=base / f"{config.name}.data" / "router", role="router")
+        env = {"NETESTO_NETEM_FALLBACK": "netesto.testbed.delayline:netem_fallback", "NETESTO_TESTBED_STATE": str(rec.path)}
+        st = agents.spawn("agent", "router", topo.router_ns, argv, base / f"{config.name}.logs" / "router.log", env=env)
+        rec.process(st)
+        started_list.append((st, topo.router_control_addr))
+        for st, addr in started_list:
+            agents.wait_listening(addr, AGENT_PORT, st)
+        controller_key = f"{config.name}.keys/controller.key_secret"
+        public = {n: f"{config.name}.keys/{n}.key" for n in names}
+    else:
+        why = "--no-agents" if not config.agents else f"the agent ({agents.AGENT_MODULE}) is not installed"
+        notes.append(f"agents: not started ({why}); the lab file lists where they would listen")
+        controller_key = ""
+        public = {n: "" for n in names}
+    rec.save()
+
+    _inject("lab")
+    for lk in topo.links:
+        lab_hosts.append(LabHost(lk.host, lk.addr, AGENT_PORT, lk.addr, public[lk.host], shape_agent="router", shape_dev=lk.router_dev, dev=lk.dev))
+    lab_hosts.append(LabHost("router", topo.router_control_addr, AGENT_PORT, public_key=public["router"], role="router"))
+    lab_path = base / f"{config.name}.lab.toml"
+    comment = (
+        f"testbed {config.name}: {config.hosts} hosts, {config.bw_bps / 1e6:g} Mbit/s, rtt {config.rtt_ms:g} ms, "
+        f"buffer {config.buffer_bytes} B, loss {config.loss * 100:g} %, delay by {state['delay_mode']}"
+    )
+    write_lab(lab_path, LabFile(config.name, controller_key, False, "", tuple(lab_hosts), (comment,)))
+    state["lab"] = str(lab_path)
+    state["status"] = "up"
+    rec.save()
+
+
+def down(name: str) -> list[str]:
+    """Remove everything testbed ``name`` created; the problems met (empty = clean)."""
+    path = state_path(name)
+    state = load_state(path)
+    problems: list[str] = []
+    if state.get("mode") == "loopback":
+        from netesto.testbed import loopback
+
+        return loopback.down(state, path)
+    for proc in reversed(state.get("processes", [])):
+        stop_process(proc["pid"], proc.get("start_time"))
+        if proc_alive(proc["pid"], proc.get("start_time")):
+            problems.append(f"{proc['kind']} {proc['name']} (pid {proc['pid']}) did not stop")
+    existing = topology.existing_namespaces()
+    for entry in state.get("iptables", []):
+        if entry["ns"] in existing:
+            topology.ns_exec(entry["ns"], ["iptables", "-w", "-D", *entry["rule"]], check=False)
+    for ns in state.get("namespaces", []):
+        if ns not in existing:
+            continue
+        # Whatever still runs inside our own namespaces (flows, ping) goes too.
+        for pid_text in topology.run(["ip", "netns", "pids", ns], check=False).stdout.split():
+            stop_process(int(pid_text), None, grace=1.0)
+        topology.delete_namespace(ns)
+        if ns in topology.existing_namespaces():
+            problems.append(f"namespace {ns} could not be removed")
+    for dev in state.get("root_links", []):
+        topology.delete_root_link(dev)
+    if state.get("globals"):
+        problems += _release_globals(name)
+    control = state.get("delayline_control")
+    if control:
+        Path(control).unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+    return problems
+
+
+def status(name: str | None = None) -> list[dict[str, Any]]:
+    """State of every testbed (or one), with ``alive`` filled in for each process."""
+    states = [load_state(state_path(name))] if name else list_states()
+    for st in states:
+        for proc in st.get("processes", []):
+            proc["alive"] = proc_alive(proc["pid"], proc.get("start_time"))
+    return states
+
+
+__all__ = ["TestbedConfig", "UpResult", "down", "namespaces_supported", "parse_loss", "status", "up"]

@@ -1,0 +1,121 @@
+"""The fallback lab without root or namespaces: agents on 127.0.0.1, no shaping.
+
+Each host ``hI`` is an agent on 127.0.0.1 with its own port (and CURVE keys,
+like a real lab). What is missing is said once, clearly, in the result's
+notes: no bottleneck (flows run at memory speed), no delay, no loss, no
+per-host congestion-control defaults, every "host" shares one network stack.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from netesto.errors import TestbedError
+from netesto.testbed import agents
+from netesto.testbed.lab import LabFile, LabHost, write_lab
+from netesto.testbed.state import machine_lock, proc_alive, save_state, state_path, stop_process
+
+BASE_PORT = 12870
+
+
+def _free_ports(n: int, start: int) -> list[int]:
+    ports: list[int] = []
+    port = start
+    while len(ports) < n and port < 65000:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                ports.append(port)
+            except OSError:
+                pass
+        port += 1
+    if len(ports) < n:
+        raise TestbedError(f"no {n} free TCP ports on 127.0.0.1 from {start}")
+    return ports
+
+
+def missing_note(reason: str) -> str:
+    return (
+        f"loopback lab: {reason}. Agents run on 127.0.0.1 with distinct ports. MISSING: no bottleneck "
+        "(no rate limit, no queue), no delay, no loss, no separate network stacks per host; results "
+        "show loopback speed, not a network. Run as root on Linux for the namespace testbed."
+    )
+
+
+def up(config: Any, *, reason: str, progress: Callable[[str], None]) -> Any:
+    from netesto.testbed.lifecycle import UpResult
+
+    path = state_path(config.name)
+    base = Path(config.dir)
+    base.mkdir(parents=True, exist_ok=True)
+    note = missing_note(reason)
+    progress(note)
+    with machine_lock():
+        if path.exists():
+            raise TestbedError(f"testbed {config.name!r} is up already (state {path})")
+        names = [f"h{i}" for i in range(1, config.hosts + 1)]
+        ports = _free_ports(len(names), BASE_PORT + 100 + (sum(map(ord, config.name)) % 500) * 4)
+        state: dict[str, Any] = {
+            "name": config.name,
+            "mode": "loopback",
+            "status": "creating",
+            "config": {k: getattr(config, k) for k in ("hosts", "dir")},
+            "hosts": [{"name": n, "port": p} for n, p in zip(names, ports)],
+            "processes": [],
+            "notes": [note],
+            "delay_mode": "none",
+            "created": time.time(),
+        }
+        save_state(path, state)
+    try:
+        lab_hosts = []
+        controller_key = ""
+        if config.agents and agents.agent_available():
+            keys_dir = base / f"{config.name}.keys"
+            keys = agents.create_keys(keys_dir, ["controller", *names])
+            authorized = keys_dir / "authorized"
+            authorized.mkdir(exist_ok=True)
+            shutil.copy(keys["controller"][0], authorized / "controller.key")
+            started = []
+            for name, port in zip(names, ports):
+                argv = agents.agent_argv(bind="127.0.0.1", port=port, name=name, secret_key=keys[name][1],
+                                         authorized_dir=authorized, datadir=base / f"{config.name}.data" / name)
+                st = agents.spawn("agent", name, None, argv, base / f"{config.name}.logs" / f"{name}.log")
+                state["processes"].append(st.to_dict())
+                save_state(path, state)
+                started.append((st, port))
+            for st, port in started:
+                agents.wait_listening("127.0.0.1", port, st)
+            controller_key = f"{config.name}.keys/controller.key_secret"
+            public = {n: f"{config.name}.keys/{n}.key" for n in names}
+        else:
+            state["notes"].append(f"agents: not started (the agent, {agents.AGENT_MODULE}, is not installed or --no-agents)")
+            public = {n: "" for n in names}
+        for name, port in zip(names, ports):
+            lab_hosts.append(LabHost(name, "127.0.0.1", port, "127.0.0.1", public[name]))
+        lab_path = base / f"{config.name}.lab.toml"
+        write_lab(lab_path, LabFile(config.name, controller_key, False, "", tuple(lab_hosts), (note,)))
+        state["lab"] = str(lab_path)
+        state["status"] = "up"
+        save_state(path, state)
+    except BaseException:
+        down(state, path)
+        raise
+    return UpResult(config.name, Path(state["lab"]), "loopback", "none", state["notes"], state)
+
+
+def down(state: dict[str, Any], path: Path) -> list[str]:
+    problems = []
+    for proc in reversed(state.get("processes", [])):
+        stop_process(proc["pid"], proc.get("start_time"))
+        if proc_alive(proc["pid"], proc.get("start_time")):
+            problems.append(f"{proc['kind']} {proc['name']} (pid {proc['pid']}) did not stop")
+    path.unlink(missing_ok=True)
+    return problems
+
+
+__all__ = ["down", "missing_note", "up"]

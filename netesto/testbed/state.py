@@ -1,0 +1,147 @@
+"""Testbed state files: what `up` created, so `down` removes exactly that.
+
+A testbed's state is a JSON file ``<state dir>/<name>.json`` written as each
+resource is created (so a failed or killed ``up`` can still be undone). The
+state dir is machine-wide (namespaces are), ``/run/netesto/testbeds`` for
+root, else ``$XDG_RUNTIME_DIR/netesto/testbeds`` or ``/tmp/netesto-<uid>``;
+``NETESTO_STATE_DIR`` overrides it.
+
+Processes are recorded with their kernel start time, so a recycled PID is
+never signalled by mistake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from netesto.errors import TestbedError
+
+
+def state_dir() -> Path:
+    """The machine-wide directory holding testbed state files."""
+    env = os.environ.get("NETESTO_STATE_DIR")
+    if env:
+        path = Path(env)
+    elif os.geteuid() == 0:
+        path = Path("/run/netesto/testbeds")
+    elif os.environ.get("XDG_RUNTIME_DIR"):
+        path = Path(os.environ["XDG_RUNTIME_DIR"]) / "netesto" / "testbeds"
+    else:
+        path = Path(f"/tmp/netesto-{os.geteuid()}") / "testbeds"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def state_path(name: str) -> Path:
+    return state_dir() / f"{name}.json"
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise TestbedError(f"no testbed state at {path} (is the testbed up?)") from exc
+    except ValueError as exc:
+        raise TestbedError(f"testbed state {path} is not valid JSON: {exc}") from exc
+    return data
+
+
+def save_state(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def list_states() -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(state_dir().glob("*.json")):
+        if path.name.startswith("_"):
+            continue
+        try:
+            out.append(load_state(path))
+        except TestbedError:
+            continue
+    return out
+
+
+@contextlib.contextmanager
+def machine_lock() -> Iterator[None]:
+    """Serialise testbed set-up/tear-down steps that touch global settings."""
+    with open(state_dir() / "_lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def proc_start_time(pid: int) -> int | None:
+    """The kernel start time (clock ticks since boot) of ``pid``, None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may contain spaces and ')': fields start after the last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[19])
+
+
+def proc_alive(pid: int, start_time: int | None) -> bool:
+    now = proc_start_time(pid)
+    if now is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            if fh.read().split(") ", 1)[1].startswith("Z"):
+                return False
+    except OSError:
+        return False
+    return start_time is None or now == start_time
+
+
+def stop_process(pid: int, start_time: int | None, *, grace: float = 3.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; only if it is still that process."""
+    if not proc_alive(pid, start_time):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not proc_alive(pid, start_time):
+            return
+        time.sleep(0.02)
+    if proc_alive(pid, start_time):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        for _ in range(100):
+            _reap(pid)
+            if not proc_alive(pid, start_time):
+                return
+            time.sleep(0.02)
+
+
+def _reap(pid: int) -> None:
+    # Our own children would stay zombies (and "alive" to kill(0)) until waited for.
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+__all__ = [
+    "list_states",
+    "load_state",
+    "machine_lock",
+    "proc_alive",
+    "proc_start_time",
+    "save_state",
+    "state_dir",
+    "state_path",
+    "stop_process",
+]

@@ -1,0 +1,73 @@
+"""Helpers for testbed tests: unique testbed names, commands inside hosts, leftovers."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+_count = itertools.count(1)
+
+
+def unique_name() -> str:
+    """A testbed name unique to this test run (``t<pid><n>``, at most 11 characters)."""
+    return f"t{os.getpid() % 100000}x{next(_count)}"
+
+
+def ns_run(ns: str, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, timeout=timeout)
+
+
+def ns_popen(ns: str, argv: list[str], **kw: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(["ip", "netns", "exec", ns, *argv], text=True, **kw)  # type: ignore[call-overload]
+
+
+def ping_rtts(output: str) -> list[float]:
+    return [float(m) for m in re.findall(r"time=([\d.]+) ms", output)]
+
+
+def iperf3(client_ns: str, server_ns: str, server_addr: str, seconds: float = 3, ca: str = "cubic") -> dict:
+    """One iperf3 TCP run client -> server (a one-off server), its JSON."""
+    port = 20000 + (os.getpid() + next(_count)) % 20000
+    server = ns_popen(server_ns, ["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):
+            if f":{port}" in ns_run(server_ns, ["ss", "-ltn"]).stdout:
+                break
+            time.sleep(0.05)
+        proc = ns_run(client_ns, ["iperf3", "-c", server_addr, "-p", str(port), "-t", str(seconds), "-C", ca, "-J"], timeout=seconds + 30)
+        data: dict = json.loads(proc.stdout)
+        if "error" in data:
+            raise AssertionError(f"iperf3: {data['error']}")
+        return data
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+
+
+def leftovers(name: str) -> list[str]:
+    """Anything of testbed ``name`` still on the machine: namespaces, links, processes, state."""
+    found = []
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [f"namespace {ln.split()[0]}" for ln in out.splitlines() if ln.split() and ln.split()[0].startswith(f"{name}-")]
+    if subprocess.run(["ip", "link", "show", f"{name}-c"], capture_output=True).returncode == 0:
+        found.append(f"link {name}-c")
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"/{name}.delayline" in cmdline or f"/{name}.keys/" in cmdline or f"/{name}.data/" in cmdline:
+            found.append(f"process {proc.name}: {cmdline[:120]}")
+    from netesto.testbed.state import state_path
+
+    if state_path(name).exists():
+        found.append(f"state file {state_path(name)}")
+    return found

@@ -1,0 +1,207 @@
+"""Real testbeds in namespaces: goodput, RTT, queueing delay, loss, clean tear-down."""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from netesto.errors import TestbedError, UsageError
+from netesto.testbed import lifecycle
+from netesto.testbed.delayline import send_control
+
+from . import tbutil
+
+pytestmark = pytest.mark.netns
+
+RTT_MS = 20.0
+BDP_MS = 20.0  # 1 BDP of queue drains in one RTT's worth of time
+
+
+def _up(tmp_path_factory, **kw) -> lifecycle.UpResult:
+    name = tbutil.unique_name()
+    cfg = lifecycle.TestbedConfig.parse(name=name, dir=tmp_path_factory.mktemp(name), agents=False, **kw)
+    return lifecycle.up(cfg)
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    """A 2-host testbed at 100 Mbit/s, 20 ms, 1 BDP of buffer; always torn down."""
+    result = _up(tmp_path_factory, hosts=2, bw="100mbit", rtt="20ms", buffer="1bdp")
+    try:
+        yield result
+    finally:
+        problems = lifecycle.down(result.name)
+        assert not problems and not tbutil.leftovers(result.name)
+
+
+@pytest.fixture(scope="module")
+def loaded(bed):
+    """One 3 s cubic iperf3 run h1 -> h2 with ping h1 -> h2 alongside, plus an idle ping."""
+    h1, h2 = bed.state["links"]
+    idle = tbutil.ns_run(h1["ns"], ["ping", "-c", "20", "-i", "0.05", h2["addr"]])
+    pings: dict[str, str] = {}
+
+    def _ping() -> None:
+        # Starts after slow start has had 0.5 s to fill the queue.
+        pings["out"] = tbutil.ns_run(h1["ns"], ["sh", "-c", f"sleep 0.7; exec ping -c 40 -i 0.05 {h2['addr']}"]).stdout
+
+    def _ss() -> None:
+        # The kernel's own min_rtt of the iperf3 data connection (iperf3's
+        # "min_rtt" is the least interval srtt, which includes queueing).
+        pings["ss"] = tbutil.ns_run(h1["ns"], ["sh", "-c", f"sleep 2; exec ss -tin dst {h2['addr']}"]).stdout
+
+    t = threading.Thread(target=_ping)
+    t.start()
+    t2 = threading.Thread(target=_ss)
+    t2.start()
+    run = tbutil.iperf3(h1["ns"], h2["ns"], h2["addr"], seconds=3, ca="cubic")
+    t.join()
+    t2.join()
+    min_rtts = [float(m) for m in re.findall(r"minrtt:([\d.]+)", pings["ss"])]
+    return {"idle": tbutil.ping_rtts(idle.stdout), "load": tbutil.ping_rtts(pings["out"]), "iperf": run, "min_rtts": min_rtts}
+
+
+def test_goodput_through_100mbit_bottleneck(loaded) -> None:
+    mbps = loaded["iperf"]["end"]["sum_received"]["bits_per_second"] / 1e6
+    assert 90 <= mbps <= 100, f"goodput {mbps:.1f} Mbit/s"
+
+
+def test_ping_rtt_is_the_configured_rtt(loaded) -> None:
+    rtts = loaded["idle"]
+    assert len(rtts) >= 18
+    assert abs(min(rtts) - RTT_MS) <= 0.1 * RTT_MS, rtts
+    assert abs(statistics.median(rtts) - RTT_MS) <= 0.1 * RTT_MS, rtts
+
+
+def test_tcp_min_rtt_is_the_configured_rtt(loaded) -> None:
+    assert loaded["min_rtts"], "ss found no connection"
+    # iperf3's control and data connections: both saw the base RTT.
+    for min_rtt_ms in loaded["min_rtts"]:
+        assert abs(min_rtt_ms - RTT_MS) <= 0.1 * RTT_MS, f"TCP min_rtt {min_rtt_ms} ms"
+
+
+def test_one_bdp_buffer_bounds_queueing_delay(loaded) -> None:
+    rtts = loaded["load"]
+    assert len(rtts) >= 30, rtts
+    queueing = [r - RTT_MS for r in rtts]
+    # A full 1-BDP queue adds at most 20 ms; one 64 KB GSO packet (5 ms at
+    # 100 Mbit/s) may sit on top of the byte limit.
+    assert max(queueing) <= BDP_MS + 5.5, f"queueing delay up to {max(queueing):.1f} ms"
+    # And the queue is really there: cubic fills it.
+    assert statistics.median(queueing) >= 3, f"median queueing {statistics.median(queueing):.1f} ms"
+
+
+def test_loss_gives_retransmits(tmp_path_factory) -> None:
+    result = _up(tmp_path_factory, hosts=2, bw="100mbit", rtt="4ms", loss="1")
+    try:
+        h1, h2 = result.state["links"]
+        run = tbutil.iperf3(h1["ns"], h2["ns"], h2["addr"], seconds=2, ca="cubic")
+        retrans = run["end"]["sum_sent"]["retransmits"]
+        stats = send_control(result.state["delayline_control"], {"op": "stats"})["stats"]
+        assert stats["dropped"] > 0 and 0.003 < stats["dropped"] / stats["packets"] < 0.03, stats
+        assert retrans > 0
+    finally:
+        assert lifecycle.down(result.name) == []
+    assert tbutil.leftovers(result.name) == []
+
+
+def test_netem_fallback_changes_one_link(bed) -> None:
+    """The router agent's SET_NETEM hook: 30 ms toward h2, then back to 10 ms."""
+    h1, h2 = bed.state["links"]
+    from netesto.testbed.state import state_path
+
+    def fallback(delay: float) -> None:
+        code = f"from netesto.testbed.delayline import netem_fallback as f; print(f('r-h2', {delay}, 0, 0, 0, 1000))"
+        proc = subprocess.run(
+            ["ip", "netns", "exec", bed.state["router_ns"], sys.executable, "-c", code],
+            capture_output=True, text=True, env={"NETESTO_TESTBED_STATE": str(state_path(bed.name)), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                                                 "PYTHONPATH": ":".join(sys.path)},
+        )
+        assert proc.returncode == 0, proc.stderr
+
+    try:
+        fallback(30)
+        rtts = tbutil.ping_rtts(tbutil.ns_run(h1["ns"], ["ping", "-c", "5", "-i", "0.05", h2["addr"]]).stdout)
+        assert 38 <= statistics.median(rtts) <= 44, rtts
+    finally:
+        fallback(RTT_MS / 2)
+    rtts = tbutil.ping_rtts(tbutil.ns_run(h1["ns"], ["ping", "-c", "5", "-i", "0.05", h2["addr"]]).stdout)
+    assert 18 <= statistics.median(rtts) <= 22, rtts
+
+
+def test_bad_bw_fails_before_creating_anything(tmp_path) -> None:
+    name = tbutil.unique_name()
+    proc = subprocess.run(
+        [sys.executable, "-m", "netesto", "testbed", "up", "--name", name, "--bw", "fast", "--dir", str(tmp_path)],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 2 and "bad rate 'fast'" in proc.stderr
+    assert tbutil.leftovers(name) == []
+
+
+@pytest.mark.parametrize("step", ["topology", "delay", "agents", "lab"])
+def test_failed_up_leaves_nothing_behind(tmp_path, monkeypatch, step) -> None:
+    name = tbutil.unique_name()
+    before = _global_sysctls()
+    monkeypatch.setenv(lifecycle.FAIL_ENV, step)
+    cfg = lifecycle.TestbedConfig.parse(name=name, hosts=2, dir=tmp_path, agents=False)
+    with pytest.raises(TestbedError, match=f"injected failure at step '{step}'"):
+        lifecycle.up(cfg)
+    assert tbutil.leftovers(name) == []
+    if not _other_testbeds(name):
+        assert _global_sysctls() == before
+
+
+def test_down_removes_everything(tmp_path) -> None:
+    name = tbutil.unique_name()
+    before = _global_sysctls()
+    proc = subprocess.run(
+        [sys.executable, "-m", "netesto", "testbed", "up", "--name", name, "--hosts", "2", "--no-agents", "--dir", str(tmp_path)],
+        capture_output=True, text=True,
+    )
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert "delay line" in proc.stdout or "netem" in proc.stdout
+        state = lifecycle.status(name)[0]
+        assert all(p["alive"] for p in state["processes"]) and state["processes"]
+        rules = tbutil.ns_run(state["router_ns"], ["iptables", "-S", "FORWARD"]).stdout
+        assert rules.count("NFQUEUE") == 2
+        assert "cubic" in open("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read()
+        status = subprocess.run([sys.executable, "-m", "netesto", "testbed", "status", "--name", name], capture_output=True, text=True)
+        assert "h2" in status.stdout and "alive" in status.stdout
+    finally:
+        down = subprocess.run([sys.executable, "-m", "netesto", "testbed", "down", "--name", name], capture_output=True, text=True)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert tbutil.leftovers(name) == []
+    for p in state["processes"]:
+        assert not lifecycle.proc_alive(p["pid"], p["start_time"])
+    if not _other_testbeds(name):
+        assert _global_sysctls() == before
+
+
+def test_down_of_unknown_testbed_is_a_clear_error() -> None:
+    with pytest.raises(TestbedError, match="no testbed state"):
+        lifecycle.down("nosuchbed")
+
+
+def _global_sysctls() -> tuple[str, str]:
+    return (
+        open("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read().strip(),
+        open("/proc/sys/net/ipv4/tcp_child_ehash_entries").read().strip(),
+    )
+
+
+def _other_testbeds(name: str) -> bool:
+    from netesto.testbed.state import list_states
+
+    return any(s["name"] != name for s in list_states())
+
+
+def test_usage_error_type() -> None:
+    with pytest.raises(UsageError):
+        lifecycle.TestbedConfig.parse(bw="fast")

@@ -1,0 +1,102 @@
+"""Pure parts of the testbed: rates, times, buffers, lab files, netlink messages."""
+
+from __future__ import annotations
+
+import doctest
+import struct
+
+import pytest
+
+from netesto.errors import TestbedError, UsageError
+from netesto.testbed import delayline, lab, lifecycle, shaping, topology
+
+
+@pytest.mark.parametrize("module", [shaping, lab, lifecycle])
+def test_doctests(module) -> None:
+    result = doctest.testmod(module)
+    assert result.failed == 0 and result.attempted > 0
+
+
+@pytest.mark.parametrize("text", ["bogus", "-5mbit", "0", "100 mbits/s"])
+def test_bad_rates_are_usage_errors(text: str) -> None:
+    with pytest.raises(UsageError, match="rate"):
+        shaping.parse_rate(text)
+
+
+def test_buffer_forms() -> None:
+    assert shaping.parse_buffer("2bdp", 100_000_000, 20) == 500_000
+    assert shaping.parse_buffer("bdp", 1_000_000_000, 10) == 1_250_000
+    with pytest.raises(UsageError, match="buffer"):
+        shaping.parse_buffer("lots", 100_000_000, 20)
+    with pytest.raises(UsageError, match="3000"):
+        shaping.parse_buffer("100", 100_000_000, 20)
+
+
+def test_bad_config_names_what() -> None:
+    with pytest.raises(UsageError, match="testbed name"):
+        lifecycle.TestbedConfig.parse(name="Bad_Name")
+    with pytest.raises(UsageError, match="loss"):
+        lifecycle.TestbedConfig.parse(loss="150")
+    with pytest.raises(UsageError, match="--ca"):
+        lifecycle.TestbedConfig.parse(ca="vegas")
+
+
+def test_topology_addresses_and_distinct_subnets() -> None:
+    a = topology.plan_topology("alpha", 3, set())
+    b = topology.plan_topology("alpha", 3, {a.subnet})
+    assert a.subnet != b.subnet and 100 <= a.subnet < 200
+    assert [lk.addr for lk in a.links] == [f"10.{a.subnet}.{i}.1" for i in (1, 2, 3)]
+    assert a.links[1].router_dev == "r-h2" and a.links[1].queue == 2
+    assert a.namespaces == ["alpha-r", "alpha-h1", "alpha-h2", "alpha-h3"]
+    assert len(a.control_dev) <= 15
+
+
+def test_lab_file_reads_back_with_the_controller(tmp_path) -> None:
+    from netesto.controller.lab import Lab
+
+    keys = tmp_path / "tb.keys"
+    keys.mkdir()
+    for n in ("controller.key_secret", "h1.key", "router.key"):
+        (keys / n).write_text("x")
+    text = lab.LabFile(
+        "tb",
+        "tb.keys/controller.key_secret",
+        hosts=(
+            lab.LabHost("h1", "10.150.1.1", public_key="tb.keys/h1.key", shape_agent="router", shape_dev="r-h1", dev="eth0"),
+            lab.LabHost("router", "10.150.0.254", public_key="tb.keys/router.key", role="router"),
+        ),
+        comments=("a comment",),
+    )
+    path = lab.write_lab(tmp_path / "tb.lab.toml", text)
+    parsed = Lab.from_file(path)
+    h1 = parsed.host("h1")
+    assert h1.test_address == "10.150.1.1" and h1.shape.agent == "router" and h1.shape.dev == "r-h1"
+    assert parsed.host("router").role == "router"
+    assert parsed.controller_key == keys / "controller.key_secret"
+
+
+def test_verdict_message_layout() -> None:
+    msg = delayline.verdict_message(7, 1234, delayline.NF_ACCEPT)
+    length, mtype, flags, _seq, _pid = struct.unpack_from("=IHHII", msg)
+    assert length == len(msg) == 16 + 4 + 4 + 8
+    assert mtype == (3 << 8) | 1 and flags == 1
+    assert struct.unpack_from("!H", msg, 18) == (7,)
+    assert struct.unpack_from("!II", msg, 24) == (1, 1234)
+
+
+def _packet_message(queue: int, packet_id: int) -> bytes:
+    hdr = delayline._nla(delayline.NFQA_PACKET_HDR, struct.pack("!IHB", packet_id, 0x0800, 2))
+    payload = delayline._nla(10, b"\x45" + b"\0" * 27)
+    return delayline._nfmsg(delayline.NFQNL_MSG_PACKET, queue, hdr + payload)
+
+
+def test_packet_ids_parsed_from_several_messages() -> None:
+    data = _packet_message(1, 10) + _packet_message(2, 11)
+    assert delayline.parse_packet_ids(data, len(data)) == [(1, 10), (2, 11)]
+
+
+def test_link_settings_validated() -> None:
+    with pytest.raises(TestbedError, match="loss"):
+        delayline.LinkSettings(10, 0, 1.5)
+    with pytest.raises(TestbedError, match=">= 0"):
+        delayline.LinkSettings(-1)

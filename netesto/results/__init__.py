@@ -1,1 +1,35 @@
 """Results: raw flow data -> xarray Datasets, all.exp.out, exp.csv, analysis."""
+
+from __future__ import annotations
+
+from netesto.results.dataset import build_dataset, open_experiment, open_experiments, write_netcdf
+from netesto.results.expcsv import aggregate, append_rows, load_fields, parse_fields
+from netesto.results.fairness import (
+    convergence_time,
+    fairness_by,
+    jain_index,
+    max_min_ratio,
+    window_goodput,
+)
+from netesto.results.load import load_experiment
+from netesto.results.process import ProcessResult, process_experiment
+from netesto.results.schema import SCHEMA_VERSION
+
+__all__ = [
+    "ProcessResult",
+    "SCHEMA_VERSION",
+    "aggregate",
+    "append_rows",
+    "build_dataset",
+    "convergence_time",
+    "fairness_by",
+    "jain_index",
+    "load_experiment",
+    "load_fields",
+    "max_min_ratio",
+    "open_experiment",
+    "open_experiments",
+    "parse_fields",
+    "process_experiment",
+    "window_goodput",
+]

@@ -1,0 +1,166 @@
+"""Raw experiment directory -> per-flow records (both ends, ping, host snapshots).
+
+Reads ``<exp>/experiment.json``, ``<exp>/flows/<flow_id>.{client,server}.nflow``,
+``<exp>/ping/<client>-<server>.nflow`` and ``<exp>/{0,1}/<host>.*``. A file
+that cannot be decoded is reported in :attr:`ExperimentRaw.errors` (the
+message names the file) and everything else is still loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from netesto.errors import RawDataError, ResultsError
+from netesto.results.hostfiles import HostSnapshot, read_snapshot
+from netesto.traffic.rawformat import RawFlow, read_flow
+
+
+def short_host(name: str) -> str:
+    """Host name up to the first '.' (flow ids and group file names use it)."""
+    return str(name).split(".", 1)[0]
+
+
+@dataclass
+class FlowRecord:
+    """One flow: its parameters and the raw samples of each end (None if absent)."""
+
+    flow_id: str
+    meta: dict[str, Any]
+    client: RawFlow | None = None
+    server: RawFlow | None = None
+
+    @property
+    def test(self) -> str:
+        return str(self.meta.get("test", "TCP_STREAM"))
+
+    @property
+    def sender(self) -> RawFlow | None:
+        """The end whose socket carries the data (server for TCP_MAERTS)."""
+        if self.test == "TCP_MAERTS":
+            return self.server or self.client
+        return self.client or self.server
+
+    @property
+    def receiver(self) -> RawFlow | None:
+        """The end that receives the data; None if that file is missing."""
+        return self.client if self.test == "TCP_MAERTS" else self.server
+
+
+@dataclass
+class ExperimentRaw:
+    """Everything read from one ``<workdir>/<exp>/`` directory."""
+
+    path: Path
+    exp: int
+    meta: dict[str, Any]
+    flows: list[FlowRecord] = field(default_factory=list)
+    pings: dict[str, RawFlow] = field(default_factory=dict)
+    before: dict[str, HostSnapshot] = field(default_factory=dict)
+    after: dict[str, HostSnapshot] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def clock_offset(self, host: str) -> float:
+        """Agent clock minus controller clock for ``host`` (0 if unknown)."""
+        info = self.meta.get("hosts", {}).get(host) or self.meta.get("hosts", {}).get(
+            short_host(host)
+        ) or {}
+        value = info.get("clock_offset", 0.0) if isinstance(info, dict) else 0.0
+        try:
+            out = float(value or 0.0)
+        except (TypeError, ValueError):
+            return 0.0
+        return out if math.isfinite(out) else 0.0
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{path}: cannot read experiment description: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ResultsError(f"{path}: experiment description is not a JSON object")
+    return doc
+
+
+def _try_read(path: Path, raw: ExperimentRaw) -> RawFlow | None:
+    if not path.exists():
+        return None
+    try:
+        flow = read_flow(path)
+    except RawDataError as exc:
+        raw.errors.append(str(exc))
+        return None
+    if flow.truncated:
+        raw.warnings.append(f"{path}: truncated (last block cut short); kept {flow.rows} samples")
+    return flow
+
+
+def _parse_flow_id(flow_id: str) -> dict[str, Any]:
+    parts = flow_id.rsplit("-", 2)
+    out: dict[str, Any] = {"flow_id": flow_id}
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        host_server, out["group"], out["instance"] = parts[0], int(parts[1]), int(parts[2])
+        host, _, server = host_server.partition("-")
+        out["host"], out["server"] = host, server
+    return out
+
+
+def load_experiment(expdir: str | os.PathLike[str]) -> ExperimentRaw:
+    """Read an experiment directory (see the module docstring)."""
+    path = Path(expdir)
+    if not path.is_dir():
+        raise ResultsError(f"{path}: no such experiment directory")
+    meta = _read_json(path / "experiment.json")
+    try:
+        exp = int(meta.get("exp", path.name))
+    except (TypeError, ValueError):
+        exp = 0
+    raw = ExperimentRaw(path=path, exp=exp, meta=meta)
+    flows_dir = path / "flows"
+    listed: dict[str, dict[str, Any]] = {}
+    for f in meta.get("flows", []) or []:
+        if isinstance(f, dict) and f.get("flow_id"):
+            listed[str(f["flow_id"])] = dict(f)
+    # Files not described by experiment.json still count (e.g. a lost json).
+    if flows_dir.is_dir():
+        for p in sorted(flows_dir.glob("*.nflow")):
+            flow_id = p.name.rsplit(".", 2)[0]
+            listed.setdefault(flow_id, {})
+    for flow_id, fmeta in listed.items():
+        client = _try_read(flows_dir / f"{flow_id}.client.nflow", raw)
+        server = _try_read(flows_dir / f"{flow_id}.server.nflow", raw)
+        if client is None and server is None:
+            if not any(flow_id in e for e in raw.errors):
+                raw.errors.append(f"{flows_dir / flow_id}.client.nflow: no data for flow {flow_id}")
+            continue
+        merged = _parse_flow_id(flow_id)
+        for side in (server, client):  # the client's header wins over the server's
+            if side is not None and isinstance(side.header.get("flow"), dict):
+                merged.update(side.header["flow"])
+        merged.update(fmeta)
+        merged["flow_id"] = flow_id
+        raw.flows.append(FlowRecord(flow_id, merged, client, server))
+    ping_dir = path / "ping"
+    if ping_dir.is_dir():
+        for p in sorted(ping_dir.glob("*.nflow")):
+            flow = _try_read(p, raw)
+            if flow is not None:
+                raw.pings[p.name[: -len(".nflow")]] = flow
+    for order, target in (("0", raw.before), ("1", raw.after)):
+        d = path / order
+        if d.is_dir():
+            hosts = sorted({p.name.rsplit(".", 1)[0] for p in d.iterdir() if "." in p.name})
+            for host in hosts:
+                target[host] = read_snapshot(d, host)
+    return raw
+
+
+__all__ = ["ExperimentRaw", "FlowRecord", "load_experiment", "short_host"]

@@ -1,0 +1,136 @@
+"""PROCESS_EXP: raw experiment directory -> exp.nc, .exp.out files, exp.csv rows, exp.html."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from netesto.errors import ResultsError
+from netesto.results.dataset import build_dataset, write_netcdf
+from netesto.results.expcsv import aggregate, append_rows, load_fields
+from netesto.results.load import load_experiment
+from netesto.results.summaries import all_summary, group_summaries, render, write_text_atomic
+
+
+@dataclass
+class ProcessResult:
+    """What :func:`process_experiment` wrote and what it could not read."""
+
+    exp: int
+    directory: Path
+    files: list[Path] = field(default_factory=list)
+    rows: list[dict[str, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def process_experiment(
+    workdir: str | os.PathLike[str],
+    exp: int | str,
+    *,
+    desc: str = "",
+    other: str | Iterable[Any] = (),
+    fields_file: str | os.PathLike[str] | None = None,
+    csv_name: str = "exp.csv",
+    html: bool = True,
+) -> ProcessResult:
+    """Process ``<workdir>/<exp>/``: write ``exp.nc``, one ``<hsn>.exp.out``
+    per group, ``all.exp.out`` and ``exp.html`` there, and append the
+    aggregate row (exp ``N.0``) plus one row per group (``N.g``, only when
+    there are several groups) to ``<workdir>/exp.csv``.
+
+    Raw files that cannot be decoded are skipped and listed in
+    ``result.errors`` (each message names the file, and they are written to
+    ``<exp>/errors.txt`` and printed on stderr); everything else is processed.
+    Raises :class:`ResultsError` only if no flow could be read at all.
+    Re-processing replaces the experiment's files (it never re-reads an old
+    all.exp.out) but appends new exp.csv rows.
+    """
+    root = Path(workdir)
+    expdir = root / str(exp)
+    raw = load_experiment(expdir)
+    result = ProcessResult(raw.exp, expdir, errors=list(raw.errors), warnings=list(raw.warnings))
+    err_file = expdir / "errors.txt"
+    if raw.errors or raw.warnings:
+        write_text_atomic(err_file, "".join(f"{e}\n" for e in raw.errors + raw.warnings))
+        for e in raw.errors:
+            print(f"netesto results: error: {e}", file=sys.stderr)
+    else:
+        err_file.unlink(missing_ok=True)
+    if not raw.flows:
+        detail = "; ".join(raw.errors) or "no flows/ data"
+        raise ResultsError(f"{expdir}: no flow data could be read ({detail})")
+    fields = load_fields(root, fields_file)
+    ds = build_dataset(raw)
+    result.files.append(write_netcdf(ds, expdir / "exp.nc"))
+    groups = group_summaries(ds, raw)
+    for old in expdir.glob("*.exp.out"):
+        if old.name != "all.exp.out" and old.name[: -len(".exp.out")] not in {g.hsn for g in groups}:
+            old.unlink()
+    for g in groups:
+        p = expdir / f"{g.hsn}.exp.out"
+        write_text_atomic(p, g.text())
+        result.files.append(p)
+    all_items = all_summary(ds, raw.exp, groups)
+    p = expdir / "all.exp.out"
+    write_text_atomic(p, render(all_items))
+    result.files.append(p)
+    desc = desc or str(raw.meta.get("desc", ""))
+    other_pairs = list(other) if not isinstance(other, str) else [other]
+    if not other_pairs and raw.meta.get("other"):
+        other_pairs = [tuple(x) for x in raw.meta["other"]]
+    rows = [aggregate(all_items, fields, desc=desc, other=other_pairs)]
+    if len(groups) > 1:
+        rows += [aggregate(g.items, fields, desc=desc, other=other_pairs) for g in groups]
+    result.files.append(append_rows(root / csv_name, fields, rows))
+    result.rows = rows
+    if html:
+        page = _render_html(ds, groups, all_items, result)
+        if page is not None:
+            p = expdir / "exp.html"
+            write_text_atomic(p, page)
+            result.files.append(p)
+    return result
+
+
+def _render_html(ds: Any, groups: list[Any], all_items: list[tuple[str, str]],
+                 result: ProcessResult) -> str | None:
+    try:
+        import jinja2
+    except ImportError:
+        return None
+    from importlib import resources
+
+    try:
+        text = resources.files("netesto.report_templates").joinpath("exp.html.j2").read_text()
+    except (FileNotFoundError, ModuleNotFoundError):
+        return None
+    env = jinja2.Environment(autoescape=True)
+    keys: list[str] = []
+    for g in groups:
+        for k, _ in g.items:
+            if k not in keys:
+                keys.append(k)
+    exp = int(ds.attrs.get("exp", result.exp))
+    return env.from_string(text).render(
+        exp=exp,
+        exp_name=ds.attrs.get("exp_name", ""),
+        groups=[{"hsn": g.hsn, "values": g.as_dict()} for g in groups],
+        keys=keys,
+        overall=dict(all_items),
+        errors=result.errors,
+        prev_exp=exp - 1,
+        next_exp=exp + 1,
+        hosts=json.loads(ds.attrs.get("hosts", "{}") or "{}"),
+    )
+
+
+__all__ = ["ProcessResult", "process_experiment"]

@@ -1,0 +1,84 @@
+"""Truncated/corrupted raw files and failures while appending exp.csv."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from netesto.errors import ResultsError
+from netesto.results import process_experiment
+from netesto.results.expcsv import Field, aggregate, append_rows, parse_fields
+
+
+def test_truncated_file_keeps_its_complete_blocks(workdir: Path) -> None:
+    p = workdir / "1" / "flows" / "h1-h2-2-0.client.nflow"
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])  # the writer died mid-flow
+    res = process_experiment(workdir, 1)
+    assert res.ok
+    assert any("h1-h2-2-0.client.nflow: truncated" in w for w in res.warnings)
+    assert "truncated" in (workdir / "1" / "errors.txt").read_text()
+    assert (workdir / "1" / "h1-h2-2.exp.out").exists()
+
+
+def test_corrupted_file_is_named_and_the_rest_processed(workdir: Path, capsys) -> None:
+    bad = workdir / "1" / "flows" / "h1-h2-1-0.client.nflow"
+    data = bytearray(bad.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    (workdir / "1" / "flows" / "h1-h2-3-0.server.nflow").write_bytes(b"garbage, not a flow file")
+    res = process_experiment(workdir, 1)
+    assert not res.ok
+    joined = "\n".join(res.errors)
+    assert f"{bad}: block at byte" in joined and "checksum mismatch" in joined
+    assert "h1-h2-3-0.server.nflow: not a netesto flow file" in joined
+    assert "h1-h2-1-0.client.nflow" in capsys.readouterr().err
+    assert "checksum mismatch" in (workdir / "1" / "errors.txt").read_text()
+    # Flow 1 still has its server end; flows 2 and 3 are complete.
+    from netesto.results import open_experiment
+
+    ds = open_experiment(workdir / "1")
+    assert ds.sizes["flow"] == 3
+    assert float(ds.rate.sel(flow="h1-h2-2-0")) > 0
+    assert "checksum mismatch" in ds.attrs["errors"]
+    assert len((workdir / "exp.csv").read_text().splitlines()) == 5
+
+
+def test_no_readable_flow_is_an_error(workdir: Path) -> None:
+    for p in (workdir / "2" / "flows").glob("*.nflow"):
+        p.write_bytes(b"NETESTO\x00\x09\x00\x00\x00")
+    with pytest.raises(ResultsError, match="no flow data could be read.*format version 9"):
+        process_experiment(workdir, 2)
+    with pytest.raises(ResultsError, match="no such experiment directory"):
+        process_experiment(workdir, 99)
+
+
+class _Explodes:
+    def __str__(self) -> str:
+        raise OSError(28, "No space left on device")
+
+
+def test_exp_csv_never_half_written(tmp_path: Path) -> None:
+    fields = parse_fields("exp:one\nrate:sum\ndesc:one\n")
+    path = tmp_path / "exp.csv"
+    append_rows(path, fields, [{"exp": "1.0", "rate": "5.0", "desc": "x"}])
+    before = path.read_bytes()
+    rows = [{"exp": "2.0", "rate": "1.0", "desc": "y"} for _ in range(500)]
+    rows.append({"exp": "3.0", "rate": _Explodes(), "desc": "z"})
+    with pytest.raises(ResultsError, match="exp.csv: cannot append rows: .*No space left"):
+        append_rows(path, fields, rows)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".exp.csv.lock", "exp.csv"]
+
+
+def test_csv_quoting_round_trips(tmp_path: Path) -> None:
+    import csv
+
+    fields = (Field("exp", "one"), Field("desc", "one"), Field("ca", "all"))
+    row = aggregate([("exp", "1.0"), ("ca", "cubic"), ("ca", "bbr")], fields,
+                    desc='comma, "quote" and = sign\nnewline')
+    append_rows(tmp_path / "exp.csv", fields, [row])
+    with open(tmp_path / "exp.csv", newline="") as fh:
+        (back,) = list(csv.DictReader(fh))
+    assert back == {"exp": "1.0", "desc": 'comma, "quote" and = sign\nnewline', "ca": "cubic/bbr"}

@@ -1,0 +1,122 @@
+"""Datasets built from the recorded real flows: dims, units, values vs what was sent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from netesto.results import build_dataset, load_experiment, open_experiment, open_experiments
+from netesto.results.dataset import write_netcdf
+from netesto.results.schema import FLOW_SUMMARIES, SCHEMA_VERSION, TIME_SERIES
+from netesto.traffic.rawformat import FlowWriter, read_flow
+
+
+def _ds(workdir: Path, exp: int = 1) -> xr.Dataset:
+    return build_dataset(load_experiment(workdir / str(exp)))
+
+
+def test_dims_coords_units(workdir: Path) -> None:
+    ds = _ds(workdir)
+    assert ds.sizes["flow"] == 3
+    assert list(ds.flow.values) == ["h1-h2-1-0", "h1-h2-2-0", "h1-h2-3-0"]
+    assert list(ds.ca.values) == ["cubic", "bbr", "cubic"]
+    assert list(ds.test.values) == ["TCP_STREAM", "TCP_STREAM", "TCP_RR"]
+    assert list(ds.group.values) == [1, 2, 3]
+    # 1 s flows sampled every 10 ms: about 100 grid points, evenly spaced.
+    assert 95 <= ds.sizes["time"] <= 130
+    assert np.allclose(np.diff(ds.time.values), 0.01)
+    assert ds.time.attrs["units"] == "s"
+    for spec in TIME_SERIES:
+        assert ds[spec.name].dims == ("flow", "time")
+        assert ds[spec.name].attrs["units"] == spec.units
+    for spec in FLOW_SUMMARIES:
+        assert ds[spec.name].dims == ("flow",)
+        assert ds[spec.name].attrs["units"] == spec.units
+    assert ds.attrs["schema_version"] == SCHEMA_VERSION
+    assert ds.attrs["exp"] == 1
+    assert "record_fixtures" in ds.attrs["script"]
+    assert json.loads(ds.attrs["hosts"])["h1"]["clock_offset"] == 0.0
+    # Flows all started within the first 100 ms of the experiment.
+    assert float(ds.start.min()) == 0.0 and float(ds.start.max()) < 0.1
+
+
+def test_values_match_what_was_sent(workdir: Path) -> None:
+    raw = load_experiment(workdir / "1")
+    ds = build_dataset(raw)
+    for rec in raw.flows:
+        f = ds.sel(flow=rec.flow_id)
+        sent = rec.client.summary["bytes_tx"]
+        got = rec.server.summary["bytes_rx"]
+        assert got == sent > 0
+        assert float(f.bytes) == got
+        assert float(f.duration) == pytest.approx(1.0, abs=0.1)
+        assert float(f.rate) == pytest.approx(got * 8 / float(f.duration) / 1e6)
+        # Integrating the goodput series gives back the delivered bits.
+        bits = float(f.goodput.fillna(0).sum()) * ds.attrs["interval"]
+        assert bits == pytest.approx(got * 8, rel=0.05)
+        assert float(f.mean_cwnd) >= 1 and float(f.mean_rtt) > 0
+        assert float(f.packets_sent) >= got / 65536
+    rr = ds.sel(flow="h1-h2-3-0")
+    client = raw.flows[2].client
+    assert float(rr.transactions_total) == client.summary["transactions"]
+    assert raw.flows[2].server.summary["bytes_rx"] == 1000 * client.summary["transactions"]
+    assert float(rr.lat_count) == client.summary["latency"]["count"]
+    assert 0 < float(rr.lat_min_total) <= float(rr.lat_p50_total) <= float(rr.lat_p99_total) <= float(rr.lat_max_total)
+    tps = float(rr.transactions.mean())
+    assert tps == pytest.approx(client.summary["transactions"] / float(rr.duration), rel=0.15)
+    # Stream flows have no latency samples.
+    assert np.isnan(ds.lat_p50.sel(flow="h1-h2-1-0")).all()
+    # bbr's pacing rate is finite and positive; ping RTT of the pair is there.
+    assert float(ds.pacing_rate.sel(flow="h1-h2-2-0").max()) > 0
+    assert float(ds.ping_rtt_mean[0]) > 0
+    assert ds.host_delta.sel(node="h1", counter="Tcp.OutSegs") > 0
+
+
+def test_netcdf_round_trip(workdir: Path) -> None:
+    ds = _ds(workdir)
+    path = write_netcdf(ds, workdir / "1" / "exp.nc")
+    back = open_experiment(path)
+    xr.testing.assert_identical(ds, back)
+    assert back.goodput.attrs["units"] == "bit/s"
+    assert back.rtt.dtype == np.float32
+    # An experiment directory opens its exp.nc; open_experiments finds it.
+    assert open_experiment(workdir / "1").attrs["exp"] == 1
+    assert list(open_experiments(workdir)) == [1]
+
+
+def _shift(path: Path, seconds: float) -> None:
+    flow = read_flow(path)
+    from netesto.traffic.columns import FLOW_COLUMNS
+
+    header = {k: v for k, v in flow.header.items() if k not in ("type", "format", "columns", "byteorder")}
+    header["start_wall"] = header["start_wall"] + seconds
+    with FlowWriter(path, FLOW_COLUMNS, header) as w:
+        for i in range(flow.rows):
+            row = [flow.columns[c.name][i] for c in FLOW_COLUMNS]
+            row[0] += seconds
+            w.append(row)
+        w.close(flow.summary)
+
+
+def test_clock_offsets_are_applied(workdir: Path) -> None:
+    """A server agent whose clock runs 3 s ahead gives the same dataset once
+    experiment.json records its offset."""
+    before = _ds(workdir)
+    for p in (workdir / "1" / "flows").glob("*.server.nflow"):
+        _shift(p, 3.0)
+    meta_path = workdir / "1" / "experiment.json"
+    meta = json.loads(meta_path.read_text())
+    meta["hosts"]["h2"]["clock_offset"] = 3.0
+    meta_path.write_text(json.dumps(meta))
+    after = _ds(workdir)
+    assert after.sizes == before.sizes
+    np.testing.assert_allclose(after.goodput.values, before.goodput.values, rtol=1e-6)
+    np.testing.assert_allclose(after.rate.values, before.rate.values, rtol=1e-9)
+    # Without the offset the grid would stretch by 3 s.
+    meta["hosts"]["h2"]["clock_offset"] = 0.0
+    meta_path.write_text(json.dumps(meta))
+    assert _ds(workdir).sizes["time"] > before.sizes["time"] + 250

@@ -1,0 +1,89 @@
+"""``netesto plan`` as users run it: a real subprocess, text and JSON output, exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = """\
+SET server=h1
+SET randDelay=0.5
+BEGIN Pair
+SET exp=COUNTER
+DO_SERVER host=$server exp=$exp start=1
+DO_CLIENT host=$client server=$server ca=$ca dur=$dur test=TCP_STREAM
+RAND_WAIT $randDelay
+WAIT $dur
+GET_DATA host=$client
+PROCESS_EXP
+END Pair
+RUN Pair client=h2 ca=cubic,bbr dur=$dur
+"""
+
+
+def run_plan(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    repo = Path(__file__).resolve().parents[2]
+    env_path = str(repo)
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = env_path + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return subprocess.run(
+        [sys.executable, "-m", "netesto", "plan", *args],
+        cwd=cwd, input=stdin, capture_output=True, text=True, timeout=60, env=env,
+    )
+
+
+def test_plan_text(tmp_path: Path) -> None:
+    script = tmp_path / "two.nts"
+    script.write_text(SCRIPT)
+    (tmp_path / "counter").write_text("41\n")
+    res = run_plan(str(script), "-D", "dur=5", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith(f"{script}:5  h1  DO_SERVER exp=42 ")
+    assert f"{script}:6  h2  DO_CLIENT exp=42 " in lines[1] and "ca=cubic" in lines[1]
+    assert any("DO_CLIENT exp=43" in ln and "ca=bbr" in ln for ln in lines)
+    assert lines[-1] == "# 12 actions, estimated wall time 0:10 (10.5 s)"
+    assert (tmp_path / "counter").read_text() == "41\n"  # planning never consumes counter values
+
+
+def test_plan_json_and_counter_option(tmp_path: Path) -> None:
+    script = tmp_path / "two.nts"
+    script.write_text(SCRIPT)
+    res = run_plan(str(script), "-D", "dur=5", "--json", "--counter", "7", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["estimate_s"] == 10.5
+    kinds = [a["action"] for a in data["actions"]]
+    assert kinds.count("DO_CLIENT") == 2 and kinds.count("PROCESS_EXP") == 2
+    assert [a["exp"] for a in data["actions"] if a["action"] == "PROCESS_EXP"] == [8, 9]
+    assert data["actions"][1]["loc"] == f"{script}:6"
+
+
+def test_plan_workdir_counter(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "counter").write_text("99\n")
+    res = run_plan("-", "--workdir", str(work), "--json", cwd=tmp_path,
+                   stdin="DO_SERVER host=a exp=COUNTER\n")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["actions"][0]["exp"] == 100
+
+
+def test_plan_error_exit_2(tmp_path: Path) -> None:
+    res = run_plan("-", cwd=tmp_path, stdin="SET a=1\nDO_CLIENT host=a server=b durr=3\n")
+    assert res.returncode == 2
+    assert res.stdout == ""
+    assert "<stdin>:2:27: error: DO_CLIENT: unknown argument 'durr'" in res.stderr
+    assert "did you mean dur" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_plan_missing_file_and_bad_define(tmp_path: Path) -> None:
+    res = run_plan(str(tmp_path / "nope.nts"), cwd=tmp_path)
+    assert res.returncode == 2 and "not found" in res.stderr
+    res = run_plan("-", "-D", "novalue", cwd=tmp_path, stdin="WAIT 1\n")
+    assert res.returncode == 2 and "VAR=VALUE" in res.stderr

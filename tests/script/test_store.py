@@ -1,0 +1,96 @@
+"""Counters (the original's counter file) and SOURCE loaders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from netesto.errors import ScriptError
+from netesto.script import FileCounter, FileLoader, Interpreter, MemoryCounter, MemoryLoader, plan
+from netesto.script.store import next_round, packaged_inlib_dirs
+
+
+def test_file_counter_counter_and_prev(tmp_path: Path) -> None:
+    path = tmp_path / "counter"
+    text = ("SET exp=COUNTER\nFOR s IN a,b DO\nDO_SERVER host=$s exp=$exp\nSET exp=PREV\nDONE\n"
+            "DO_CLIENT host=c server=a\nPROCESS_EXP\nDO_SERVER host=a exp=COUNTER\n")
+    acts = plan(text, counter=FileCounter(path))
+    assert [a.exp for a in acts] == [1, 1, 1, 1, 2]
+    assert path.read_text().strip() == "2"
+    acts = plan(text, counter=FileCounter(path))  # a second run continues from the file
+    assert [a.exp for a in acts] == [3, 3, 3, 3, 4]
+    assert path.read_text().strip() == "4"
+
+
+def test_file_counter_is_updated_as_actions_are_consumed(tmp_path: Path) -> None:
+    path = tmp_path / "counter"
+    path.write_text("100\n")
+    stream = Interpreter(counter=FileCounter(path)).run_text(
+        "DO_SERVER host=a exp=COUNTER\nDO_SERVER host=a exp=COUNTER")
+    assert path.read_text().strip() == "100"
+    assert next(stream).exp == 101
+    assert path.read_text().strip() == "101"
+
+
+@pytest.mark.parametrize("start, after", [(0, 10), (23, 30), (19, 30), (20, 30), (29, 40), (31, 40)])
+def test_next_counter(tmp_path: Path, start: int, after: int) -> None:
+    path = tmp_path / "counter"
+    path.write_text(f"{start}\n")
+    plan("NEXT_COUNTER", counter=FileCounter(path))
+    assert int(path.read_text()) == after
+    assert next_round(start) == after
+    mem = MemoryCounter(start)
+    plan("ECHO x\nEND", counter=mem)
+    assert mem.value == after
+
+
+def test_next_counter_without_file_does_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "counter"
+    plan("NEXT_COUNTER", counter=FileCounter(path))
+    assert not path.exists()
+
+
+def test_file_loader_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (scripts / "a").write_text("ECHO next-to-script\n")
+    (cwd / "a").write_text("ECHO cwd\n")
+    (cwd / "b").write_text("ECHO cwd-b\n")
+    (extra / "c").write_text("ECHO extra-c\n")
+    (scripts / "main").write_text("SOURCE a\nSOURCE b\nSOURCE c\n")
+    monkeypatch.chdir(cwd)
+    acts = list(Interpreter(loader=FileLoader([extra])).run_file(scripts / "main"))
+    assert [a.text for a in acts] == ["next-to-script", "cwd-b", "extra-c"]
+
+
+def test_file_loader_finds_packaged_inlib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dirs = packaged_inlib_dirs()
+    assert dirs and any((d / "__init__.py").exists() for d in dirs)
+    monkeypatch.chdir(tmp_path)
+    key, display, text = FileLoader().load("__init__.py", None)
+    assert Path(display).parent in dirs
+
+
+def test_users_own_file_wins_over_packaged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "inlib").write_text("ECHO mine\n")
+    monkeypatch.chdir(tmp_path)
+    assert [a.text for a in plan("SOURCE inlib", loader=FileLoader())] == ["mine"]
+
+
+def test_missing_source_lists_search_path() -> None:
+    with pytest.raises(ScriptError) as exc:
+        plan("SOURCE nope", loader=MemoryLoader({"lib": ""}))
+    assert "not found" in exc.value.message and "lib" in exc.value.hint
+
+
+def test_source_errors_point_into_the_sourced_file() -> None:
+    with pytest.raises(ScriptError) as exc:
+        plan("SOURCE lib", loader=MemoryLoader({"lib": "WAIT 1\n  WAT 2\n"}))
+    err = exc.value
+    assert (err.file, err.line, err.column) == ("lib", 2, 3)
+    assert err.hint == "did you mean WAIT?"

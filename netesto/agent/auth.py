@@ -1,0 +1,143 @@
+"""CURVE keys, the ZAP authenticator (which logs every refusal with the peer address), allowlists."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from pathlib import Path
+from typing import Any
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+from netesto.errors import UsageError
+
+log = logging.getLogger("netesto.agent.auth")
+DOMAIN = "netesto"
+
+
+def load_secret_key(path: str | Path, name: str | None = None) -> tuple[bytes, bytes]:
+    """``(public, secret)`` z85 keys from a ``.key_secret`` file or a directory holding one.
+
+    In a directory, ``<name>.key_secret`` is used when ``name`` is given, else
+    the only ``*.key_secret`` there, else ``agent.key_secret``.
+    """
+    p = Path(path)
+    if p.is_dir():
+        if name:
+            p = p / f"{name}.key_secret"
+        else:
+            found = sorted(p.glob("*.key_secret"))
+            p = found[0] if len(found) == 1 else p / "agent.key_secret"
+    if not p.is_file():
+        raise UsageError(f"no secret key file {p} (create one with 'netesto keys DIR --name NAME')")
+    public, secret = zmq.auth.load_certificate(str(p))
+    if not secret:
+        raise UsageError(f"{p} holds no secret key (is it a public .key file?)")
+    return public, secret
+
+
+def load_public_key(path_or_key: str | bytes | Path) -> bytes:
+    """A z85 public key from a ``.key`` file, or the key itself (40 z85 characters)."""
+    if isinstance(path_or_key, bytes) and len(path_or_key) == 40:
+        return path_or_key
+    text = str(path_or_key)
+    if len(text) == 40 and not Path(text).exists():
+        return text.encode()
+    p = Path(text)
+    if not p.is_file():
+        raise UsageError(f"no public key file {p}")
+    public, _ = zmq.auth.load_certificate(str(p))
+    return public
+
+
+def read_allowlist(path: str | Path) -> list[str]:
+    """Addresses from a ``clients.txt``-style file: one per line; ``#`` starts a comment."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        entry = line.split("#", 1)[0].strip()
+        if entry:
+            out.append(entry)
+    return out
+
+
+def is_loopback(address: str) -> bool:
+    if address in ("localhost", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class LoggingAuthenticator(ThreadAuthenticator):
+    """zmq.auth's thread authenticator that logs each refusal with the peer's address."""
+
+    async def handle_zap_message(self, msg: list[bytes]) -> None:
+        # Frames: version, request id, domain, address, identity, mechanism, credentials...
+        self._peer = msg[3].decode("utf-8", "replace") if len(msg) > 3 else "?"
+        self._client_key = zmq.utils.z85.encode(msg[6]).decode() if len(msg) > 6 and len(msg[6]) == 32 else ""
+        await super().handle_zap_message(msg)
+
+    def _send_zap_reply(self, request_id: bytes, status_code: bytes, status_text: bytes, user_id: str = "anonymous") -> None:
+        if status_code != b"200":
+            key = f" client key {self._client_key}" if getattr(self, "_client_key", "") else ""
+            log.warning("refused connection from %s: %s%s", getattr(self, "_peer", "?"),
+                        status_text.decode("utf-8", "replace"), key)
+        else:
+            log.info("accepted connection from %s", getattr(self, "_peer", "?"))
+        super()._send_zap_reply(request_id, status_code, status_text, user_id)
+
+
+def secure_socket(
+    context: zmq.Context,
+    socket: zmq.Socket,
+    *,
+    keys: tuple[bytes, bytes] | None,
+    authorized: str | Path | None,
+    allow: list[str] | None,
+    insecure: bool,
+) -> ThreadAuthenticator | None:
+    """Make ``socket`` (not yet bound) a CURVE server accepting ``authorized`` keys
+    from ``allow`` addresses; or, if ``insecure``, unauthenticated (allowlist still applies)."""
+    auth: ThreadAuthenticator | None = None
+    if not insecure or allow:
+        auth = LoggingAuthenticator(context, log=logging.getLogger("netesto.agent.zap"))
+        auth.start()
+        if allow:
+            auth.allow(*allow)
+        socket.zap_domain = DOMAIN.encode()
+    if not insecure:
+        assert auth is not None
+        if keys is None:
+            raise UsageError("CURVE needs the agent's key pair (--keys)")
+        if authorized is None or not Path(authorized).is_dir():
+            raise UsageError(f"CURVE needs a directory of authorized controller public keys (--authorized), got {authorized}")
+        if not list(Path(authorized).glob("*.key")):
+            log.warning("no public keys (*.key) in %s: every controller will be refused", authorized)
+        auth.configure_curve(domain=DOMAIN, location=str(authorized))
+        socket.curve_publickey, socket.curve_secretkey = keys
+        socket.curve_server = True
+    return auth
+
+
+def client_options(socket: zmq.Socket, server_key: bytes, client_keys: tuple[bytes, bytes]) -> None:
+    """Configure ``socket`` as a CURVE client of the server with ``server_key``."""
+    socket.curve_serverkey = server_key
+    socket.curve_publickey, socket.curve_secretkey = client_keys
+
+
+def describe(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+__all__ = [
+    "LoggingAuthenticator",
+    "client_options",
+    "is_loopback",
+    "load_public_key",
+    "load_secret_key",
+    "read_allowlist",
+    "secure_socket",
+]

@@ -1,0 +1,454 @@
+"""Host control with allowlists: sysctls, module parameters, tc qdiscs/netem, tcpdump; a restore journal.
+
+Every change is recorded (original value first) in a journal on disk before it
+is made, so :meth:`HostControl.restore` can undo it even after the agent was
+restarted. Subprocesses get argv lists, never a shell.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from netesto.errors import AgentError, PolicyError
+
+log = logging.getLogger("netesto.agent.control")
+
+PROC_SYS = Path(os.environ.get("NETESTO_PROC_SYS", "/proc/sys"))
+SYS_MODULE = Path("/sys/module")
+SYS_NET = Path("/sys/class/net")
+
+_CA_NAME = re.compile(r"^[a-z0-9_]{1,16}$")
+_QDISC_NAME = re.compile(r"^[a-z0-9_]{1,16}$")
+
+
+def _ints(count: int, ranges: Sequence[tuple[int, int]]) -> Callable[[list[str]], str]:
+    def check(values: list[str]) -> str:
+        if len(values) != count:
+            raise ValueError(f"expected {count} value(s), got {len(values)}")
+        out = []
+        for text, (lo, hi) in zip(values, ranges):
+            if not re.fullmatch(r"\d{1,12}", text):
+                raise ValueError(f"{text!r} is not a non-negative integer")
+            if not lo <= int(text) <= hi:
+                raise ValueError(f"{text} is outside {lo}..{hi}")
+            out.append(str(int(text)))
+        return " ".join(out)
+
+    check.describe = " ".join(f"[{lo}..{hi}]" for lo, hi in ranges)  # type: ignore[attr-defined]
+    return check
+
+
+def _names(many: bool) -> Callable[[list[str]], str]:
+    def check(values: list[str]) -> str:
+        if not values or (not many and len(values) != 1):
+            raise ValueError("expected one name" if not many else "expected one or more names")
+        for v in values:
+            if not _CA_NAME.match(v):
+                raise ValueError(f"{v!r} is not a valid name")
+        return " ".join(values)
+
+    check.describe = "names" if many else "a name"  # type: ignore[attr-defined]
+    return check
+
+
+# The original's allowlist and ranges (its tcp_cong_dscp_* were not upstream sysctls).
+BUF_RANGE = (2621440, 67108864)
+TCP_MEM_RANGES = ((4096, 10000), (16000, 270000), (128000, 61000000))
+SYSCTLS: dict[str, Callable[[list[str]], str]] = {
+    "net.core.rmem_max": _ints(1, [BUF_RANGE]),
+    "net.core.wmem_max": _ints(1, [BUF_RANGE]),
+    "net.ipv4.tcp_rmem": _ints(3, TCP_MEM_RANGES),
+    "net.ipv4.tcp_wmem": _ints(3, TCP_MEM_RANGES),
+    "net.ipv4.tcp_ecn": _ints(1, [(0, 2)]),
+    "net.ipv4.tcp_no_metrics_save": _ints(1, [(0, 1)]),
+    "net.core.default_qdisc": _names(False),
+    "net.ipv4.tcp_congestion_control": _names(False),
+    "net.ipv4.tcp_allowed_congestion_control": _names(True),
+}
+
+MODULE_PARAMS: dict[str, tuple[str, ...]] = {
+    "tcp_nv": ("nv_pad", "nv_reset_period", "nv_min_cwnd"),
+    "tcp_cubic": ("fast_convergence", "initial_ssthresh", "tcp_friendliness", "hystart",
+                  "hystart_detect", "hystart_low_window", "hystart_ack_delta"),
+    "tcp_dctcp": ("dctcp_shift_g", "dctcp_alpha_on_init", "dctcp_clamp_alpha_on_loss"),
+}
+
+QDISCS = ("htb", "tbf", "pfifo", "bfifo", "pfifo_fast", "netem", "fq", "fq_codel", "codel", "cake",
+          "pie", "red", "sfq", "prio", "noqueue")
+QDISC_ACTIONS = ("", "add", "replace", "change", "del", "delete")
+_RATE = re.compile(r"^\d+(\.\d+)?([KkMmGgTt]i?)?(bit|bps)?$")
+_BURST = re.compile(r"^\d+(\.\d+)?([KkMmGg]i?)?[bB]?$")
+_LIMIT = re.compile(r"^\d+([KkMm]?[bB]?)?$")
+_TOKEN = re.compile(r"^[A-Za-z0-9_.:/%-]{1,40}$")
+_DEV = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
+_HOST = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
+
+
+def sysctl_path(name: str) -> Path:
+    return PROC_SYS / name.replace(".", "/")
+
+
+def parse_sysctl_values(value: Any) -> list[str]:
+    """``"4096 16384 4194304"``, ``"4096,16384,4194304"`` or a list -> list of text values."""
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value]
+    return [v for v in re.split(r"[\s,]+", str(value).strip()) if v]
+
+
+def normalize_settings(settings: Mapping[str, Any] | Sequence[Any]) -> list[tuple[str, list[str]]]:
+    """A map or ``[(name, values)]`` (the script's SetSysctl.settings) -> checked pairs."""
+    items = settings.items() if isinstance(settings, Mapping) else settings
+    return [(str(name), parse_sysctl_values(value)) for name, value in items]
+
+
+def default_dev() -> str:
+    """The interface of the default route, else the first non-loopback interface."""
+    try:
+        for line in Path("/proc/net/route").read_text().splitlines()[1:]:
+            parts = line.split()
+            if len(parts) > 2 and parts[1] == "00000000":
+                return parts[0]
+    except OSError:
+        pass
+    devs = sorted(p.name for p in SYS_NET.iterdir() if p.name != "lo") if SYS_NET.is_dir() else []
+    if not devs:
+        raise AgentError("no network interface to use (give dev=...)", kind="UsageError")
+    return devs[0]
+
+
+class Journal:
+    """What we changed, with the original values, persisted as JSON after every change."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.data: dict[str, dict[str, Any]] = {"sysctl": {}, "module": {}, "qdisc": {}, "netem_fallback": {}}
+        if path.exists():
+            try:
+                loaded = json.loads(path.read_text())
+                for key in self.data:
+                    self.data[key].update(loaded.get(key, {}))
+            except (OSError, ValueError) as exc:
+                log.error("restore journal %s is unreadable (%s): starting a new one", path, exc)
+
+    def record(self, kind: str, key: str, original: Any) -> None:
+        if key not in self.data[kind]:  # the first original is the one to restore
+            self.data[kind][key] = original
+            self.save()
+
+    def forget(self, kind: str, key: str) -> None:
+        self.data[kind].pop(key, None)
+        self.save()
+
+    def empty(self) -> bool:
+        return not any(self.data.values())
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
+        os.replace(tmp, self.path)
+
+
+def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except FileNotFoundError as exc:
+        raise AgentError(f"{what}: {argv[0]} is not installed on this host", kind="Unavailable") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise AgentError(f"{what}: {' '.join(argv)} did not finish in 20 s", kind="ControlError") from exc
+    return proc
+
+
+def netem_fallback() -> Callable[..., Any] | None:
+    """The replaceable userspace delay line: ``NETESTO_NETEM_FALLBACK="module:function"``."""
+    spec = os.environ.get("NETESTO_NETEM_FALLBACK", "")
+    if not spec:
+        return None
+    module, _, func = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), func or "netem_fallback")
+    except (ImportError, AttributeError) as exc:
+        raise AgentError(f"NETESTO_NETEM_FALLBACK={spec!r} cannot be loaded: {exc}", kind="Unavailable") from exc
+
+
+class HostControl:
+    """Applies allowlisted changes to this host (or namespace) and undoes them."""
+
+    def __init__(self, journal_path: Path, host: str) -> None:
+        self.journal = Journal(journal_path)
+        self.host = host
+        self.tcpdumps: dict[str, list[subprocess.Popen]] = {}
+
+    # ---- sysctl
+    def check_sysctls(self, settings: Mapping[str, Any] | Sequence[Any]) -> list[tuple[str, str]]:
+        """Validate every setting against the allowlist first: all or nothing."""
+        out = []
+        for name, values in normalize_settings(settings):
+            check = SYSCTLS.get(name)
+            if check is None:
+                allowed = ", ".join(f"{n} {getattr(c, 'describe', '')}".strip() for n, c in SYSCTLS.items())
+                raise PolicyError(f"sysctl {name} is not allowed; allowed: {allowed}",
+                                  kind="PolicyError", detail={"name": name, "allowed": list(SYSCTLS)})
+            try:
+                out.append((name, check(values)))
+            except ValueError as exc:
+                raise PolicyError(f"sysctl {name}={' '.join(values)} refused: {exc} "
+                                  f"(allowed: {getattr(check, 'describe', '')})",
+                                  kind="PolicyError", detail={"name": name, "allowed": list(SYSCTLS)}) from exc
+        return out
+
+    def set_sysctl(self, settings: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+        applied = {}
+        for name, value in self.check_sysctls(settings):
+            path = sysctl_path(name)
+            try:
+                original = " ".join(path.read_text().split())
+            except FileNotFoundError as exc:
+                raise AgentError(f"sysctl {name} does not exist here (inside a network namespace only "
+                                 "per-namespace sysctls exist)", kind="ControlError") from exc
+            self.journal.record("sysctl", name, original)
+            try:
+                with open(path, "w") as f:
+                    f.write(value + "\n")
+            except OSError as exc:
+                self._forget_if_unchanged("sysctl", name, original)
+                hint = ""
+                if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                    hint = " (read-only here: inside a network namespace it can only be set from the initial namespace)"
+                elif "congestion" in name:
+                    avail = PROC_SYS / "net/ipv4/tcp_available_congestion_control"
+                    hint = f" (available: {avail.read_text().strip()})" if avail.exists() else ""
+                raise AgentError(f"the kernel refused {name}={value}: {exc.strerror or exc}{hint}",
+                                 kind="ControlError", detail={"name": name, "errno": exc.errno}) from exc
+            applied[name] = " ".join(path.read_text().split())
+            log.info("sysctl %s=%s (was %s)", name, applied[name], original)
+        return {"applied": applied}
+
+    def _forget_if_unchanged(self, kind: str, key: str, original: str) -> None:
+        try:
+            if kind == "sysctl" and " ".join(sysctl_path(key).read_text().split()) == original:
+                self.journal.forget(kind, key)
+        except OSError:
+            pass
+
+    # ---- module parameters
+    def set_module_params(self, module: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        allowed = MODULE_PARAMS.get(module)
+        if allowed is None:
+            raise PolicyError(f"module {module!r} is not allowed; allowed: {', '.join(MODULE_PARAMS)}",
+                              kind="PolicyError", detail={"allowed": MODULE_PARAMS})
+        for p, v in params.items():
+            if p not in allowed:
+                raise PolicyError(f"parameter {p!r} of {module} is not allowed; allowed: {', '.join(allowed)}",
+                                  kind="PolicyError", detail={"allowed": list(allowed)})
+            if not re.fullmatch(r"-?\d{1,10}|[YN]", str(v)):
+                raise PolicyError(f"{module}.{p}={v!r} refused: expected an integer or Y/N", kind="PolicyError")
+        base = SYS_MODULE / module / "parameters"
+        if not base.is_dir():
+            raise AgentError(f"module {module} is not loaded on this host ({base} does not exist)", kind="Unavailable")
+        applied = {}
+        for p, v in params.items():
+            path = base / p
+            try:
+                original = path.read_text().strip()
+                self.journal.record("module", str(path), original)
+                path.write_text(f"{v}\n")
+            except OSError as exc:
+                raise AgentError(f"cannot set {module}.{p}={v}: {exc.strerror or exc}", kind="ControlError") from exc
+            applied[p] = path.read_text().strip()
+        return {"applied": applied}
+
+    # ---- tc
+    def _check_dev(self, dev: str) -> str:
+        dev = dev or default_dev()
+        if not _DEV.match(dev):
+            raise PolicyError(f"bad device name {dev!r}", kind="PolicyError")
+        if not (SYS_NET / dev).exists():
+            have = ", ".join(sorted(p.name for p in SYS_NET.iterdir())) if SYS_NET.is_dir() else ""
+            raise AgentError(f"no network device {dev!r} here (have: {have})", kind="UsageError")
+        return dev
+
+    def _tc(self, argv: list[str], what: str) -> None:
+        proc = _run(["tc", *argv], what)
+        if proc.returncode != 0:
+            raise AgentError(f"{what}: tc {' '.join(argv)} failed: {proc.stderr.strip()}", kind="ControlError",
+                             detail={"argv": ["tc", *argv], "stderr": proc.stderr})
+
+    def _root_kind(self, dev: str) -> str:
+        proc = _run(["tc", "-j", "qdisc", "show", "dev", dev, "root"], "tc qdisc show")
+        try:
+            rows = json.loads(proc.stdout or "[]")
+            return str(rows[0].get("kind", "")) if rows else ""
+        except (ValueError, IndexError, AttributeError):
+            return ""
+
+    def qdisc_argv(self, dev: str, qdisc: str, action: str = "", rate: str = "", burst: str = "", limit: str = "",
+                   other: str = "") -> list[list[str]]:
+        """The ``tc`` argument lists for a SET_QDISC, after validating every field."""
+        if action not in QDISC_ACTIONS:
+            raise PolicyError(f"qdisc action {action!r} is not allowed; allowed: {', '.join(a or '(empty)' for a in QDISC_ACTIONS)}",
+                              kind="PolicyError")
+        if action in ("del", "delete"):
+            return [["qdisc", "del", "dev", dev, "root"]]
+        if qdisc not in QDISCS:
+            raise PolicyError(f"qdisc {qdisc!r} is not allowed; allowed: {', '.join(QDISCS)}", kind="PolicyError",
+                              detail={"allowed": list(QDISCS)})
+        for field_name, value, pattern in (("rate", rate, _RATE), ("burst", burst, _BURST), ("limit", limit, _LIMIT)):
+            if value and not pattern.match(value):
+                raise PolicyError(f"qdisc {field_name} {value!r} is not valid (e.g. rate 100mbit, burst 15k, limit 300000)",
+                                  kind="PolicyError")
+        tokens = other.split() if other else []
+        if len(tokens) > 24 or any(not _TOKEN.match(t) for t in tokens):
+            raise PolicyError(f"qdisc other {other!r} is not valid: up to 24 words of [A-Za-z0-9_.:/%-]", kind="PolicyError")
+        verb = action or "replace"
+        if qdisc == "htb" and rate:
+            # htb takes its rate on a class: root htb -> class 1:1 -> optional bfifo leaf sized in bytes.
+            cmds = [["qdisc", verb, "dev", dev, "root", "handle", "1:", "htb", "default", "1", "r2q", "1000", *tokens],
+                    ["class", "replace", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", rate,
+                     *(["burst", burst, "cburst", burst] if burst else [])]]
+            if limit:
+                cmds.append(["qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", "bfifo", "limit", limit])
+            return cmds
+        argv = ["qdisc", verb, "dev", dev, "root", qdisc]
+        for name, value in (("rate", rate), ("burst", burst), ("limit", limit)):
+            if value:
+                argv += [name, value]
+        return [argv + tokens]
+
+    def set_qdisc(self, dev: str, qdisc: str, action: str = "", rate: str = "", burst: str = "", limit: str = "",
+                  other: str = "") -> dict[str, Any]:
+        dev = self._check_dev(dev)
+        cmds = self.qdisc_argv(dev, qdisc, action, rate, burst, limit, other)
+        self.journal.record("qdisc", dev, self._root_kind(dev))
+        if action in ("", "replace") and qdisc == "htb" and rate:
+            # Replacing an htb root in place keeps stale classes; start clean.
+            _run(["tc", "qdisc", "del", "dev", dev, "root"], "tc qdisc del")
+        for argv in cmds:
+            self._tc(argv, f"set qdisc {qdisc} on {dev}")
+        log.info("qdisc on %s: %s", dev, " ; ".join(" ".join(a) for a in cmds))
+        return {"dev": dev, "argv": [["tc", *a] for a in cmds], "kind": self._root_kind(dev)}
+
+    def set_netem(self, dev: str, delay: float, jitter: float = 0.0, loss: float = 0.0, rate: int = 0,
+                  limit: int = 1000) -> dict[str, Any]:
+        dev = self._check_dev(dev)
+        checks = (("delay", delay, 0, 60000), ("jitter", jitter, 0, 60000), ("loss", loss, 0, 100),
+                  ("rate", rate, 0, 10**12), ("limit", limit, 1, 10**7))
+        for name, value, lo, hi in checks:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+                raise PolicyError(f"netem {name}={value!r} is outside {lo}..{hi}", kind="PolicyError")
+        self.journal.record("qdisc", dev, self._root_kind(dev))
+        if not (delay or jitter or loss or rate):
+            _run(["tc", "qdisc", "del", "dev", dev, "root"], "tc qdisc del")  # as the original: delay 0 = no netem
+            return {"dev": dev, "argv": [["tc", "qdisc", "del", "dev", dev, "root"]]}
+        argv = ["qdisc", "replace", "dev", dev, "root", "netem", "limit", str(int(limit)), "delay", f"{delay}ms"]
+        if jitter:
+            argv.append(f"{jitter}ms")
+        if loss:
+            argv += ["loss", f"{loss}%"]
+        if rate:
+            argv += ["rate", f"{int(rate)}bit"]
+        proc = _run(["tc", *argv], "set netem")
+        if proc.returncode == 0:
+            return {"dev": dev, "argv": [["tc", *argv]]}
+        if "netem" not in self._root_kind(dev) and re.search(r"unknown|not found|No such file|Error: Specified qdisc",
+                                                              proc.stderr, re.I):
+            fallback = netem_fallback()
+            if fallback is None:
+                raise AgentError(f"netem is unavailable on this host (tc: {proc.stderr.strip()}); "
+                                 "set NETESTO_NETEM_FALLBACK=module:function for a userspace delay line",
+                                 kind="Unavailable", detail={"argv": ["tc", *argv]})
+            self.journal.record("netem_fallback", dev, os.environ["NETESTO_NETEM_FALLBACK"])
+            result = fallback(dev, delay, jitter, loss, rate, limit)
+            return {"dev": dev, "fallback": os.environ["NETESTO_NETEM_FALLBACK"], "result": result}
+        raise AgentError(f"set netem on {dev}: {proc.stderr.strip()}", kind="ControlError")
+
+    # ---- tcpdump
+    def tcpdump_start(self, exp_dir: Path, exp: str, dev: str, server: str, packets: int) -> dict[str, Any]:
+        tool = shutil.which("tcpdump")
+        if tool is None:
+            raise AgentError("tcpdump is not installed on this host", kind="Unavailable")
+        dev = self._check_dev(dev)
+        server = server or "X"
+        if not _HOST.match(server):
+            raise PolicyError(f"bad tcpdump server {server!r}", kind="PolicyError")
+        if not isinstance(packets, int) or not 1 <= packets <= 10**8:
+            raise PolicyError(f"tcpdump packets={packets!r} is outside 1..100000000", kind="PolicyError")
+        short = re.split(r"[^a-z0-9]", self.host.lower())[0] or "host"
+        target = exp_dir / f"{short}-{re.split(r'[^A-Za-z0-9]', server)[0]}.pcap"
+        argv = [tool, "-K", "-s", "128", "-c", str(packets), "-i", dev]
+        if server != "X":
+            argv += ["host", server]
+        argv += ["-w", str(target)]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.tcpdumps.setdefault(exp, []).append(proc)
+        return {"pid": proc.pid, "path": target.name, "argv": argv}
+
+    def tcpdump_stop(self, exp: str | None = None) -> dict[str, Any]:
+        stopped = []
+        for key in list(self.tcpdumps):
+            if exp is None or key == exp:
+                for proc in self.tcpdumps.pop(key):
+                    if proc.poll() is None:
+                        proc.send_signal(signal.SIGINT)  # tcpdump flushes its file on SIGINT
+                        try:
+                            proc.wait(timeout=3)
+                        except subprocess.TimeoutExpired:
+                            proc.kill()
+                            proc.wait()
+                    stopped.append(proc.pid)
+        return {"stopped": stopped}
+
+    # ---- restore
+    def restore(self) -> dict[str, Any]:
+        """Undo every journaled change (newest state back to the first original)."""
+        restored: list[str] = []
+        errors: list[str] = []
+        for dev, spec in list(self.journal.data["netem_fallback"].items()):
+            try:
+                fallback = netem_fallback()
+                if fallback is not None:
+                    fallback(dev, 0, 0, 0, 0, 1000)  # delay 0 removes the delay line
+                restored.append(f"netem fallback on {dev}")
+            except Exception as exc:
+                errors.append(f"netem fallback on {dev}: {exc}")
+            self.journal.forget("netem_fallback", dev)
+        for dev, kind in list(self.journal.data["qdisc"].items()):
+            proc = _run(["tc", "qdisc", "del", "dev", dev, "root"], "restore qdisc")
+            # "Cannot delete qdisc with handle of zero" = already the default root.
+            if proc.returncode != 0 and "handle of zero" not in proc.stderr and "No such file" not in proc.stderr:
+                if "Cannot find device" in proc.stderr:
+                    restored.append(f"qdisc on {dev} (device gone)")
+                else:
+                    errors.append(f"qdisc on {dev}: {proc.stderr.strip()}")
+                    continue
+            restored.append(f"qdisc on {dev}")
+            self.journal.forget("qdisc", dev)
+        for name, original in list(self.journal.data["sysctl"].items()):
+            try:
+                sysctl_path(name).write_text(original + "\n")
+                restored.append(f"{name}={original}")
+                self.journal.forget("sysctl", name)
+            except OSError as exc:
+                errors.append(f"{name}: {exc}")
+        for path, original in list(self.journal.data["module"].items()):
+            try:
+                Path(path).write_text(original + "\n")
+                restored.append(f"{path}={original}")
+                self.journal.forget("module", path)
+            except OSError as exc:
+                errors.append(f"{path}: {exc}")
+        if restored or errors:
+            log.info("restored: %s%s", ", ".join(restored) or "nothing", f"; errors: {errors}" if errors else "")
+        return {"restored": restored, "errors": errors}
+
+
+__all__ = ["HostControl", "Journal", "MODULE_PARAMS", "QDISCS", "SYSCTLS", "default_dev", "netem_fallback"]

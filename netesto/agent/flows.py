@@ -1,0 +1,319 @@
+"""Flow engine subprocesses: the long-lived test server and one client process per start."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from netesto.agent.store import DataStore, exp_name
+from netesto.errors import AgentError, NetestoError
+
+log = logging.getLogger("netesto.agent.flows")
+Push = Callable[[str, dict[str, Any]], None]
+
+
+def free_port(bind: str) -> int:
+    """A TCP port the kernel says is free on ``bind`` right now."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((bind, 0))
+        return s.getsockname()[1]
+
+
+def _kill(proc: subprocess.Popen, grace: float = 1.0) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+    except ProcessLookupError:
+        pass
+
+
+@dataclass
+class ClientRun:
+    """One ``python -m netesto.traffic client`` process and what it has told us."""
+
+    exp: str
+    proc: subprocess.Popen
+    flows: list[str]
+    buffer: bytes = b""
+    state: dict[str, str] = field(default_factory=dict)  # flow -> started|done|error
+    progress: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    finished: bool = False
+    returncode: int | None = None
+
+
+class FlowManager:
+    """Starts, watches and stops the flow engine on behalf of the agent's ROUTER loop.
+
+    Everything here is non-blocking: the loop polls :meth:`fds`, calls
+    :meth:`on_readable` and :meth:`reap`, and gets events through ``push``.
+    """
+
+    def __init__(self, store: DataStore, host: str, push: Push, *, test_bind: str = "0.0.0.0", flow_port: int = 0) -> None:
+        self.store = store
+        self.host = host
+        self.push = push
+        self.test_bind = test_bind
+        self.flow_port = flow_port
+        self.server: subprocess.Popen | None = None
+        self.server_port = 0
+        self.server_tokens: list[str] = []
+        self.iperf3: dict[int, Any] = {}
+        self.runs: list[ClientRun] = []
+        self.pings: dict[str, list[Any]] = {}
+        self._n = 0
+
+    def engine_argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "netesto.traffic", *args]
+
+    def prepare_server(self, exp: Any, token: str, driver: str = "builtin", ports: list[int] | None = None) -> dict[str, Any]:
+        name = exp_name(exp)
+        if driver == "iperf3":
+            try:
+                from netesto.traffic.iperf3 import start_server
+            except ImportError as exc:
+                raise AgentError(f"the iperf3 driver is not available on this agent: {exc}", kind="Unavailable") from exc
+            started = []
+            for port in ports or [5201]:
+                if port not in self.iperf3:
+                    self.iperf3[port] = start_server(port, self.test_bind)
+                started.append(port)
+            return {"port": started[0], "ports": started, "driver": "iperf3"}
+        if driver != "builtin":
+            raise AgentError(f"unknown driver {driver!r}: builtin or iperf3", kind="UsageError")
+        if self.server is not None and self.server.poll() is None and (not token or token in self.server_tokens):
+            return {"port": self.server_port, "driver": "builtin", "reused": True}
+        tokens = [t for t in self.server_tokens if t] + ([token] if token and token not in self.server_tokens else [])
+        if self.server is not None:
+            _kill(self.server)
+        port = self.server_port or self.flow_port or free_port(self.test_bind)
+        argv = self.engine_argv("server", "--bind", self.test_bind, "--port", str(port), "--datadir", str(self.store.root))
+        for t in tokens:
+            argv += ["--token", t]
+        errlog = open(self.store.private / "server.stderr", "ab")
+        try:
+            self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog)
+        except OSError as exc:
+            raise AgentError(f"cannot start the flow engine server: {exc}", kind="EngineError") from exc
+        finally:
+            errlog.close()
+        self.server_port, self.server_tokens = port, tokens
+        # The engine prints nothing when ready: wait until its port accepts.
+        deadline = time.monotonic() + 10
+        probe = "127.0.0.1" if self.test_bind in ("0.0.0.0", "") else ("::1" if self.test_bind == "::" else self.test_bind)
+        while time.monotonic() < deadline:
+            if self.server.poll() is not None:
+                tail = (self.store.private / "server.stderr").read_text(errors="replace")[-800:]
+                raise AgentError(f"the flow engine server exited with status {self.server.returncode}: {tail.strip()}",
+                                 kind="EngineError")
+            try:
+                with socket.create_connection((probe, port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.02)
+        log.info("flow engine server pid %d on %s:%d (exp %s)", self.server.pid, self.test_bind, port, name)
+        return {"port": port, "driver": "builtin", "reused": False}
+
+    def start_flows(self, exp: Any, specs: list[dict[str, Any]], at: float | None, ping: bool = False,
+                    ping_interval: float = 0.2) -> dict[str, Any]:
+        from netesto.traffic.spec import FlowSpec
+
+        name = exp_name(exp)
+        flows = []
+        for raw in specs:
+            data = dict(raw)
+            if at is not None and data.get("start_at") is None:
+                data["start_at"] = float(at)
+            data.setdefault("exp", int(name) if name.isdigit() else 0)
+            try:
+                flows.append(FlowSpec.from_dict(data))
+            except NetestoError as exc:
+                raise AgentError(f"bad flow spec: {exc.message}", kind="UsageError") from exc
+        if not flows:
+            raise AgentError("start_flows needs at least one flow spec", kind="UsageError")
+        self.store.exp_dir(name)
+        self._n += 1
+        specs_path = self.store.write_private_json(f"specs-{name}-{self._n}.json", json.dumps([f.to_dict() for f in flows]))
+        argv = self.engine_argv("client", "--specs", str(specs_path), "--datadir", str(self.store.root))
+        errlog = open(self.store.private / f"client-{name}-{self._n}.stderr", "wb")
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errlog)
+        except OSError as exc:
+            raise AgentError(f"cannot start the flow engine client: {exc}", kind="EngineError") from exc
+        finally:
+            errlog.close()
+        os.set_blocking(proc.stdout.fileno(), False)  # type: ignore[union-attr]
+        run = ClientRun(name, proc, [f.flow_id for f in flows])
+        run.state = {f.flow_id: "scheduled" for f in flows}
+        self.runs.append(run)
+        if ping:
+            dur = max(f.dur for f in flows)
+            start = min((f.start_at or time.time()) for f in flows)
+            for server in sorted({f.server for f in flows}):
+                self.ping_start(name, server, server, interval=ping_interval, duration=dur + max(0.0, start - time.time()))
+        log.info("exp %s: started %d flows (pid %d)", name, len(flows), proc.pid)
+        return {"flows": run.flows, "pid": proc.pid, "specs": specs_path.name}
+
+    def ping_start(self, exp: Any, target: str, label: str, *, interval: float = 0.2, duration: float = 10.0) -> dict[str, Any]:
+        try:
+            from netesto.traffic.ping import PingCollector
+        except ImportError as exc:
+            raise AgentError(f"ping collection is not available on this agent: {exc}", kind="Unavailable") from exc
+        name = exp_name(exp)
+        short = self.host.split(".")[0]
+        dest = self.store.exp_dir(name) / "ping" / f"{short}-{label.split('.')[0]}.nflow"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            collector = PingCollector(target, dest, interval, duration)
+            if hasattr(collector, "start"):
+                collector.start()
+        except NetestoError as exc:
+            raise AgentError(f"ping {target}: {exc.message}", kind=type(exc).__name__) from exc
+        except OSError as exc:
+            raise AgentError(f"ping {target}: {exc}", kind="Unavailable") from exc
+        self.pings.setdefault(name, []).append(collector)
+        return {"path": dest.relative_to(self.store.exp_dir(name)).as_posix()}
+
+    def fds(self) -> dict[int, ClientRun]:
+        return {r.proc.stdout.fileno(): r for r in self.runs if not r.finished and r.proc.stdout}  # type: ignore[union-attr]
+
+    def on_readable(self, run: ClientRun) -> None:
+        try:
+            data = os.read(run.proc.stdout.fileno(), 65536)  # type: ignore[union-attr]
+        except BlockingIOError:
+            return
+        except (OSError, ValueError):
+            data = b""
+        if not data:
+            self._finish(run)
+            return
+        run.buffer += data
+        *lines, run.buffer = run.buffer.split(b"\n")
+        for line in lines:
+            self._event_line(run, line)
+
+    def _event_line(self, run: ClientRun, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            event = json.loads(line)
+        except ValueError:
+            log.warning("exp %s: unparsable engine line %r", run.exp, line[:200])
+            return
+        if not isinstance(event, dict):
+            return
+        flow, kind = str(event.get("flow", "")), str(event.get("event", ""))
+        if flow:
+            if kind in ("started", "done", "error"):
+                run.state[flow] = kind
+            if kind == "progress":
+                run.progress[flow] = {k: v for k, v in event.items() if k not in ("event", "flow")}
+            if kind == "error":
+                run.errors[flow] = str(event.get("message") or event.get("error") or "")
+        self.push("flow", {**event, "exp": run.exp, "host": self.host})
+
+    def _finish(self, run: ClientRun) -> None:
+        if run.finished:
+            return
+        try:
+            rc = run.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return
+        if run.buffer:
+            self._event_line(run, run.buffer)
+            run.buffer = b""
+        run.finished, run.returncode = True, rc
+        for flow, state in run.state.items():
+            if state not in ("done", "error"):
+                run.state[flow] = "done" if rc == 0 else "error"
+                if rc != 0:
+                    run.errors.setdefault(flow, f"engine exited with status {rc}")
+        if run.proc.stdout:
+            run.proc.stdout.close()
+        log.info("exp %s: flow engine pid %d exited with %s", run.exp, run.proc.pid, rc)
+        self.push("flows_done", {"exp": run.exp, "host": self.host, **self.status(run.exp)})
+
+    def reap(self) -> None:
+        for run in self.runs:
+            if not run.finished and run.proc.poll() is not None:
+                # Drain whatever is left before declaring the run over.
+                while run.proc.stdout and not run.proc.stdout.closed:
+                    before = len(run.buffer)
+                    self.on_readable(run)
+                    if run.finished or len(run.buffer) == before:
+                        break
+                self._finish(run)
+
+    def status(self, exp: Any) -> dict[str, Any]:
+        name = exp_name(exp)
+        running, done, failed = [], [], []
+        progress: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        for run in self.runs:
+            if run.exp != name:
+                continue
+            for flow, state in run.state.items():
+                (done if state == "done" else failed if state == "error" else running).append(flow)
+            progress.update(run.progress)
+            errors.update(run.errors)
+        finished = all(r.finished for r in self.runs if r.exp == name)
+        return {"exp": name, "running": running, "done": done, "failed": failed, "progress": progress,
+                "errors": errors, "finished": finished}
+
+    def running(self) -> bool:
+        return any(not r.finished for r in self.runs)
+
+    def stop(self, exp: Any = None) -> dict[str, Any]:
+        name = None if exp is None else exp_name(exp)
+        stopped = []
+        for run in self.runs:
+            if (name is None or run.exp == name) and not run.finished:
+                _kill(run.proc)
+                for flow, state in run.state.items():
+                    if state not in ("done", "error"):
+                        run.state[flow] = "error"
+                        run.errors[flow] = "stopped"
+                self._finish(run)
+                stopped.extend(run.flows)
+        for key in list(self.pings):
+            if name is None or key == name:
+                for collector in self.pings.pop(key):
+                    if hasattr(collector, "stop"):
+                        try:
+                            collector.stop()
+                        except Exception as exc:  # a collector failing to stop must not stop the stop
+                            log.warning("stopping ping: %s", exc)
+        return {"stopped": stopped}
+
+    def shutdown(self) -> None:
+        self.stop()
+        if self.server is not None:
+            _kill(self.server)
+            self.server = None
+        for handle in self.iperf3.values():
+            for attr in ("stop", "terminate", "kill"):
+                if hasattr(handle, attr):
+                    try:
+                        getattr(handle, attr)()
+                    except Exception:
+                        pass
+                    break
+        self.iperf3.clear()
+
+
+__all__ = ["ClientRun", "FlowManager", "free_port"]

@@ -1,0 +1,188 @@
+"""The agent's command handlers: one method per request type, each quick (the loop must stay responsive)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from typing import TYPE_CHECKING, Any, Mapping
+
+from netesto._version import __version__
+from netesto.agent.store import exp_name
+from netesto.errors import AgentError, NetestoError
+from netesto.protocol.codec import CHUNK_SIZE
+from netesto.protocol.messages import COMMANDS
+from netesto.protocol.version import PROTOCOL_VERSION
+
+if TYPE_CHECKING:
+    from netesto.agent.server import Agent
+
+MAX_CHUNK = 8 * CHUNK_SIZE
+
+
+def _arg(args: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+    if name not in args or args[name] is None:
+        if default is ...:
+            raise AgentError(f"missing argument {name!r}", kind="UsageError")
+        return default
+    value = args[name]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise AgentError(f"argument {name!r} has the wrong type {type(value).__name__}", kind="UsageError")
+    return value
+
+
+class Handlers:
+    """``cmd_<type>(args) -> result``; errors are NetestoErrors the server turns into replies."""
+
+    def __init__(self, agent: "Agent") -> None:
+        self.agent = agent
+
+    def dispatch(self, type: str, args: Mapping[str, Any]) -> Any:
+        method = getattr(self, f"cmd_{type}", None)
+        if method is None or type not in COMMANDS:
+            raise AgentError(f"unknown command {type!r}; this agent knows: {', '.join(COMMANDS)}", kind="UnknownCommand")
+        return method(args)
+
+    # ---- session
+    def cmd_hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        a = self.agent
+        return {
+            "protocol": PROTOCOL_VERSION,
+            "package": __version__,
+            "agent": a.config.name,
+            "hostname": socket.gethostname(),
+            "kernel": platform.release(),
+            "time": time.time(),
+            "monotonic": time.monotonic(),
+            "clock": "CLOCK_REALTIME (time.time)",
+            "pid": os.getpid(),
+            "lease": a.lease.seconds,
+            "unfetched": a.store.experiments(),
+            "commands": list(COMMANDS),
+            "journal_pending": not a.control.journal.empty(),
+        }
+
+    def cmd_time(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return {"time": time.time()}
+
+    def cmd_heartbeat(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return {"lease": self.agent.lease.seconds, "time": time.time()}
+
+    # ---- data collection
+    def cmd_snapshot(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        exp = exp_name(_arg(args, "exp", (int, str)))
+        order = _arg(args, "order", int, 0)
+        host = _arg(args, "host", str, self.agent.config.name.split(".")[0])
+        interfaces = _arg(args, "interfaces", list, None)
+        try:
+            from netesto.traffic.hoststats import snapshot
+        except ImportError as exc:
+            raise AgentError(f"host stats collection is not available on this agent: {exc}", kind="Unavailable") from exc
+        if interfaces is None:
+            net = "/sys/class/net"
+            interfaces = sorted(d for d in os.listdir(net) if d != "lo") if os.path.isdir(net) else []
+        dest = self.agent.store.exp_dir(exp) / str(order)
+        dest.mkdir(parents=True, exist_ok=True)
+        paths = snapshot(dest, host, interfaces)
+        base = self.agent.store.exp_dir(exp)
+        return {"files": [os.path.relpath(p, base) for p in paths]}
+
+    def cmd_prepare_server(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return self.agent.flows.prepare_server(
+            _arg(args, "exp", (int, str)), _arg(args, "token", str, ""), _arg(args, "driver", str, "builtin"),
+            _arg(args, "ports", list, None))
+
+    def cmd_start_flows(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        at = _arg(args, "at", (int, float), None)
+        return self.agent.flows.start_flows(
+            _arg(args, "exp", (int, str)), _arg(args, "specs", list), None if at is None else float(at),
+            ping=bool(_arg(args, "ping", bool, False)), ping_interval=float(_arg(args, "ping_interval", (int, float), 0.2)))
+
+    def cmd_ping_start(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        target = _arg(args, "target", str)
+        return self.agent.flows.ping_start(
+            _arg(args, "exp", (int, str)), target, _arg(args, "name", str, target),
+            interval=float(_arg(args, "interval", (int, float), 0.2)),
+            duration=float(_arg(args, "duration", (int, float), 10.0)))
+
+    def cmd_status(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return self.agent.flows.status(_arg(args, "exp", (int, str)))
+
+    def cmd_stop(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        exp = _arg(args, "exp", (int, str), None)
+        out = self.agent.flows.stop(exp)
+        out["tcpdump"] = self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp))["stopped"]
+        return out
+
+    # ---- bulk data
+    def cmd_fetch_list(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        exp = exp_name(_arg(args, "exp", (int, str)))
+        status = self.agent.flows.status(exp)
+        return {"exp": exp, "files": self.agent.store.files(exp), "chunk": CHUNK_SIZE,
+                "flows_running": status["running"]}
+
+    def cmd_fetch_chunk(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        import hashlib
+
+        exp = exp_name(_arg(args, "exp", (int, str)))
+        path = _arg(args, "path", str)
+        offset = _arg(args, "offset", int, 0)
+        length = _arg(args, "length", int, CHUNK_SIZE)
+        if offset < 0 or not 0 < length <= MAX_CHUNK:
+            raise AgentError(f"bad chunk offset {offset} / length {length} (max {MAX_CHUNK})", kind="UsageError")
+        data = self.agent.store.read_chunk(exp, path, offset, length)
+        digest = hashlib.sha256(data).hexdigest()
+        if self.agent.fault("corrupt-chunk") and data:
+            data = bytes([data[0] ^ 0xFF]) + data[1:]  # damaged after the digest: the client must notice
+        return {"path": path, "offset": offset, "data": data, "sha256": digest, "eof": len(data) < length}
+
+    def cmd_ack(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        exp = exp_name(_arg(args, "exp", (int, str)))
+        if self.agent.flows.status(exp)["running"]:
+            raise AgentError(f"experiment {exp} still has running flows; not deleting its data", kind="Busy")
+        return {"exp": exp, "deleted": self.agent.store.delete(exp)}
+
+    # ---- host control
+    def cmd_set_sysctl(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        settings = _arg(args, "settings", (dict, list))
+        return self.agent.control.set_sysctl(settings)
+
+    def cmd_set_module_params(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return self.agent.control.set_module_params(_arg(args, "module", str), _arg(args, "params", dict))
+
+    def cmd_set_qdisc(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        fields = {k: _arg(args, k, str, "") for k in ("action", "rate", "burst", "limit", "other")}
+        return self.agent.control.set_qdisc(_arg(args, "dev", str, ""), _arg(args, "qdisc", str, ""), **fields)
+
+    def cmd_set_netem(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        num = (int, float)
+        return self.agent.control.set_netem(
+            _arg(args, "dev", str, ""), _arg(args, "delay", num, 0.0), _arg(args, "jitter", num, 0.0),
+            _arg(args, "loss", num, 0.0), _arg(args, "rate", int, 0), _arg(args, "limit", int, 1000))
+
+    def cmd_tcpdump_start(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        exp = exp_name(_arg(args, "exp", (int, str)))
+        return self.agent.control.tcpdump_start(
+            self.agent.store.exp_dir(exp), exp, _arg(args, "dev", str, ""), _arg(args, "server", str, "X"),
+            _arg(args, "packets", int, 10000))
+
+    def cmd_tcpdump_stop(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        exp = _arg(args, "exp", (int, str), None)
+        return self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp))
+
+    def cmd_restore(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return self.agent.control.restore()
+
+
+def error_type(exc: BaseException) -> str:
+    """The ``type`` of a structured error: the AgentError's kind, else the class name."""
+    if isinstance(exc, AgentError) and exc.kind and type(exc) is AgentError:
+        return exc.kind
+    if isinstance(exc, NetestoError):
+        return type(exc).__name__
+    return "AgentError"
+
+
+__all__ = ["Handlers", "error_type"]

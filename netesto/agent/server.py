@@ -1,0 +1,272 @@
+"""The agent's ZeroMQ ROUTER loop: requests, replies, pushed events, lease checks, flow output."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from netesto.agent.auth import is_loopback, load_secret_key, read_allowlist, secure_socket
+from netesto.agent.control import HostControl
+from netesto.agent.flows import FlowManager
+from netesto.agent.handlers import Handlers, error_type
+from netesto.agent.lease import Lease
+from netesto.agent.store import DataStore
+from netesto.errors import NetestoError, ProtocolError, UsageError, VersionMismatch
+from netesto.protocol.codec import DEFAULT_MAX_MESSAGE, decode, encode
+from netesto.protocol.messages import Event, Reply, Request
+from netesto.protocol.version import PROTOCOL_VERSION
+
+log = logging.getLogger("netesto.agent")
+DEFAULT_PORT = 12870
+
+# Test-only fault switches, comma-separated in NETESTO_AGENT_FAULT:
+#   drop-replies   handle requests but never answer
+#   slow           sleep NETESTO_AGENT_FAULT_DELAY seconds (default 2) before each reply
+#   crash-on-start exit with status 3 before binding
+#   corrupt-chunk  damage fetched data after its digest was computed
+# NETESTO_AGENT_PROTOCOL_VERSION makes the agent speak another protocol version.
+FAULTS = ("drop-replies", "slow", "crash-on-start", "corrupt-chunk")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Everything the agent's command line sets."""
+
+    datadir: Path
+    bind: str = "0.0.0.0"
+    port: int = DEFAULT_PORT
+    keys: Path | None = None
+    key_name: str | None = None
+    authorized: Path | None = None
+    allow: Path | None = None
+    insecure: bool = False
+    lease: float = 30.0
+    max_message: int = DEFAULT_MAX_MESSAGE
+    name: str = field(default_factory=socket.gethostname)
+    test_bind: str = "0.0.0.0"
+    flow_port: int = 0
+    ready_file: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.insecure and not is_loopback(self.bind):
+            raise UsageError(
+                f"--insecure is only allowed on a loopback address (127.0.0.1, ::1), not {self.bind!r}: "
+                "without CURVE anyone who can reach the port could change this host's qdiscs and sysctls")
+        if not 0 <= self.port < 65536:
+            raise UsageError(f"bad port {self.port}")
+        if self.lease < 0:
+            raise UsageError(f"bad lease {self.lease}: seconds >= 0 (0 = never expires)")
+        if self.max_message < 1024:
+            raise UsageError(f"--max-message {self.max_message} is too small (>= 1024 bytes)")
+
+
+class Agent:
+    """One agent: a ROUTER socket, its handlers and the state they share."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.faults = {f.strip() for f in os.environ.get("NETESTO_AGENT_FAULT", "").split(",") if f.strip()}
+        self.version = os.environ.get("NETESTO_AGENT_PROTOCOL_VERSION", PROTOCOL_VERSION)
+        self.store = DataStore(config.datadir)
+        self.lease = Lease(config.lease)
+        self.control = HostControl(self.store.private / "journal.json", config.name)
+        self.flows = FlowManager(self.store, config.name, self.push, test_bind=config.test_bind,
+                                 flow_port=config.flow_port)
+        self.handlers = Handlers(self)
+        self.context = zmq.Context()
+        self.socket: zmq.Socket | None = None
+        self.auth: Any = None
+        self.endpoint = ""
+        self._running = False
+
+    def fault(self, name: str) -> bool:
+        return name in self.faults
+
+    def bind(self) -> str:
+        c = self.config
+        sock = self.context.socket(zmq.ROUTER)
+        sock.linger = 0
+        # A hard cap well above our own limit: libzmq disconnects a peer that exceeds
+        # it; anything between max_message and the cap is dropped by us with a log line.
+        sock.maxmsgsize = 4 * c.max_message
+        sock.router_handover = 1
+        keys = None if c.insecure else load_secret_key(c.keys, c.key_name) if c.keys else None
+        allow = read_allowlist(c.allow) if c.allow else None
+        self.auth = secure_socket(self.context, sock, keys=keys, authorized=c.authorized, allow=allow,
+                                  insecure=c.insecure)
+        if ":" in c.bind:
+            sock.ipv6 = True
+        host = f"[{c.bind}]" if ":" in c.bind else c.bind
+        try:
+            if c.port == 0:
+                port = sock.bind_to_random_port(f"tcp://{host}")
+            else:
+                sock.bind(f"tcp://{host}:{c.port}")
+                port = c.port
+        except zmq.ZMQError as exc:
+            raise UsageError(f"cannot listen on {c.bind}:{c.port}: {exc}") from exc
+        self.socket = sock
+        self.endpoint = f"{c.bind}:{port}"
+        mode = "insecure (no CURVE)" if c.insecure else "CURVE"
+        log.info("netesto-agent %s listening on tcp://%s (%s, protocol %s, lease %.0f s, data %s)",
+                 c.name, self.endpoint, mode, self.version, c.lease, c.datadir)
+        if c.ready_file:
+            tmp = Path(str(c.ready_file) + ".tmp")
+            tmp.write_text(f"{port}\n")
+            os.replace(tmp, c.ready_file)
+        return self.endpoint
+
+    def push(self, event: str, data: dict[str, Any]) -> None:
+        """Send an event to the controller holding the lease (dropped if none)."""
+        if self.socket is None or self.lease.holder is None:
+            return
+        try:
+            self.socket.send_multipart([self.lease.holder, encode(Event(event, data, self.version))], zmq.NOBLOCK)
+        except (zmq.ZMQError, NetestoError) as exc:
+            log.debug("event %s not sent: %s", event, exc)
+
+    def startup(self) -> None:
+        unfetched = self.store.experiments()
+        if unfetched:
+            log.info("unfetched experiments on disk: %s", ", ".join(unfetched))
+        if not self.control.journal.empty():
+            # A previous run died with changes applied and no controller to finish them.
+            log.warning("restore journal not empty at start: restoring")
+            self.control.restore()
+
+    def serve(self) -> None:
+        if self.socket is None:
+            self.bind()
+        assert self.socket is not None
+        self.startup()
+        self._running = True
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        watched: dict[int, Any] = {}
+        while self._running:
+            fds = self.flows.fds()
+            for fd in set(watched) - set(fds):
+                poller.unregister(fd)
+            for fd in set(fds) - set(watched):
+                poller.register(fd, zmq.POLLIN)
+            watched = fds
+            timeout = 50 if self.flows.running() else 200
+            ready = dict(poller.poll(timeout))
+            if self.socket in ready:
+                for _ in range(64):  # bounded so flow output and leases still get turns
+                    try:
+                        frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=True)
+                    except zmq.Again:
+                        break
+                    self.handle_frames(frames)
+            for fd, run in fds.items():
+                if fd in ready:
+                    self.flows.on_readable(run)
+            self.flows.reap()
+            self.check_lease()
+        self.shutdown()
+
+    def check_lease(self) -> None:
+        state = self.lease.tick()
+        if state == "warning":
+            self.push("lease_warning", {"host": self.config.name, "remaining": self.lease.remaining()})
+        elif state == "expired":
+            log.warning("lease expired (no controller request for %.1f s): stopping flows, restoring host settings, "
+                        "keeping data", self.lease.seconds)
+            self.flows.stop()
+            self.control.tcpdump_stop()
+            self.control.restore()
+
+    def handle_frames(self, frames: list[bytes]) -> None:
+        if len(frames) != 2:
+            log.warning("dropped a message of %d frames (expected 1 after the identity)", len(frames) - 1)
+            return
+        identity, data = frames
+        peer = identity.hex()[:12]
+        if len(data) > self.config.max_message:
+            log.warning("dropped an oversized message from %s: %d bytes > limit %d", peer, len(data),
+                        self.config.max_message)
+            return
+        try:
+            msg = decode(data, max_size=self.config.max_message, ours=self.version)
+        except VersionMismatch as exc:
+            log.warning("refused a request from %s: %s", peer, exc)
+            rid = getattr(exc, "request_id", 0)
+            rid = rid if isinstance(rid, int) and not isinstance(rid, bool) and rid >= 0 else 0
+            reply = Reply.failure(rid, "VersionMismatch", exc.message, {"ours": exc.ours, "theirs": exc.theirs})
+            self._send(identity, Reply(reply.id, False, None, reply.error, self.version))
+            return
+        except ProtocolError as exc:
+            log.warning("dropped a malformed message from %s: %s", peer, exc)
+            return
+        if not isinstance(msg, Request):
+            log.warning("dropped a %s from %s: agents only take requests", type(msg).__name__, peer)
+            return
+        self.lease.renew(identity)
+        try:
+            result = self.handlers.dispatch(msg.type, msg.args)
+            reply = Reply(msg.id, True, result, None, self.version)
+        except NetestoError as exc:
+            log.info("%s failed: %s", msg.type, exc.message)
+            reply = Reply.failure(msg.id, error_type(exc), exc.message, exc.detail)
+        except Exception as exc:  # a bug in a handler must not take the agent down
+            log.error("internal error in %s: %s", msg.type, traceback.format_exc())
+            reply = Reply.failure(msg.id, "AgentError", f"internal error in {msg.type}: {exc!r}")
+        if self.fault("drop-replies"):
+            return
+        if self.fault("slow"):
+            time.sleep(float(os.environ.get("NETESTO_AGENT_FAULT_DELAY", "2")))
+        if reply.version != self.version:
+            reply = Reply(reply.id, reply.ok, reply.result, reply.error, self.version)
+        self._send(identity, reply)
+
+    def _send(self, identity: bytes, reply: Reply) -> None:
+        assert self.socket is not None
+        try:
+            data = encode(reply)
+        except ProtocolError as exc:
+            data = encode(Reply.failure(reply.id, "ProtocolError", f"cannot encode the reply: {exc}"))
+        try:
+            self.socket.send_multipart([identity, data])
+        except zmq.ZMQError as exc:
+            log.warning("reply %d not sent: %s", reply.id, exc)
+
+    def stop(self, *_: Any) -> None:
+        self._running = False
+
+    def shutdown(self) -> None:
+        self.flows.shutdown()
+        self.control.tcpdump_stop()
+        self.control.restore()  # a clean stop leaves the host as it found it (data stays)
+        if self.socket is not None:
+            self.socket.close(0)
+            self.socket = None
+        if self.auth is not None:
+            self.auth.stop()
+            self.auth = None
+        self.context.term()
+        log.info("netesto-agent stopped")
+
+
+def run(config: AgentConfig) -> int:
+    agent = Agent(config)
+    if agent.fault("crash-on-start"):
+        log.error("fault injected: crash-on-start")
+        return 3
+    agent.bind()
+    signal.signal(signal.SIGTERM, agent.stop)
+    signal.signal(signal.SIGINT, agent.stop)
+    agent.serve()
+    return 0
+
+
+__all__ = ["Agent", "AgentConfig", "DEFAULT_PORT", "FAULTS", "run"]

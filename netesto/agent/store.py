@@ -1,0 +1,106 @@
+"""The agent's data directory: ``<datadir>/<exp>/...``, kept until a controller acknowledges it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from netesto.errors import AgentError
+
+_EXP = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+
+
+def exp_name(exp: Any) -> str:
+    """The directory name of experiment ``exp`` (an int or a simple name)."""
+    text = str(exp)
+    if isinstance(exp, bool) or not _EXP.match(text) or text in (".", ".."):
+        raise AgentError(f"bad experiment name {exp!r}: expected a number or [A-Za-z0-9_.-]", kind="UsageError")
+    return text
+
+
+class DataStore:
+    """Files of experiments under one root; hidden entries (``.name``) are the agent's own."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.private = self.root / ".agent"
+        self.private.mkdir(exist_ok=True)
+        self._digests: dict[Path, tuple[int, int, str]] = {}
+
+    def exp_dir(self, exp: Any, *, create: bool = True) -> Path:
+        path = self.root / exp_name(exp)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def experiments(self) -> list[str]:
+        """Experiments with data on disk (not yet acknowledged), oldest first."""
+        out = [p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        out.sort(key=lambda p: (p.stat().st_mtime, p.name))
+        return [p.name for p in out if any(f.is_file() for f in p.rglob("*"))]
+
+    def files(self, exp: Any) -> list[dict[str, Any]]:
+        """``[{path, size, sha256}]`` of every regular file of ``exp`` (paths relative, '/'-separated)."""
+        base = self.exp_dir(exp, create=False)
+        if not base.is_dir():
+            raise AgentError(f"no data for experiment {exp} on this agent", kind="NotFound")
+        out = []
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                out.append({"path": path.relative_to(base).as_posix(), "size": path.stat().st_size,
+                            "sha256": self.digest(path)})
+        return out
+
+    def digest(self, path: Path) -> str:
+        st = path.stat()
+        cached = self._digests.get(path)
+        if cached and cached[:2] == (st.st_size, st.st_mtime_ns):
+            return cached[2]
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                h.update(block)
+        self._digests[path] = (st.st_size, st.st_mtime_ns, h.hexdigest())
+        return h.hexdigest()
+
+    def resolve(self, exp: Any, relpath: str) -> Path:
+        """The file ``relpath`` of ``exp``, refusing anything outside the experiment directory."""
+        base = self.exp_dir(exp, create=False).resolve()
+        path = (base / relpath).resolve()
+        if base not in path.parents or not path.is_file():
+            raise AgentError(f"no file {relpath!r} in experiment {exp}", kind="NotFound")
+        return path
+
+    def read_chunk(self, exp: Any, relpath: str, offset: int, length: int) -> bytes:
+        path = self.resolve(exp, relpath)
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+    def delete(self, exp: Any) -> bool:
+        """Remove ``exp`` after the controller stored it; True if there was something."""
+        path = self.exp_dir(exp, create=False)
+        if not path.exists():
+            return False
+        shutil.rmtree(path)
+        self._digests = {p: v for p, v in self._digests.items() if path not in p.parents}
+        return True
+
+    def write_private_json(self, name: str, text: str) -> Path:
+        """Atomically write an agent-private file (journal, flow specs)."""
+        path = self.private / name
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return path
+
+
+__all__ = ["DataStore", "exp_name"]

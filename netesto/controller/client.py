@@ -1,0 +1,414 @@
+"""AgentClient: one controller-side DEALER connection to a netesto-agent (zmq, msgpack, stdlib only).
+
+One socket per client, used under a lock, so the heartbeat thread (which
+renews the agent's lease while the client is open) and the caller can share
+it. Pushed events arriving while we wait for a reply, or during heartbeats,
+are handed to the callbacks registered with :meth:`AgentClient.on_event`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import os
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import zmq
+
+from netesto.errors import AgentError, AgentUnreachable, NetestoError, PolicyError, ProtocolError, VersionMismatch
+from netesto.protocol.codec import CHUNK_SIZE, DEFAULT_MAX_MESSAGE, decode, encode
+from netesto.protocol.messages import ErrorInfo, Event, Reply, Request
+
+log = logging.getLogger("netesto.controller.client")
+EventCallback = Callable[[Event], None]
+FETCH_WINDOW = 4  # chunk requests in flight: hides the round trip behind the transfer
+
+
+def _load_public(key: str | bytes | Path) -> bytes:
+    from netesto.agent.auth import load_public_key
+
+    return load_public_key(key)
+
+
+def _load_pair(keys: str | Path | tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+    if isinstance(keys, tuple):
+        return keys
+    from netesto.agent.auth import load_secret_key
+
+    return load_secret_key(keys)
+
+
+class AgentClient:
+    """Talks to one agent. Methods block until the reply (or ``timeout`` -> AgentUnreachable)."""
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        port: int = 12870,
+        *,
+        server_key: str | bytes | Path | None = None,
+        client_keys: str | Path | tuple[bytes, bytes] | None = None,
+        insecure: bool = False,
+        timeout: float = 5.0,
+        heartbeat: float = 5.0,
+        context: zmq.Context | None = None,
+        max_message: int = DEFAULT_MAX_MESSAGE,
+    ) -> None:
+        if not insecure and (server_key is None or client_keys is None):
+            raise NetestoError(f"{name}: CURVE needs server_key (the agent's public key) and client_keys "
+                               "(our .key_secret); pass insecure=True only for loopback agents without CURVE")
+        self.name = name
+        self.address = address
+        self.port = port
+        self.timeout = timeout
+        self.max_message = max_message
+        self.where = f"{name} ({address}:{port})"
+        self._curve = None if insecure else (_load_public(server_key), _load_pair(client_keys))  # type: ignore[arg-type]
+        self._context = context or zmq.Context.instance()
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._stash: dict[int, Reply] = {}
+        self._callbacks: list[EventCallback] = []
+        self._last_request = 0.0
+        self._closed = False
+        self._socket: zmq.Socket | None = None
+        self._connect()
+        self.lease: float | None = None
+        self._heartbeat = heartbeat
+        self._hb_stop = threading.Event()
+        self._hb_thread: threading.Thread | None = None
+        if heartbeat > 0:
+            self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"netesto-heartbeat-{name}", daemon=True)
+            self._hb_thread.start()
+
+    # ---- plumbing
+    def _connect(self) -> None:
+        sock = self._context.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.immediate = True  # never queue requests for an agent we are not connected to
+        sock.maxmsgsize = 4 * self.max_message
+        if self._curve:
+            server_key, (public, secret) = self._curve
+            sock.curve_serverkey = server_key
+            sock.curve_publickey, sock.curve_secretkey = public, secret
+        host = self.address
+        if ":" in host:
+            sock.ipv6 = True
+            host = f"[{host}]"
+        sock.connect(f"tcp://{host}:{self.port}")
+        self._socket = sock
+
+    def _reset(self) -> None:
+        """Drop the socket (and anything queued on it) after a timeout."""
+        if self._socket is not None:
+            self._socket.close(0)
+        self._stash.clear()
+        self._connect()
+
+    def _unreachable(self, what: str, timeout: float) -> AgentUnreachable:
+        return AgentUnreachable(f"no answer to {what} within {timeout:g} s from {self.address}:{self.port} "
+                                "(agent down, wrong key, or address not allowed?)", host=self.name)
+
+    def _send(self, type: str, args: Mapping[str, Any], deadline: float) -> int:
+        assert self._socket is not None
+        rid = next(self._ids)
+        data = encode(Request(rid, type, dict(args)))
+        while True:
+            try:
+                self._socket.send(data, zmq.NOBLOCK)
+                break
+            except zmq.Again:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._unreachable(type, self.timeout) from None
+                self._socket.poll(min(left, 0.1) * 1000, zmq.POLLOUT)
+        self._last_request = time.monotonic()
+        return rid
+
+    def _receive(self, rid: int, what: str, deadline: float) -> Reply:
+        assert self._socket is not None
+        while True:
+            if rid in self._stash:
+                return self._stash.pop(rid)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._reset()
+                raise self._unreachable(what, self.timeout)
+            if not self._socket.poll(left * 1000, zmq.POLLIN):
+                continue
+            data = self._socket.recv()
+            try:
+                msg = decode(data, max_size=self.max_message)
+            except VersionMismatch as exc:
+                raise VersionMismatch(exc.ours, exc.theirs, host=self.where) from exc
+            except ProtocolError as exc:
+                log.warning("%s: dropped a bad message: %s", self.where, exc)
+                continue
+            if isinstance(msg, Event):
+                self._dispatch(msg)
+            elif isinstance(msg, Reply):
+                if msg.id == rid:
+                    return msg
+                self._stash[msg.id] = msg  # a pipelined reply (or a late one, dropped at reset)
+                if len(self._stash) > 1024:
+                    self._stash.clear()
+
+    def _dispatch(self, event: Event) -> None:
+        event = Event(event.event, {**event.data, "agent": self.name}, event.version)
+        for callback in list(self._callbacks):
+            try:
+                callback(event)
+            except Exception:  # a bad callback must not break the connection
+                log.exception("%s: event callback failed", self.where)
+
+    def _result(self, reply: Reply, what: str) -> Any:
+        if reply.ok:
+            return reply.result
+        err = reply.error or ErrorInfo("AgentError", "unknown error")
+        raise self._error(err, what)
+
+    def _error(self, err: ErrorInfo, what: str) -> NetestoError:
+        if err.type == "VersionMismatch":
+            d = err.detail if isinstance(err.detail, dict) else {}
+            # The agent's "ours" is its own version, "theirs" ours.
+            return VersionMismatch(str(d.get("theirs", "?")), str(d.get("ours", "?")), host=self.where)
+        cls = PolicyError if err.type == "PolicyError" else AgentError
+        return cls(f"{what}: {err.message}", host=self.name, kind=err.type, detail=err.detail)
+
+    def request(self, type: str, args: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> Any:
+        """Send one request and return its result (or raise the agent's error)."""
+        if self._closed:
+            raise AgentError("client is closed", host=self.name)
+        timeout = self.timeout if timeout is None else timeout
+        with self._lock:
+            deadline = time.monotonic() + timeout
+            rid = self._send(type, args or {}, deadline)
+            return self._result(self._receive(rid, type, deadline), type)
+
+    def _heartbeat_loop(self) -> None:
+        while not self._hb_stop.wait(min(self._heartbeat, (self.lease or 1e9) / 3)):
+            if time.monotonic() - self._last_request < self._heartbeat * 0.8:
+                continue
+            try:
+                self.request("heartbeat")
+            except NetestoError as exc:
+                log.debug("%s: heartbeat failed: %s", self.where, exc)
+
+    # ---- public API
+    def on_event(self, callback: EventCallback) -> None:
+        """Call ``callback(event)`` for each pushed event (``event.event``, ``event.data``;
+        ``data["agent"]`` is this client's name). Runs in the thread that is talking to the agent."""
+        self._callbacks.append(callback)
+
+    def hello(self) -> dict[str, Any]:
+        result = self.request("hello")
+        self.lease = float(result.get("lease") or 0) or None
+        return result
+
+    def poll_events(self, timeout: float = 0.0) -> None:
+        """Deliver pushed events that arrived while no request was in flight."""
+        with self._lock:
+            assert self._socket is not None
+            end = time.monotonic() + timeout
+            while self._socket.poll(max(0.0, end - time.monotonic()) * 1000, zmq.POLLIN):
+                msg = decode(self._socket.recv(), max_size=self.max_message)
+                if isinstance(msg, Event):
+                    self._dispatch(msg)
+                elif isinstance(msg, Reply):
+                    self._stash[msg.id] = msg
+
+    def clock_offset(self, samples: int = 8) -> tuple[float, float]:
+        """``(agent_time - our_time, rtt)`` from the lowest-RTT of ``samples`` round trips."""
+        best: tuple[float, float] | None = None
+        for _ in range(max(1, samples)):
+            t0 = time.time()
+            agent_time = float(self.request("time")["time"])
+            t1 = time.time()
+            rtt = t1 - t0
+            if best is None or rtt < best[1]:
+                best = (agent_time - (t0 + t1) / 2, rtt)
+        assert best is not None
+        return best
+
+    def snapshot(self, exp: int | str, order: int, host: str | None = None) -> dict[str, Any]:
+        args: dict[str, Any] = {"exp": exp, "order": order}
+        if host:
+            args["host"] = host
+        return self.request("snapshot", args, timeout=max(self.timeout, 30.0))
+
+    def prepare_server(self, exp: int | str, token: str = "", *, driver: str = "builtin",
+                       ports: Sequence[int] | None = None) -> dict[str, Any]:
+        args: dict[str, Any] = {"exp": exp, "token": token, "driver": driver}
+        if ports:
+            args["ports"] = list(ports)
+        return self.request("prepare_server", args, timeout=max(self.timeout, 15.0))
+
+    def start_flows(self, exp: int | str, specs: Iterable[Any], at: float | None = None, *, ping: bool = False,
+                    ping_interval: float = 0.2) -> dict[str, Any]:
+        """Start flows (FlowSpecs or their dicts); ``at`` is the start time in the AGENT's clock."""
+        dicts = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in specs]
+        return self.request("start_flows", {"exp": exp, "specs": dicts, "at": at, "ping": ping,
+                                            "ping_interval": ping_interval})
+
+    def ping_start(self, exp: int | str, target: str, name: str | None = None, *, interval: float = 0.2,
+                   duration: float = 10.0) -> dict[str, Any]:
+        return self.request("ping_start", {"exp": exp, "target": target, "name": name or target,
+                                           "interval": interval, "duration": duration})
+
+    def status(self, exp: int | str) -> dict[str, Any]:
+        return self.request("status", {"exp": exp})
+
+    def wait_flows(self, exp: int | str, timeout: float, *, poll: float = 0.2) -> dict[str, Any]:
+        """Poll status until the experiment's flows ended (``complete`` True) or ``timeout`` passed."""
+        end = time.monotonic() + timeout
+        while True:
+            st = self.status(exp)
+            if st.get("finished") and not st.get("running"):
+                return {**st, "complete": True}
+            if time.monotonic() >= end:
+                return {**st, "complete": False}
+            time.sleep(min(poll, max(0.0, end - time.monotonic())))
+
+    def stop(self, exp: int | str | None = None) -> dict[str, Any]:
+        return self.request("stop", {"exp": exp} if exp is not None else {})
+
+    def set_sysctl(self, settings: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+        """``{"net.ipv4.tcp_wmem": "4096 32768 8388608"}`` or ``[(name, values)]``."""
+        items = settings.items() if isinstance(settings, Mapping) else settings
+        wire = {str(k): (list(v) if isinstance(v, (list, tuple)) else str(v)) for k, v in items}
+        return self.request("set_sysctl", {"settings": wire})
+
+    def set_module_params(self, module: str, params: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+        items = params.items() if isinstance(params, Mapping) else params
+        return self.request("set_module_params", {"module": module, "params": {str(k): str(v) for k, v in items}})
+
+    def set_qdisc(self, dev: str, qdisc: str, action: str = "", rate: str = "", burst: str = "", limit: str = "",
+                  other: str = "") -> dict[str, Any]:
+        return self.request("set_qdisc", {"dev": dev, "qdisc": qdisc, "action": action, "rate": str(rate),
+                                          "burst": str(burst), "limit": str(limit), "other": other})
+
+    def set_netem(self, dev: str, delay: float, jitter: float = 0.0, loss: float = 0.0, rate: int = 0,
+                  limit: int = 1000) -> dict[str, Any]:
+        return self.request("set_netem", {"dev": dev, "delay": delay, "jitter": jitter, "loss": loss,
+                                          "rate": int(rate), "limit": int(limit)})
+
+    def tcpdump_start(self, exp: int | str, dev: str = "", server: str = "X", packets: int = 10000) -> dict[str, Any]:
+        return self.request("tcpdump_start", {"exp": exp, "dev": dev, "server": server, "packets": packets})
+
+    def tcpdump_stop(self, exp: int | str | None = None) -> dict[str, Any]:
+        return self.request("tcpdump_stop", {"exp": exp} if exp is not None else {})
+
+    def restore(self) -> dict[str, Any]:
+        return self.request("restore")
+
+    def fetch(self, exp: int | str, dest_dir: str | Path, *, ack: bool = True) -> list[Path]:
+        """Copy every file of ``<agent datadir>/<exp>/`` into ``dest_dir`` (same relative paths).
+
+        Chunks are checked against their sha256 and each file against its whole
+        digest; files are written to ``.part`` and renamed, and an interrupted
+        fetch resumes from the ``.part`` length. The agent deletes its copy only
+        after ``ack`` (sent once everything is on our disk).
+        """
+        listing = self.request("fetch_list", {"exp": exp})
+        dest = Path(dest_dir)
+        out = []
+        for entry in listing["files"]:
+            out.append(self._fetch_file(exp, entry, dest, int(listing.get("chunk") or CHUNK_SIZE)))
+        if ack:
+            if listing.get("flows_running"):
+                log.warning("%s: exp %s still has running flows; not acknowledging", self.where, exp)
+            else:
+                self.request("ack", {"exp": exp})
+        return out
+
+    def _fetch_file(self, exp: int | str, entry: Mapping[str, Any], dest: Path, chunk: int) -> Path:
+        rel = str(entry["path"])
+        target = (dest / rel).resolve()
+        if dest.resolve() not in target.parents:
+            raise ProtocolError(f"{self.where}: refusing file path {rel!r} outside {dest}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + ".part")
+        size, want = int(entry["size"]), str(entry["sha256"])
+        whole = hashlib.sha256()
+        offset = 0
+        if part.exists() and part.stat().st_size <= size:
+            with open(part, "rb") as f:  # resume: the prefix we have counts toward the digest
+                while block := f.read(1 << 20):
+                    whole.update(block)
+            offset = part.stat().st_size
+        with open(part, "r+b" if offset else "wb") as f:
+            f.seek(offset)
+            retries = 0
+            while offset < size:
+                with self._lock:
+                    deadline = time.monotonic() + max(self.timeout, 10.0)
+                    pending: deque[tuple[int, int]] = deque()
+                    nxt = offset
+                    bad = False
+                    while (pending or nxt < size) and not bad:
+                        while nxt < size and len(pending) < FETCH_WINDOW:
+                            rid = self._send("fetch_chunk", {"exp": exp, "path": rel, "offset": nxt, "length": chunk}, deadline)
+                            pending.append((rid, nxt))
+                            nxt += chunk
+                        rid, at = pending.popleft()
+                        got = self._result(self._receive(rid, "fetch_chunk", deadline), f"fetch {rel}")
+                        data = got["data"]
+                        if hashlib.sha256(data).hexdigest() != got["sha256"] or got["offset"] != at:
+                            bad = True
+                            break
+                        if not data:
+                            raise ProtocolError(f"{self.where}: {rel} ended at {at} bytes, expected {size}")
+                        f.write(data)
+                        whole.update(data)
+                        offset = at + len(data)
+                        deadline = time.monotonic() + max(self.timeout, 10.0)
+                    for rid, _ in pending:  # the window after a bad chunk: collect and drop
+                        try:
+                            self._receive(rid, "fetch_chunk", deadline)
+                        except NetestoError:
+                            break
+                if bad:
+                    retries += 1
+                    log.warning("%s: chunk of %s at %d failed its checksum (try %d)", self.where, rel, offset, retries)
+                    if retries >= 3:
+                        raise ProtocolError(f"{self.where}: chunk of {rel} at offset {offset} failed its sha256 check "
+                                            f"{retries} times; the agent keeps the data (not acknowledged)")
+                    f.seek(offset)
+                    f.truncate()
+            f.flush()
+            os.fsync(f.fileno())
+        if whole.hexdigest() != want:
+            part.unlink()
+            raise ProtocolError(f"{self.where}: {rel} failed its whole-file sha256 check; the agent keeps the data")
+        os.replace(part, target)
+        return target
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._hb_stop.set()
+        if self._hb_thread is not None:
+            self._hb_thread.join(timeout=2 * self.timeout)
+        with self._lock:
+            if self._socket is not None:
+                self._socket.close(0)
+                self._socket = None
+
+    def __enter__(self) -> "AgentClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"AgentClient({self.name!r}, {self.address!r}, {self.port})"
+
+
+__all__ = ["AgentClient", "EventCallback"]

@@ -1,0 +1,134 @@
+"""Wire messages: requests, replies, pushed events and structured errors (frozen, validated)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Union
+
+from netesto.errors import ProtocolError
+from netesto.protocol.version import PROTOCOL_VERSION, parse_version
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_MAX_ID = 2**63 - 1
+
+# The agent's commands (the request ``type``). New commands only ever get added
+# (a minor protocol bump); an agent answers an unknown one with a structured error.
+COMMANDS = (
+    "hello",
+    "time",
+    "heartbeat",
+    "snapshot",
+    "prepare_server",
+    "start_flows",
+    "status",
+    "stop",
+    "fetch_list",
+    "fetch_chunk",
+    "ack",
+    "set_sysctl",
+    "set_module_params",
+    "set_qdisc",
+    "set_netem",
+    "tcpdump_start",
+    "tcpdump_stop",
+    "ping_start",
+    "restore",
+)
+
+# Pushed events (agent -> controller between replies).
+EVENTS = ("flow", "flows_done", "lease_warning", "lease_expired", "log")
+
+
+def _check_name(what: str, value: Any) -> None:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ProtocolError(f"bad {what} {value!r}: expected a lower-case name like 'hello'")
+
+
+def _check_id(value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_ID:
+        raise ProtocolError(f"bad request id {value!r}: expected an integer >= 0")
+
+
+def _check_map(what: str, value: Any) -> None:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ProtocolError(f"bad {what}: expected a map with text keys, got {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """A structured error in a reply: exception class name, message, free detail."""
+
+    type: str
+    message: str
+    detail: Any = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.type, str) or not self.type:
+            raise ProtocolError(f"bad error type {self.type!r}")
+        if not isinstance(self.message, str):
+            raise ProtocolError(f"bad error message {self.message!r}")
+
+
+@dataclass(frozen=True)
+class Request:
+    """Controller -> agent: run command ``type`` with ``args``; answered by a Reply with the same id."""
+
+    id: int
+    type: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    version: str = PROTOCOL_VERSION
+
+    def __post_init__(self) -> None:
+        _check_id(self.id)
+        _check_name("request type", self.type)
+        _check_map(f"arguments of {self.type}", self.args)
+        parse_version(self.version)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Agent -> controller: ``ok`` with a ``result``, or not ok with an :class:`ErrorInfo`."""
+
+    id: int
+    ok: bool
+    result: Any = None
+    error: ErrorInfo | None = None
+    version: str = PROTOCOL_VERSION
+
+    def __post_init__(self) -> None:
+        _check_id(self.id)
+        if not isinstance(self.ok, bool):
+            raise ProtocolError(f"bad reply flag ok={self.ok!r}")
+        if self.ok and self.error is not None:
+            raise ProtocolError("a successful reply cannot carry an error")
+        if not self.ok and not isinstance(self.error, ErrorInfo):
+            raise ProtocolError("a failed reply must carry an error")
+        parse_version(self.version)
+
+    @classmethod
+    def success(cls, request_id: int, result: Any = None) -> "Reply":
+        return cls(request_id, True, result)
+
+    @classmethod
+    def failure(cls, request_id: int, type: str, message: str, detail: Any = None) -> "Reply":
+        return cls(request_id, False, None, ErrorInfo(type, message, detail))
+
+
+@dataclass(frozen=True)
+class Event:
+    """Agent -> controller, unsolicited: flow progress, flows done, lease warnings."""
+
+    event: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+    version: str = PROTOCOL_VERSION
+
+    def __post_init__(self) -> None:
+        _check_name("event name", self.event)
+        _check_map(f"data of event {self.event}", self.data)
+        parse_version(self.version)
+
+
+Message = Union[Request, Reply, Event]
+
+__all__ = ["COMMANDS", "EVENTS", "ErrorInfo", "Event", "Message", "Reply", "Request"]

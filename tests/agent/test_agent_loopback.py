@@ -1,0 +1,254 @@
+"""A real netesto-agent on loopback: CURVE, refusals, versions, bad frames, faults, fetch, restart."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+
+import msgpack
+import pytest
+import zmq
+import zmq.auth
+
+from netesto.controller.client import AgentClient
+from netesto.errors import AgentUnreachable, PolicyError, ProtocolError, VersionMismatch
+from netesto.protocol import Request, decode, encode
+from tests.agent.agentproc import REPO, wait_for
+
+
+def raw_dealer(agent, keys, key="controller"):
+    """A bare DEALER (no AgentClient) for sending hand-made frames."""
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    if keys is not None:
+        sock.curve_serverkey = zmq.auth.load_certificate(str(keys.agent_public))[0]
+        sock.curve_publickey, sock.curve_secretkey = zmq.auth.load_certificate(str(keys.dir / f"{key}.key_secret"))
+    sock.connect(f"tcp://127.0.0.1:{agent.port}")
+    return sock
+
+
+def test_hello_over_curve(agents, keys):
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        info = c.hello()
+        assert info["protocol"] == "1.0" and info["package"]
+        assert info["kernel"] == os.uname().release
+        assert abs(info["time"] - time.time()) < 5
+        offset, rtt = c.clock_offset(samples=4)
+        assert abs(offset) < 0.05 and 0 < rtt < 0.5
+    assert "accepted connection from 127.0.0.1" in agent.log_text()
+
+
+def test_wrong_key_is_refused_and_the_refusal_logged(agents, keys):
+    agent = agents(keys=keys)
+    with agent.client(key="intruder", timeout=1.0) as c:
+        with pytest.raises(AgentUnreachable, match=f"127.0.0.1:{agent.port}"):
+            c.hello()
+    assert wait_for(lambda: "refused connection from 127.0.0.1: Unknown key" in agent.log_text())
+    with agent.client() as c:  # and the right key still works
+        assert c.hello()["protocol"] == "1.0"
+
+
+def test_address_not_in_allowlist_is_refused(agents, keys, tmp_path):
+    allow = tmp_path / "clients.txt"
+    allow.write_text("# only this one\n127.0.0.9\n")
+    agent = agents(keys=keys, extra=("--allow", str(allow)))
+    with agent.client(timeout=1.0) as c:
+        with pytest.raises(AgentUnreachable):
+            c.hello()
+    assert wait_for(lambda: "refused connection from 127.0.0.1: Address not allowed" in agent.log_text())
+
+
+def test_address_in_allowlist_is_accepted(agents, keys, tmp_path):
+    allow = tmp_path / "clients.txt"
+    allow.write_text("127.0.0.1   # the controller\n")
+    agent = agents(keys=keys, extra=("--allow", str(allow)))
+    with agent.client() as c:
+        assert c.hello()["protocol"] == "1.0"
+
+
+def test_insecure_refused_on_a_non_loopback_bind(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "netesto.agent.cli", "--insecure", "--bind", "0.0.0.0",
+                           "--datadir", str(tmp_path)], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 2
+    assert "--insecure is only allowed on a loopback address" in proc.stderr
+
+
+def test_curve_without_keys_refused(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "netesto.agent.cli", "--bind", "127.0.0.1", "--port", "0",
+                           "--datadir", str(tmp_path)], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 2 and "CURVE needs" in proc.stderr
+
+
+def test_version_mismatch_is_reported_naming_both(agents, keys):
+    agent = agents(keys=keys)
+    sock = raw_dealer(agent, keys)
+    sock.send(msgpack.packb({"v": "2.0", "k": "req", "id": 5, "t": "hello", "a": {}}))
+    assert sock.poll(5000)
+    reply = decode(sock.recv())
+    sock.close()
+    assert not reply.ok and reply.id == 5 and reply.error.type == "VersionMismatch"
+    assert "1.0" in reply.error.message and "2.0" in reply.error.message
+
+
+def test_client_reports_an_agent_of_another_major_version(agents, keys):
+    agent = agents(keys=keys, env={"NETESTO_AGENT_PROTOCOL_VERSION": "2.1"})
+    with agent.client() as c:
+        with pytest.raises(VersionMismatch) as info:
+            c.hello()
+    text = str(info.value)
+    assert "we speak 1.0" in text and "peer speaks 2.1" in text and "h1" in text
+
+
+def test_malformed_and_oversized_messages_are_dropped_and_the_agent_keeps_serving(agents, keys):
+    agent = agents(keys=keys, extra=("--max-message", "65536"))
+    sock = raw_dealer(agent, keys)
+    sock.send(b"\xc1 this is not msgpack")
+    sock.send(msgpack.packb(["a", "list"]))
+    sock.send_multipart([b"two", b"frames"])
+    sock.send(encode(Request(1, "hello", {"pad": b"x" * 70000})))
+    sock.send(encode(Request(2, "hello")))
+    assert sock.poll(5000)
+    reply = decode(sock.recv())
+    sock.close()
+    assert reply.id == 2 and reply.ok  # only the good request was answered
+    log = agent.log_text()
+    assert "dropped a malformed message" in log
+    assert "dropped a message of 2 frames" in log
+    assert "dropped an oversized message" in log and "70" in log
+    with agent.client() as c:
+        assert c.hello()["protocol"] == "1.0"
+
+
+def test_unknown_command_gets_a_structured_error(agents, keys):
+    agent = agents(keys=keys)
+    sock = raw_dealer(agent, keys)
+    sock.send(encode(Request(3, "format_disk")))
+    assert sock.poll(5000)
+    reply = decode(sock.recv())
+    sock.close()
+    assert reply.error.type == "UnknownCommand" and "format_disk" in reply.error.message
+
+
+def test_sysctl_outside_the_allowlist_is_refused_with_the_allowed_list(agents, keys):
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        with pytest.raises(PolicyError) as info:
+            c.set_sysctl({"kernel.core_pattern": "|/bin/sh"})
+        assert "net.ipv4.tcp_wmem" in str(info.value) and "net.core.rmem_max" in str(info.value)
+        assert "h1" in str(info.value)
+        with pytest.raises(PolicyError, match=r"outside 16000..270000"):
+            c.set_sysctl({"net.ipv4.tcp_wmem": "4096 1000 4194304"})
+        with pytest.raises(PolicyError, match="expected 3 value"):
+            c.set_sysctl({"net.ipv4.tcp_wmem": "4096"})
+        with pytest.raises(PolicyError, match="not allowed"):
+            c.set_module_params("ext4", {"x": 1})
+        with pytest.raises(PolicyError, match="qdisc 'sh' is not allowed"):
+            c.set_qdisc("lo", "sh", rate="1")
+        with pytest.raises(PolicyError, match="not valid"):
+            c.set_qdisc("lo", "tbf", rate="1mbit; reboot")
+
+
+def test_absent_module_gives_a_clear_error(agents, keys):
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        if os.path.isdir("/sys/module/tcp_nv"):
+            pytest.skip("tcp_nv is loaded here")
+        with pytest.raises(Exception, match="module tcp_nv is not loaded on this host"):
+            c.set_module_params("tcp_nv", {"nv_pad": 2})
+
+
+def test_drop_replies_fault_gives_agent_unreachable_naming_host_and_port(agents, keys):
+    agent = agents(keys=keys, env={"NETESTO_AGENT_FAULT": "drop-replies"})
+    with agent.client(timeout=0.5) as c:
+        with pytest.raises(AgentUnreachable) as info:
+            c.hello()
+    assert f"127.0.0.1:{agent.port}" in str(info.value) and info.value.host == "h1"
+
+
+def test_crash_on_start_fault(tmp_path, keys):
+    proc = subprocess.run([sys.executable, "-m", "netesto.agent.cli", "--bind", "127.0.0.1", "--insecure",
+                           "--port", "0", "--datadir", str(tmp_path)], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "NETESTO_AGENT_FAULT": "crash-on-start"})
+    assert proc.returncode == 3
+
+
+def _fill(datadir, exp, files):
+    for rel, data in files.items():
+        p = datadir / str(exp) / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+
+def test_fetch_chunks_digests_ack_then_delete(agents, keys, tmp_path):
+    agent = agents(keys=keys)
+    big = os.urandom(3 * 1024 * 1024 + 17)
+    _fill(agent.datadir, 4, {"flows/a.client.nflow": big, "0/h1.snmp": b"Tcp: 1\n", "empty": b""})
+    with agent.client() as c:
+        assert "4" in c.hello()["unfetched"]
+        paths = c.fetch(4, tmp_path / "got" / "4")
+    got = {p.relative_to(tmp_path / "got" / "4").as_posix(): p.read_bytes() for p in paths}
+    assert got["flows/a.client.nflow"] == big and got["0/h1.snmp"] == b"Tcp: 1\n" and got["empty"] == b""
+    assert not (agent.datadir / "4").exists()  # deleted after the ack
+    assert not list((tmp_path / "got").rglob("*.part"))
+
+
+def test_fetch_detects_a_corrupted_chunk_and_keeps_the_agent_copy(agents, keys, tmp_path):
+    agent = agents(keys=keys, env={"NETESTO_AGENT_FAULT": "corrupt-chunk"})
+    data = os.urandom(200_000)
+    _fill(agent.datadir, 9, {"flows/x.nflow": data})
+    with agent.client() as c:
+        with pytest.raises(ProtocolError, match="failed its sha256 check"):
+            c.fetch(9, tmp_path / "got")
+    assert (agent.datadir / "9" / "flows" / "x.nflow").read_bytes() == data  # not acknowledged, not deleted
+    assert not (tmp_path / "got" / "flows" / "x.nflow").exists()
+
+
+def test_fetch_resumes_from_a_partial_file(agents, keys, tmp_path):
+    agent = agents(keys=keys)
+    data = os.urandom(2 * 1024 * 1024 + 5)
+    _fill(agent.datadir, 11, {"big.bin": data})
+    dest = tmp_path / "got"
+    dest.mkdir()
+    (dest / "big.bin.part").write_bytes(data[:1_500_000])  # an earlier fetch was cut here
+    with agent.client() as c:
+        [path] = c.fetch(11, dest)
+    assert hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(data).digest()
+
+
+def test_agent_killed_and_restarted_offers_unfetched_data(agents, keys, tmp_path):
+    agent = agents(keys=keys, tag="first")
+    _fill(agent.datadir, 21, {"flows/h1-h2-1-0.server.nflow": b"abc" * 1000})
+    with agent.client() as c:
+        assert c.hello()["unfetched"] == ["21"]
+    agent.kill()  # SIGKILL: no clean shutdown
+    again = agents(keys=keys, tag="second", datadir=agent.datadir)
+    with again.client() as c:
+        assert c.hello()["unfetched"] == ["21"]
+        [path] = c.fetch(21, tmp_path / "ctl" / "21")
+        assert path.read_bytes() == b"abc" * 1000
+        assert c.hello()["unfetched"] == []
+
+
+def test_events_and_heartbeat_keep_the_lease(agents, keys):
+    agent = agents(keys=keys, extra=("--lease", "1.5"))
+    with agent.client(heartbeat=0.3) as c:
+        c.hello()
+        time.sleep(2.5)  # longer than the lease: only heartbeats keep it
+    assert "lease expired" not in agent.log_text()
+    assert wait_for(lambda: "lease expired" in agent.log_text(), timeout=5)
+
+
+def test_importing_the_agent_is_light():
+    code = ("import sys, netesto.agent, netesto.agent.server, netesto.agent.cli, netesto.controller.client; "
+            "print('\\n'.join(sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split()
+    for heavy in ("xarray", "IPython", "bokeh", "holoviews", "pandas", "numpy"):
+        assert heavy not in out, heavy

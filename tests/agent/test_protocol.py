@@ -1,0 +1,87 @@
+"""Messages and codec: validation on construction, round trips, malformed/oversized/version errors."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from netesto.errors import ProtocolError, VersionMismatch
+from netesto.protocol import (
+    PROTOCOL_VERSION,
+    ErrorInfo,
+    Event,
+    Reply,
+    Request,
+    check_compatible,
+    decode,
+    encode,
+    parse_version,
+)
+
+
+def test_protocol_version_is_separate_from_package_version():
+    from netesto._version import __version__
+
+    assert parse_version(PROTOCOL_VERSION) == (1, 0)
+    assert PROTOCOL_VERSION != __version__
+
+
+@pytest.mark.parametrize("msg", [
+    Request(7, "hello"),
+    Request(8, "set_sysctl", {"settings": {"net.ipv4.tcp_wmem": "4096 16384 4194304"}}),
+    Reply.success(7, {"data": b"\x00\x01" * 10, "n": 3}),
+    Reply.failure(9, "PolicyError", "sysctl x not allowed", {"allowed": ["a", "b"]}),
+    Event("flow", {"flow": "h1-h2-1-0", "bytes": 12}),
+])
+def test_round_trip(msg):
+    assert decode(encode(msg)) == msg
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Request(-1, "hello"),
+    lambda: Request(True, "hello"),
+    lambda: Request(1, "Hello; rm -rf /"),
+    lambda: Request(1, "hello", {1: 2}),
+    lambda: Request(1, "hello", version="one"),
+    lambda: Reply(1, True, None, ErrorInfo("X", "y")),
+    lambda: Reply(1, False),
+    lambda: Event("", {}),
+])
+def test_invalid_messages_are_refused_on_construction(make):
+    with pytest.raises(ProtocolError):
+        make()
+
+
+def test_malformed_frames_raise_protocol_error():
+    for data in (b"", b"\xc1garbage", msgpack.packb([1, 2, 3]), msgpack.packb({"v": "1.0", "k": "zzz"}),
+                 msgpack.packb({"v": "1.0", "k": "req", "id": "x", "t": "hello"})):
+        with pytest.raises(ProtocolError):
+            decode(data)
+
+
+def test_oversized_frame_is_refused_before_parsing():
+    data = encode(Request(1, "hello", {"pad": b"x" * 2000}))
+    with pytest.raises(ProtocolError, match="exceeds the limit of 1024 bytes"):
+        decode(data, max_size=1024)
+
+
+def test_major_version_mismatch_names_both_versions_and_keeps_the_request_id():
+    data = msgpack.packb({"v": "2.3", "k": "req", "id": 42, "t": "hello", "a": {}})
+    with pytest.raises(VersionMismatch) as info:
+        decode(data)
+    assert "1.0" in str(info.value) and "2.3" in str(info.value)
+    assert info.value.request_id == 42
+
+
+def test_minor_version_difference_is_accepted():
+    check_compatible("1.7")
+    msg = decode(msgpack.packb({"v": "1.9", "k": "req", "id": 1, "t": "hello", "a": {}}))
+    assert isinstance(msg, Request) and msg.version == "1.9"
+
+
+def test_the_codec_never_pickles():
+    class Thing:
+        pass
+
+    with pytest.raises(ProtocolError):
+        encode(Reply.success(1, {"x": Thing()}))

@@ -277,7 +277,9 @@ class Runner:
 
     def _summary_error(self, result: RunResult) -> NetestoError:
         lines = "; ".join(self.errors)
-        kept = ", ".join(f"{e.exp} ({', '.join(e.hosts) or 'no hosts'})" for e in result.experiments)
+        kept = ", ".join(
+            f"{e.exp} (from {', '.join(sorted(self.exps[e.exp].fetched)) or 'no host'})" for e in result.experiments
+        )
         msg = f"run failed: {lines}. Data kept for experiment(s): {kept or 'none'} in {self.workdir}"
         first = self.first_error
         if first is not None and not isinstance(first, AgentError):
@@ -377,7 +379,9 @@ class Runner:
     def _execute(self, a: Action) -> None:
         host = getattr(a, "host", "")
         exp = getattr(a, "exp", None) if isinstance(a, (RemoteAction, ProcessExp)) else None
-        if isinstance(a, (RemoteAction, ProcessExp)):
+        # Host settings do not open an experiment (the original drew a counter value
+        # for them, which the interpreter still does); they are logged with the current one.
+        if isinstance(a, (DoServer, GetData, DoTcpdump, ProcessExp)):
             self._exp(a).actions.append(a.to_dict())
         elif self._current is not None:
             self._current.actions.append(a.to_dict())

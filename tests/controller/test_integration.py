@@ -1,0 +1,150 @@
+"""End to end: real netesto-agent processes in two namespaces, CURVE keys, real flows.
+
+h1 (client) runs in ``pair.a``, h2 (server) in ``pair.b``, each agent bound to its
+veth address with its own key pair. The controller is ``netesto run`` started
+inside ``pair.a`` (from where both agents are reachable over the veth).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from netesto.controller import Lab, run
+from netesto.errors import LabError
+
+from .agentproc import AgentProc, make_keys, start_agent
+
+
+def start_pair(pair, tmp_path: Path) -> tuple[Path, dict[str, AgentProc]]:
+    """Agents h1 (pair.a) and h2 (pair.b) with CURVE keys; returns the lab file."""
+    keys = make_keys(tmp_path / "keys")
+    popen = {"h1": lambda argv: pair.popen(pair.a, argv), "h2": lambda argv: pair.popen(pair.b, argv)}
+    addr = {"h1": pair.addr_a, "h2": pair.addr_b}
+    agents = {n: start_agent(popen[n], n, addr[n], tmp_path, keys=keys) for n in ("h1", "h2")}
+    hosts = {
+        n: {"control": addr[n], "port": a.port, "public_key": str(keys.agent(n)[0]), "dev": "veth0"}
+        for n, a in agents.items()
+    }
+    lab = Lab.from_dict({"lab": {"name": "pair", "controller_key": str(keys.controller_secret)}, "hosts": hosts})
+    path = tmp_path / "lab.toml"
+    path.write_text(lab.to_toml())
+    return path, agents
+
+
+def netesto_run(pair, script: Path, lab: Path, work: Path, on_line=None, timeout: float = 90) -> tuple[int, str, str]:
+    """``netesto run`` in pair.a; ``on_line(line)`` sees each progress line as it comes."""
+    proc = pair.popen(pair.a, [sys.executable, "-m", "netesto", "run", str(script), "--lab", str(lab),
+                               "--workdir", str(work)],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if on_line:
+                on_line(line)
+        err = proc.stderr.read() if proc.stderr else ""
+        rc = proc.wait()
+    finally:
+        timer.cancel()
+    return rc, "".join(lines), err
+
+PAPER = """
+SOURCE inlib
+RUN InlibShortWaits
+RUN TwoFlowBaseStream server=h2 client1=h1 client2=h1 ca1=cubic ca2=reno dur1=2 dur2=1 delay2=0.5 expName=twoflow
+RUN MServerRR servers=h2 clients=h1 reqs=1K,10K ca=cubic dur=2 expName=mserverrr
+"""
+
+
+@pytest.mark.netns
+def test_paper_examples_run_end_to_end(veth_pair, tmp_path: Path) -> None:
+    lab, agents = start_pair(veth_pair, tmp_path)
+    work = tmp_path / "work"
+    script = tmp_path / "paper.script"
+    script.write_text(PAPER)
+    rc, out, err = netesto_run(veth_pair, script, lab, work)
+    assert rc == 0, out + err
+    assert "experiment 1 twoflow" in out and "experiment 2 mserverrr" in out
+    assert (work / "counter").read_text().strip() == "2"
+    expected = {1: {"h1-h2-1-0", "h1-h2-2-0"}, 2: {"h1-h2-1-0", "h1-h2-2-0"}}
+    for exp, flows in expected.items():
+        d = work / str(exp)
+        names = {p.name for p in (d / "flows").iterdir()}
+        for f in flows:
+            assert f"{f}.client.nflow" in names, (exp, names)
+            assert f"{f}.server.nflow" in names, (exp, names)
+        doc = json.loads((d / "experiment.json").read_text())
+        assert {f["flow_id"] for f in doc["flows"]} == flows
+        assert set(doc["hosts"]) == {"h1", "h2"}
+        assert all(abs(h["clock_offset"]) < 0.05 for h in doc["hosts"].values())
+        skews = [f["start_skew"] for f in doc["flows"]]
+        assert all(s is not None and abs(s) < 0.5 for s in skews), skews
+        assert (d / "0").is_dir() and any((d / "0").glob("h2.*")) and any((d / "0").glob("h1.*"))
+        assert (d / "1").is_dir() and any((d / "1").glob("h2.*"))
+    # TwoFlowBaseStream: the second flow starts delay2 = 0.5 s after the first
+    doc = json.loads((work / "1" / "experiment.json").read_text())
+    by = {f["flow_id"]: f for f in doc["flows"]}
+    assert by["h1-h2-2-0"]["start_at"] - by["h1-h2-1-0"]["start_at"] == pytest.approx(0.5, abs=1e-6)
+    assert by["h1-h2-2-0"]["ca"] == "reno" and by["h1-h2-1-0"]["test"] == "TCP_STREAM"
+    # the agents kept nothing once the controller stored and acknowledged it
+    for a in agents.values():
+        assert not (a.datadir / "1").exists() and not (a.datadir / "2").exists()
+    assert "from h1 in" in out and "from h2 in" in out
+
+
+KILL = """
+SET_SYSCTL host=h1 net.ipv4.tcp_ecn=1
+DO_SERVER host=h2 exp=COUNTER order=0 start=1
+DO_CLIENT host=h1 server=h2 test=TCP_STREAM req=S dur=3 stats=1 exp=PREV ca=cubic
+WAIT 3
+GET_DATA host=h2
+GET_DATA host=h1
+PROCESS_EXP
+"""
+
+
+@pytest.mark.netns
+def test_agent_killed_mid_experiment(veth_pair, tmp_path: Path) -> None:
+    lab, agents = start_pair(veth_pair, tmp_path)
+    before = veth_pair.run(veth_pair.a, ["cat", "/proc/sys/net/ipv4/tcp_ecn"]).stdout.strip()
+    assert before != "1"
+    work = tmp_path / "work"
+    script = tmp_path / "kill.script"
+    script.write_text(KILL)
+    killed = []
+
+    def on_line(line: str) -> None:
+        if "flow(s) of" in line and not killed:  # the flows are scheduled: kill h2 while they run
+            killed.append(time.time())
+            threading.Timer(1.5, agents["h2"].kill).start()
+
+    rc, out, err = netesto_run(veth_pair, script, lab, work, on_line)
+    assert killed and agents["h2"].proc.poll() is not None
+    assert rc == 1, out + err
+    assert "ERROR h2:" in out and "(host dropped)" in out
+    assert "h2" in err and "unreachable" in err and "Data kept for experiment(s): 1 (from h1)" in err
+    # the other host's data is kept, experiment.json written
+    assert (work / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()
+    doc = json.loads((work / "1" / "experiment.json").read_text())
+    assert doc["flows"][0]["flow_id"] == "h1-h2-1-0" and "h2" in doc["hosts"]
+    assert "from h1 in" in out and "from h2 in" not in out
+    # h1's changed sysctl was restored
+    after = veth_pair.run(veth_pair.a, ["cat", "/proc/sys/net/ipv4/tcp_ecn"]).stdout.strip()
+    assert after == before
+
+
+def test_unknown_host_fails_before_anything_runs(tmp_path: Path) -> None:
+    lab = Lab.loopback(2, base_port=1)  # nothing listens: nothing may be contacted
+    with pytest.raises(LabError, match="'h3'.*h1, h2.*did you mean"):
+        run("DO_SERVER host=h1 start=1\nDO_CLIENT host=h2 server=h3 dur=1\n", lab=lab, workdir=tmp_path)
+    assert not (tmp_path / "counter").exists()

@@ -62,11 +62,15 @@ def evaluate(text: str, lookup: Callable[[str], str | None]) -> int:
             raise ExprError("expression nested too deeply", peek()[2])
         kind, value, at = advance()
         if kind == "num":
+            if len(value) > 30:
+                raise ExprError("number too large", at)
             return int(value)
         if kind == "name":
             raw = lookup(value)
             if raw is None:
                 raise ExprError(f"undefined variable {value!r} in expression", at)
+            if len(raw) > 30:
+                raise ExprError(f"variable {value} is too long to be a number", at)
             try:
                 return int(raw.strip())
             except ValueError:
@@ -110,6 +114,8 @@ def evaluate(text: str, lookup: Callable[[str], str | None]) -> int:
             _, op, _ = advance()
             rhs = term(depth)
             result = result + rhs if op == "+" else result - rhs
+            if abs(result) > 10**30:
+                raise ExprError("expression value too large", peek()[2])
         return result
 
     if len(tokens) == 1:

@@ -60,6 +60,7 @@ MAX_DEPTH = 64
 MAX_EXPANSION = 100_000
 MAX_STEPS = 2_000_000
 MAX_ACTIONS = 1_000_000
+MAX_SECONDS = 7 * 86400.0  # longest WAIT, dur or delay accepted
 
 COMMON = ("exp", "host", "expName")
 # Accepted spellings -> the original's argument names.
@@ -343,7 +344,7 @@ class Interpreter:
             yield from self._block(node.body, frame)
 
     def _for_items(self, text: str, node: For, frame: _Frame) -> list[str]:
-        m = _RANGE.match(text)
+        m = _RANGE.match(text) if len(text) < 40 else None
         if m:
             low, high = int(m.group(1)), int(m.group(2))
             step = int(m.group(3)) if m.group(3) else 1
@@ -471,7 +472,7 @@ class Interpreter:
         if len(toks) != 1:
             raise self._err(frame, node.line, node.col, "WAIT takes one number of seconds")
         secs = self._value(frame, node, "WAIT", "seconds", toks[0].text, toks[0],
-                           lambda s: V.to_float(s, low=0))
+                           lambda s: V.to_float(s, low=0, high=MAX_SECONDS))
         yield Wait(loc=self._loc(node, frame), seconds=float(secs))  # type: ignore[arg-type]
 
     def _rand_wait(self, node: Command, frame: _Frame) -> Iterator[Action]:
@@ -479,7 +480,7 @@ class Interpreter:
         if len(toks) not in (1, 2):
             raise self._err(frame, node.line, node.col, "RAND_WAIT takes 'max' or 'min max' seconds")
         nums = [float(self._value(frame, node, "RAND_WAIT", "seconds", t.text, t,  # type: ignore[arg-type]
-                                  lambda s: V.to_float(s, low=0))) for t in toks]
+                                  lambda s: V.to_float(s, low=0, high=MAX_SECONDS))) for t in toks]
         low, high = (0.0, nums[0]) if len(nums) == 1 else (nums[0], nums[1])
         if high < low:
             raise self._err(frame, node.line, toks[-1].col,
@@ -602,8 +603,8 @@ class Interpreter:
         self.last_host = host  # server= does not change the default host
         g = lambda k, d, c: self._get(frame, node, args, k, d, c)  # noqa: E731
         ca = g("ca", "reno", lambda s: V.name(s, "congestion control"))
-        dur = g("dur", "20", lambda s: V.to_float(s, low=0.001))
-        delay = g("delay", "0", lambda s: V.to_float(s, low=0))
+        dur = g("dur", "20", lambda s: V.to_float(s, low=0.001, high=MAX_SECONDS))
+        delay = g("delay", "0", lambda s: V.to_float(s, low=0, high=MAX_SECONDS))
         instances = g("instances", "1", lambda s: V.to_int(s, low=1, high=10000))
         test_raw, test_tok = args.get("test", ("TCP_RR", None))  # type: ignore[arg-type]
         self._undefined(test_raw, frame, node.line, test_tok.col if test_tok else node.col)
@@ -827,6 +828,11 @@ class Interpreter:
         base = str(Path(macro.line.file).parent) if not macro.line.file.startswith("<") else frame.base_dir
         for _ in range(reps):
             for ca in (cas if len(cas) > 1 else [None]):
+                self.steps += 1
+                if self.steps > self.max_steps:
+                    raise self._err(frame, node.line, node.col,
+                                    f"script ran more than {self.max_steps} commands",
+                                    "an endless loop? raise max_steps if this is intended")
                 call_args = dict(args)
                 if ca is not None:
                     call_args["ca"] = ca

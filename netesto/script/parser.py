@@ -151,9 +151,14 @@ class _Block:
         self.body: list[Node] = []
 
 
-def _parse_single(line: Line, tokens: tuple[Token, ...]) -> Node:
+MAX_IF_CHAIN = 32
+
+
+def _parse_single(line: Line, tokens: tuple[Token, ...], depth: int = 0) -> Node:
     """Parse a one-line command (top level, in a block, or after an IF ``:``)."""
     first = tokens[0]
+    if depth > MAX_IF_CHAIN:
+        raise error_at(line, first.col, f"more than {MAX_IF_CHAIN} IFs chained on one line")
     word = first.text
     if word.startswith("HOST_SUFFIX="):
         # The paper and old README write HOST_SUFFIX=name.
@@ -161,7 +166,7 @@ def _parse_single(line: Line, tokens: tuple[Token, ...]) -> Node:
         args = (Token(value, first.col + len("HOST_SUFFIX=")),) if value else ()
         return Command(line, "HOST_SUFFIX", first.col, args + tokens[1:], value)
     if word in ("IF", "IF_DEF"):
-        return _parse_if(line, tokens)
+        return _parse_if(line, tokens, depth)
     if word in ("FOR", "DONE", "BEGIN"):
         raise error_at(line, first.col, f"{word} cannot follow IF ... : on the same line")
     if word == "END":
@@ -174,7 +179,7 @@ def _parse_single(line: Line, tokens: tuple[Token, ...]) -> Node:
     raise _unknown_command(line, tokens)
 
 
-def _parse_if(line: Line, tokens: tuple[Token, ...]) -> Node:
+def _parse_if(line: Line, tokens: tuple[Token, ...], depth: int) -> Node:
     first = tokens[0]
     start = first.col - 1 + len(first.text)
     colon = line.text.find(":", start)
@@ -188,7 +193,7 @@ def _parse_if(line: Line, tokens: tuple[Token, ...]) -> Node:
     inner_tokens = tokenize(line.text[colon + 1:], colon + 1)
     if not inner_tokens:
         raise error_at(line, colon + 1, f"{first.text} condition: expected a command after ':'")
-    body = _parse_single(line, inner_tokens)
+    body = _parse_single(line, inner_tokens, depth + 1)
     if first.text == "IF":
         return If(line, first.col, cond_tokens[0], body)
     return IfDef(line, first.col, cond_tokens[0], body)

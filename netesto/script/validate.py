@@ -53,6 +53,8 @@ QDISCS = (
 )
 QDISC_ACTIONS = ("", "add", "change", "replace", "del", "delete")
 
+MAX_BYTES = 2**40
+MAX_BITS = 10.0**13
 _WORD = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _RATE = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT]?)(bit|bit/s|b)?$", re.IGNORECASE)
@@ -62,6 +64,8 @@ _TC_SIZE = re.compile(r"^\d+(?:\.\d+)?(?:b|k|kb|m|mb|g|gb|kbit|mbit|gbit)?$", re
 
 
 def to_int(text: str, *, low: int | None = None, high: int | None = None) -> int:
+    if len(text) > 40:
+        raise ValueError(f"expected an integer, got {text[:40]!r}...")
     try:
         value = int(text)
     except ValueError:
@@ -77,6 +81,8 @@ def to_int(text: str, *, low: int | None = None, high: int | None = None) -> int
 
 
 def to_float(text: str, *, low: float | None = None, high: float | None = None) -> float:
+    if len(text) > 40:
+        raise ValueError(f"expected a number, got {text[:40]!r}...")
     try:
         value = float(text)
     except ValueError:
@@ -97,9 +103,12 @@ def _check_range(value: float, low: float | None, high: float | None) -> None:
 def to_size(text: str) -> int:
     """Bytes, netperf style: ``10K`` = 10240, ``1M`` = 1048576, ``1m`` = 10^6."""
     try:
-        return parse_size(text)
-    except TrafficError:
+        value = parse_size(text)
+    except (TrafficError, OverflowError, ValueError):
         raise ValueError(f"expected a size like 100, 10K or 1M, got {text!r}") from None
+    if value > MAX_BYTES:
+        raise ValueError(f"size {text!r} is above the maximum {MAX_BYTES} bytes")
+    return value
 
 
 def to_bits(text: str) -> int:
@@ -107,7 +116,10 @@ def to_bits(text: str) -> int:
     m = _RATE.match(text)
     if not m:
         raise ValueError(f"expected a rate in bits/s like 100M, 100mbit or 1g, got {text!r}")
-    return int(float(m.group(1)) * _RATE_SCALE[m.group(2).lower()])
+    value = float(m.group(1)) * _RATE_SCALE[m.group(2).lower()]
+    if not value <= MAX_BITS:
+        raise ValueError(f"rate {text!r} is above the maximum {MAX_BITS:g} bits/s")
+    return int(value)
 
 
 def word(text: str, what: str) -> str:

@@ -198,8 +198,11 @@ def ping_argv(target: str, interval: float = 0.2, duration: float | None = None)
 
 def ping_path(datadir: str | os.PathLike[str], exp: int, client: str, server: str) -> Path:
     """``<datadir>/<exp>/ping/<client>-<server>.nflow`` (short host names)."""
-    short = lambda h: h.split(".")[0] if not _is_ip(h) else h  # noqa: E731
-    return Path(datadir) / str(exp) / "ping" / f"{short(client)}-{short(server)}.nflow"
+    return Path(datadir) / str(exp) / "ping" / f"{_short(client)}-{_short(server)}.nflow"
+
+
+def _short(host: str) -> str:
+    return host if _is_ip(host) else host.split(".")[0]
 
 
 def _is_ip(text: str) -> bool:
@@ -267,7 +270,9 @@ class PingCollector:
         self._mono_offset = time.monotonic() - time.time()
         header = dict(self.meta, kind="ping", target=self.target, interval=self.interval,
                       argv=self.argv, start_wall=time.time(), start_mono=time.monotonic())
-        self._writer = FlowWriter(self.dest_path, PING_COLUMNS, header, flush_rows=16)
+        # about one block a second: a crash loses at most the last second of probes
+        flush_rows = max(1, round(1.0 / self.interval))
+        self._writer = FlowWriter(self.dest_path, PING_COLUMNS, header, flush_rows=flush_rows)
         self._thread = threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True)
         self._thread.start()
         # ping prints "PING ..." once its socket is open; if it exits first it failed.

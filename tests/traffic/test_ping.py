@@ -118,6 +118,9 @@ def test_ping_between_namespaces(veth_pair, tmp_path):
         meta={"host": "a"}, argv_prefix=["ip", "netns", "exec", veth_pair.a],
     )
     col.start()
+    time.sleep(1.4)
+    partial = read_flow(dest)  # written as it runs: about one block a second
+    assert partial.rows >= 5 and partial.summary is None
     summary = col.wait(timeout=10)
     assert summary is not None and summary.received >= 8
     flow = read_flow(dest)

@@ -123,18 +123,17 @@ def agent_argv(
     secret_key: Path | None,
     authorized_dir: Path | None,
     datadir: Path,
+    ready_file: Path,
     insecure: bool = False,
-    role: str = "host",
 ) -> list[str]:
     """The agent's command line (``python -m netesto.agent.cli``)."""
-    argv = [sys.executable, "-m", AGENT_MODULE, "--bind", bind, "--port", str(port), "--name", name, "--datadir", str(datadir)]
+    argv = [sys.executable, "-m", AGENT_MODULE, "--bind", bind, "--port", str(port), "--name", name,
+            "--datadir", str(datadir), "--test-bind", bind, "--ready-file", str(ready_file)]
     if insecure:
         argv.append("--insecure")
     else:
         assert secret_key is not None and authorized_dir is not None
-        argv += ["--key", str(secret_key), "--authorized", str(authorized_dir)]
-    if role != "host":
-        argv += ["--role", role]
+        argv += ["--keys", str(secret_key), "--authorized", str(authorized_dir)]
     return argv
 
 

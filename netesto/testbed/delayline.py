@@ -31,6 +31,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -335,6 +336,28 @@ class DelayLine:
         self.nfq.close()
 
 
+def guard_links(guards: dict[str, tuple[int, int, str]], stop: "threading.Event", period: float = 1.0) -> None:
+    """Put the testbed bottleneck back on router links left with no root qdisc.
+
+    An agent's restore() deletes the root qdisc of a link it changed, which on
+    a testbed link would remove the bottleneck itself; "nothing" on a testbed
+    link means the testbed's own shaping. Runs in a thread: the tc calls must
+    not stall the packet loop.
+    """
+    from netesto.testbed import shaping
+
+    while not stop.wait(period):
+        for dev, (bw, buffer_bytes, subnet) in guards.items():
+            out = shaping.tc(None, ["qdisc", "show", "dev", dev, "root"], check=False).stdout
+            if out.strip() and not out.startswith("qdisc noqueue"):
+                continue
+            try:
+                shaping.setup_bottleneck(None, dev, bw, buffer_bytes, subnet)
+                print(f"delayline: re-installed the bottleneck on {dev} (its root qdisc had been removed)", flush=True)
+            except TestbedError as exc:
+                print(f"delayline: cannot re-install the bottleneck on {dev}: {exc}", flush=True)
+
+
 def send_control(path: str | os.PathLike[str], request: dict[str, object], *, timeout: float = 2.0) -> dict[str, object]:
     """Send one request to a running delay line's control socket; its reply."""
     client = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -366,7 +389,8 @@ def netem_fallback(dev: str, delay: float, jitter: float = 0.0, loss: float = 0.
     on it, ``loss`` is in percent (as in netem), ``rate`` in bit/s changes the
     link's htb rate (0 = back to the testbed's bandwidth). ``limit`` (netem's
     packet queue) has no counterpart here: the bottleneck queue stays the
-    testbed's byte-sized bfifo.
+    testbed's byte-sized bfifo. All zeros (netem removed, or the agent's
+    restore) puts back the testbed's own delay, jitter, loss and rate.
     """
     from netesto.testbed import shaping
     from netesto.testbed.state import load_state
@@ -378,6 +402,11 @@ def netem_fallback(dev: str, delay: float, jitter: float = 0.0, loss: float = 0.
     link = next((lk for lk in state.get("links", []) if lk["router_dev"] == dev), None)
     if link is None:
         raise TestbedError(f"netem fallback: {dev!r} is not a router link of testbed {state.get('name')!r}")
+    if not (delay or jitter or loss or rate):
+        # "No netem" on a testbed link means the testbed's own link again
+        # (the agent's restore() sends exactly this).
+        cfg = state.get("config", {})
+        delay, jitter, loss = cfg.get("rtt_ms", 0) / 2, cfg.get("jitter_ms", 0) / 2, cfg.get("loss", 0) * 100
     control = state.get("delayline_control")
     if not control:
         raise TestbedError(f"netem fallback: testbed {state.get('name')!r} has no delay line running")
@@ -399,6 +428,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--control", help="unix datagram socket path for live changes")
     parser.add_argument("--ready-file", help="touched once the queues are bound")
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--guard", action="append", default=[], metavar="DEV=BW:BYTES:SUBNET",
+                        help="re-install the htb bottleneck on DEV whenever its root qdisc is removed")
     return parser.parse_args(argv)
 
 
@@ -417,11 +448,20 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    stop = threading.Event()
+    if args.guard:
+        guards = {}
+        for text in args.guard:
+            dev, _, rest = text.partition("=")
+            bw, buffer_bytes, subnet = rest.split(":")
+            guards[dev] = (int(bw), int(buffer_bytes), subnet)
+        threading.Thread(target=guard_links, args=(guards, stop), daemon=True).start()
     if args.ready_file:
         Path(args.ready_file).write_text(str(os.getpid()))
     try:
         line.run()
     finally:
+        stop.set()
         line.close()
     return 0
 

@@ -312,7 +312,7 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
         argv = [sys.executable, "-m", "netesto.testbed.delayline", "--delay", f"{one_way}", "--jitter", f"{config.jitter_ms / 2}",
                 "--loss", f"{config.loss}", "--control", str(control), "--ready-file", str(ready)]
         for lk in topo.links:
-            argv += ["--queue", str(lk.queue)]
+            argv += ["--queue", str(lk.queue), "--guard", f"{lk.router_dev}={config.bw_bps}:{config.buffer_bytes}:{topo.control_subnet}"]
         started = agents.spawn("delayline", "delayline", topo.router_ns, argv, base / f"{config.name}.logs" / "delayline.log")
         rec.process(started)
         agents.wait_file(ready, started)
@@ -335,20 +335,26 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
         authorized.mkdir(exist_ok=True)
         shutil.copy(keys["controller"][0], authorized / "controller.key")
         started_list = []
+        logs = base / f"{config.name}.logs"
+        agent_env = {"NETESTO_TESTBED_STATE": str(rec.path)}
         for lk in topo.links:
+            ready = logs / f"{lk.host}.ready"
+            ready.unlink(missing_ok=True)
             argv = agents.agent_argv(bind=lk.addr, port=AGENT_PORT, name=lk.host, secret_key=keys[lk.host][1],
-                                     authorized_dir=authorized, datadir=base / f"{config.name}.data" / lk.host)
-            st = agents.spawn("agent", lk.host, lk.ns, argv, base / f"{config.name}.logs" / f"{lk.host}.log")
+                                     authorized_dir=authorized, datadir=base / f"{config.name}.data" / lk.host, ready_file=ready)
+            st = agents.spawn("agent", lk.host, lk.ns, argv, logs / f"{lk.host}.log", env=agent_env)
             rec.process(st)
-            started_list.append((st, lk.addr))
+            started_list.append((st, ready))
+        ready = logs / "router.ready"
+        ready.unlink(missing_ok=True)
         argv = agents.agent_argv(bind=topo.router_control_addr, port=AGENT_PORT, name="router", secret_key=keys["router"][1],
-                                 authorized_dir=authorized, datadir=base / f"{config.name}.data" / "router", role="router")
-        env = {"NETESTO_NETEM_FALLBACK": "netesto.testbed.delayline:netem_fallback", "NETESTO_TESTBED_STATE": str(rec.path)}
-        st = agents.spawn("agent", "router", topo.router_ns, argv, base / f"{config.name}.logs" / "router.log", env=env)
+                                 authorized_dir=authorized, datadir=base / f"{config.name}.data" / "router", ready_file=ready)
+        env = {"NETESTO_NETEM_FALLBACK": "netesto.testbed.delayline:netem_fallback", **agent_env}
+        st = agents.spawn("agent", "router", topo.router_ns, argv, logs / "router.log", env=env)
         rec.process(st)
-        started_list.append((st, topo.router_control_addr))
-        for st, addr in started_list:
-            agents.wait_listening(addr, AGENT_PORT, st)
+        started_list.append((st, ready))
+        for st, ready in started_list:
+            agents.wait_file(ready, st, timeout=20)
         controller_key = f"{config.name}.keys/controller.key_secret"
         public = {n: f"{config.name}.keys/{n}.key" for n in names}
     else:

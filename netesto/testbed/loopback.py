@@ -82,14 +82,16 @@ def up(config: Any, *, reason: str, progress: Callable[[str], None]) -> Any:
             shutil.copy(keys["controller"][0], authorized / "controller.key")
             started = []
             for name, port in zip(names, ports):
+                ready = base / f"{config.name}.logs" / f"{name}.ready"
+                ready.unlink(missing_ok=True)
                 argv = agents.agent_argv(bind="127.0.0.1", port=port, name=name, secret_key=keys[name][1],
-                                         authorized_dir=authorized, datadir=base / f"{config.name}.data" / name)
+                                         authorized_dir=authorized, datadir=base / f"{config.name}.data" / name, ready_file=ready)
                 st = agents.spawn("agent", name, None, argv, base / f"{config.name}.logs" / f"{name}.log")
                 state["processes"].append(st.to_dict())
                 save_state(path, state)
-                started.append((st, port))
-            for st, port in started:
-                agents.wait_listening("127.0.0.1", port, st)
+                started.append((st, ready))
+            for st, ready in started:
+                agents.wait_file(ready, st, timeout=20)
             controller_key = f"{config.name}.keys/controller.key_secret"
             public = {n: f"{config.name}.keys/{n}.key" for n in names}
         else:

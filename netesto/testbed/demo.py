@@ -1,0 +1,221 @@
+"""`netesto demo`: a testbed, the paper's TwoFlowBaseStream through 100 Mbit/s and 20 ms, results.
+
+A cubic flow h2 -> h1 runs for ``dur1`` seconds; a bbr flow h3 -> h1 joins
+``delay2`` seconds later for ``dur2`` seconds. Both cross the router's
+bottleneck toward h1. The whole demo (up, run, fetch, process, down) takes
+well under a minute. Where a layer is missing, the demo does what it can and
+says what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, TextIO
+
+from netesto.testbed import lifecycle
+
+DEMO_SCRIPT = """\
+# netesto demo: the paper's TwoFlowBaseStream, shortened. h2 streams to h1
+# with cubic; h3 joins with bbr {delay2} s later for {dur2} s.
+DESC demo_cubic_then_bbr
+OTHER bw={bw},netem={rtt}
+SOURCE inlib
+RUN InlibShortWaits
+RUN TwoFlowBaseStream server=h1 client1=h2 client2=h3 expName=demo \\
+    ca1=cubic ca2=bbr dur1={dur1} dur2={dur2} delay2={delay2} instances=1
+"""
+RESULT_FILES = ("exp.csv", "{exp}/all.exp.out", "{exp}/exp.nc", "{exp}/exp.html")
+
+
+@dataclass
+class DemoResult:
+    """Where the demo put things and what it could not do."""
+
+    workdir: Path
+    lab: Path | None = None
+    exps: list[int] = field(default_factory=list)
+    files: dict[str, bool] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    rows: list[dict[str, str]] = field(default_factory=list)
+    elapsed: float = 0.0
+    ok: bool = False
+
+
+class ProgressBar:
+    """``[#####.....] 50% 6/12s``: rewritten in place on a terminal, every 10 % otherwise."""
+
+    def __init__(self, total: float, out: TextIO, width: int = 30) -> None:
+        self.total = max(total, 1.0)
+        self.out = out
+        self.width = width
+        self.t0 = time.monotonic()
+        self.tty = out.isatty()
+        self._last_step = -1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.label = ""
+
+    def render(self, elapsed: float) -> str:
+        frac = min(elapsed / self.total, 0.99)
+        done = int(frac * self.width)
+        return f"[{'#' * done}{'.' * (self.width - done)}] {frac * 100:3.0f}% {elapsed:.0f}/{self.total:.0f}s {self.label}"
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            self.tick()
+
+    def tick(self) -> None:
+        elapsed = time.monotonic() - self.t0
+        if self.tty:
+            self.out.write("\r" + self.render(elapsed).ljust(self.width + 40))
+            self.out.flush()
+        else:
+            step = int(min(elapsed / self.total, 0.99) * 10)
+            if step > self._last_step:
+                self._last_step = step
+                self.out.write(self.render(elapsed) + "\n")
+                self.out.flush()
+
+    def start(self) -> "ProgressBar":
+        self._thread.start()
+        return self
+
+    def finish(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        elapsed = time.monotonic() - self.t0
+        line = f"[{'#' * self.width}] 100% {elapsed:.0f}/{elapsed:.0f}s done"
+        self.out.write(("\r" + line.ljust(self.width + 40) if self.tty else line) + "\n")
+        self.out.flush()
+
+
+def run_demo(
+    workdir: str | os.PathLike[str],
+    *,
+    keep: bool = False,
+    dur1: int = 10,
+    dur2: int = 4,
+    delay2: int = 3,
+    bw: str = "100mbit",
+    rtt: str = "20ms",
+    name: str | None = None,
+    out: TextIO = sys.stdout,
+) -> DemoResult:
+    """Bring a testbed up, run the two-flow experiment, collect results, tear down."""
+    t0 = time.monotonic()
+    wd = Path(workdir).expanduser().resolve()
+    wd.mkdir(parents=True, exist_ok=True)
+    result = DemoResult(wd)
+    say: Callable[[str], None] = lambda msg: print(msg, file=out, flush=True)
+    name = name or f"demo{os.getpid() % 100000}"
+    cfg = lifecycle.TestbedConfig.parse(name=name, hosts=3, bw=bw, rtt=rtt, buffer="1bdp", dir=wd / "testbed")
+    say(f"netesto demo: testbed {name}: 3 hosts, {bw} bottleneck, rtt {rtt}, buffer 1 BDP")
+    up = lifecycle.up(cfg, progress=lambda m: say(f"  {m}"))
+    result.lab = up.lab
+    result.notes += up.notes
+    for note in up.notes:
+        say(f"  note: {note}")
+    try:
+        _run_experiment(result, up, dur1=dur1, dur2=dur2, delay2=delay2, bw=bw, rtt=rtt, say=say, out=out)
+    finally:
+        if keep:
+            say(f"testbed {name} kept up (--keep): lab {up.lab}; `netesto testbed down --name {name}` removes it")
+        else:
+            problems = lifecycle.down(name)
+            say(f"testbed {name} torn down" + (f" with problems: {'; '.join(problems)}" if problems else ""))
+    result.elapsed = time.monotonic() - t0
+    return result
+
+
+def _run_experiment(result: DemoResult, up: lifecycle.UpResult, *, dur1: int, dur2: int, delay2: int, bw: str, rtt: str,
+                    say: Callable[[str], None], out: TextIO) -> None:
+    try:
+        from netesto.controller import run
+        from netesto.controller.progress import (
+            ActionStarted,
+            DataStored,
+            ExperimentProcessed,
+            FlowProgress,
+            HostError,
+            ProgressEvent,
+        )
+    except ImportError as exc:
+        result.missing.append(f"the controller (netesto.controller.run): {exc}; the testbed was built and checked only")
+        say(f"MISSING: {result.missing[-1]}")
+        return
+    if not Path(up.lab).exists() or "agents: not started" in " ".join(up.notes):
+        result.missing.append("agents: the testbed has no agents, so no experiment can run")
+        say(f"MISSING: {result.missing[-1]}")
+        return
+    script = DEMO_SCRIPT.format(dur1=dur1, dur2=dur2, delay2=delay2, bw=bw, rtt=rtt)
+    (result.workdir / "demo.nts").write_text(script)
+    say(f"running TwoFlowBaseStream: cubic h2->h1 for {dur1} s, bbr h3->h1 from {delay2} s for {dur2} s")
+    bar = ProgressBar(dur1 + 3.0, out).start()
+    errors: list[str] = []
+
+    def progress(event: ProgressEvent) -> None:
+        if isinstance(event, HostError):
+            errors.append(f"{event.host}: {event.error}")
+        elif isinstance(event, ExperimentProcessed) and event.note:
+            result.notes.append(f"experiment {event.exp}: {event.note}")
+        if isinstance(event, ActionStarted):
+            bar.label = f"{event.kind} {event.host}".strip()
+        elif isinstance(event, FlowProgress):
+            bar.label = "flows running"
+        elif isinstance(event, DataStored):
+            bar.label = f"fetched data from {event.host}"
+
+    try:
+        run_result = run(result.workdir / "demo.nts", lab=up.lab, workdir=result.workdir, progress=progress)
+    finally:
+        bar.finish()
+    result.exps = list(run_result.exps)
+    for err in (*errors, *run_result.errors):
+        say(f"  error: {err}")
+    for exp in result.exps:
+        for pattern in RESULT_FILES:
+            rel = pattern.format(exp=exp)
+            result.files[rel] = (result.workdir / rel).exists()
+    absent = [f for f, ok in result.files.items() if not ok]
+    if absent:
+        result.missing.append(f"not written (results/report layer missing or failed): {', '.join(absent)}")
+    result.rows = _csv_rows(result.workdir / "exp.csv", result.exps)
+    result.ok = bool(result.exps) and run_result.ok
+
+
+def _csv_rows(path: Path, exps: list[int]) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    if not lines:
+        return []
+    header = lines[0].split(",")
+    rows = [dict(zip(header, ln.split(","))) for ln in lines[1:]]
+    wanted = {str(e) for e in exps}
+    return [r for r in rows if r.get("exp", "").split(".")[0] in wanted]
+
+
+def report(result: DemoResult, out: TextIO = sys.stdout) -> None:
+    """Print where the results are and the headline numbers."""
+    say = lambda msg: print(msg, file=out)  # noqa: E731
+    if result.rows:
+        say("\n  exp    host  ca          rate(Mbit/s)  rtt(ms)  retrans")
+        for row in result.rows:
+            rtt_us = row.get("rtt") or ""
+            rtt_ms = f"{float(rtt_us) / 1000:.1f}" if rtt_us.replace(".", "", 1).isdigit() else "-"
+            say(f"  {row.get('exp', ''):<6} {row.get('host', ''):<5} {row.get('ca', ''):<11} {row.get('rate', ''):>12}  {rtt_ms:>7}  {row.get('retrans_total', '') or row.get('localRetrans', '')}")
+    say(f"\nresults in {result.workdir}")
+    for rel, ok in result.files.items():
+        say(f"  {'ok     ' if ok else 'MISSING'} {result.workdir / rel}")
+    for note in result.missing:
+        say(f"MISSING: {note}")
+    say(f"demo {'finished' if result.ok else 'did not complete'} in {result.elapsed:.1f} s")
+
+
+__all__ = ["DEMO_SCRIPT", "DemoResult", "ProgressBar", "report", "run_demo"]

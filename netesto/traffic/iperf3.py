@@ -281,11 +281,13 @@ def run_flow(
         }
         write_nflow(flow_file(datadir, spec, "server"), server_rows, server_meta, server_summary)
     if error:
-        send({"event": "error", "flow": spec.flow_id, "driver": "iperf3", "error": error})
+        send({"event": "error", "flow": spec.flow_id, "driver": "iperf3", "message": error,
+              "error": error, "summary": summary})
         return False
     send({"event": "done", "flow": spec.flow_id, "driver": "iperf3",
           "bytes_tx": summary["bytes_tx"], "bytes_rx": summary["bytes_rx"],
-          "rate_tx_bps": summary["rate_tx_bps"], "rate_rx_bps": summary["rate_rx_bps"]})
+          "rate_tx_bps": summary["rate_tx_bps"], "rate_rx_bps": summary["rate_rx_bps"],
+          "summary": summary})
     return True
 
 

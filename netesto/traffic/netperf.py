@@ -357,11 +357,13 @@ def run_flow(
         writer.append([row.get(name, 0) for name in _NAMES])
     writer.close(summary)
     if error:
-        send({"event": "error", "flow": spec.flow_id, "driver": "netperf", "error": error})
+        send({"event": "error", "flow": spec.flow_id, "driver": "netperf", "message": error,
+              "error": error, "summary": summary})
         return False
     send({"event": "done", "flow": spec.flow_id, "driver": "netperf",
           "bytes_tx": summary["bytes_tx"], "bytes_rx": summary["bytes_rx"],
-          "rate_tx_bps": summary["rate_tx_bps"], "tps": summary["tps"]})
+          "rate_tx_bps": summary["rate_tx_bps"], "rate_rx_bps": summary["rate_rx_bps"],
+          "summary": summary})
     return True
 
 

@@ -1,0 +1,56 @@
+"""``python -m netesto.traffic server|client``: the flow engine's subprocess entry points (used by the agent)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from netesto.errors import NetestoError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``server`` and ``client`` subcommands (shared with ``netesto flow``)."""
+    sub = parser.add_subparsers(dest="role", required=True, metavar="server|client")
+    srv = sub.add_parser("server", help="serve flows of every test type (the netserver)")
+    srv.add_argument("--bind", default="0.0.0.0", help="address to listen on (default all)")
+    srv.add_argument("--port", type=int, default=12867, help="test port (0 = any, printed)")
+    srv.add_argument("--datadir", required=True, help="raw files go to DATADIR/<exp>/flows/")
+    srv.add_argument("--token", action="append", default=[], help="accepted per-experiment token (repeatable)")
+    srv.add_argument("--token-file", help="file of accepted tokens, re-read when it changes")
+    srv.add_argument("--workers", type=int, default=1, help="server processes (SO_REUSEPORT)")
+    srv.add_argument("--handshake-timeout", type=float, default=5.0,
+                     help="seconds a new connection has to complete its handshake")
+    cli = sub.add_parser("client", help="run the flows of a JSON spec file")
+    cli.add_argument("--specs", required=True, help="JSON list of FlowSpec dicts")
+    cli.add_argument("--datadir", required=True, help="raw files go to DATADIR/<exp>/flows/")
+    cli.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, flows))")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.role == "server":
+        from netesto.traffic.server import serve
+
+        return serve(args.bind, args.port, args.datadir, tokens=args.token,
+                     token_file=args.token_file, workers=args.workers,
+                     handshake_timeout=args.handshake_timeout)
+    from netesto.traffic.engine import load_specs, run_client
+
+    return run_client(load_specs(args.specs), args.datadir, workers=args.workers)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m netesto.traffic", description=__doc__)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except NetestoError as exc:
+        print(f"netesto.traffic {args.role}: error: {exc.format_message()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

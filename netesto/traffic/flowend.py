@@ -1,0 +1,399 @@
+"""One end of a flow as the engine records it: counters, samples, the .nflow file, the summary.
+
+:class:`FlowEnd` is the base of every client- and server-side flow. The
+worker's :class:`Sampler` calls :meth:`FlowEnd.sample` on a fixed grid; a
+sample appends a few numbers and the raw ``tcp_info`` bytes (no decoding),
+and every ~0.15 s the buffered rows are turned into columns and written as
+one block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import socket
+import time
+from array import array
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from netesto.traffic import tcpinfo
+from netesto.traffic.columns import CC_COLUMNS, FLOW_COLUMNS, LATENCY_COLUMNS, TCP_INFO_COLUMNS
+from netesto.traffic.histogram import Histogram
+from netesto.traffic.rawformat import FlowWriter
+from netesto.traffic.spec import RR_TESTS, FlowSpec
+
+if TYPE_CHECKING:
+    from netesto.traffic.loop import Loop, Timer
+
+FLUSH_SECONDS = 0.15
+_SIZES = {"B": 1, "I": 4, "Q": 8, "d": 8}
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,199}$")
+
+# The raw-record layouts must agree with the column contract (typecode sizes).
+for _col in TCP_INFO_COLUMNS:
+    assert tcpinfo.TCP_INFO_FIELDS[_col.name][1] == _SIZES[_col.typecode], _col
+for _col in CC_COLUMNS:
+    assert tcpinfo.CC_INFO_FIELDS[_col.name][1] == _SIZES[_col.typecode], _col
+
+
+def safe_flow_id(flow_id: str) -> bool:
+    """A flow id usable as a file name (no path separators, no leading dot)."""
+    return bool(_SAFE_ID.match(flow_id))
+
+
+def flow_path(datadir: str | os.PathLike[str], exp: int, flow_id: str, side: str) -> Path:
+    path = Path(datadir) / str(exp) / "flows" / f"{flow_id}.{side}.nflow"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+class BlockWriter(FlowWriter):
+    """FlowWriter that also takes ready-made columns (one block per call)."""
+
+    def write_columns(self, n: int, cols: dict[str, bytes]) -> None:
+        if n == 0 or self._fh is None:
+            return
+        self._write_block({"type": "samples", "n": n, "cols": cols})
+        self._fh.flush()
+        self.rows += n
+
+
+def describe_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror.lower()
+        return text
+    return str(exc) or type(exc).__name__
+
+
+class FlowEnd:
+    """Counters and samples of one flow end; subclasses move the bytes."""
+
+    side = "client"
+
+    def __init__(self, worker: "Worker", spec: FlowSpec) -> None:
+        self.worker = worker
+        self.loop: Loop = worker.loop
+        self.spec = spec
+        self.tx = 0
+        self.rx = 0
+        self.trans = 0
+        self.conns = 0
+        self.udp_lost = 0
+        self.udp_reord = 0
+        self.udp_sent = 0
+        self.udp_received = 0
+        self.sock: socket.socket | None = None  # the socket whose TCP_INFO is sampled
+        self.is_tcp = spec.test.startswith("TCP")
+        self.is_bbr = False
+        self.is_rr = spec.test in RR_TESTS
+        self.hist = Histogram()  # overall latency, ns
+        self.ihist = Histogram()  # this interval's latency, ns
+        self.spacing = Histogram()  # sample spacing, us
+        self.ca = ""
+        self.local: tuple[str, int] = ("", 0)
+        self.remote: tuple[str, int] = ("", 0)
+        self.start_wall = 0.0
+        self.start_mono = 0.0
+        self.end_mono = 0.0
+        self.cpu0 = 0.0
+        self.finished = False
+        self.status = ""
+        self.error = ""
+        self.extra: dict[str, Any] = {}
+        self.writer: BlockWriter | None = None
+        self.flush_rows = max(1, round(FLUSH_SECONDS / spec.interval))
+        self.last_info = tcpinfo.ZERO_INFO
+        self.last_cc = tcpinfo.ZERO_CC
+        self.timers: list[Timer] = []
+        self._reset_buffers()
+        self._last_mono = 0.0
+        self.samples = 0
+
+    # recording
+
+    def _reset_buffers(self) -> None:
+        self.nrows = 0
+        self.b_wall = array("d")
+        self.b_mono = array("d")
+        self.b_app = [array("Q") for _ in range(6)]
+        self.b_info = bytearray()
+        self.b_cc = bytearray()
+        self.b_lat = [array("I")] + [array("d") for _ in range(7)] if self.is_rr else None
+
+    def open_writer(self, datadir: str, extra_meta: dict[str, Any] | None = None) -> None:
+        spec = self.spec.to_dict()
+        spec.pop("token", None)
+        meta = {
+            "flow": spec,
+            "side": self.side,
+            "host": socket.gethostname(),
+            "engine": "builtin",
+            "start_wall": self.start_wall,
+            "start_mono": self.start_mono,
+            "interval": self.spec.interval,
+            "ca": self.ca,
+            "local": list(self.local),
+            "remote": list(self.remote),
+            "tcp_info_len": tcpinfo.TCP_INFO_LEN,
+            "pid": os.getpid(),
+        }
+        meta.update(extra_meta or {})
+        path = flow_path(datadir, self.spec.exp, self.spec.flow_id, self.side)
+        self.writer = BlockWriter(path, FLOW_COLUMNS, meta, flush_rows=self.flush_rows)
+
+    def read_info(self) -> tuple[bytes, bytes]:
+        """Raw tcp_info and cc info of the sampled socket (the last ones if it is gone)."""
+        sock = self.sock
+        if sock is not None and self.is_tcp:
+            try:
+                raw = sock.getsockopt(6, tcpinfo.TCP_INFO, 280)
+                if len(raw) != 280:
+                    raw = (raw + tcpinfo.ZERO_INFO)[:280]
+                self.last_info = raw
+                if self.is_bbr:
+                    cc = sock.getsockopt(6, tcpinfo.TCP_CC_INFO, 20)
+                    if len(cc) != 20:
+                        cc = (cc + tcpinfo.ZERO_CC)[:20]
+                    self.last_cc = cc
+            except OSError:
+                pass
+        return self.last_info, self.last_cc
+
+    def sample(self, mono: float) -> None:
+        """Append one row (called by the Sampler, and once more at the end)."""
+        self.b_wall.append(time.time())
+        self.b_mono.append(mono)
+        if self._last_mono:
+            self.spacing.record(int((mono - self._last_mono) * 1e6))
+        self._last_mono = mono
+        app = self.b_app
+        app[0].append(self.tx)
+        app[1].append(self.rx)
+        app[2].append(self.trans)
+        app[3].append(self.conns)
+        app[4].append(self.udp_lost if self.udp_lost > 0 else 0)
+        app[5].append(self.udp_reord)
+        info, cc = self.read_info()
+        self.b_info += info
+        self.b_cc += cc
+        lat = self.b_lat
+        if lat is not None:
+            ih = self.ihist
+            if ih.count:
+                s = ih.summary(0.001)
+                lat[0].append(s.count)
+                lat[1].append(s.min)
+                lat[2].append(s.mean)
+                lat[3].append(s.max)
+                lat[4].append(s.p50)
+                lat[5].append(s.p90)
+                lat[6].append(s.p99)
+                lat[7].append(s.p999)
+                self.hist.merge(ih)
+                ih.clear()
+            else:
+                lat[0].append(0)
+                for a in lat[1:]:
+                    a.append(0.0)
+        self.nrows += 1
+        self.samples += 1
+        if self.nrows >= self.flush_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        n = self.nrows
+        if n == 0 or self.writer is None:
+            return
+        app = self.b_app
+        cols: dict[str, bytes] = {
+            "t_wall": self.b_wall.tobytes(),
+            "t_mono": self.b_mono.tobytes(),
+            "app_bytes_tx": app[0].tobytes(),
+            "app_bytes_rx": app[1].tobytes(),
+            "transactions": app[2].tobytes(),
+            "connections": app[3].tobytes(),
+            "udp_lost": app[4].tobytes(),
+            "udp_reordered": app[5].tobytes(),
+        }
+        cols.update(tcpinfo.records_to_columns(self.b_info, tcpinfo.TCP_INFO_LEN, tcpinfo.TCP_INFO_FIELDS))
+        cols.update(tcpinfo.records_to_columns(self.b_cc, tcpinfo.CC_INFO_LEN, tcpinfo.CC_INFO_FIELDS))
+        if self.b_lat is not None:
+            for col, arr in zip(LATENCY_COLUMNS, self.b_lat):
+                cols[col.name] = arr.tobytes()
+        else:
+            for col in LATENCY_COLUMNS:
+                cols[col.name] = bytes(_SIZES[col.typecode] * n)
+        self.writer.write_columns(n, cols)
+        self._reset_buffers()
+
+    # lifecycle
+
+    def begin(self) -> None:
+        """The data phase starts now: stamp, open the file, start sampling."""
+        self.start_mono = time.monotonic()
+        self.start_wall = time.time()
+        self.cpu0 = cpu_seconds()
+        if self.sock is not None and self.is_tcp:
+            try:
+                self.ca = tcpinfo.congestion_control(self.sock)
+            except OSError:
+                pass
+        self.is_bbr = self.ca == "bbr"
+        self.open_writer(self.worker.datadir, self.header_extra())
+        self.worker.sampler.add(self)
+
+    def header_extra(self) -> dict[str, Any]:
+        return {}
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start_mono if self.start_mono else 0.0
+
+    def finish(self, error: str = "") -> None:
+        """End this flow end: last sample, summary, close the file, report."""
+        if self.finished:
+            return
+        self.finished = True
+        for timer in self.timers:
+            timer.cancel()
+        self.worker.sampler.remove(self)
+        now = time.monotonic()
+        self.end_mono = now
+        if self.writer is not None:
+            self.sample(now)
+        self.close_sockets()
+        self.status = "error" if error else "ok"
+        self.error = error
+        summary = self.summary()
+        if self.writer is not None:
+            self.flush()
+            self.writer.close(summary)
+            self.writer = None
+        self.worker.flow_done(self, summary)
+
+    def close_sockets(self) -> None:
+        if self.sock is not None:
+            try:
+                self.loop.unregister(self.sock.fileno())
+            except (OSError, ValueError):
+                pass
+            self.sock.close()
+            self.sock = None
+
+    def summary(self) -> dict[str, Any]:
+        dur = (self.end_mono - self.start_mono) if self.start_mono else 0.0
+        cpu = cpu_seconds() - self.cpu0 if self.start_mono else 0.0
+        lat = self.hist.summary(0.001)
+        out: dict[str, Any] = {
+            "status": self.status,
+            "error": self.error,
+            "side": self.side,
+            "test": self.spec.test,
+            "ca": self.ca,
+            "start_wall": self.start_wall,
+            "end_wall": self.start_wall + dur if self.start_mono else 0.0,
+            "duration": dur,
+            "bytes_tx": self.tx,
+            "bytes_rx": self.rx,
+            "rate_tx_bps": self.tx * 8 / dur if dur > 0 else 0.0,
+            "rate_rx_bps": self.rx * 8 / dur if dur > 0 else 0.0,
+            "transactions": self.trans,
+            "tps": self.trans / dur if dur > 0 else 0.0,
+            "connections": self.conns,
+            "latency_us": lat.to_dict(),
+            "latency_hist": self.hist.to_dict(),
+            "cpu": {
+                "scope": "worker process",
+                "seconds": cpu,
+                "percent": 100.0 * cpu / dur if dur > 0 else 0.0,
+            },
+            "samples": self.samples,
+            "interval": self.spec.interval,
+            "sample_spacing_us": self.spacing.summary().to_dict(),
+        }
+        if self.spec.test.startswith("UDP"):
+            out.update(
+                udp_sent=self.udp_sent,
+                udp_received=self.udp_received,
+                udp_lost=max(0, self.udp_lost),
+                udp_reordered=self.udp_reord,
+            )
+        out.update(self.extra)
+        return out
+
+
+class Sampler:
+    """Samples every live flow end of a worker on a grid per interval (one timer per interval)."""
+
+    def __init__(self, loop: "Loop") -> None:
+        self.loop = loop
+        self.groups: dict[float, list[FlowEnd]] = {}
+        self.next: dict[float, float] = {}
+
+    def add(self, flow: FlowEnd) -> None:
+        interval = flow.spec.interval
+        group = self.groups.get(interval)
+        if group is None:
+            group = self.groups[interval] = []
+            when = time.monotonic() + interval
+            self.next[interval] = when
+            self.loop.call_at(when, lambda: self._tick(interval))
+        group.append(flow)
+        flow.sample(time.monotonic())  # a row at t=0: the baseline of every counter
+
+    def remove(self, flow: FlowEnd) -> None:
+        group = self.groups.get(flow.spec.interval)
+        if group is not None and flow in group:
+            group.remove(flow)
+
+    def _tick(self, interval: float) -> None:
+        group = self.groups.get(interval)
+        if not group:
+            self.groups.pop(interval, None)
+            return
+        now = time.monotonic()
+        for flow in list(group):
+            flow.sample(now)
+        when = self.next[interval] + interval
+        if when <= now:  # we fell behind: skip the missed grid points
+            when += ((now - when) // interval + 1) * interval
+        self.next[interval] = when
+        self.loop.call_at(when, lambda: self._tick(interval))
+
+
+class Worker:
+    """What flow ends share in one process: the loop, sampler, data dir, event sink."""
+
+    def __init__(self, loop: "Loop", datadir: str, emit: Callable[[dict[str, Any]], None]) -> None:
+        self.loop = loop
+        self.datadir = datadir
+        self.emit = emit
+        self.sampler = Sampler(loop)
+        self.flows: list[FlowEnd] = []
+        self.failed = 0
+        self.rxbuf = bytearray(1 << 18)
+        self.rxview = memoryview(self.rxbuf)
+
+    def flow_done(self, flow: FlowEnd, summary: dict[str, Any]) -> None:
+        if flow in self.flows:
+            self.flows.remove(flow)
+        if flow.error:
+            self.failed += 1
+        self.on_flow_done(flow, summary)
+
+    def on_flow_done(self, flow: FlowEnd, summary: dict[str, Any]) -> None:
+        pass
+
+
+def json_line(event: dict[str, Any]) -> bytes:
+    return (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
+
+
+__all__ = ["BlockWriter", "FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]

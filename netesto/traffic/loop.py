@@ -1,0 +1,91 @@
+"""A minimal epoll event loop with timers: one per worker process, no threads."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import select
+import time
+from typing import Callable
+
+IN = select.EPOLLIN
+OUT = select.EPOLLOUT
+ERR = select.EPOLLERR | select.EPOLLHUP
+# Sockets are polled level-triggered: a busy sender sees EPOLLOUT on every
+# poll, so timers are checked between every round of sends.
+
+
+class Timer:
+    """A scheduled callback; :meth:`cancel` makes it a no-op."""
+
+    __slots__ = ("when", "callback")
+
+    def __init__(self, when: float, callback: Callable[[], None] | None) -> None:
+        self.when = when
+        self.callback = callback
+
+    def cancel(self) -> None:
+        self.callback = None
+
+
+class Loop:
+    """epoll + a timer heap (monotonic clock)."""
+
+    def __init__(self) -> None:
+        self._ep = select.epoll()
+        self._handlers: dict[int, Callable[[int], None]] = {}
+        self._timers: list[tuple[float, int, Timer]] = []
+        self._seq = itertools.count()
+
+    def register(self, fd: int, events: int, handler: Callable[[int], None]) -> None:
+        self._ep.register(fd, events)
+        self._handlers[fd] = handler
+
+    def modify(self, fd: int, events: int) -> None:
+        self._ep.modify(fd, events)
+
+    def unregister(self, fd: int) -> None:
+        if self._handlers.pop(fd, None) is not None:
+            try:
+                self._ep.unregister(fd)
+            except (OSError, ValueError):
+                pass
+
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        timer = Timer(when, callback)
+        heapq.heappush(self._timers, (when, next(self._seq), timer))
+        return timer
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        return self.call_at(time.monotonic() + delay, callback)
+
+    def run(self, done: Callable[[], bool]) -> None:
+        """Dispatch events and timers until ``done()`` is true."""
+        timers = self._timers
+        handlers = self._handlers
+        poll = self._ep.poll
+        monotonic = time.monotonic
+        while not done():
+            now = monotonic()
+            while timers and timers[0][0] <= now:
+                timer = heapq.heappop(timers)[2]
+                callback = timer.callback
+                if callback is not None:
+                    timer.callback = None
+                    callback()
+            if done():
+                break
+            if timers:
+                timeout = max(0.0, timers[0][0] - monotonic())
+            else:
+                timeout = 1.0
+            for fd, events in poll(timeout):
+                handler = handlers.get(fd)
+                if handler is not None:
+                    handler(events)
+
+    def close(self) -> None:
+        self._ep.close()
+
+
+__all__ = ["ERR", "IN", "Loop", "OUT", "Timer"]

@@ -1,0 +1,679 @@
+"""The server side (the netserver of netesto): accept, check the handshake, serve every test type.
+
+One listening socket per worker process (``--workers N`` > 1 uses
+SO_REUSEPORT so the kernel spreads connections). A new connection must send a
+valid hello or CRR join within :data:`HANDSHAKE_TIMEOUT`; bad magic, oversized
+or undecodable hellos, bad fields and unknown tokens close just that
+connection. Each accepted flow writes ``<datadir>/<exp>/flows/<flow_id>.server.nflow``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from netesto.errors import CongestionControlError, TrafficError
+from netesto.traffic import handshake as hs
+from netesto.traffic import tcpinfo
+from netesto.traffic.flowend import FlowEnd, Worker, describe_error, json_line, safe_flow_id
+from netesto.traffic.loop import ERR, IN, OUT, Loop
+from netesto.traffic.spec import TEST_TYPES, FlowSpec
+
+HANDSHAKE_TIMEOUT = 5.0
+GRACE = 30.0  # a flow whose client vanished silently ends dur + GRACE after it began
+MAX_SIZE = 1 << 30
+SEND_CHUNK = 1 << 18
+_SEQ = struct.Struct("<Q")
+_SEND_BUF = memoryview(bytes(SEND_CHUNK))
+
+
+class TokenSet:
+    """Accepted per-experiment tokens: given ones plus a file re-read when it changes.
+
+    With no tokens at all every token (including none) is accepted.
+    """
+
+    def __init__(self, tokens: Iterable[str] = (), path: str | None = None) -> None:
+        self.fixed = {t for t in tokens if t}
+        self.path = path
+        self.from_file: set[str] = set()
+        self._mtime = 0.0
+        self._reload()
+
+    def _reload(self) -> None:
+        if not self.path:
+            return
+        try:
+            mtime = os.stat(self.path).st_mtime
+            if mtime != self._mtime:
+                self._mtime = mtime
+                self.from_file = set(Path(self.path).read_text().split())
+        except OSError:
+            self.from_file = set()
+
+    def accepts(self, token: str) -> bool:
+        if not self.fixed and not self.path:
+            return True
+        if token in self.fixed or token in self.from_file:
+            return True
+        self._reload()
+        return token in self.from_file
+
+
+class ServerFlow(FlowEnd):
+    """The server end of a flow; subclasses per test type."""
+
+    side = "server"
+
+    def __init__(self, worker: "ServerWorker", spec: FlowSpec, conn: socket.socket) -> None:
+        super().__init__(worker, spec)
+        self.conn = conn
+        self.sock = conn if self.is_tcp else None
+        self.fd = conn.fileno()
+        self.local = conn.getsockname()[:2]
+        self.remote = conn.getpeername()[:2]
+        self.where = f"{self.remote[0]}:{self.remote[1]}"
+        self.sw: ServerWorker = worker
+
+    def start(self) -> dict[str, Any]:
+        """Set up after a good hello; returns the extra reply fields."""
+        self.begin()
+        self.timers.append(
+            self.loop.call_at(self.start_mono + self.spec.dur + GRACE, self._watchdog)
+        )
+        self.worker.emit({"event": "started", "flow": self.spec.flow_id, "side": "server",
+                          "remote": list(self.remote)})
+        return {}
+
+    def go(self) -> None:
+        """Start serving (after the reply went out)."""
+
+    def _watchdog(self) -> None:
+        self.finish(f"flow did not end within {self.spec.dur + GRACE:.0f} s (client gone?)")
+
+    def fail_running(self, exc: BaseException) -> None:
+        self.finish(f"{describe_error(exc)} after {self.elapsed():.1f} s (client {self.where})")
+
+    def close_sockets(self) -> None:
+        super().close_sockets()
+        if self.conn is not None:
+            self.loop.unregister(self.conn.fileno())
+            self.conn.close()
+
+
+class StreamServer(ServerFlow):
+    """Receives (TCP_STREAM), sends (TCP_MAERTS) or both (TCP_BIDIR) until the client half-closes."""
+
+    def go(self) -> None:
+        self.sending = self.spec.test in ("TCP_MAERTS", "TCP_BIDIR")
+        self.loop.register(self.fd, IN | (OUT if self.sending else 0), self._on_event)
+
+    def _on_event(self, events: int) -> None:
+        conn = self.conn
+        try:
+            if events & (IN | ERR):
+                recv_into = conn.recv_into
+                view = self.worker.rxview
+                for _ in range(4):
+                    n = recv_into(view)
+                    if n == 0:
+                        self._eof()
+                        return
+                    self.rx += n
+                    if n < len(view):
+                        break
+            if events & OUT and self.sending:
+                send = conn.send
+                for _ in range(4):
+                    n = send(_SEND_BUF)
+                    self.tx += n
+                    if n < SEND_CHUNK:
+                        break
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            self.fail_running(exc)
+
+    def _eof(self) -> None:
+        self.sending = False
+        try:
+            self.conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        self.finish()
+
+
+class RRServer(ServerFlow):
+    """TCP_RR: answer every ``req`` bytes with ``reply`` bytes."""
+
+    def go(self) -> None:
+        self.conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.req = max(1, self.spec.req)
+        self.reply_buf = memoryview(bytes(max(1, self.spec.reply)))
+        self.got = 0
+        self.pending = self.reply_buf[:0]
+        self.loop.register(self.fd, IN, self._on_event)
+
+    def _on_event(self, events: int) -> None:
+        conn = self.conn
+        try:
+            if events & OUT and self.pending:
+                n = conn.send(self.pending)
+                self.tx += n
+                self.pending = self.pending[n:]
+                if not self.pending:
+                    self.loop.modify(self.fd, IN)
+            if events & (IN | ERR):
+                n = conn.recv_into(self.worker.rxview)
+                if n == 0:
+                    self.finish()
+                    return
+                self.rx += n
+                self.got += n
+                while self.got >= self.req:
+                    self.got -= self.req
+                    self.trans += 1
+                    if self.pending:
+                        self.pending = memoryview(bytes(self.pending) + bytes(self.reply_buf))
+                        continue
+                    n = conn.send(self.reply_buf)
+                    self.tx += n
+                    if n < len(self.reply_buf):
+                        self.pending = self.reply_buf[n:]
+                        self.loop.modify(self.fd, IN | OUT)
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            self.fail_running(exc)
+
+
+class CRRServer(ServerFlow):
+    """TCP_CRR: the hello connection stays open as control; joins carry the transactions."""
+
+    def start(self) -> dict[str, Any]:
+        extra = super().start()
+        self.session = os.urandom(8)
+        self.sw.sessions[self.session] = self
+        self.joins: set[JoinConn] = set()
+        return {"session": self.session}
+
+    def go(self) -> None:
+        self.loop.register(self.fd, IN, self._on_ctl)
+
+    def _on_ctl(self, events: int) -> None:
+        try:
+            data = self.conn.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self.fail_running(exc)
+            return
+        if not data:
+            self.finish()
+
+    def close_sockets(self) -> None:
+        for join in list(self.joins):
+            join.close()
+        self.sw.sessions.pop(self.session, None)
+        super().close_sockets()
+
+
+class JoinConn:
+    """One TCP_CRR transaction connection on the server."""
+
+    def __init__(self, flow: CRRServer, conn: socket.socket, leftover: bytes) -> None:
+        self.flow = flow
+        self.conn = conn
+        self.fd = conn.fileno()
+        self.got = 0
+        self.done = False
+        flow.joins.add(self)
+        flow.conns += 1
+        flow.sock = conn
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        flow.loop.register(self.fd, IN, self._on_event)
+        if leftover:
+            self._got(len(leftover))
+
+    def _got(self, n: int) -> None:
+        flow = self.flow
+        flow.rx += n
+        self.got += n
+        if self.got >= max(1, flow.spec.req) and not self.done:
+            self.done = True
+            reply = bytes(max(1, flow.spec.reply))
+            self.conn.setblocking(True)  # the reply fits the empty send buffer
+            self.conn.sendall(reply)
+            self.conn.setblocking(False)
+            flow.tx += len(reply)
+            flow.trans += 1
+
+    def _on_event(self, events: int) -> None:
+        try:
+            n = self.conn.recv_into(self.flow.worker.rxview)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.close()
+            return
+        if n == 0:
+            self.close()
+            return
+        try:
+            self._got(n)
+        except OSError:
+            self.close()
+
+    def close(self) -> None:
+        flow = self.flow
+        flow.joins.discard(self)
+        if flow.sock is self.conn:
+            flow.read_info()
+            flow.sock = None
+        flow.loop.unregister(self.fd)
+        self.conn.close()
+
+
+class UDPServer(ServerFlow):
+    """UDP_STREAM (count, loss and reordering by sequence number) and UDP_RR (echo)."""
+
+    def start(self) -> dict[str, Any]:
+        family = self.conn.family
+        udp = socket.socket(family, socket.SOCK_DGRAM)
+        udp.setblocking(False)
+        tcpinfo.set_buffers(udp, self.spec.remote_buffer)
+        udp.bind((self.local[0], 0))
+        self.udp = udp
+        self.stream = self.spec.test == "UDP_STREAM"
+        self.expect = 0
+        self.reply_buf = bytearray(max(8, self.spec.reply))
+        self._inbuf = bytearray()
+        extra = super().start()
+        return dict(extra, udp_port=udp.getsockname()[1])
+
+    def go(self) -> None:
+        self.loop.register(self.udp.fileno(), IN, self._on_udp)
+        self.loop.register(self.fd, IN, self._on_ctl)
+
+    def _on_udp(self, events: int) -> None:
+        udp = self.udp
+        view = self.worker.rxview
+        try:
+            for _ in range(64):
+                n, addr = udp.recvfrom_into(view)
+                if n < 8:
+                    continue  # not ours
+                (seq,) = _SEQ.unpack_from(view)
+                self.rx += n
+                self.udp_received += 1
+                if self.stream:
+                    if seq == self.expect:
+                        self.expect += 1
+                    elif seq > self.expect:
+                        self.udp_lost += seq - self.expect
+                        self.expect = seq + 1
+                    else:
+                        self.udp_reord += 1
+                        self.udp_lost -= 1
+                else:
+                    _SEQ.pack_into(self.reply_buf, 0, seq)
+                    udp.sendto(self.reply_buf, addr)
+                    self.tx += len(self.reply_buf)
+                    self.trans += 1
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            if exc.errno not in (errno.ECONNREFUSED, errno.ENOBUFS):
+                self.fail_running(exc)
+
+    def _on_ctl(self, events: int) -> None:
+        try:
+            data = self.conn.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self.fail_running(exc)
+            return
+        if not data:
+            self.finish("client closed the control connection before the end message")
+            return
+        self._inbuf += data
+        try:
+            total = hs.reply_length(self._inbuf)
+            if total is None or len(self._inbuf) < total:
+                return
+            msg = hs.decode_reply(self._inbuf[:total])
+        except hs.HandshakeError as exc:
+            self.finish(f"bad end message: {exc}")
+            return
+        self._on_udp(IN)  # what is already queued still counts
+        sent = int(msg.get("sent", 0))
+        self.udp_sent = sent
+        if self.stream:
+            self.udp_lost = max(0, sent - self.udp_received)
+        final = {
+            "received": self.udp_received,
+            "lost": max(0, self.udp_lost),
+            "reordered": self.udp_reord,
+            "bytes": self.rx,
+        }
+        try:
+            self.conn.setblocking(True)
+            self.conn.sendall(hs.encode_reply(final))
+        except OSError:
+            pass
+        self.finish()
+
+    def close_sockets(self) -> None:
+        self.loop.unregister(self.udp.fileno())
+        self.udp.close()
+        super().close_sockets()
+
+
+SERVER_TYPES: dict[str, type[ServerFlow]] = {
+    "TCP_STREAM": StreamServer,
+    "TCP_MAERTS": StreamServer,
+    "TCP_BIDIR": StreamServer,
+    "TCP_RR": RRServer,
+    "TCP_CRR": CRRServer,
+    "UDP_STREAM": UDPServer,
+    "UDP_RR": UDPServer,
+}
+
+
+class Pending:
+    """An accepted connection that has not completed its handshake yet."""
+
+    def __init__(self, worker: "ServerWorker", conn: socket.socket) -> None:
+        self.worker = worker
+        self.conn = conn
+        self.fd = conn.fileno()
+        self.buf = bytearray()
+        worker.pending[self.fd] = self
+        worker.loop.register(self.fd, IN, self._on_event)
+        self.timer = worker.loop.call_later(worker.handshake_timeout, lambda: self.drop("handshake timeout"))
+
+    def _on_event(self, events: int) -> None:
+        try:
+            data = self.conn.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self.drop(describe_error(exc))
+            return
+        if not data:
+            self.drop("closed during handshake")
+            return
+        self.buf += data
+        try:
+            head = hs.parse_prefix(self.buf)
+            if head is None:
+                return
+            kind, length = head
+            if len(self.buf) < length:
+                return
+            self.detach()
+            if kind == "join":
+                self.worker.join(self.conn, hs.decode_join(self.buf), bytes(self.buf[length:]))
+            else:
+                self.worker.hello(self.conn, hs.decode_hello(self.buf[:length]))
+        except hs.HandshakeError as exc:
+            self.drop(str(exc))
+
+    def detach(self) -> None:
+        self.timer.cancel()
+        self.worker.loop.unregister(self.fd)
+        self.worker.pending.pop(self.fd, None)
+
+    def drop(self, why: str) -> None:
+        self.detach()
+        self.worker.dropped += 1
+        self.worker.emit({"event": "dropped", "reason": why})
+        self.conn.close()
+
+
+class ServerWorker(Worker):
+    """One server process: a listening socket and all flows it accepted."""
+
+    def __init__(self, loop: Loop, datadir: str, emit: Callable[[dict[str, Any]], None],
+                 listener: socket.socket, tokens: TokenSet,
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT) -> None:
+        super().__init__(loop, datadir, emit)
+        self.handshake_timeout = handshake_timeout
+        self.listener = listener
+        self.tokens = tokens
+        self.pending: dict[int, Pending] = {}
+        self.sessions: dict[bytes, CRRServer] = {}
+        self.dropped = 0
+        listener.setblocking(False)
+        loop.register(listener.fileno(), IN, self._on_accept)
+
+    def _on_accept(self, events: int) -> None:
+        for _ in range(64):
+            try:
+                conn, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    return
+                raise
+            conn.setblocking(False)
+            Pending(self, conn)
+
+    def join(self, conn: socket.socket, session: bytes, leftover: bytes) -> None:
+        flow = self.sessions.get(session)
+        if flow is None or flow.finished:
+            self.dropped += 1
+            conn.close()
+            return
+        try:
+            JoinConn(flow, conn, leftover)
+        except OSError:
+            conn.close()
+
+    def hello(self, conn: socket.socket, hello: hs.Hello) -> None:
+        try:
+            spec = self._spec(hello)
+        except _Refuse as exc:
+            self._refuse(conn, str(exc))
+            return
+        cls = SERVER_TYPES[spec.test]
+        try:
+            if spec.test.startswith("TCP"):
+                tcpinfo.set_congestion_control(conn, spec.ca)
+                tcpinfo.set_buffers(conn, spec.remote_buffer)
+                if spec.test in ("TCP_MAERTS", "TCP_BIDIR"):
+                    tcpinfo.set_pacing(conn, spec.pacing)
+            flow = cls(self, spec, conn)
+            self.flows.append(flow)
+            extra = flow.start()
+        except (TrafficError, OSError) as exc:
+            text = exc.message if isinstance(exc, TrafficError) else describe_error(exc)
+            self._refuse(conn, text)
+            return
+        try:
+            conn.setblocking(True)
+            conn.sendall(hs.encode_reply(dict(extra, ok=True, ca=flow.ca)))
+            conn.setblocking(False)
+        except OSError as exc:
+            flow.finish(f"handshake reply failed: {describe_error(exc)}")
+            return
+        flow.go()
+
+    def _spec(self, hello: hs.Hello) -> FlowSpec:
+        f = hello.fields
+        if not self.tokens.accepts(hello.token):
+            raise _Refuse("unknown token")
+        flow_id = f.get("flow")
+        if not isinstance(flow_id, str) or not safe_flow_id(flow_id):
+            raise _Refuse(f"bad flow id {flow_id!r}")
+        if f.get("test") not in TEST_TYPES:
+            raise _Refuse(f"unknown test {f.get('test')!r}")
+        ints = {}
+        for name in ("exp", "req", "reply", "buffer", "pacing", "rate"):
+            value = f.get(name, 0)
+            if not isinstance(value, int) or not 0 <= value <= (1 << 62):
+                raise _Refuse(f"bad {name} {value!r}")
+            ints[name] = value
+        if ints["req"] > MAX_SIZE or ints["reply"] > MAX_SIZE:
+            raise _Refuse("request/reply size over 1 GiB")
+        dur, interval = f.get("dur"), f.get("interval")
+        if not isinstance(dur, (int, float)) or not 0 < dur <= 86400:
+            raise _Refuse(f"bad dur {dur!r}")
+        if not isinstance(interval, (int, float)) or not 0.001 <= interval <= 60:
+            raise _Refuse(f"bad interval {interval!r}")
+        ca = f.get("ca", "")
+        if not isinstance(ca, str) or len(ca) > 15:
+            raise _Refuse(f"bad ca {ca!r}")
+        meta = ()
+        spec_in = f.get("spec")
+        if isinstance(spec_in, dict) and isinstance(spec_in.get("meta"), list):
+            meta = tuple((str(k), str(v)) for k, v in (p for p in spec_in["meta"] if len(p) == 2))
+        try:
+            return FlowSpec(
+                flow_id=flow_id,
+                test=f["test"],
+                server=str(spec_in.get("server", "")) if isinstance(spec_in, dict) else "",
+                port=int(spec_in.get("port", 1)) if isinstance(spec_in, dict) else 1,
+                ca=ca,
+                dur=float(dur),
+                start_at=None,
+                req=ints["req"],
+                reply=ints["reply"],
+                local_buffer=ints["buffer"],
+                remote_buffer=ints["buffer"],
+                pacing=ints["pacing"],
+                rate=ints["rate"],
+                interval=float(interval),
+                exp=ints["exp"],
+                meta=meta,
+            )
+        except (TrafficError, ValueError, TypeError) as exc:
+            raise _Refuse(f"bad flow spec: {exc}") from exc
+
+    def _refuse(self, conn: socket.socket, why: str) -> None:
+        self.dropped += 1
+        self.emit({"event": "refused", "reason": why})
+        try:
+            conn.setblocking(True)
+            conn.settimeout(1.0)
+            conn.sendall(hs.encode_reply({"ok": False, "error": why}))
+        except OSError:
+            pass
+        conn.close()
+
+    def on_flow_done(self, flow: FlowEnd, summary: dict[str, Any]) -> None:
+        self.emit({"event": "done" if not flow.error else "error", "flow": flow.spec.flow_id,
+                   "side": "server", "message": flow.error,
+                   "bytes_rx": flow.rx, "bytes_tx": flow.tx, "transactions": flow.trans})
+
+    def stop(self, why: str) -> None:
+        for flow in list(self.flows):
+            flow.finish(why)
+        for pending in list(self.pending.values()):
+            pending.drop(why)
+
+
+class _Refuse(Exception):
+    pass
+
+
+class _Stop(BaseException):
+    pass
+
+
+def make_listener(bind: str, port: int, reuseport: bool) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(bind or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, addr = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuseport:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(addr)
+        sock.listen(1024)
+    except OSError as exc:
+        raise TrafficError(f"cannot listen on {bind or '*'}:{port}: {describe_error(exc)}") from exc
+    return sock
+
+
+def _stdout_emit(event: dict[str, Any]) -> None:
+    os.write(1, json_line(event))
+
+
+def _serve_one(listener: socket.socket, datadir: str, tokens: TokenSet,
+               emit: Callable[[dict[str, Any]], None], handshake_timeout: float) -> None:
+    loop = Loop()
+    worker = ServerWorker(loop, datadir, emit, listener, tokens, handshake_timeout)
+
+    def on_signal(signum: int, frame: object) -> None:
+        raise _Stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        loop.run(lambda: False)
+    except _Stop:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        worker.stop("server stopped")
+
+
+def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
+          token_file: str | None = None, workers: int = 1,
+          handshake_timeout: float = HANDSHAKE_TIMEOUT,
+          emit: Callable[[dict[str, Any]], None] = _stdout_emit) -> int:
+    """Run the server until SIGTERM/SIGINT (flows in progress end with status error)."""
+    token_set = TokenSet(tokens, token_file)
+    workers = max(1, workers)
+    first = make_listener(bind, port, workers > 1)
+    port = first.getsockname()[1]
+    emit({"event": "listening", "bind": bind, "port": port, "workers": workers, "pid": os.getpid()})
+    if workers == 1:
+        _serve_one(first, datadir, token_set, emit, handshake_timeout)
+        return 0
+    children = []
+    for index in range(workers):
+        listener = first if index == 0 else make_listener(bind, port, True)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _serve_one(listener, datadir, token_set, emit, handshake_timeout)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        children.append(pid)
+        if index:
+            listener.close()
+    first.close()
+
+    def forward(signum: int, frame: object) -> None:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    status = 0
+    for pid in children:
+        while True:
+            try:
+                _, st = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+        status |= os.waitstatus_to_exitcode(st) != 0
+    return int(status)
+
+
+__all__ = ["CongestionControlError", "SERVER_TYPES", "ServerWorker", "TokenSet", "make_listener", "serve"]

@@ -1,0 +1,289 @@
+"""Real flows of every test type between two namespaces: both ends' files agree."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from netesto.traffic.rawformat import read_flow
+
+pytestmark = pytest.mark.netns
+
+ENGINE = [sys.executable, "-m", "netesto.traffic"]
+
+
+class Server:
+    """The engine's server in a namespace, its port read from the first event line."""
+
+    def __init__(self, pair, ns: str, addr: str, datadir: Path, *extra: str) -> None:
+        self.proc = pair.popen(
+            ns,
+            [*ENGINE, "server", "--bind", addr, "--port", "0", "--datadir", str(datadir), *extra],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        first = json.loads(self.proc.stdout.readline())
+        assert first["event"] == "listening", first
+        self.port = first["port"]
+        self.addr = addr
+
+    def events(self) -> list[dict]:
+        """Stop the server and return everything it reported."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        out, _ = self.proc.communicate(timeout=10)
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def run_client(pair, ns: str, tmp: Path, specs: list[dict], timeout: float = 60) -> tuple[int, list[dict]]:
+    path = tmp / f"specs-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps(specs))
+    proc = pair.run(ns, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp / "cli")],
+                    timeout=timeout)
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    return proc.returncode, events
+
+
+def spec(server: Server, flow_id: str, test: str, **kw) -> dict:
+    return dict(flow_id=flow_id, test=test, server=server.addr, port=server.port, **kw)
+
+
+def ends(tmp: Path, flow_id: str, exp: int = 0):
+    cli = read_flow(tmp / "cli" / str(exp) / "flows" / f"{flow_id}.client.nflow")
+    srv = read_flow(tmp / "srv" / str(exp) / "flows" / f"{flow_id}.server.nflow")
+    return cli, srv
+
+
+def terminal(events: list[dict]) -> dict[str, dict]:
+    return {e["flow"]: e for e in events if e["event"] in ("done", "error")}
+
+
+def test_every_test_type_both_ends_agree(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    types = ["TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR"]
+    specs = [
+        spec(server, f"a-b-{i}-0", t, dur=1.5, ca="cubic", req=64 if t == "TCP_RR" else 1,
+             reply=128 if t == "TCP_RR" else 1, rate=20_000_000 if t == "UDP_STREAM" else 0, exp=3)
+        for i, t in enumerate(types)
+    ]
+    code, events = run_client(pair, pair.a, tmp_path, specs)
+    done = terminal(events)
+    assert code == 0, [e for e in events if e["event"] == "error"]
+    assert {e["flow"] for e in events if e["event"] == "started"} == {s["flow_id"] for s in specs}
+    assert any(e["event"] == "progress" for e in events)
+    for s in specs:
+        fid, test = s["flow_id"], s["test"]
+        assert done[fid]["event"] == "done"
+        cli, srv = ends(tmp_path, fid, exp=3)
+        cs, ss = cli.summary, srv.summary
+        assert cs["status"] == "ok" and ss["status"] == "ok", (fid, cs["error"], ss["error"])
+        assert cli.header["side"] == "client" and srv.header["side"] == "server"
+        assert cli.header["flow"]["test"] == test and "token" not in cli.header["flow"]
+        assert cli.rows >= 100 and srv.rows >= 100, (fid, cli.rows, srv.rows)
+        # the last sample holds the final counters
+        assert cli.columns["app_bytes_tx"][-1] == cs["bytes_tx"]
+        assert srv.columns["app_bytes_rx"][-1] == ss["bytes_rx"]
+        if test.startswith("TCP"):
+            assert cs["bytes_tx"] == ss["bytes_rx"], fid
+            assert cs["bytes_rx"] == ss["bytes_tx"], fid
+        if test in ("TCP_STREAM", "TCP_BIDIR"):
+            assert cs["bytes_tx"] > 10_000_000
+        if test in ("TCP_MAERTS", "TCP_BIDIR"):
+            assert cs["bytes_rx"] > 10_000_000
+        if test in ("TCP_RR", "TCP_CRR", "UDP_RR"):
+            assert cs["transactions"] > 50, fid
+            assert cs["latency_us"]["count"] == cs["transactions"]
+            assert sum(cli.columns["lat_count"]) == cs["transactions"]
+        if test == "TCP_RR":
+            assert cs["transactions"] == ss["transactions"]
+            assert cs["bytes_tx"] == 64 * cs["transactions"]
+            assert cs["bytes_rx"] == 128 * cs["transactions"]
+        if test == "TCP_CRR":
+            # one connection per transaction, seen by both ends
+            assert cs["connections"] == cs["transactions"] == ss["connections"] == ss["transactions"]
+            assert cli.columns["connections"][-1] == cs["connections"]
+        if test == "UDP_STREAM":
+            assert ss["udp_received"] + ss["udp_lost"] == cs["udp_sent"]
+            assert cs["rate_tx_bps"] == pytest.approx(20e6, rel=0.15)
+        if test == "UDP_RR":
+            assert ss["transactions"] >= cs["transactions"]
+    # samples at the requested interval on both ends; the jitter is in t_mono
+    cli, srv = ends(tmp_path, "a-b-0-0", exp=3)
+    for flow in (cli, srv):
+        t = flow.columns["t_mono"]
+        gaps = [b - a for a, b in zip(t, t[1:])]
+        assert statistics.median(gaps) == pytest.approx(0.010, rel=0.2)
+        assert flow.summary["sample_spacing_us"]["count"] == len(gaps)
+        assert max(flow.columns["snd_cwnd"]) > 0 and max(flow.columns["rtt"]) > 0
+    server_events = server.events()
+    assert sum(e["event"] == "done" for e in server_events) == len(specs)
+
+
+def test_congestion_control_is_what_was_asked(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    specs = [spec(server, f"a-b-{ca}-0", "TCP_STREAM", dur=1.0, ca=ca, interval=0.005)
+             for ca in ("cubic", "bbr", "reno")]
+    code, events = run_client(pair, pair.a, tmp_path, specs)
+    assert code == 0, events
+    for s in specs:
+        cli, srv = ends(tmp_path, s["flow_id"])
+        assert cli.header["ca"] == s["ca"] == cli.summary["ca"]
+        assert srv.header["ca"] == s["ca"]  # the server side uses the same algorithm
+        bbr_bw = max(cli.columns["bbr_bw"])
+        if s["ca"] == "bbr":
+            assert bbr_bw > 0 and max(cli.columns["bbr_min_rtt"]) > 0
+            assert max(cli.columns["bbr_pacing_gain"]) > 0
+        else:
+            assert bbr_bw == 0
+
+
+def test_rr_latency_consistent_with_rtt(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    code, events = run_client(pair, pair.a, tmp_path, [spec(server, "a-b-rr-0", "TCP_RR", dur=1.5)])
+    assert code == 0, events
+    cli, _ = ends(tmp_path, "a-b-rr-0")
+    lat = cli.summary["latency_us"]
+    min_rtt = min(v for v in cli.columns["min_rtt"] if v > 0)
+    assert lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]
+    # a transaction takes at least one round trip, and not absurdly more on an idle veth
+    assert lat["p50"] >= min_rtt
+    assert lat["p50"] <= 100 * max(min_rtt, 20)
+    tps = cli.summary["tps"]
+    assert tps == pytest.approx(1e6 / lat["mean"], rel=0.3)
+
+
+def test_udp_loss_behind_tbf(veth_pair, tmp_path):
+    pair = veth_pair
+    subprocess.run(["tc", "-n", pair.a, "qdisc", "add", "dev", "veth0", "root", "tbf",
+                    "rate", "10mbit", "burst", "15k", "limit", "30k"], check=True)
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    code, events = run_client(pair, pair.a, tmp_path,
+                              [spec(server, "a-b-udp-0", "UDP_STREAM", dur=1.5, rate=50_000_000)])
+    assert code == 0, events
+    cli, srv = ends(tmp_path, "a-b-udp-0")
+    ss = srv.summary
+    assert ss["udp_lost"] > 0 and cli.summary["udp_lost"] == ss["udp_lost"]
+    assert ss["udp_received"] + ss["udp_lost"] == cli.summary["udp_sent"]
+    # what got through is about the bottleneck rate
+    assert ss["rate_rx_bps"] < 15e6
+    assert srv.columns["udp_lost"][-1] == ss["udp_lost"]
+
+
+def test_unknown_congestion_control_lists_available(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    code, events = run_client(pair, pair.a, tmp_path,
+                              [spec(server, "a-b-x-0", "TCP_STREAM", dur=1.0, ca="nosuchca")])
+    assert code == 1
+    (err,) = [e for e in events if e["event"] == "error"]
+    assert "nosuchca" in err["message"]
+    for name in open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split():
+        assert name in err["message"]
+
+
+def test_unreachable_server_names_host_port(veth_pair, tmp_path):
+    pair = veth_pair
+    nobody = pair.addr_b.rsplit(".", 1)[0] + ".77"  # in the subnet, no such host
+    specs = [
+        dict(flow_id="a-b-refused-0", test="TCP_STREAM", server=pair.addr_b, port=9, dur=1.0),
+        dict(flow_id="a-b-nohost-0", test="TCP_RR", server=nobody, port=12867, dur=1.0),
+    ]
+    t0 = time.monotonic()
+    code, events = run_client(pair, pair.a, tmp_path, specs)
+    took = time.monotonic() - t0
+    assert code == 1
+    done = terminal(events)
+    assert f"{pair.addr_b}:9" in done["a-b-refused-0"]["message"]
+    assert "refused" in done["a-b-refused-0"]["message"]
+    assert f"{nobody}:12867" in done["a-b-nohost-0"]["message"]
+    assert took < 8
+    flow = read_flow(tmp_path / "cli" / "0" / "flows" / "a-b-nohost-0.client.nflow")
+    assert flow.summary["status"] == "error"
+
+
+def test_server_killed_mid_flow(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    specs = [spec(server, "a-b-st-0", "TCP_STREAM", dur=3.0), spec(server, "a-b-rr-0", "TCP_RR", dur=3.0)]
+    path = tmp_path / "specs.json"
+    path.write_text(json.dumps(specs))
+    client = pair.popen(pair.a, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp_path / "cli")],
+                        stdout=subprocess.PIPE, text=True)
+    time.sleep(1.2)
+    server.proc.kill()
+    out, _ = client.communicate(timeout=20)
+    events = [json.loads(line) for line in out.splitlines()]
+    assert client.returncode == 1
+    done = terminal(events)
+    for s in specs:
+        ev = done[s["flow_id"]]
+        assert ev["event"] == "error" and " after " in ev["message"], ev
+        flow = read_flow(tmp_path / "cli" / "0" / "flows" / f"{s['flow_id']}.client.nflow")
+        assert not flow.truncated and flow.summary["status"] == "error"
+        assert flow.summary["error"] == ev["message"]
+        assert flow.rows > 50  # what was measured before the kill is kept
+        assert 0.8 < flow.summary["duration"] < 2.8
+
+
+def test_garbage_on_the_test_port_does_not_disturb_flows(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--token", "s3cret",
+                    "--handshake-timeout", "0.5")
+    specs = [spec(server, "a-b-st-0", "TCP_STREAM", dur=2.0, token="s3cret"),
+             spec(server, "a-b-rr-0", "TCP_RR", dur=2.0, token="s3cret")]
+    path = tmp_path / "specs.json"
+    path.write_text(json.dumps(specs))
+    client = pair.popen(pair.a, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp_path / "cli")],
+                        stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    # junk, a short hello that never completes, a hello with a wrong token, a flood of random bytes
+    junk = (
+        b"GET / HTTP/1.0\r\n\r\n",
+        b"NTFL\x00\x01",
+        None,
+        b"RANDOM",
+    )
+    from netesto.traffic import handshake as hs
+
+    script = (
+        "import os, socket, sys, time\n"
+        f"payloads = {[p for p in junk]!r}\n"
+        "bad = bytes.fromhex(sys.argv[1])\n"
+        "socks = []\n"
+        "for p in payloads:\n"
+        f"    s = socket.create_connection(({server.addr!r}, {server.port}))\n"
+        "    try:\n"
+        "        s.sendall(bad if p is None else os.urandom(100_000) if p == b'RANDOM' else p)\n"
+        "    except OSError:\n"
+        "        pass  # the server resets a connection it drops with unread junk\n"
+        "    socks.append(s)\n"
+        "time.sleep(1.0)\n"
+    )
+    bad_hello = hs.encode_hello({"flow": "x-y-0-0", "exp": 0, "test": "TCP_RR", "req": 1, "reply": 1,
+                                 "dur": 1.0, "interval": 0.01, "token": "wrong"})
+    pair.run(pair.a, [sys.executable, "-c", script, bad_hello.hex()], timeout=20)
+    out, _ = client.communicate(timeout=20)
+    events = [json.loads(line) for line in out.splitlines()]
+    assert client.returncode == 0, events
+    for s in specs:
+        cli, srv = ends(tmp_path, s["flow_id"])
+        assert cli.summary["status"] == srv.summary["status"] == "ok"
+        assert cli.summary["bytes_tx"] == srv.summary["bytes_rx"]
+    server_events = server.events()
+    reasons = [e["reason"] for e in server_events if e["event"] in ("dropped", "refused")]
+    assert "unknown token" in reasons
+    assert "handshake timeout" in reasons
+    assert sum("magic" in r for r in reasons) >= 2
+    assert not (tmp_path / "srv" / "0" / "flows" / "x-y-0-0.server.nflow").exists()

@@ -171,3 +171,30 @@ def test_server_port_in_use_is_clear(veth_pair):
     finally:
         iperf3.stop_server(first)
     assert first.poll() is not None
+
+
+@pytest.mark.netns
+def test_engine_client_runs_iperf3_flows(veth_pair, tmp_path):
+    """The engine's ``client`` entry point hands driver=iperf3 flows to this driver."""
+    import subprocess
+    import sys
+
+    server = iperf3.start_server(5214, argv_prefix=["ip", "netns", "exec", veth_pair.b])
+    specs = tmp_path / "specs.json"
+    s = spec(server=veth_pair.addr_b, port=5214, dur=1, driver="iperf3", exp=3, interval=0.25)
+    specs.write_text(json.dumps([s.to_dict()]))
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["ip", "netns", "exec", veth_pair.a, sys.executable, "-m", "netesto.traffic", "client",
+             "--specs", str(specs), "--datadir", str(tmp_path)],
+            capture_output=True, text=True, timeout=30, cwd=root,
+        )
+    finally:
+        iperf3.stop_server(server)
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    done = [e for e in events if e["event"] == "done"]
+    assert len(done) == 1 and done[0]["flow"] == "a-b-1-0" and done[0]["driver"] == "iperf3"
+    flow = read_flow(tmp_path / "3" / "flows" / "a-b-1-0.client.nflow")
+    assert flow.columns["app_bytes_tx"][-1] == done[0]["bytes_tx"] > 0

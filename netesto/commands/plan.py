@@ -7,7 +7,12 @@ import json
 import sys
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from netesto.errors import UsageError
+
+if TYPE_CHECKING:
+    from netesto.script.actions import Action
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +45,28 @@ def _format_seconds(secs: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def _value_text(value: object) -> str:
+    """Plan-line text of one argument: pairs as k=v, lists comma-joined."""
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, (list, tuple)) and len(v) == 2 for v in value):
+            return ";".join(f"{k}={_value_text(v)}" for k, v in value)  # type: ignore[misc]
+        return ",".join(str(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def format_action(action: "Action") -> str:
+    """One plan line: ``file:line  HOST  KIND key=value ...``."""
+    host = getattr(action, "host", "") or "-"
+    parts = []
+    for key, value in action.to_dict().items():
+        if key in ("action", "loc", "host"):
+            continue
+        parts.append(f"{key}={_value_text(value)}")
+    return f"{action.loc.file}:{action.loc.line}  {host}  {action.kind} {' '.join(parts)}".rstrip()
+
+
 def main(args: argparse.Namespace) -> int:
     from netesto.script import FileLoader, Interpreter, MemoryCounter, estimate_seconds
     from netesto.script.store import read_counter_file
@@ -65,8 +92,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     out = sys.stdout
     for a in actions:
-        host = getattr(a, "host", "") or "-"
-        out.write(f"{a.loc.file}:{a.loc.line}  {host}  {a.kind} {a.args_text()}\n")
+        out.write(format_action(a) + "\n")
     out.write(f"# {len(actions)} actions, estimated wall time {_format_seconds(estimate)}"
               f" ({estimate:.1f} s)\n")
     return 0

@@ -1,0 +1,95 @@
+"""Testbeds with real agents: CURVE hello over the lab file, SET_NETEM through the router, loopback labs."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from netesto.testbed import lifecycle
+from netesto.testbed.agents import agent_available
+
+from . import tbutil
+
+pytestmark = pytest.mark.skipif(not agent_available(), reason="the agent is not installed")
+
+
+def _clients(lab_path):
+    from netesto.controller.client import AgentClient
+    from netesto.controller.lab import Lab
+
+    lab = Lab.from_file(lab_path)
+    return lab, {
+        h.name: AgentClient(h.name, h.control, h.port, server_key=h.public_key, client_keys=lab.controller_key, timeout=10)
+        for h in lab
+    }
+
+
+@pytest.mark.netns
+def test_agents_answer_and_router_netem_acts_on_the_link(tmp_path) -> None:
+    name = tbutil.unique_name()
+    res = lifecycle.up(lifecycle.TestbedConfig.parse(name=name, hosts=2, dir=tmp_path))
+    clients = {}
+    try:
+        lab, clients = _clients(res.lab)
+        assert sorted(lab.names) == ["h1", "h2", "router"]
+        for c in clients.values():
+            assert c.hello()
+        h1, h2 = res.state["links"]
+        shape = lab.host("h2").shape
+        assert (shape.agent, shape.dev) == ("router", "r-h2")
+
+        def median_rtt() -> float:
+            return statistics.median(tbutil.ping_rtts(tbutil.ns_run(h1["ns"], ["ping", "-c", "5", "-i", "0.05", h2["addr"]]).stdout))
+
+        reply = clients["router"].set_netem(shape.dev, 40.0)
+        assert "fallback" in reply or "argv" in reply
+        assert 48 <= median_rtt() <= 55  # 40 ms toward h2 + 10 ms back
+        clients["router"].restore()
+        assert 18 <= median_rtt() <= 22
+        # restore() deleted the root qdisc; the testbed's guard puts the bottleneck back.
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            out = subprocess.run(["tc", "-n", res.state["router_ns"], "qdisc", "show", "dev", "r-h2"], capture_output=True, text=True).stdout
+            if "htb" in out and "bfifo" in out:
+                break
+            time.sleep(0.2)
+        assert "htb" in out and "limit 250000b" in out, out
+    finally:
+        for c in clients.values():
+            c.close()
+        problems = lifecycle.down(name)
+    assert problems == []
+    assert tbutil.leftovers(name) == []
+    for proc in res.state["processes"]:
+        assert not lifecycle.proc_alive(proc["pid"], proc["start_time"])
+
+
+def test_loopback_lab_has_curve_agents_and_says_what_is_missing(tmp_path) -> None:
+    name = tbutil.unique_name()
+    proc = subprocess.run(
+        [sys.executable, "-m", "netesto", "testbed", "up", "--loopback", "--name", name, "--hosts", "2", "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )
+    clients = {}
+    try:
+        assert proc.returncode == 0, proc.stderr
+        assert "MISSING: no bottleneck" in proc.stdout
+        lab, clients = _clients(tmp_path / f"{name}.lab.toml")
+        assert not lab.insecure and {h.control for h in lab} == {"127.0.0.1"}
+        assert len({h.port for h in lab}) == 2
+        for c in clients.values():
+            assert c.hello()
+        state = lifecycle.status(name)[0]
+        assert state["mode"] == "loopback" and all(p["alive"] for p in state["processes"])
+    finally:
+        for c in clients.values():
+            c.close()
+        down = subprocess.run([sys.executable, "-m", "netesto", "testbed", "down", "--name", name], capture_output=True, text=True)
+    assert down.returncode == 0, down.stderr
+    assert tbutil.leftovers(name) == []
+    for p in state["processes"]:
+        assert not lifecycle.proc_alive(p["pid"], p["start_time"])

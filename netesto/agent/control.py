@@ -384,7 +384,9 @@ class HostControl:
             raise PolicyError(f"tcpdump packets={packets!r} is outside 1..100000000", kind="PolicyError")
         short = re.split(r"[^a-z0-9]", self.host.lower())[0] or "host"
         target = exp_dir / f"{short}-{re.split(r'[^A-Za-z0-9]', server)[0]}.pcap"
-        argv = [tool, "-K", "-s", "128", "-c", str(packets), "-i", dev]
+        # --immediate-mode -U: without them libpcap hands packets over in ~1 s blocks
+        # and a stop right after the traffic loses the last of them.
+        argv = [tool, "-K", "-s", "128", "-c", str(packets), "--immediate-mode", "-U", "-i", dev]
         if server != "X":
             argv += ["host", server]
         argv += ["-w", str(target)]

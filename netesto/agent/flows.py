@@ -73,9 +73,10 @@ class FlowManager:
         self.server: subprocess.Popen | None = None
         self.server_port = 0
         self.server_tokens: list[str] = []
+        self.server_open = False
         self.iperf3: dict[int, Any] = {}
         self.runs: list[ClientRun] = []
-        self.pings: dict[str, list[Any]] = {}
+        self.pings: dict[str, list[tuple[float, Any]]] = {}
         self._n = 0
 
     def engine_argv(self, *args: str) -> list[str]:
@@ -91,41 +92,64 @@ class FlowManager:
             started = []
             for port in ports or [5201]:
                 if port not in self.iperf3:
-                    self.iperf3[port] = start_server(port, self.test_bind)
+                    bind = None if self.test_bind in ("0.0.0.0", "::", "") else self.test_bind
+                    try:
+                        self.iperf3[port] = start_server(port, bind)
+                    except NetestoError as exc:
+                        raise AgentError(f"iperf3 server on port {port}: {exc.message}", kind="EngineError") from exc
                 started.append(port)
             return {"port": started[0], "ports": started, "driver": "iperf3"}
         if driver != "builtin":
             raise AgentError(f"unknown driver {driver!r}: builtin or iperf3", kind="UsageError")
-        if self.server is not None and self.server.poll() is None and (not token or token in self.server_tokens):
+        alive = self.server is not None and self.server.poll() is None
+        if alive and (self.server_open or token in self.server_tokens):
             return {"port": self.server_port, "driver": "builtin", "reused": True}
-        tokens = [t for t in self.server_tokens if t] + ([token] if token and token not in self.server_tokens else [])
-        if self.server is not None:
-            _kill(self.server)
-        port = self.server_port or self.flow_port or free_port(self.test_bind)
-        argv = self.engine_argv("server", "--bind", self.test_bind, "--port", str(port), "--datadir", str(self.store.root))
-        for t in tokens:
-            argv += ["--token", t]
-        errlog = open(self.store.private / "server.stderr", "ab")
+        token_file = self.store.private / "tokens"
+        if alive and token and not self.server_open:
+            # The engine re-reads its token file when it changes: no restart needed.
+            self.server_tokens.append(token)
+            self.store.write_private_json("tokens", "\n".join(self.server_tokens) + "\n")
+            return {"port": self.server_port, "driver": "builtin", "reused": True}
+        if alive:  # an empty token asks for an open server: restart without a token file
+            _kill(self.server)  # type: ignore[arg-type]
+        self.server_open = not token
+        self.server_tokens = [token] if token else []
+        argv = self.engine_argv("server", "--bind", self.test_bind, "--port", str(self.server_port or self.flow_port),
+                                "--datadir", str(self.store.root))
+        if token:
+            self.store.write_private_json("tokens", token + "\n")
+            argv += ["--token-file", str(token_file)]
+        out_path = self.store.private / "server.out"
+        out_path.write_bytes(b"")
+        out = open(out_path, "ab")
         try:
-            self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=errlog, stderr=errlog)
+            self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         except OSError as exc:
             raise AgentError(f"cannot start the flow engine server: {exc}", kind="EngineError") from exc
         finally:
-            errlog.close()
-        self.server_port, self.server_tokens = port, tokens
-        # The engine prints nothing when ready: wait until its port accepts.
-        deadline = time.monotonic() + 10
-        probe = "127.0.0.1" if self.test_bind in ("0.0.0.0", "") else ("::1" if self.test_bind == "::" else self.test_bind)
-        while time.monotonic() < deadline:
-            if self.server.poll() is not None:
-                tail = (self.store.private / "server.stderr").read_text(errors="replace")[-800:]
-                raise AgentError(f"the flow engine server exited with status {self.server.returncode}: {tail.strip()}",
-                                 kind="EngineError")
-            try:
-                with socket.create_connection((probe, port), timeout=0.2):
+            out.close()
+        # The engine prints {"event": "listening", "port": P} first (stdout goes to a file so
+        # the engine never blocks on a pipe nobody reads).
+        deadline = time.monotonic() + 15
+        port = 0
+        while not port:
+            for line in out_path.read_bytes().splitlines():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and event.get("event") == "listening":
+                    port = int(event["port"])
                     break
-            except OSError:
-                time.sleep(0.02)
+            if port:
+                break
+            if self.server.poll() is not None or time.monotonic() > deadline:
+                tail = out_path.read_text(errors="replace")[-800:].strip()
+                _kill(self.server)
+                raise AgentError(f"the flow engine server did not start (status {self.server.returncode}): {tail}",
+                                 kind="EngineError")
+            time.sleep(0.02)
+        self.server_port = port
         log.info("flow engine server pid %d on %s:%d (exp %s)", self.server.pid, self.test_bind, port, name)
         return {"port": port, "driver": "builtin", "reused": False}
 
@@ -186,7 +210,7 @@ class FlowManager:
             raise AgentError(f"ping {target}: {exc.message}", kind=type(exc).__name__) from exc
         except OSError as exc:
             raise AgentError(f"ping {target}: {exc}", kind="Unavailable") from exc
-        self.pings.setdefault(name, []).append(collector)
+        self.pings.setdefault(name, []).append((time.monotonic() + duration + 2.0, collector))
         return {"path": dest.relative_to(self.store.exp_dir(name)).as_posix()}
 
     def fds(self) -> dict[int, ClientRun]:
@@ -251,13 +275,45 @@ class FlowManager:
     def reap(self) -> None:
         for run in self.runs:
             if not run.finished and run.proc.poll() is not None:
-                # Drain whatever is left before declaring the run over.
-                while run.proc.stdout and not run.proc.stdout.closed:
-                    before = len(run.buffer)
-                    self.on_readable(run)
-                    if run.finished or len(run.buffer) == before:
-                        break
+                self._drain(run)  # the last events before declaring the run over
                 self._finish(run)
+        if self.pings:
+            self.reap_pings()
+
+    def _drain(self, run: ClientRun) -> None:
+        while run.proc.stdout and not run.proc.stdout.closed:
+            try:
+                data = os.read(run.proc.stdout.fileno(), 65536)
+            except (BlockingIOError, OSError, ValueError):
+                return
+            if not data:
+                return
+            run.buffer += data
+            *lines, run.buffer = run.buffer.split(b"\n")
+            for line in lines:
+                self._event_line(run, line)
+
+    @staticmethod
+    def _stop_ping(collector: Any) -> None:
+        try:
+            collector.stop()  # returns at once if ping already ended; closes its file
+        except Exception as exc:  # a collector failing to stop must not stop the stop
+            log.warning("stopping ping: %s", exc)
+
+    def reap_pings(self, exp: str | None = None) -> None:
+        """Close ping collectors whose duration is over (or all of ``exp``'s)."""
+        now = time.monotonic()
+        for key in list(self.pings):
+            keep = []
+            for end, collector in self.pings[key]:
+                if key == exp or now > end:
+                    self._stop_ping(collector)
+                else:
+                    keep.append((end, collector))
+            if keep:
+                self.pings[key] = keep
+            else:
+                del self.pings[key]
 
     def status(self, exp: Any) -> dict[str, Any]:
         name = exp_name(exp)
@@ -292,12 +348,8 @@ class FlowManager:
                 stopped.extend(run.flows)
         for key in list(self.pings):
             if name is None or key == name:
-                for collector in self.pings.pop(key):
-                    if hasattr(collector, "stop"):
-                        try:
-                            collector.stop()
-                        except Exception as exc:  # a collector failing to stop must not stop the stop
-                            log.warning("stopping ping: %s", exc)
+                for _, collector in self.pings.pop(key):
+                    self._stop_ping(collector)
         return {"stopped": stopped}
 
     def shutdown(self) -> None:

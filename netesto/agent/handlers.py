@@ -120,6 +120,8 @@ class Handlers:
     def cmd_fetch_list(self, args: Mapping[str, Any]) -> dict[str, Any]:
         exp = exp_name(_arg(args, "exp", (int, str)))
         status = self.agent.flows.status(exp)
+        if not status["running"]:
+            self.agent.flows.reap_pings(exp)  # GET_DATA after the flows: close the ping files first
         return {"exp": exp, "files": self.agent.store.files(exp), "chunk": CHUNK_SIZE,
                 "flows_running": status["running"]}
 

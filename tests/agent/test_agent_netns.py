@@ -1,0 +1,229 @@
+"""Agents inside network namespaces: sysctl/qdisc set and restore, leases, flows between two agents."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from netesto.traffic.rawformat import read_flow
+from tests.agent.agentproc import REPO, run_in_ns, wait_for
+
+pytestmark = pytest.mark.netns
+
+
+def prelude(keys) -> str:
+    """Client setup code, indented like the test snippets so the whole can be dedented at once."""
+    return textwrap.indent(textwrap.dedent(f"""
+        import json, sys, time
+        from netesto.controller.client import AgentClient
+        from netesto.errors import NetestoError
+        def client(name, addr, port, **kw):
+            return AgentClient(name, addr, port, server_key={str(keys.agent_public)!r},
+                               client_keys={str(keys.dir / 'controller.key_secret')!r}, **kw)
+        """), " " * 8)
+
+
+def ns_read(ns: str, path: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", ns, "cat", path], capture_output=True, text=True).stdout.strip()
+
+
+def ns_qdisc(ns: str) -> str:
+    return subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", "veth0", "root"], capture_output=True,
+                          text=True).stdout
+
+
+def test_sysctl_and_qdisc_set_then_restore_inside_a_namespace(veth_pair, agents, keys, tmp_path):
+    ns = veth_pair.a
+    agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a)
+    before = ns_read(ns, "/proc/sys/net/ipv4/tcp_wmem")
+    out = run_in_ns(ns, prelude(keys) + f"""
+        c = client("h1", {veth_pair.addr_a!r}, {agent.port})
+        r = {{}}
+        r["sysctl"] = c.set_sysctl({{"net.ipv4.tcp_wmem": "4096 32768 8388608"}})
+        r["wmem"] = open("/proc/sys/net/ipv4/tcp_wmem").read().split()
+        r["htb"] = c.set_qdisc("veth0", "htb", rate="100mbit", burst="15k", limit="300000")
+        import subprocess
+        r["tc_htb"] = subprocess.run(["tc", "qdisc", "show", "dev", "veth0"], capture_output=True, text=True).stdout
+        r["tbf"] = c.set_qdisc("veth0", "tbf", rate="50mbit", burst="15k", limit="100000")
+        r["tc_tbf"] = subprocess.run(["tc", "qdisc", "show", "dev", "veth0"], capture_output=True, text=True).stdout
+        try:
+            c.set_sysctl({{"net.ipv4.tcp_allowed_congestion_control": "reno bbr cubic"}})
+        except NetestoError as e:
+            r["allowed_cc"] = str(e)
+        try:
+            c.set_sysctl({{"net.core.wmem_max": "4194304"}})
+        except NetestoError as e:
+            r["wmem_max"] = str(e)
+        r["restore"] = c.restore()
+        r["wmem_after"] = open("/proc/sys/net/ipv4/tcp_wmem").read().split()
+        c.close()
+        print(json.dumps(r))
+    """)
+    assert out["wmem"] == ["4096", "32768", "8388608"]
+    assert "htb" in out["tc_htb"] and "bfifo" in out["tc_htb"] and "limit 300000b" in out["tc_htb"]
+    assert "tbf" in out["tc_tbf"] and "rate 50Mbit" in out["tc_tbf"]
+    assert "read-only" in out["allowed_cc"] or "refused" in out["allowed_cc"]
+    assert "wmem_max" in out["wmem_max"]
+    assert out["wmem_after"] == before.split()
+    assert "tbf" not in ns_qdisc(ns) and "htb" not in ns_qdisc(ns)
+    assert ns_read(ns, "/proc/sys/net/ipv4/tcp_wmem").split() == before.split()
+
+
+def test_restore_journal_survives_an_agent_crash(veth_pair, agents, keys, tmp_path):
+    ns = veth_pair.a
+    agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a, tag="one")
+    run_in_ns(ns, prelude(keys) + f"""
+        c = client("h1", {veth_pair.addr_a!r}, {agent.port})
+        c.set_qdisc("veth0", "tbf", rate="20mbit", burst="15k", limit="30000")
+        c.set_sysctl({{"net.ipv4.tcp_ecn": "1"}})
+        c.close()
+        print("{{}}")
+    """)
+    assert "tbf" in ns_qdisc(ns)
+    agent.kill()  # SIGKILL: no chance to restore
+    assert "tbf" in ns_qdisc(ns) and ns_read(ns, "/proc/sys/net/ipv4/tcp_ecn") == "1"
+    again = agents(keys=keys, netns=ns, bind=veth_pair.addr_a, tag="two", datadir=agent.datadir)
+    assert wait_for(lambda: "tbf" not in ns_qdisc(ns), timeout=5)
+    assert ns_read(ns, "/proc/sys/net/ipv4/tcp_ecn") == "2"  # the namespace default
+    assert "restore journal not empty at start" in again.log_text()
+
+
+def test_netem_is_unavailable_here_then_uses_the_fallback_hook(veth_pair, agents, keys, tmp_path):
+    ns = veth_pair.a
+    calls = tmp_path / "delayline.log"
+    agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a, tag="plain")
+    out = run_in_ns(ns, prelude(keys) + f"""
+        c = client("h1", {veth_pair.addr_a!r}, {agent.port})
+        try:
+            c.set_netem("veth0", delay=20, loss=0.5)
+            print(json.dumps("netem worked"))
+        except NetestoError as e:
+            print(json.dumps(str(e)))
+    """)
+    if out == "netem worked":
+        pytest.skip("this kernel has netem")
+    assert "netem is unavailable on this host" in out
+    hooked = agents(keys=keys, netns=ns, bind=veth_pair.addr_a, tag="hooked",
+                    env={"NETESTO_NETEM_FALLBACK": "tests.agent.fake_delayline:netem_fallback",
+                         "FAKE_DELAYLINE_LOG": str(calls)})
+    out = run_in_ns(ns, prelude(keys) + f"""
+        c = client("h1", {veth_pair.addr_a!r}, {hooked.port})
+        r = c.set_netem("veth0", delay=20, jitter=1, loss=0.5, limit=500)
+        c.restore()
+        print(json.dumps(r))
+    """)
+    assert out["fallback"].endswith(":netem_fallback") and out["result"] == {"delay_ms": 20}
+    lines = [json.loads(x) for x in calls.read_text().splitlines()]
+    assert lines[0] == ["veth0", 20, 1, 0.5, 0, 500] and lines[1][1] == 0  # restore removes the delay
+
+
+def test_tcpdump_start_stop_writes_a_pcap(veth_pair, agents, keys, tmp_path):
+    ns = veth_pair.a
+    agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a)
+    out = run_in_ns(ns, prelude(keys) + f"""
+        import subprocess
+        c = client("h1", {veth_pair.addr_a!r}, {agent.port})
+        try:
+            r = c.tcpdump_start(3, "veth0", {veth_pair.addr_b!r}, 100)
+        except NetestoError as e:
+            print(json.dumps({{"error": str(e)}})); sys.exit(0)
+        time.sleep(1.0)
+        subprocess.run(["ping", "-c", "3", "-i", "0.2", {veth_pair.addr_b!r}], capture_output=True)
+        c.tcpdump_stop(3)
+        print(json.dumps(r))
+    """)
+    if "error" in out:
+        assert "tcpdump is not installed" in out["error"]
+        return
+    pcap = agent.datadir / "3" / out["path"]
+    assert out["path"] == f"h1-{veth_pair.addr_b.split('.')[0]}.pcap"
+    assert pcap.exists() and pcap.stat().st_size > 24  # more than the pcap file header
+
+
+def test_flows_between_two_agents_and_fetch_both_ends(veth_pair, agents, keys, tmp_path):
+    a = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a", extra=("--name", "h1"))
+    b = agents(keys=keys, netns=veth_pair.b, bind=veth_pair.addr_b, tag="b", extra=("--name", "h2",
+                                                                                    "--test-bind", veth_pair.addr_b))
+    out = run_in_ns(veth_pair.a, prelude(keys) + f"""
+        events = []
+        ca = client("h1", {veth_pair.addr_a!r}, {a.port})
+        cb = client("h2", {veth_pair.addr_b!r}, {b.port})
+        ca.on_event(lambda e: events.append(e.event))
+        port = cb.prepare_server(1, "tok1")["port"]
+        again = cb.prepare_server(1, "tok1")
+        off, rtt = ca.clock_offset()
+        spec = dict(flow_id="h1-h2-1-0", test="TCP_STREAM", server={veth_pair.addr_b!r}, port=port, dur=2.0,
+                    token="tok1", exp=1, ca="cubic", interval=0.05)
+        started = ca.start_flows(1, [spec], at=time.time() + off + 0.3)
+        done = ca.wait_flows(1, timeout=20)
+        ga = ca.fetch(1, {str(tmp_path / 'ctl' / '1')!r})
+        time.sleep(0.5)
+        gb = cb.fetch(1, {str(tmp_path / 'ctl' / '1')!r})
+        print(json.dumps({{"port": port, "reused": again["reused"], "started": started, "done": done,
+                          "files": sorted(str(p) for p in ga + gb), "events": events}}))
+    """)
+    assert out["reused"] is True and out["started"]["flows"] == ["h1-h2-1-0"]
+    assert out["done"]["complete"] and out["done"]["done"] == ["h1-h2-1-0"], out["done"]
+    names = {os.path.basename(p) for p in out["files"]}
+    assert {"h1-h2-1-0.client.nflow", "h1-h2-1-0.server.nflow"} <= names
+    client = read_flow(tmp_path / "ctl" / "1" / "flows" / "h1-h2-1-0.client.nflow")
+    server = read_flow(tmp_path / "ctl" / "1" / "flows" / "h1-h2-1-0.server.nflow")
+    assert client is not None and server is not None
+    assert "flows_done" in out["events"]
+    assert not (a.datadir / "1").exists() and not (b.datadir / "1").exists()  # acknowledged, deleted
+
+
+def test_controller_killed_mid_flow_lease_expires_agent_restores_and_keeps_data(veth_pair, agents, keys, tmp_path):
+    a = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a", extra=("--name", "h1", "--lease", "2"))
+    b = agents(keys=keys, netns=veth_pair.b, bind=veth_pair.addr_b, tag="b",
+               extra=("--name", "h2", "--lease", "2", "--test-bind", veth_pair.addr_b))
+    wmem = ns_read(veth_pair.a, "/proc/sys/net/ipv4/tcp_wmem")
+    code = prelude(keys) + f"""
+        ca = client("h1", {veth_pair.addr_a!r}, {a.port}, heartbeat=0.5)
+        cb = client("h2", {veth_pair.addr_b!r}, {b.port}, heartbeat=0.5)
+        ca.set_qdisc("veth0", "tbf", rate="200mbit", burst="30k", limit="200000")
+        ca.set_sysctl({{"net.ipv4.tcp_wmem": "4096 65536 8388608"}})
+        port = cb.prepare_server(5, "t5")["port"]
+        spec = dict(flow_id="h1-h2-1-0", test="TCP_STREAM", server={veth_pair.addr_b!r}, port=port, dur=30.0,
+                    token="t5", exp=5, interval=0.05)
+        ca.start_flows(5, [spec])
+        print("started", flush=True)
+        time.sleep(600)
+    """
+    ctl = subprocess.Popen(["ip", "netns", "exec", veth_pair.a, sys.executable, "-c", textwrap.dedent(code)],
+                           stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert ctl.stdout.readline().strip() == "started"
+        time.sleep(1.0)  # flows running, heartbeats holding the lease
+        assert "tbf" in ns_qdisc(veth_pair.a)
+        assert "lease expired" not in a.log_text()
+        ctl.send_signal(signal.SIGKILL)
+        ctl.wait(timeout=10)
+    finally:
+        if ctl.poll() is None:
+            ctl.kill()
+            ctl.wait()
+    assert wait_for(lambda: "lease expired" in a.log_text(), timeout=8)
+    assert wait_for(lambda: "tbf" not in ns_qdisc(veth_pair.a), timeout=5)
+    assert ns_read(veth_pair.a, "/proc/sys/net/ipv4/tcp_wmem").split() == wmem.split()
+    flows = a.datadir / "5" / "flows" / "h1-h2-1-0.client.nflow"
+    assert flows.exists()  # data kept
+    out = run_in_ns(veth_pair.a, prelude(keys) + f"""
+        ca = client("h1", {veth_pair.addr_a!r}, {a.port})
+        hello = ca.hello()
+        st = ca.status(5)
+        got = ca.fetch(5, {str(tmp_path / 'new' / '5')!r})
+        print(json.dumps({{"unfetched": hello["unfetched"], "status": st, "files": [str(p) for p in got]}}))
+    """)
+    assert "5" in out["unfetched"]
+    assert out["status"]["running"] == [] and out["status"]["finished"]
+    assert any(p.endswith("h1-h2-1-0.client.nflow") for p in out["files"])
+    flow = read_flow(tmp_path / "new" / "5" / "flows" / "h1-h2-1-0.client.nflow")
+    assert flow is not None

@@ -161,6 +161,7 @@ class Interpreter:
                  base_dir: str | None = None) -> Iterator[Action]:
         """Parse ``text`` now (syntax errors raise here) and return a lazy action stream."""
         nodes = parse(text, file)
+        self.ended = False  # END stops one script, not the interpreter for good
         if base_dir is None and not file.startswith("<"):
             base_dir = str(Path(file).parent)
         return self._run(nodes, _Frame(None, (), base_dir))
@@ -178,8 +179,6 @@ class Interpreter:
     # ----- execution
 
     def _run(self, nodes: tuple[Node, ...], frame: _Frame) -> Iterator[Action]:
-        if self.ended:
-            return
         try:
             for action in self._block(nodes, frame):
                 self.actions += 1
@@ -240,6 +239,23 @@ class Interpreter:
     def _sub(self, text: str, frame: _Frame, line: Line, col: int) -> str:
         if "$" not in text:
             return text
+        first = text.find("$")
+        if text.find("$", first + 1) < 0:
+            # Fast path (most arguments): one reference to a plain value.
+            m = _VAR.match(text, first)
+            if m is None:
+                return text
+            args = frame.args
+            value = args[m.group(1)] if args is not None and m.group(1) in args \
+                else self.variables.get(m.group(1))
+            if value is None:
+                return text
+            if "$" not in value:
+                if len(value) + len(text) > self.max_expansion:
+                    raise self._err(frame, line, col,
+                                    f"variable expansion exceeds {self.max_expansion} characters",
+                                    "a value that keeps growing (SET a=x$a in a loop?)")
+                return text[:first] + value + text[m.end():]
         budget = [self.max_expansion]
 
         def expand(m: "re.Match[str]", seen: tuple[str, ...]) -> str:
@@ -387,9 +403,6 @@ class Interpreter:
             return conv(raw)
         except ValueError as exc:
             raise self._err(frame, node.line, tok.col, f"{name}: bad {key}: {exc}") from None
-
-    def _args1(self, node: Command, frame: _Frame) -> list[Token]:
-        return self._tokens(node, frame)
 
     def _set(self, node: Command, frame: _Frame) -> None:
         toks = self._tokens(node, frame)

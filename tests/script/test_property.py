@@ -120,6 +120,8 @@ def test_mutated_examples(text: str) -> None:
         "IF 1: " * 200 + "WAIT 1",
         "SOURCE self\nSOURCE self",
         "FOR i IN 1..100000 DO\nWAIT 1\nDONE",
+        "SET a=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\nFOR i IN 1..5000 DO\nSET a=$a$i\nDONE",
+        "SET a=x\nFOR i IN 1..5000 DO\nSET a=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx$a\nDONE",
     ],
 )
 def test_pathological_scripts_end_quickly(text: str) -> None:

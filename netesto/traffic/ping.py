@@ -246,6 +246,8 @@ class PingCollector:
         self._writer: FlowWriter | None = None
         self._thread: threading.Thread | None = None
         self._tail: list[str] = []
+        self._err_tail: list[str] = []
+        self._err_thread: threading.Thread | None = None
         self._started = threading.Event()
         self._mono_offset = 0.0
         self._tracker = SeqTracker(interval)
@@ -275,12 +277,18 @@ class PingCollector:
         self._writer = FlowWriter(self.dest_path, PING_COLUMNS, header, flush_rows=flush_rows)
         self._thread = threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True)
         self._thread.start()
+        # ping writes one stderr line per failed send (e.g. "Network is unreachable"):
+        # drain it so a long run cannot block on a full pipe; keep the last lines.
+        self._err_thread = threading.Thread(target=self._read_err, args=(self._proc.stderr,),
+                                            daemon=True)
+        self._err_thread.start()
         # ping prints "PING ..." once its socket is open; if it exits first it failed.
         deadline = time.monotonic() + 5
         while not self._started.wait(0.02):
             if self._proc.poll() is not None or time.monotonic() > deadline:
                 self._thread.join(1)
-                err = self._proc.stderr.read().strip() if self._proc.stderr else ""
+                self._err_thread.join(1)
+                err = self._stderr_text()
                 self._abort()
                 hint = ""
                 if "permit" in err.lower() or "socket" in err.lower():
@@ -308,8 +316,9 @@ class PingCollector:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-        if self._thread is not None:
-            self._thread.join(5)
+        for thread in (self._thread, self._err_thread):
+            if thread is not None:
+                thread.join(5)
         self._finish()
         return self.summary
 
@@ -327,6 +336,16 @@ class PingCollector:
                 continue
             for row in self._tracker.feed(reply):
                 self._append(row)
+
+    def _read_err(self, stream: IO[str] | None) -> None:
+        if stream is None:
+            return
+        for line in stream:
+            self._err_tail.append(line.rstrip())
+            del self._err_tail[:-10]
+
+    def _stderr_text(self) -> str:
+        return "; ".join(line for line in self._err_tail if line.strip())
 
     def _append(self, row: tuple[float, int, float]) -> None:
         assert self._writer is not None
@@ -347,10 +366,12 @@ class PingCollector:
             "lost": self._tracker.lost,
             "returncode": self._proc.returncode if self._proc else None,
         }
+        if self._err_tail:
+            block["stderr"] = self._stderr_text()
         if self.summary is not None:
             block.update(self.summary.to_dict())
         else:
-            err = self._proc.stderr.read().strip() if self._proc and self._proc.stderr else ""
+            err = self._stderr_text()
             block["error"] = err or "ping printed no statistics"
         self._writer.close(block)
 

@@ -178,3 +178,12 @@ def test_ping_loopback_stop(tmp_path):
     assert summary is not None and summary.received >= 3
     flow = read_flow(tmp_path / "lo.nflow")
     assert flow.rows == summary.sent and not flow.truncated
+
+
+@pytest.mark.netns
+def test_unreachable_network_is_a_clear_error(veth_pair, tmp_path):
+    col = ping.PingCollector("192.0.2.1", tmp_path / "u.nflow",
+                             argv_prefix=["ip", "netns", "exec", veth_pair.a])
+    with pytest.raises(TrafficError, match="ping 192.0.2.1 failed to start: .*Network is unreachable"):
+        col.start()
+    assert read_flow(tmp_path / "u.nflow").summary["status"] == "error"

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from netesto.errors import TrafficError
 from netesto.traffic import netperf
+from netesto.traffic.rawformat import read_flow
 from netesto.traffic.spec import FlowSpec
 
 DATA = Path(__file__).parent / "data"
@@ -162,3 +166,59 @@ def test_samples_parse_without_error():
         assert not (interim and lines), path.name  # one form or the other
         for item in interim + lines:
             assert not math.isnan(item.value) and item.interval > 0
+
+
+def _replay_tool(bindir: Path, name: str, stdout_file: str, rc: int = 0, stderr: str = "") -> Path:
+    """An executable that replays recorded real netperf output and logs its argv.
+
+    netperf cannot be installed here (Debian non-free), so run_flow's process
+    handling, parsing and file writing are exercised on recorded output.
+    """
+    log = bindir / f"{name}.argv"
+    script = bindir / name
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"open({str(log)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+        "if sys.argv[1:] == ['-V']:\n"
+        "    print('Netperf version 2.7.1'); sys.exit(0)\n"
+        f"sys.stdout.write(open({str(DATA / stdout_file)!r}).read() if {stdout_file!r} else '')\n"
+        f"sys.stderr.write({stderr!r})\n"
+        f"sys.exit({rc})\n"
+    )
+    script.chmod(0o755)
+    return log
+
+
+def test_run_flow_on_replayed_output(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = _replay_tool(bindir, "netperf", "np_demo_tcp_stream_keyval.txt")
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    events: list[dict] = []
+    s = spec(exp=4, interval=0.2)
+    assert netperf.run_flow(s, tmp_path, events.append)
+    assert json.loads(log.read_text()) == netperf.netperf_argv(s)[1:]
+    assert [e["event"] for e in events] == ["started", "done"]
+    flow = read_flow(tmp_path / "4" / "flows" / "a-b-1-0.client.nflow")
+    assert flow.rows == 25 and flow.header["tool_version"] == "Netperf version 2.7.1"
+    assert flow.header["driver"] == "netperf"
+    assert flow.columns["t_wall"][0] == 1795322386.556
+    assert flow.summary["rate_tx_bps"] == pytest.approx(7219.20e6)
+    assert flow.columns["app_bytes_tx"][-1] == pytest.approx(7219.20e6 / 8 * 5.0, rel=0.05)
+
+
+def test_run_flow_reports_netperf_failure(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    msg = ("establish control: are you sure there is a netserver listening on 10.93.0.2 at port 12865?\n"
+           "establish_control could not establish the control connection from 0.0.0.0 port 0 "
+           "address family AF_UNSPEC to 10.93.0.2 port 12865 address family AF_INET\n")
+    _replay_tool(bindir, "netperf", "", rc=1, stderr=msg)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    events: list[dict] = []
+    assert not netperf.run_flow(spec(), tmp_path, events.append)
+    assert events[-1]["event"] == "error"
+    assert "10.93.0.2:12865" in events[-1]["message"] and "control connection" in events[-1]["message"]
+    flow = read_flow(tmp_path / "0" / "flows" / "a-b-1-0.client.nflow")
+    assert flow.summary["status"] == "error" and flow.rows == 0

@@ -371,8 +371,9 @@ class Interpreter:
             count = abs(high - low) // step + 1
             if count > self.max_loops - self.loops:
                 raise self._err(frame, node.line, node.items.col,
-                                f"FOR range {text} has {count} items, over the "
-                                f"{self.max_loops}-iteration cap")
+                                f"FOR range {text} ({count} items) would pass the cap of "
+                                f"{self.max_loops} FOR iterations in total "
+                                f"({self.loops} used so far)")
             sign = 1 if high >= low else -1
             return [str(low + sign * step * i) for i in range(count)]
         return [item for item in text.split(",") if item != ""]

@@ -1,0 +1,86 @@
+"""Error reporting (where, what, did-you-mean, RUN chain) and the caps that prevent hangs."""
+
+from __future__ import annotations
+
+import pytest
+
+import netesto.script
+from netesto.errors import ScriptError
+from netesto.script import Interpreter, MemoryLoader, plan
+
+
+def error_of(text: str, **kw: object) -> ScriptError:
+    with pytest.raises(ScriptError) as exc:
+        plan(text, **kw)
+    return exc.value
+
+
+def test_error_inside_macro_names_the_run_chain() -> None:
+    lib = "BEGIN outer\nRUN inner x=$y\nEND outer\nBEGIN inner\n  DO_CLIENT host=a server=b ca=$x dur=$nope\nEND inner\n"
+    err = error_of("SOURCE lib\nSET y=cubic\nRUN outer", loader=MemoryLoader({"lib": lib}), file="main.nts")
+    assert (err.file, err.line, err.column) == ("lib", 5, 35)
+    assert err.message == "undefined variable $nope"
+    assert "called from RUN inner at lib:2 <- RUN outer at main.nts:3" in err.hint
+    text = err.format_message()
+    assert text.splitlines()[0] == "lib:5:35: error: undefined variable $nope"
+    assert text.splitlines()[2].index("^") == 4 + 34
+
+
+@pytest.mark.parametrize(
+    "text, message, hint",
+    [
+        ("SETT a=1", "unknown command 'SETT'", "did you mean SET"),
+        ("set a=1", "unknown command 'set'", "did you mean SET"),
+        ("DO CLIENT host=a", "unknown command 'DO'", "did you mean DO_CLIENT (with an underscore)?"),
+        ("PROCESS EXP", "unknown command 'PROCESS'", "PROCESS_EXP"),
+        ("RAND WAIT 1", "unknown command 'RAND'", "RAND_WAIT"),
+        ("BEGIN MServerRR\nEND MServerRR\nRUN MserverRR", "unknown macro 'MserverRR'", "did you mean MServerRR?"),
+        ("BEGIN TwoFlowBaseStream\nEND TwoFlowBaseStream\nRUN twoFlowBaseStream,1",
+         "unknown macro 'twoFlowBaseStream'", "did you mean TwoFlowBaseStream?"),
+        ("BEGIN a\nEND a\nRUN OneFlowRR", "unknown macro 'OneFlowRR'", "defined macros: a"),
+        ("DO_SERVER host=a ordr=1", "unknown argument 'ordr'", "did you mean order?"),
+        ("DO_CLIENT host=a server=b expname=x instance=2", "unknown argument 'instance'", "instances"),
+        ("DO_CLIENT host=a server=b test=TCP_RRR", "unknown test", "TCP_RR"),
+        ("SET ca=cubic\nDO_CLIENT host=a server=b ca=$caa", "undefined variable $caa", "did you mean ca?"),
+    ],
+)
+def test_did_you_mean(text: str, message: str, hint: str) -> None:
+    err = error_of(text)
+    assert message in err.message
+    assert hint in err.hint, err.format_message()
+
+
+def test_caps(monkeypatch: pytest.MonkeyPatch) -> None:
+    def run(text: str, **kw: object) -> ScriptError:
+        with pytest.raises(ScriptError) as exc:
+            list(Interpreter(**kw).run_text(text))  # type: ignore[arg-type]
+        return exc.value
+
+    assert "1000 FOR iterations in total" in run(
+        "FOR i IN 1..50 DO\nFOR j IN 1..50 DO\nDONE\nDONE", max_loops=1000).message
+    assert "1000 FOR iterations in total" in run(
+        "FOR i IN 1..50 DO\nFOR j IN a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r,s,t,u DO\nDONE\nDONE",
+        max_loops=1000).message
+    assert "more than 100 actions" in run("FOR i IN 1..500 DO\nWAIT 1\nDONE", max_actions=100).message
+    assert "more than 1000 commands" in run(
+        "BEGIN m\nEND m\nFOR i IN 1..100 DO\nRUN m,100\nDONE", max_steps=1000).message
+    assert "nested more than 8 deep" in run("BEGIN r\nRUN r\nEND r\nRUN r", max_depth=8).message
+    assert "expansion exceeds 1000" in run(
+        "SET a=xxxxxxxxxx\nSET b=$a$a$a$a$a$a$a$a$a$a\nSET c=$b$b$b$b$b$b$b$b$b$b\nECHO $c",
+        max_expansion=1000).message
+    err = run("BEGIN r\nRUN r\nEND r\nRUN r", max_depth=20)
+    assert "more ..." in err.hint  # a long RUN chain is shortened
+
+
+def test_end_stops_only_the_current_text() -> None:
+    interp = Interpreter()
+    assert [a.text for a in interp.run_text("ECHO a\nEND\nECHO b")] == ["a"]
+    assert [a.text for a in interp.run_text("ECHO c")] == ["c"]
+
+
+def test_public_api() -> None:
+    assert netesto.script.__all__ == sorted(netesto.script.__all__)
+    for name in ("Interpreter", "plan", "FileLoader", "MemoryLoader", "FileCounter",
+                 "MemoryCounter", "estimate_seconds"):
+        assert name in netesto.script.__all__
+        assert hasattr(netesto.script, name)

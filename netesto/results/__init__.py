@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from netesto.results.analysis import Table, figure8
 from netesto.results.dataset import build_dataset, open_experiment, open_experiments, write_netcdf
 from netesto.results.expcsv import aggregate, append_rows, load_fields, parse_fields
 from netesto.results.fairness import (
@@ -13,16 +14,23 @@ from netesto.results.fairness import (
 )
 from netesto.results.load import load_experiment
 from netesto.results.process import ProcessResult, process_experiment
+from netesto.results.expscript import run_script
 from netesto.results.schema import SCHEMA_VERSION
+from netesto.results.sweep import combine, concat_flows, grid
 
 __all__ = [
     "ProcessResult",
     "SCHEMA_VERSION",
+    "Table",
     "aggregate",
     "append_rows",
     "build_dataset",
+    "combine",
+    "concat_flows",
     "convergence_time",
     "fairness_by",
+    "figure8",
+    "grid",
     "jain_index",
     "load_experiment",
     "load_fields",
@@ -31,5 +39,6 @@ __all__ = [
     "open_experiments",
     "parse_fields",
     "process_experiment",
+    "run_script",
     "window_goodput",
 ]

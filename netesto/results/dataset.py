@@ -87,26 +87,49 @@ def _place(out: np.ndarray, row: int, idx: np.ndarray, values: np.ndarray, n: in
     out[row, idx[ok]] = values[ok]  # duplicate indices: the later sample wins
 
 
-def _goodput_series(rec: FlowRecord, raw: ExperimentRaw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(times, cumulative bytes, bit/s per sample) in the data direction."""
+def _data_side(rec: FlowRecord) -> tuple[RawFlow | None, str]:
+    """The end and counter that measure delivered bytes: the receiver's
+    app_bytes_rx, or the sender's app_bytes_tx without a receiver file."""
     recv = rec.receiver
     if recv is not None and recv.rows:
-        side, name = recv, "app_bytes_rx"
-    else:
-        side, name = rec.sender, "app_bytes_tx"
+        return recv, "app_bytes_rx"
+    return rec.sender, "app_bytes_tx"
+
+
+def _start_time(raw: ExperimentRaw, rec: FlowRecord, side: RawFlow | None) -> float:
+    start = _num((side.header if side else {}).get("start_wall"))
+    return start - raw.clock_offset(_host_of(rec, side)) if math.isfinite(start) else math.nan
+
+
+def _goodput_series(rec: FlowRecord, raw: ExperimentRaw) -> tuple[np.ndarray, np.ndarray]:
+    """(times, cumulative bytes) in the data direction, starting with
+    (flow start, 0) when the header records the start."""
+    side, name = _data_side(rec)
     t = _times(raw, side, _host_of(rec, side))
     b = col(side, name)
     if t.size == 0:
-        return t, b, t
-    start = _num((side.header if side else {}).get("start_wall"))
-    if math.isfinite(start):
-        start -= raw.clock_offset(_host_of(rec, side))
-    prev_t = np.concatenate(([start if math.isfinite(start) and start < t[0] else math.nan], t[:-1]))
-    prev_b = np.concatenate(([0.0], b[:-1]))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        dt = t - prev_t
-        rate = np.where(dt > 0, (b - prev_b) * 8.0 / dt, np.nan)
-    return t, b, rate
+        return t, b
+    start = _start_time(raw, rec, side)
+    if math.isfinite(start) and start < t[0]:
+        t = np.concatenate(([start], t))
+        b = np.concatenate(([0.0], b))
+    return t, b
+
+
+def _goodput_on_grid(t: np.ndarray, b: np.ndarray, grid: "_Grid") -> tuple[np.ndarray, np.ndarray]:
+    """Goodput (bit/s) per grid step: cumulative bytes interpolated at the
+    grid times, differenced. Integrates exactly to the bytes delivered
+    between the first and last grid point the flow covers, whatever the
+    sampling jitter."""
+    if t.size < 2:
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    k0 = max(0, int(math.ceil((t[0] - grid.t0) / grid.interval - 1e-9)))
+    k1 = min(grid.n - 1, int(math.floor((t[-1] - grid.t0) / grid.interval + 1e-9)))
+    if k1 <= k0:
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    ks = np.arange(k0, k1 + 1)
+    cum = np.interp(grid.t0 + ks * grid.interval, t, b)
+    return ks[1:], np.diff(cum) * 8.0 / grid.interval
 
 
 def _window_rates(t: np.ndarray, b: np.ndarray, window: float) -> np.ndarray:
@@ -118,8 +141,8 @@ def _window_rates(t: np.ndarray, b: np.ndarray, window: float) -> np.ndarray:
     return np.diff(cum) * 8.0 / window / 1e6
 
 
-def _flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, float]:
-    t, b, _ = gp
+def _flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
+    t, b = gp
     snd = rec.sender
     client, server = rec.client, rec.server
     out: dict[str, float] = {}
@@ -218,6 +241,9 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
             if t.size:
                 starts.append(t[0])
                 ends.append(t[-1])
+                st = _start_time(raw, rec, side)
+                if math.isfinite(st) and st < t[0]:
+                    starts.append(st)
     t0 = min(starts) if starts else 0.0
     n = int(round((max(ends) - t0) / interval)) + 1 if ends else 0
     grid = _Grid(t0, interval, n)
@@ -247,9 +273,11 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
         ts = _times(raw, snd, _host_of(rec, snd))
         idx = grid.index(ts)
         if ts.size:
-            starts_rel[i] = ts[0] - t0
+            st = _start_time(raw, rec, snd)
+            starts_rel[i] = (st if math.isfinite(st) and st < ts[0] else ts[0]) - t0
         gp = _goodput_series(rec, raw)
-        _place(series["goodput"], i, grid.index(gp[0]), gp[2], n)
+        ks, rate = _goodput_on_grid(gp[0], gp[1], grid)
+        series["goodput"][i, ks] = rate
         _place(series["bytes_acked"], i, idx, col(snd, "bytes_acked"), n)
         _place(series["cwnd"], i, idx, col(snd, "snd_cwnd"), n)
         ss = col(snd, "snd_ssthresh")

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from netesto.errors import ResultsError
 from netesto.results.dataset import build_dataset, write_netcdf
-from netesto.results.expcsv import aggregate, append_rows, load_fields
+from netesto.results.expcsv import aggregate, append_rows, load_fields, parse_other
 from netesto.results.load import load_experiment
 from netesto.results.summaries import all_summary, group_summaries, render, write_text_atomic
 
@@ -69,7 +69,13 @@ def process_experiment(
         detail = "; ".join(raw.errors) or "no flows/ data"
         raise ResultsError(f"{expdir}: no flow data could be read ({detail})")
     fields = load_fields(root, fields_file)
+    desc = desc or str(raw.meta.get("desc", ""))
+    other_pairs = [tuple(x) for x in raw.meta.get("other", []) or []]
+    other_pairs += parse_other(other)
     ds = build_dataset(raw)
+    # The dataset records what the CSV rows record (sweep coordinates come from it).
+    ds.attrs["desc"] = desc
+    ds.attrs["other"] = json.dumps([list(p) for p in other_pairs])
     result.files.append(write_netcdf(ds, expdir / "exp.nc"))
     groups = group_summaries(ds, raw)
     for old in expdir.glob("*.exp.out"):
@@ -83,10 +89,6 @@ def process_experiment(
     p = expdir / "all.exp.out"
     write_text_atomic(p, render(all_items))
     result.files.append(p)
-    desc = desc or str(raw.meta.get("desc", ""))
-    other_pairs = list(other) if not isinstance(other, str) else [other]
-    if not other_pairs and raw.meta.get("other"):
-        other_pairs = [tuple(x) for x in raw.meta["other"]]
     rows = [aggregate(all_items, fields, desc=desc, other=other_pairs)]
     if len(groups) > 1:
         rows += [aggregate(g.items, fields, desc=desc, other=other_pairs) for g in groups]

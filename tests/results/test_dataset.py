@@ -41,7 +41,7 @@ def test_dims_coords_units(workdir: Path) -> None:
     assert "record_fixtures" in ds.attrs["script"]
     assert json.loads(ds.attrs["hosts"])["h1"]["clock_offset"] == 0.0
     # Flows all started within the first 100 ms of the experiment.
-    assert float(ds.start.min()) == 0.0 and float(ds.start.max()) < 0.1
+    assert float(ds.start.min()) == 0.0 and float(ds.start.max()) < 0.1  # start = header start_wall
 
 
 def test_values_match_what_was_sent(workdir: Path) -> None:

@@ -1,0 +1,146 @@
+"""Combine experiments along ``exp`` with their parameters as coordinates, and
+reshape the per-experiment summaries into a grid (e.g. ca x bw x rtt)::
+
+    combined = combine(open_experiments(workdir))         # dim exp
+    g = grid(combined, ["ca", "bw", "rtt"])                # dims ca, bw, rtt
+    g.rate.sel(ca="bbr", bw="100mbit")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from netesto.errors import ResultsError
+from netesto.results.fairness import jain_index, max_min_ratio
+from netesto.results.schema import ALL_VARS
+
+# Per-experiment summary variables and their units.
+SUMMARY_UNITS = {
+    "rate": "Mbit/s", "rate_min": "Mbit/s", "rate_max": "Mbit/s", "cwnd": "packets",
+    "rtt": "us", "ping_rtt": "us", "retrans_pkts_pct": "percent", "jain": "1",
+    "max_min_ratio": "1", "flows": "1", "local_cpu": "percent", "remote_cpu": "percent",
+    "lat_p50": "us", "lat_p99": "us",
+}
+
+
+def _nan(fn: Any, v: np.ndarray) -> float:
+    v = np.asarray(v, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(fn(v)) if v.size else math.nan
+
+
+def experiment_summary(ds: xr.Dataset) -> dict[str, Any]:
+    """One experiment's headline numbers (the all.exp.out ones) and parameters."""
+    packets = _nan(np.sum, ds.packets_sent.values)
+    retrans = _nan(np.sum, ds.retrans_total.values)
+    out: dict[str, Any] = {
+        "rate": _nan(np.sum, ds.rate.values),
+        "rate_min": _nan(np.min, ds.rate.values),
+        "rate_max": _nan(np.max, ds.rate.values),
+        "cwnd": _nan(np.mean, ds.mean_cwnd.values),
+        "rtt": _nan(np.mean, ds.mean_rtt.values),
+        "ping_rtt": _nan(np.mean, ds.ping_rtt_mean.values),
+        "retrans_pkts_pct": 100.0 * retrans / packets if packets > 0 else math.nan,
+        "jain": jain_index(ds.rate.values),
+        "max_min_ratio": max_min_ratio(ds.rate.values),
+        "flows": int(ds.sizes.get("flow", 0)),
+        "local_cpu": _nan(np.mean, ds.local_cpu.values),
+        "remote_cpu": _nan(np.mean, ds.remote_cpu.values),
+        "lat_p50": _nan(np.mean, ds.lat_p50_total.values),
+        "lat_p99": _nan(np.mean, ds.lat_p99_total.values),
+    }
+    params: dict[str, Any] = {
+        "ca": "/".join(dict.fromkeys(str(c) for c in ds.ca.values)),
+        "test": "/".join(dict.fromkeys(str(c) for c in ds.test.values)),
+        "exp_name": str(ds.attrs.get("exp_name", "")),
+        "instances": int(ds.sizes.get("flow", 0)),
+    }
+    try:
+        for k, v in json.loads(ds.attrs.get("other", "[]") or "[]"):
+            params[str(k)] = v
+    except (ValueError, TypeError):
+        pass
+    return {"values": out, "params": params}
+
+
+def combine(
+    datasets: Mapping[int, xr.Dataset] | Iterable[xr.Dataset],
+    params: Mapping[int, Mapping[str, Any]] | None = None,
+) -> xr.Dataset:
+    """A Dataset with dim ``exp``: each experiment's summary numbers as data
+    variables and its parameters (ca, test, exp_name, instances, the
+    ``other`` pairs such as bw/netem, plus ``params[exp]``) as coordinates."""
+    items = list(datasets.items()) if isinstance(datasets, Mapping) else [
+        (int(ds.attrs.get("exp", i)), ds) for i, ds in enumerate(datasets)]
+    if not items:
+        raise ResultsError("combine: no experiments")
+    rows, prow = [], []
+    for exp, ds in items:
+        s = experiment_summary(ds)
+        rows.append(s["values"])
+        p = dict(s["params"])
+        p.update((params or {}).get(exp, {}))
+        prow.append(p)
+    exps = [e for e, _ in items]
+    data = {k: ("exp", np.array([r[k] for r in rows], dtype=float), {"units": SUMMARY_UNITS.get(k, "1")})
+            for k in rows[0]}
+    keys = list(dict.fromkeys(k for p in prow for k in p))
+    coords: dict[str, Any] = {"exp": ("exp", np.array(exps))}
+    for k in keys:
+        vals = [p.get(k, "") for p in prow]
+        try:
+            arr = np.array([float(v) for v in vals])
+        except (TypeError, ValueError):
+            arr = np.array([str(v) for v in vals], dtype=object)
+        coords[k] = ("exp", arr)
+    return xr.Dataset(data, coords=coords, attrs={"combined_experiments": len(exps)})
+
+
+def grid(combined: xr.Dataset, dims: Sequence[str], *, reduce: str = "mean") -> xr.Dataset:
+    """Reshape ``combined`` (dim exp) to dims ``dims`` (parameter coordinates).
+
+    Experiments that share all ``dims`` values (repeats) are reduced with
+    ``reduce`` ("mean", "median", "min", "max"); grid cells with no
+    experiment are NaN. Adds ``count`` (experiments per cell).
+    """
+    missing = [d for d in dims if d not in combined.coords]
+    if missing:
+        raise ResultsError(f"grid: no parameter {', '.join(missing)}; have {', '.join(k for k in combined.coords if k != 'exp')}")
+    if reduce not in ("mean", "median", "min", "max"):
+        raise ResultsError(f"grid: reduce must be mean, median, min or max, not {reduce!r}")
+    df = pd.DataFrame({d: combined[d].values for d in dims})
+    for v in combined.data_vars:
+        df[v] = combined[v].values
+    grouped = df.groupby(list(dims))
+    out = getattr(grouped, reduce)()
+    out["count"] = grouped.size()
+    ds = xr.Dataset.from_dataframe(out)
+    for v in combined.data_vars:
+        ds[v].attrs = dict(combined[v].attrs)
+    ds["count"].attrs = {"units": "1", "long_name": "experiments in the cell"}
+    return ds
+
+
+def concat_flows(datasets: Mapping[int, xr.Dataset], variables: Sequence[str] | None = None) -> xr.Dataset:
+    """Per-flow summaries of many experiments along one ``flow`` dim with an
+    ``exp`` coordinate (time series are left out: their grids differ)."""
+    names = list(variables) if variables else [v for v in ALL_VARS if ALL_VARS[v].dtype != "str"
+                                                 and v in next(iter(datasets.values())).data_vars
+                                                 and next(iter(datasets.values()))[v].dims == ("flow",)]
+    parts = []
+    for exp, ds in datasets.items():
+        part = ds[names]
+        part = part.drop_vars([c for c in part.coords if part[c].dims != ("flow",)])
+        part = part.assign_coords(exp=("flow", np.full(part.sizes["flow"], exp)))
+        part = part.assign_coords(flow=[f"{exp}/{f}" for f in part.flow.values])
+        parts.append(part)
+    return xr.concat(parts, dim="flow")
+
+
+__all__ = ["combine", "concat_flows", "experiment_summary", "grid"]

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 
-from netesto.testbed import lifecycle, shaping
+from netesto.testbed import lifecycle
 from netesto.testbed.delayline import send_control
 
 

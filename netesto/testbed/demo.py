@@ -27,7 +27,7 @@ OTHER bw={bw},netem={rtt}
 SOURCE inlib
 RUN InlibShortWaits
 RUN TwoFlowBaseStream server=h1 client1=h2 client2=h3 expName=demo \\
-    ca1=cubic ca2=bbr dur1={dur1} dur2={dur2} delay2={delay2} instances=1
+    ca1={ca1} ca2={ca2} dur1={dur1} dur2={dur2} delay2={delay2} instances=1
 """
 RESULT_FILES = ("exp.csv", "{exp}/all.exp.out", "{exp}/exp.nc", "{exp}/exp.html")
 
@@ -105,6 +105,7 @@ def run_demo(
     bw: str = "100mbit",
     rtt: str = "20ms",
     name: str | None = None,
+    loopback: bool = False,
     out: TextIO = sys.stdout,
 ) -> DemoResult:
     """Bring a testbed up, run the two-flow experiment, collect results, tear down."""
@@ -114,7 +115,7 @@ def run_demo(
     result = DemoResult(wd)
     say: Callable[[str], None] = lambda msg: print(msg, file=out, flush=True)
     name = name or f"demo{os.getpid() % 100000}"
-    cfg = lifecycle.TestbedConfig.parse(name=name, hosts=3, bw=bw, rtt=rtt, buffer="1bdp", dir=wd / "testbed")
+    cfg = lifecycle.TestbedConfig.parse(name=name, hosts=3, bw=bw, rtt=rtt, buffer="1bdp", dir=wd / "testbed", loopback=loopback)
     say(f"netesto demo: testbed {name}: 3 hosts, {bw} bottleneck, rtt {rtt}, buffer 1 BDP")
     up = lifecycle.up(cfg, progress=lambda m: say(f"  {m}"))
     result.lab = up.lab
@@ -153,9 +154,12 @@ def _run_experiment(result: DemoResult, up: lifecycle.UpResult, *, dur1: int, du
         result.missing.append("agents: the testbed has no agents, so no experiment can run")
         say(f"MISSING: {result.missing[-1]}")
         return
-    script = DEMO_SCRIPT.format(dur1=dur1, dur2=dur2, delay2=delay2, bw=bw, rtt=rtt)
+    ca1, ca2 = _congestion_controls(up.mode, say)
+    if up.mode == "loopback":
+        bw, rtt = "loopback", "none"
+    script = DEMO_SCRIPT.format(dur1=dur1, dur2=dur2, delay2=delay2, bw=bw, rtt=rtt, ca1=ca1, ca2=ca2)
     (result.workdir / "demo.nts").write_text(script)
-    say(f"running TwoFlowBaseStream: cubic h2->h1 for {dur1} s, bbr h3->h1 from {delay2} s for {dur2} s")
+    say(f"running TwoFlowBaseStream: {ca1} h2->h1 for {dur1} s, {ca2} h3->h1 from {delay2} s for {dur2} s")
     bar = ProgressBar(dur1 + 3.0, out).start()
     errors: list[str] = []
 
@@ -187,6 +191,20 @@ def _run_experiment(result: DemoResult, up: lifecycle.UpResult, *, dur1: int, du
         result.missing.append(f"not written (results/report layer missing or failed): {', '.join(absent)}")
     result.rows = _csv_rows(result.workdir / "exp.csv", result.exps)
     result.ok = bool(result.exps) and run_result.ok
+
+
+def _congestion_controls(mode: str, say: Callable[[str], None]) -> tuple[str, str]:
+    """cubic and bbr, unless an unprivileged loopback run may not use them."""
+    if os.geteuid() == 0:
+        return "cubic", "bbr"
+    try:
+        allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text().split()
+    except OSError:
+        allowed = []
+    pick = [c if c in allowed else "reno" for c in ("cubic", "bbr")]
+    if pick != ["cubic", "bbr"]:
+        say(f"note: without root only {', '.join(allowed) or 'reno'} may be used per socket; running {pick[0]} vs {pick[1]}")
+    return pick[0], pick[1]
 
 
 def _csv_rows(path: Path, exps: list[int]) -> list[dict[str, str]]:

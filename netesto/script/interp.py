@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Iterator
 from netesto.errors import ScriptError
 from netesto.script import validate as V
 from netesto.script.actions import (
+    DRIVERS,
     TEST_TYPES,
     Action,
     Debug,
@@ -47,7 +48,7 @@ from netesto.script.parser import (
     parse,
     suggest,
 )
-from netesto.script.store import FileLoader, Loader, MemoryCounter, Counter
+from netesto.script.store import Counter, FileLoader, Loader, MemoryCounter
 
 _VAR = re.compile(r"\$([A-Za-z0-9_]+)")
 _VARNAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -105,7 +106,11 @@ class _Frame:
 class Interpreter:
     """Runs Netesto scripts, yielding :mod:`netesto.script.actions` objects.
 
-    State (variables, macros, HOST_SUFFIX, last host/exp/expName, the counter)
+    ``loader`` resolves SOURCE (default: :class:`FileLoader`), ``counter``
+    serves ``exp=COUNTER`` (default: a :class:`MemoryCounter` from 0),
+    ``defines`` seeds global variables, ``host_suffix`` is the initial
+    HOST_SUFFIX; the ``max_*`` limits bound every run (exceeding one is a
+    ScriptError). State (variables, macros, HOST_SUFFIX, last host/exp/expName)
     persists across ``run_text`` calls on the same interpreter, like lines
     typed one after another into the original controller.
     """
@@ -649,10 +654,10 @@ class Interpreter:
         remote_buffer = g("remoteBuffer", "0", V.to_size)
         group = g("group", "0", lambda s: V.to_int(s, low=0))
         driver = g("driver", "builtin", lambda s: s)
-        if driver not in V_DRIVERS:
+        if driver not in DRIVERS:
             raw, tok = args["driver"]
             raise self._err(frame, node.line, tok.col, f"DO_CLIENT: unknown driver {raw!r}",
-                            suggest(raw, V_DRIVERS) or "drivers: " + ", ".join(V_DRIVERS))
+                            suggest(raw, DRIVERS) or "drivers: " + ", ".join(DRIVERS))
         pacing = g("pacing", "0", V.to_bits)
         rate = g("rate", "0", V.to_bits)
         interval = g("interval", "0.01", lambda s: V.to_float(s, low=0.001, high=60))
@@ -853,7 +858,6 @@ class Interpreter:
                 yield from self._block(macro.body, _Frame(call_args, frame.stack + (where,), base))
 
 
-V_DRIVERS = ("builtin", "iperf3", "netperf")
 # Converted default values, per (command, argument, default text).
 _DEFAULT_CACHE: dict[tuple[str, str, str], object] = {}
 

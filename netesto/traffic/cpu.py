@@ -43,8 +43,8 @@ def parse_pid_stat(text: str) -> ProcTimes:
     """
     rest = text[text.rindex(")") + 2 :].split()
     # fields after the name: state(3) ppid(4) ... utime(14) stime(15) cutime(16) cstime(17)
-    ticks = [int(rest[i]) / CLK_TCK for i in (11, 12, 13, 14)]
-    return ProcTimes(*ticks, ppid=int(rest[1]))
+    utime, stime, cutime, cstime = (int(rest[i]) / CLK_TCK for i in (11, 12, 13, 14))
+    return ProcTimes(utime, stime, cutime, cstime, ppid=int(rest[1]))
 
 
 def read_pid_times(pid: int) -> ProcTimes:

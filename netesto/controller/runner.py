@@ -193,7 +193,7 @@ class Runner:
         progress: ProgressCallback | None = None,
         client_factory: ClientFactory = default_client_factory,
         lead: float = 1.0,
-        lead_per_host: float = 0.1,
+        lead_per_host: float = 0.2,
         wait_margin: float = 15.0,
         clock_samples: int = 8,
         clock_refresh: float = 60.0,

@@ -110,3 +110,12 @@ def test_tcp_ca23_netem_only_with_a_delay():
     # the original's variable name for the delay still works
     old = plan(CA_SETUP + "SET delay=5\nSET tcpCA23_test=1\nRUN tcpCA23\n")
     assert [a.delay for a in old if a.kind == "SET_NETEM"] == [5.0, 0.0]
+
+
+def test_exp_vs_first_group_only():
+    actions = plan(HOSTS + "SOURCE inlib.vsTest\nSET ExpVsFirstGroup=1\n"
+                   "RUN ExpVs ca1=cubic ca2=bbr dur=3\nECHO done\n")
+    exps = experiments(actions)
+    assert [e.name for e in exps] == ["1s2c" + end for end, _ in MIXES]
+    assert {c.host for e in exps for c in e.clients} == {"a", "b"}
+    assert actions[-1] == Echo(text="done")

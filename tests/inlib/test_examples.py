@@ -143,3 +143,18 @@ def test_testbed_example_is_short():
     (exp,) = experiments(actions)
     assert [c.host for c in exp.clients] == ["h2", "h3"]
     assert estimate_seconds(actions) < 5
+
+
+def test_netesto_plan_cli_on_an_example_with_short_waits(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "netesto", "plan", str(EXAMPLES / "two_flow_bbr.nts"), "--json",
+         "-D", "settleWait=0", "-D", "statsWait=0", "-D", "dataWait=0", "-D", "expWait=0"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=True)
+    doc = json.loads(out.stdout)
+    waits = [a["seconds"] for a in doc["actions"] if a["action"] == "WAIT"]
+    assert waits == [60.0, 0.0, 0.0, 0.0, 0.0]
+    assert doc["estimate_s"] == pytest.approx(60.05)

@@ -59,21 +59,51 @@ def run_once(rounds: int) -> tuple[int, float]:
     return count, time.perf_counter() - start
 
 
+def flat_script(n: int) -> str:
+    """``n`` literal DO_CLIENT lines: measures lexing and parsing too."""
+    lines = ["DO_SERVER host=s1 exp=COUNTER start=1"]
+    for i in range(n - 1):
+        lines.append(f"DO_CLIENT host=c{i % 7} server=s1 ca=cubic dur=10 req={1 + i % 900}K "
+                     f"reply=1 instances=1 stats=1 test=TCP_RR")
+    return "\n".join(lines) + "\n"
+
+
+def run_flat(text: str) -> tuple[int, float]:
+    interp = Interpreter(loader=MemoryLoader(), counter=MemoryCounter())
+    start = time.perf_counter()
+    count = sum(1 for _ in interp.run_text(text, file="flat"))
+    return count, time.perf_counter() - start
+
+
+def best_of(fn, *args: object) -> tuple[int, float]:  # type: ignore[no-untyped-def]
+    best: tuple[int, float] | None = None
+    for _ in range(5):
+        count, secs = fn(*args)
+        if best is None or secs < best[1]:
+            best = (count, secs)
+    assert best is not None
+    return best
+
+
+def report(label: str, count: int, secs: float) -> bool:
+    rate = count / secs
+    per_target = TARGET_ACTIONS / rate
+    met = per_target < TARGET_SECONDS
+    print(f"{label}: {count} actions in {secs:.3f} s (best of 5) = {rate:,.0f} actions/s; "
+          f"10,000 actions take {per_target:.3f} s -> target < {TARGET_SECONDS} s "
+          f"{'MET' if met else 'MISSED'} ({TARGET_SECONDS / per_target:.1f}x the required speed)")
+    return met
+
+
 def main() -> None:
     rounds = -(-TARGET_ACTIONS // per_round())
     run_once(2)  # warm up imports and caches
-    best = None
-    for _ in range(5):
-        count, secs = run_once(rounds)
-        best = secs if best is None or secs < best else best
-    assert best is not None
-    rate = count / best
-    print(f"planned {count} actions in {best:.3f} s (best of 5): {rate:,.0f} actions/s")
-    print(f"target: {TARGET_ACTIONS} actions in < {TARGET_SECONDS} s -> "
-          f"{'MET' if count / rate < TARGET_SECONDS * count / TARGET_ACTIONS else 'MISSED'} "
-          f"(time for 10,000 actions: {TARGET_ACTIONS / rate:.3f} s, "
-          f"{TARGET_SECONDS / (TARGET_ACTIONS / rate):.1f}x faster than the target)")
+    ok = report("macro+FOR script (MServerRR shape)", *best_of(run_once, rounds))
+    ok &= report("flat 10,000-line script (lex+parse+run)", *best_of(run_flat, flat_script(TARGET_ACTIONS)))
+    print("peer: none runnable (the original planner is Python 2 and talks to live hosts); "
+          "ratios are against the target")
     print("note: shared 2-core machine; numbers are noisy")
+    print("RESULT:", "target met" if ok else "target MISSED")
 
 
 if __name__ == "__main__":

@@ -7,10 +7,13 @@ line ending in a backslash continues on the next one (joined with one space),
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
 from netesto.errors import ScriptError
+
+_WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,19 +40,7 @@ def tokenize(text: str, offset: int = 0) -> tuple[Token, ...]:
     >>> [(t.text, t.col) for t in tokenize("SET  a=1")]
     [('SET', 1), ('a=1', 6)]
     """
-    out: list[Token] = []
-    i, n = 0, len(text)
-    while i < n:
-        while i < n and text[i].isspace():
-            i += 1
-        if i >= n:
-            break
-        j = i
-        while j < n and not text[j].isspace():
-            j += 1
-        out.append(Token(text[i:j], i + 1 + offset))
-        i = j
-    return tuple(out)
+    return tuple(Token(m.group(), m.start() + 1 + offset) for m in _WORD.finditer(text))
 
 
 def _strip_comment(raw: str) -> str:

@@ -421,7 +421,8 @@ def netem_fallback(dev: str, delay: float, jitter: float = 0.0, loss: float = 0.
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m netesto.testbed.delayline", description=__doc__.splitlines()[0])
-    parser.add_argument("--queue", type=int, action="append", required=True, help="netfilter queue number (repeatable)")
+    parser.add_argument("--queue", type=int, action="append", default=[],
+                        help="netfilter queue number (repeatable; none = only --guard)")
     parser.add_argument("--delay", type=float, default=0.0, help="one-way delay in ms for every queue")
     parser.add_argument("--jitter", type=float, default=0.0, help="uniform +- jitter in ms")
     parser.add_argument("--loss", type=float, default=0.0, help="drop probability in [0, 1]")

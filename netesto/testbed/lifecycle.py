@@ -294,30 +294,22 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
     _inject("delay")
     one_way = config.rtt_ms / 2
     notes = state.setdefault("notes", [])
+    guards = [f"{lk.router_dev}={config.bw_bps}:{config.buffer_bytes}:{topo.control_subnet}" for lk in topo.links]
     if shaping.netem_available(topo.router_ns):
         state["delay_mode"] = "netem"
         for lk in topo.links:
             if one_way or config.loss or config.jitter_ms:
                 shaping.setup_netem(lk.ns, lk.dev, one_way, config.jitter_ms / 2, config.loss)
         notes.append(f"delay: netem on each host's egress, {one_way:g} ms one way")
+        # No packets to hold; the process only keeps the bottleneck on the router links.
+        _start_delayline(config, topo, rec, base, [], guards, one_way)
     else:
         state["delay_mode"] = "delayline"
         for lk in topo.links:
             rule = ["FORWARD", "-i", "r-+", "-o", lk.router_dev, "-j", "NFQUEUE", "--queue-num", str(lk.queue)]
             rec.iptables(topo.router_ns, rule)
             topology.ns_exec(topo.router_ns, ["iptables", "-w", "-A", *rule])
-        control = state_dir() / f"{config.name}.delayline.sock"
-        ready = state_dir() / f"{config.name}.delayline.ready"
-        ready.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "netesto.testbed.delayline", "--delay", f"{one_way}", "--jitter", f"{config.jitter_ms / 2}",
-                "--loss", f"{config.loss}", "--control", str(control), "--ready-file", str(ready)]
-        for lk in topo.links:
-            argv += ["--queue", str(lk.queue), "--guard", f"{lk.router_dev}={config.bw_bps}:{config.buffer_bytes}:{topo.control_subnet}"]
-        started = agents.spawn("delayline", "delayline", topo.router_ns, argv, base / f"{config.name}.logs" / "delayline.log")
-        rec.process(started)
-        agents.wait_file(ready, started)
-        ready.unlink(missing_ok=True)
-        state["delayline_control"] = str(control)
+        started = _start_delayline(config, topo, rec, base, [lk.queue for lk in topo.links], guards, one_way)
         notes.append(
             f"delay: this kernel has no netem; userspace NFQUEUE delay line (pid {started.pid}) holds packets "
             f"{one_way:g} ms each way in {topo.router_ns}"
@@ -379,6 +371,27 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
     rec.save()
 
 
+def _start_delayline(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, base: Path,
+                     queues: list[int], guards: list[str], one_way: float) -> agents.Started:
+    control = state_dir() / f"{config.name}.delayline.sock"
+    ready = state_dir() / f"{config.name}.delayline.ready"
+    ready.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "netesto.testbed.delayline", "--delay", f"{one_way}", "--jitter", f"{config.jitter_ms / 2}",
+            "--loss", f"{config.loss}", "--control", str(control), "--ready-file", str(ready)]
+    for q in queues:
+        argv += ["--queue", str(q)]
+    for g in guards:
+        argv += ["--guard", g]
+    started = agents.spawn("delayline", "delayline", topo.router_ns, argv, base / f"{config.name}.logs" / "delayline.log")
+    rec.process(started)
+    agents.wait_file(ready, started)
+    ready.unlink(missing_ok=True)
+    if queues:
+        rec.state["delayline_control"] = str(control)
+    rec.state["delayline_socket"] = str(control)
+    return started
+
+
 def down(name: str) -> list[str]:
     """Remove everything testbed ``name`` created; the problems met (empty = clean)."""
     path = state_path(name)
@@ -409,9 +422,9 @@ def down(name: str) -> list[str]:
         topology.delete_root_link(dev)
     if state.get("globals"):
         problems += _release_globals(name)
-    control = state.get("delayline_control")
-    if control:
-        Path(control).unlink(missing_ok=True)
+    for key in ("delayline_control", "delayline_socket"):
+        if state.get(key):
+            Path(state[key]).unlink(missing_ok=True)
     path.unlink(missing_ok=True)
     return problems
 

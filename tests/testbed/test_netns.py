@@ -7,6 +7,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -205,3 +206,30 @@ def _other_testbeds(name: str) -> bool:
 def test_usage_error_type() -> None:
     with pytest.raises(UsageError):
         lifecycle.TestbedConfig.parse(bw="fast")
+
+
+def test_guard_only_delay_line_keeps_a_bottleneck_on_a_bare_link(veth_pair, tmp_path) -> None:
+    """The netem-mode helper: no queues, it only re-installs the htb+bfifo when a root qdisc is removed."""
+    ready = tmp_path / "ready"
+    proc = veth_pair.popen(veth_pair.a, [sys.executable, "-m", "netesto.testbed.delayline", "--guard",
+                                         "veth0=50000000:120000:10.1.0.0/24", "--ready-file", str(ready)])
+    for _ in range(100):
+        if ready.exists():
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None
+
+    def qdiscs() -> str:
+        return veth_pair.run(veth_pair.a, ["tc", "qdisc", "show", "dev", "veth0"]).stdout
+
+    deadline = time.monotonic() + 5
+    while "htb" not in qdiscs() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "htb" in qdiscs() and "limit 120000b" in qdiscs()
+    veth_pair.run(veth_pair.a, ["tc", "qdisc", "del", "dev", "veth0", "root"])
+    deadline = time.monotonic() + 5
+    while "htb" not in qdiscs() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "htb" in qdiscs()
+    proc.terminate()
+    assert proc.wait(timeout=5) == 0

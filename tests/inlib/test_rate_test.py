@@ -170,3 +170,9 @@ def test_the_documented_table_matches_the_library():
         (n, numbered[n].name, numbered[n].flag, numbered[n].group) for n in numbered]
     assert [d[1:] for d in doc if d[0] == "-"] == [
         (r.name, r.flag, r.group) for r in ROWS if not r.num.isdigit()]
+
+
+def test_hosts_and_flags_as_run_arguments():
+    text = ("SOURCE inlib.rateTest\nRUN ExpRate servers1=srv clients3=a,b,c ca=cubic dur=7 "
+            "rate3s4=1\n")
+    assert observed(text) == expected([r for r in ROWS if r.flag == "rate3s4"])

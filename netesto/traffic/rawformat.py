@@ -85,7 +85,7 @@ class FlowWriter:
         self.path = os.fspath(path)
         self.columns = tuple(columns)
         self._names = [c.name for c in self.columns]
-        self._buf = [array(c.typecode) for c in self.columns]
+        self._buf: list[array[Any]] = [array(c.typecode) for c in self.columns]
         self._flush_rows = max(1, flush_rows)
         self._fh: BinaryIO | None = open(self.path, "wb")
         self._fh.write(_PREAMBLE.pack(MAGIC, *FORMAT_VERSION))

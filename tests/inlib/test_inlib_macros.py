@@ -287,3 +287,17 @@ def test_other_commands_between_experiments_use_the_last_experiment():
     assert [a.host for a in actions if isinstance(a, GetData)] == ["s", "c"]
     assert all(isinstance(a, (DoServer, DoClient, GetData)) or not hasattr(a, "host")
                for a in actions[:-1])
+
+
+def test_every_macro_is_documented():
+    import re
+
+    from .planning import REPO
+
+    doc = (REPO / "docs" / "macro-libraries.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(\w+)` \|", doc, flags=re.M))
+    documented |= set(re.findall(r"^## .*: `(\w+)`$", doc, flags=re.M))
+    _, interp = run("SOURCE inlib.rateTest\nSOURCE inlib.vsTest\nSOURCE inlib.caTest\n")
+    internal = {"ExpVsGroup", "tcpCA23Pair"}  # described in the text of their sections
+    assert set(interp.macros) - internal <= documented
+    assert set(MACROS) <= documented

@@ -242,17 +242,17 @@ class Interpreter:
         return self.variables.get(name)
 
     def _sub(self, text: str, frame: _Frame, line: Line, col: int) -> str:
-        if "$" not in text:
-            return text
         first = text.find("$")
+        if first < 0:
+            return text
         if text.find("$", first + 1) < 0:
             # Fast path (most arguments): one reference to a plain value.
             m = _VAR.match(text, first)
             if m is None:
                 return text
+            name = m.group(1)
             args = frame.args
-            value = args[m.group(1)] if args is not None and m.group(1) in args \
-                else self.variables.get(m.group(1))
+            value = args[name] if args is not None and name in args else self.variables.get(name)
             if value is None:
                 return text
             if "$" not in value:
@@ -305,7 +305,9 @@ class Interpreter:
                 if len(parts) != 1 or parts[0] != text:
                     out.extend(Token(part, tok.col) for part in parts)
                     continue
-            out.append(Token(text, tok.col))
+                out.append(Token(text, tok.col))
+            else:
+                out.append(tok)
         return out
 
     def _kv(self, node: Command, frame: _Frame, name: str,
@@ -595,7 +597,15 @@ class Interpreter:
                 _DEFAULT_CACHE[cache_key] = conv(default)
             return _DEFAULT_CACHE[cache_key]
         raw, tok = args[key]
-        return self._value(frame, node, node.name, key, raw, tok, conv)
+        # Conversions of a given (command, argument, text) never change: cache them.
+        cache_key = (node.name, key, raw)
+        value = _VALUE_CACHE.get(cache_key, _MISSING)
+        if value is _MISSING:
+            value = self._value(frame, node, node.name, key, raw, tok, conv)
+            if len(_VALUE_CACHE) > 20_000:
+                _VALUE_CACHE.clear()
+            _VALUE_CACHE[cache_key] = value
+        return value
 
     def _remote_common(self, node: Command, frame: _Frame, *, consume: bool = True
                        ) -> tuple[dict[str, tuple[str, Token]], str, int, str]:
@@ -858,8 +868,10 @@ class Interpreter:
                 yield from self._block(macro.body, _Frame(call_args, frame.stack + (where,), base))
 
 
-# Converted default values, per (command, argument, default text).
+# Converted default values and argument values, per (command, argument, text).
 _DEFAULT_CACHE: dict[tuple[str, str, str], object] = {}
+_VALUE_CACHE: dict[tuple[str, str, str], object] = {}
+_MISSING = object()
 
 _HANDLERS: dict[str, Callable[[Interpreter, Command, _Frame], Iterator[Action] | None]] = {
     "SET": Interpreter._set,

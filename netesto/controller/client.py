@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+import zlib
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -103,6 +104,7 @@ class AgentClient:
             host = f"[{host}]"
         sock.connect(f"tcp://{host}:{self.port}")
         self._socket = sock
+        self._rcvtimeo = -1
 
     def _reset(self) -> None:
         """Drop the socket (and anything queued on it) after a timeout."""
@@ -140,9 +142,14 @@ class AgentClient:
             if left <= 0:
                 self._reset()
                 raise self._unreachable(what, self.timeout)
-            if not self._socket.poll(left * 1000, zmq.POLLIN):
+            # A blocking recv with a receive timeout: cheaper than poll() + recv().
+            ms = max(1, int(left * 1000))
+            if ms != self._rcvtimeo:
+                self._socket.rcvtimeo = self._rcvtimeo = ms
+            try:
+                data = self._socket.recv()
+            except zmq.Again:
                 continue
-            data = self._socket.recv()
             try:
                 msg = decode(data, max_size=self.max_message)
             except VersionMismatch as exc:
@@ -359,7 +366,7 @@ class AgentClient:
                         rid, at = pending.popleft()
                         got = self._result(self._receive(rid, "fetch_chunk", deadline), f"fetch {rel}")
                         data = got["data"]
-                        if hashlib.sha256(data).hexdigest() != got["sha256"] or got["offset"] != at:
+                        if zlib.crc32(data) != got["crc32"] or got["offset"] != at:
                             bad = True
                             break
                         if not data:
@@ -377,7 +384,7 @@ class AgentClient:
                     retries += 1
                     log.warning("%s: chunk of %s at %d failed its checksum (try %d)", self.where, rel, offset, retries)
                     if retries >= 3:
-                        raise ProtocolError(f"{self.where}: chunk of {rel} at offset {offset} failed its sha256 check "
+                        raise ProtocolError(f"{self.where}: chunk of {rel} at offset {offset} failed its crc32 check "
                                             f"{retries} times; the agent keeps the data (not acknowledged)")
                     f.seek(offset)
                     f.truncate()

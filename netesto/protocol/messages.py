@@ -40,19 +40,31 @@ COMMANDS = (
 EVENTS = ("flow", "flows_done", "lease_warning", "lease_expired", "log")
 
 
+_KNOWN = frozenset(COMMANDS) | frozenset(EVENTS)
+
+
+# The checks run for every message in both directions: known names and the
+# current version take the cheap path.
 def _check_name(what: str, value: Any) -> None:
+    if value in _KNOWN:
+        return
     if not isinstance(value, str) or not _NAME.match(value):
         raise ProtocolError(f"bad {what} {value!r}: expected a lower-case name like 'hello'")
 
 
 def _check_id(value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_ID:
+    if type(value) is not int or not 0 <= value <= _MAX_ID:
         raise ProtocolError(f"bad request id {value!r}: expected an integer >= 0")
 
 
 def _check_map(what: str, value: Any) -> None:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+    if not isinstance(value, Mapping) or not all(type(k) is str for k in value):
         raise ProtocolError(f"bad {what}: expected a map with text keys, got {type(value).__name__}")
+
+
+def _check_version(value: Any) -> None:
+    if value != PROTOCOL_VERSION:
+        parse_version(value)
 
 
 @dataclass(frozen=True)
@@ -83,7 +95,7 @@ class Request:
         _check_id(self.id)
         _check_name("request type", self.type)
         _check_map(f"arguments of {self.type}", self.args)
-        parse_version(self.version)
+        _check_version(self.version)
 
 
 @dataclass(frozen=True)
@@ -104,7 +116,7 @@ class Reply:
             raise ProtocolError("a successful reply cannot carry an error")
         if not self.ok and not isinstance(self.error, ErrorInfo):
             raise ProtocolError("a failed reply must carry an error")
-        parse_version(self.version)
+        _check_version(self.version)
 
     @classmethod
     def success(cls, request_id: int, result: Any = None) -> "Reply":
@@ -126,7 +138,7 @@ class Event:
     def __post_init__(self) -> None:
         _check_name("event name", self.event)
         _check_map(f"data of event {self.event}", self.data)
-        parse_version(self.version)
+        _check_version(self.version)
 
 
 Message = Union[Request, Reply, Event]

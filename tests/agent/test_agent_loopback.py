@@ -204,7 +204,7 @@ def test_fetch_detects_a_corrupted_chunk_and_keeps_the_agent_copy(agents, keys, 
     data = os.urandom(200_000)
     _fill(agent.datadir, 9, {"flows/x.nflow": data})
     with agent.client() as c:
-        with pytest.raises(ProtocolError, match="failed its sha256 check"):
+        with pytest.raises(ProtocolError, match="failed its crc32 check"):
             c.fetch(9, tmp_path / "got")
     assert (agent.datadir / "9" / "flows" / "x.nflow").read_bytes() == data  # not acknowledged, not deleted
     assert not (tmp_path / "got" / "flows" / "x.nflow").exists()

@@ -1,0 +1,181 @@
+"""Agent protocol cost: request round trip vs a bare pyzmq ROUTER/DEALER echo, and fetch throughput.
+
+Run: ``python3 -m bench.bench_protocol [--n 2000] [--fetch-mib 256]``. Every
+figure is measured in the same run against the same machine load: a bare
+ROUTER echo process (msgpack in, msgpack out) vs a real netesto-agent
+answering ``time`` requests through AgentClient, both without and with
+CURVE. Targets: ratio <= 1.5; fetch with CURVE >= 100 MB/s on loopback.
+The machine is shared and has 2 vCPUs: expect 10-30 % noise between runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgpack
+import zmq
+import zmq.auth
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def bare_server(port_file: str, keys: str | None) -> None:
+    """A ROUTER that echoes each request as a msgpack reply (the floor we compare with)."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.linger = 0
+    if keys:
+        pub, sec = zmq.auth.load_certificate(os.path.join(keys, "agent.key_secret"))
+        sock.curve_publickey, sock.curve_secretkey, sock.curve_server = pub, sec, True
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    Path(port_file).write_text(str(port))
+    while True:
+        ident, data = sock.recv_multipart()
+        req = msgpack.unpackb(data)
+        sock.send_multipart([ident, msgpack.packb({"v": "1.0", "k": "rep", "id": req["id"], "ok": True,
+                                                   "a": {"time": time.time()}})])
+
+
+def _wait_file(path: Path, proc: subprocess.Popen) -> int:
+    deadline = time.monotonic() + 20
+    while not path.exists() or not path.read_text().strip():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("benchmark peer did not start")
+        time.sleep(0.02)
+    return int(path.read_text())
+
+
+def bare_rtts(tmp: Path, n: int, keys: Path | None) -> list[float]:
+    port_file = tmp / f"bare-{bool(keys)}.port"
+    port_file.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "bench.bench_protocol", "--bare-server", str(port_file)]
+    if keys:
+        argv += ["--keys", str(keys)]
+    proc = subprocess.Popen(argv, cwd=REPO)
+    try:
+        port = _wait_file(port_file, proc)
+        ctx = zmq.Context.instance()
+        sock = ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        if keys:
+            sock.curve_serverkey = zmq.auth.load_certificate(str(keys / "agent.key"))[0]
+            sock.curve_publickey, sock.curve_secretkey = zmq.auth.load_certificate(str(keys / "controller.key_secret"))
+        sock.connect(f"tcp://127.0.0.1:{port}")
+        out = []
+        for i in range(n + 50):
+            t0 = time.perf_counter()
+            sock.send(msgpack.packb({"v": "1.0", "k": "req", "id": i, "t": "time", "a": {}}))
+            msgpack.unpackb(sock.recv())
+            if i >= 50:  # warm-up (connection, CURVE handshake)
+                out.append(time.perf_counter() - t0)
+        sock.close()
+        return out
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def start_agent(tmp: Path, keys: Path | None, tag: str) -> tuple[subprocess.Popen, int, Path]:
+    ready, datadir = tmp / f"{tag}.ready", tmp / f"{tag}-data"
+    ready.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "netesto.agent.cli", "--bind", "127.0.0.1", "--port", "0", "--datadir", str(datadir),
+            "--ready-file", str(ready), "--log-file", str(tmp / f"{tag}.log"), "--lease", "0"]
+    argv += ["--keys", str(keys / "agent.key_secret"), "--authorized", str(keys / "authorized")] if keys else ["--insecure"]
+    proc = subprocess.Popen(argv, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return proc, _wait_file(ready, proc), datadir
+
+
+def client_for(port: int, keys: Path | None):
+    from netesto.controller.client import AgentClient
+
+    if keys:
+        return AgentClient("bench", "127.0.0.1", port, server_key=keys / "agent.key",
+                           client_keys=keys / "controller.key_secret", heartbeat=0, timeout=30)
+    return AgentClient("bench", "127.0.0.1", port, insecure=True, heartbeat=0, timeout=30)
+
+
+def agent_rtts(tmp: Path, n: int, keys: Path | None) -> list[float]:
+    proc, port, _ = start_agent(tmp, keys, f"agent-{bool(keys)}")
+    try:
+        c = client_for(port, keys)
+        out = []
+        for i in range(n + 50):
+            t0 = time.perf_counter()
+            c.request("time")
+            if i >= 50:
+                out.append(time.perf_counter() - t0)
+        c.close()
+        return out
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def fetch_rate(tmp: Path, mib: int, keys: Path) -> float:
+    proc, port, datadir = start_agent(tmp, keys, "fetch")
+    try:
+        exp = datadir / "1" / "flows"
+        exp.mkdir(parents=True)
+        block = os.urandom(1 << 20)
+        with open(exp / "big.nflow", "wb") as f:
+            for _ in range(mib):
+                f.write(block)
+        c = client_for(port, keys)
+        os.sync()
+        t0 = time.perf_counter()
+        c.fetch(1, tmp / "fetched", ack=False)
+        dt = time.perf_counter() - t0
+        c.close()
+        return mib * (1 << 20) / dt / 1e6  # includes the agent's whole-file sha256 in fetch_list
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def us(values: list[float], q: float = 0.5) -> float:
+    if q == 0.5:
+        return statistics.median(values) * 1e6
+    return statistics.quantiles(values, n=100)[int(q * 100) - 1] * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=2000, help="round trips per measurement")
+    p.add_argument("--fetch-mib", type=int, default=256, help="size of the fetched file")
+    p.add_argument("--bare-server", help=argparse.SUPPRESS)
+    p.add_argument("--keys", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.bare_server:
+        bare_server(args.bare_server, args.keys)
+        return 0
+    from netesto.commands.keys import create_keys
+
+    with tempfile.TemporaryDirectory(prefix="bench-protocol-") as d:
+        tmp = Path(d)
+        keys = tmp / "keys"
+        for name in ("agent", "controller"):
+            create_keys(keys, name)
+        (keys / "authorized").mkdir()
+        (keys / "authorized" / "controller.key").write_bytes((keys / "controller.key").read_bytes())
+        print(f"request round trip, {args.n} sequential requests, loopback, separate processes (median / p99, us)")
+        for label, k in (("plain", None), ("CURVE", keys)):
+            bare = bare_rtts(tmp, args.n, k)
+            ours = agent_rtts(tmp, args.n, k)
+            ratio = statistics.median(ours) / statistics.median(bare)
+            print(f"  {label:5}  bare pyzmq ROUTER/DEALER {us(bare):7.1f} / {us(bare, 0.99):7.1f}   "
+                  f"netesto agent {us(ours):7.1f} / {us(ours, 0.99):7.1f}   ratio {ratio:.2f} (target <= 1.5)")
+        rate = fetch_rate(tmp, args.fetch_mib, keys)
+        print(f"fetch with CURVE, {args.fetch_mib} MiB file, loopback: {rate:.0f} MB/s (target >= 100)")
+    print("(shared 2-vCPU machine: figures move 10-30 % between runs; compare the ratios)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,13 +14,21 @@ import os
 import re
 import resource
 import socket
+import struct
 import time
 from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from netesto.traffic import tcpinfo
-from netesto.traffic.columns import CC_COLUMNS, FLOW_COLUMNS, LATENCY_COLUMNS, TCP_INFO_COLUMNS
+from netesto.traffic.columns import (
+    APP_COLUMNS,
+    CC_COLUMNS,
+    FLOW_COLUMNS,
+    LATENCY_COLUMNS,
+    TCP_INFO_COLUMNS,
+    TIME_COLUMNS,
+)
 from netesto.traffic.histogram import Histogram
 from netesto.traffic.rawformat import FlowWriter
 from netesto.traffic.spec import RR_TESTS, FlowSpec
@@ -28,15 +36,45 @@ from netesto.traffic.spec import RR_TESTS, FlowSpec
 if TYPE_CHECKING:
     from netesto.traffic.loop import Loop, Timer
 
-FLUSH_SECONDS = 0.15
+FLUSH_SECONDS = 0.2  # a block per ~0.2 s: a crash loses at most that much
 _SIZES = {"B": 1, "I": 4, "Q": 8, "d": 8}
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,199}$")
 
+_TCP_INFO = tcpinfo.TCP_INFO
+_TCP_CC_INFO = tcpinfo.TCP_CC_INFO
+_HEAD = struct.Struct("=dd6Q")  # t_wall, t_mono and the six APP_COLUMNS counters
+
+
+_CC_SLOT = 24  # tcp_bbr_info (20 bytes) padded so every record stays 8-byte aligned
+
+
+def _record_layout() -> tuple[int, list[tuple[str, str, int]]]:
+    """A sample row's byte layout: head, struct tcp_info, tcp_bbr_info (padded).
+
+    Returns the record length and (column, typecode, offset) for every
+    column; every field is aligned to its size, so a column of a block of
+    records is one strided slice of a typed memoryview (see :meth:`FlowEnd.flush`).
+    """
+    layout = [(c.name, c.typecode, i * 8) for i, c in enumerate(TIME_COLUMNS + APP_COLUMNS)]
+    base = _HEAD.size
+    for fields, length in ((tcpinfo.TCP_INFO_FIELDS, tcpinfo.TCP_INFO_LEN),
+                           (tcpinfo.CC_INFO_FIELDS, _CC_SLOT)):
+        for name, (off, size) in fields.items():
+            assert (base + off) % size == 0, name
+            layout.append((name, {1: "B", 4: "I", 8: "Q"}[size], base + off))
+        base += length
+    return base, layout
+
+
+_REC_LEN, _LAYOUT = _record_layout()
+_CC_PAD = bytes(_CC_SLOT - tcpinfo.CC_INFO_LEN)
+assert _REC_LEN % 8 == 0
+assert {n for n, _, _ in _LAYOUT} | {c.name for c in LATENCY_COLUMNS} == {c.name for c in FLOW_COLUMNS}
+assert all(tc == {c.name: c.typecode for c in FLOW_COLUMNS}[n] for n, tc, _ in _LAYOUT)
 # The raw-record layouts must agree with the column contract (typecode sizes).
-for _col in TCP_INFO_COLUMNS:
-    assert tcpinfo.TCP_INFO_FIELDS[_col.name][1] == _SIZES[_col.typecode], _col
-for _col in CC_COLUMNS:
-    assert tcpinfo.CC_INFO_FIELDS[_col.name][1] == _SIZES[_col.typecode], _col
+for _col in TCP_INFO_COLUMNS + CC_COLUMNS:
+    _fields = tcpinfo.TCP_INFO_FIELDS if _col in TCP_INFO_COLUMNS else tcpinfo.CC_INFO_FIELDS
+    assert _fields[_col.name][1] == _SIZES[_col.typecode], _col
 
 
 def safe_flow_id(flow_id: str) -> bool:
@@ -96,7 +134,7 @@ class FlowEnd:
         self.is_rr = spec.test in RR_TESTS
         self.hist = Histogram()  # overall latency, ns
         self.ihist = Histogram()  # this interval's latency, ns
-        self.spacing = Histogram()  # sample spacing, us
+        self.spacing: dict[str, Any] = {"count": 0, "sum": 0.0, "min": None, "max": 0.0}
         self.ca = ""
         self.local: tuple[str, int] = ("", 0)
         self.remote: tuple[str, int] = ("", 0)
@@ -111,21 +149,17 @@ class FlowEnd:
         self.writer: BlockWriter | None = None
         self.flush_rows = max(1, round(FLUSH_SECONDS / spec.interval))
         self.last_info = tcpinfo.ZERO_INFO
-        self.last_cc = tcpinfo.ZERO_CC
+        self.last_cc = bytes(_CC_SLOT)  # padded tcp_bbr_info
         self.timers: list[Timer] = []
         self._reset_buffers()
         self._last_mono = 0.0
-        self.samples = 0
+        self.samples = 0  # rows written
 
     # recording
 
     def _reset_buffers(self) -> None:
         self.nrows = 0
-        self.b_wall = array("d")
-        self.b_mono = array("d")
-        self.b_app = [array("Q") for _ in range(6)]
-        self.b_info = bytearray()
-        self.b_cc = bytearray()
+        self.b_rec = bytearray()  # one RECORD per row: times, app counters, tcp_info, cc info
         self.b_lat = [array("I")] + [array("d") for _ in range(7)] if self.is_rr else None
 
     def open_writer(self, datadir: str, extra_meta: dict[str, Any] | None = None) -> None:
@@ -160,30 +194,36 @@ class FlowEnd:
                 self.last_info = raw
                 if self.is_bbr:
                     cc = sock.getsockopt(6, tcpinfo.TCP_CC_INFO, 20)
-                    if len(cc) != 20:
-                        cc = (cc + tcpinfo.ZERO_CC)[:20]
-                    self.last_cc = cc
+                    self.last_cc = (cc + tcpinfo.ZERO_CC)[:20] + _CC_PAD
             except OSError:
                 pass
         return self.last_info, self.last_cc
 
     def sample(self, mono: float) -> None:
-        """Append one row (called by the Sampler, and once more at the end)."""
-        self.b_wall.append(time.time())
-        self.b_mono.append(mono)
-        if self._last_mono:
-            self.spacing.record(int((mono - self._last_mono) * 1e6))
-        self._last_mono = mono
-        app = self.b_app
-        app[0].append(self.tx)
-        app[1].append(self.rx)
-        app[2].append(self.trans)
-        app[3].append(self.conns)
-        app[4].append(self.udp_lost if self.udp_lost > 0 else 0)
-        app[5].append(self.udp_reord)
-        info, cc = self.read_info()
-        self.b_info += info
-        self.b_cc += cc
+        """Append one row (called by the Sampler, and once more at the end).
+
+        Kept lean: one getsockopt (two for bbr) and three bytearray appends;
+        the row is split into columns when the block is flushed.
+        """
+        sock = self.sock
+        if sock is not None and self.is_tcp:
+            try:
+                info = sock.getsockopt(6, _TCP_INFO, 280)
+                if len(info) != 280:
+                    info = (info + tcpinfo.ZERO_INFO)[:280]
+                self.last_info = info
+                if self.is_bbr:
+                    cc = sock.getsockopt(6, _TCP_CC_INFO, 20)
+                    self.last_cc = (cc + tcpinfo.ZERO_CC)[:20] + _CC_PAD
+            except OSError:
+                info = self.last_info
+        else:
+            info = self.last_info
+        rec = self.b_rec
+        rec += _HEAD.pack(time.time(), mono, self.tx, self.rx, self.trans, self.conns,
+                          self.udp_lost if self.udp_lost > 0 else 0, self.udp_reord)
+        rec += info
+        rec += self.last_cc
         lat = self.b_lat
         if lat is not None:
             ih = self.ihist
@@ -204,7 +244,6 @@ class FlowEnd:
                 for a in lat[1:]:
                     a.append(0.0)
         self.nrows += 1
-        self.samples += 1
         if self.nrows >= self.flush_rows:
             self.flush()
 
@@ -212,19 +251,17 @@ class FlowEnd:
         n = self.nrows
         if n == 0 or self.writer is None:
             return
-        app = self.b_app
-        cols: dict[str, bytes] = {
-            "t_wall": self.b_wall.tobytes(),
-            "t_mono": self.b_mono.tobytes(),
-            "app_bytes_tx": app[0].tobytes(),
-            "app_bytes_rx": app[1].tobytes(),
-            "transactions": app[2].tobytes(),
-            "connections": app[3].tobytes(),
-            "udp_lost": app[4].tobytes(),
-            "udp_reordered": app[5].tobytes(),
-        }
-        cols.update(tcpinfo.records_to_columns(self.b_info, tcpinfo.TCP_INFO_LEN, tcpinfo.TCP_INFO_FIELDS))
-        cols.update(tcpinfo.records_to_columns(self.b_cc, tcpinfo.CC_INFO_LEN, tcpinfo.CC_INFO_FIELDS))
+        rec = memoryview(self.b_rec)
+        views = {"B": rec, "I": rec.cast("I"), "Q": rec.cast("Q"), "d": rec.cast("d")}
+        cols: dict[str, bytes] = {}
+        for name, tc, off in _LAYOUT:
+            size = _SIZES[tc]
+            cols[name] = views[tc][off // size :: _REC_LEN // size].tobytes()
+        for view in views.values():
+            view.release()
+        mono = array("d")
+        mono.frombytes(cols["t_mono"])
+        self._spacing(mono)
         if self.b_lat is not None:
             for col, arr in zip(LATENCY_COLUMNS, self.b_lat):
                 cols[col.name] = arr.tobytes()
@@ -232,7 +269,23 @@ class FlowEnd:
             for col in LATENCY_COLUMNS:
                 cols[col.name] = bytes(_SIZES[col.typecode] * n)
         self.writer.write_columns(n, cols)
+        self.samples += n
         self._reset_buffers()
+
+    def _spacing(self, mono: array) -> None:
+        """Running min/mean/max of the time between samples (the sampling jitter)."""
+        if self._last_mono:
+            mono.insert(0, self._last_mono)
+        self._last_mono = mono[-1]
+        gaps = [b - a for a, b in zip(mono, mono[1:])]
+        if not gaps:
+            return
+        sp = self.spacing
+        sp["count"] += len(gaps)
+        sp["sum"] += sum(gaps)
+        low, high = min(gaps), max(gaps)
+        sp["min"] = low if sp["min"] is None else min(sp["min"], low)
+        sp["max"] = max(sp["max"], high)
 
     # lifecycle
 
@@ -268,6 +321,7 @@ class FlowEnd:
         self.end_mono = now
         if self.writer is not None:
             self.sample(now)
+            self.flush()
         self.close_sockets()
         self.status = "error" if error else "ok"
         self.error = error
@@ -316,7 +370,12 @@ class FlowEnd:
             },
             "samples": self.samples,
             "interval": self.spec.interval,
-            "sample_spacing_us": self.spacing.summary().to_dict(),
+            "sample_spacing_us": {
+                "count": self.spacing["count"],
+                "min": (self.spacing["min"] or 0.0) * 1e6,
+                "mean": self.spacing["sum"] / self.spacing["count"] * 1e6 if self.spacing["count"] else 0.0,
+                "max": self.spacing["max"] * 1e6,
+            },
         }
         if self.spec.test.startswith("UDP"):
             out.update(

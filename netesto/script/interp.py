@@ -846,6 +846,11 @@ class Interpreter:
             if not eq or not _VARNAME.match(key):
                 raise self._err(frame, node.line, tok.col,
                                 f"RUN {name}: expected key=value, got {tok.text!r}")
+            if value.startswith("$") and _VAR.fullmatch(value):
+                # An undefined variable passed on (instances=$instances) counts as
+                # not passed: inside the macro $instances then means the global, and
+                # is reported as undefined only if the macro really uses it.
+                continue
             args[key] = value
         depth = len(frame.stack) + 1
         if depth > self.max_depth:

@@ -145,6 +145,13 @@ def test_if_def() -> None:
 # ----- macros
 
 
+def test_run_argument_from_undefined_variable_is_not_passed() -> None:
+    text = "BEGIN m\nECHO in\nIF $opt: ECHO opt\nEND m\nRUN m opt=$opt\nSET opt=1\nRUN m opt=$opt"
+    assert echoes(text) == ["in", "in", "opt"]
+    with pytest.raises(ScriptError, match="undefined variable \\$n"):
+        plan("BEGIN m\nWAIT $n\nEND m\nRUN m n=$n")
+
+
 def test_run_reps_and_ca_list() -> None:
     text = "BEGIN m\nECHO $ca $n\nEND m\nRUN m,2 ca=cubic,bbr n=1\nSET r=0\nRUN m,$r ca=x"
     assert echoes(text) == ["cubic 1", "bbr 1", "cubic 1", "bbr 1"]

@@ -76,10 +76,20 @@ def _summary(flow: RawFlow | None) -> dict[str, Any]:
 
 def _cpu(flow: RawFlow | None) -> float:
     s = _summary(flow)
-    for key in ("cpu_percent", "cpu", "local_cpu"):
+    for key in ("cpu", "cpu_percent", "local_cpu"):
         if key in s:
-            return _num(s[key])
+            v = s[key]
+            # The engine reports {"scope", "seconds", "percent"}.
+            return _num(v.get("percent")) if isinstance(v, dict) else _num(v)
     return math.nan
+
+
+def _latency(flow: RawFlow | None) -> dict[str, Any] | None:
+    s = _summary(flow)
+    for key in ("latency_us", "latency"):
+        if isinstance(s.get(key), dict):
+            return s[key]
+    return None
 
 
 def _place(out: np.ndarray, row: int, idx: np.ndarray, values: np.ndarray, n: int) -> None:
@@ -179,7 +189,7 @@ def _flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.
     out["bytes_sent"] = sent
     out["packets_sent"] = float(math.ceil(sent / mss_v)) if math.isfinite(mss_v) and math.isfinite(sent) else math.nan
     out["transactions_total"] = last(client, "transactions")
-    lat = _summary(client).get("latency")
+    lat = _latency(client)
     names = ("count", "min", "mean", "max", "p50", "p90", "p99", "p999")
     if isinstance(lat, dict) and _num(lat.get("count"), 0) > 0:
         for n in names:
@@ -204,6 +214,17 @@ def _flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.
     out["local_cpu"] = _cpu(client)
     out["remote_cpu"] = _cpu(server)
     return out
+
+
+def _port(rec: FlowRecord, which: str) -> int:
+    """Client-side (local) or server-side (remote) TCP port from the client's
+    header (``local``/``remote`` = [address, port]), else the spec's port."""
+    header = rec.client.header if rec.client is not None else {}
+    key = "local" if which == "local_port" else "remote"
+    addr = header.get(key)
+    if isinstance(addr, (list, tuple)) and len(addr) >= 2:
+        return int(_num(addr[1], 0))
+    return int(_num(rec.meta.get("port"), 0)) if which == "remote_port" else 0
 
 
 def _ping_key(rec: FlowRecord) -> str:
@@ -317,8 +338,10 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
     for spec in FLOW_COORDS:
         if spec.name == "start":
             continue
-        key = {"local_port": "local_port", "remote_port": "port"}.get(spec.name, spec.name)
-        values = [rec.meta.get(key) for rec in flows]
+        if spec.name in ("local_port", "remote_port"):
+            values = [_port(rec, spec.name) for rec in flows]
+        else:
+            values = [rec.meta.get(spec.name) for rec in flows]
         if spec.dtype == "str":
             arr = np.array([short_host(v) if spec.name in ("host", "server") else str(v or "")
                             for v in values], dtype=object)

@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 
 from netesto.results.fairness import jain_index
-from netesto.results.hostfiles import HostSnapshot, nic_counter, offload
+from netesto.results.hostfiles import HostSnapshot, nic_counter, offload, tcp_mem_max
 from netesto.results.load import ExperimentRaw
 
 SEPARATOR = "-----"
@@ -74,19 +74,21 @@ def _snap(snaps: dict[str, HostSnapshot], host: str) -> HostSnapshot | None:
     return snaps.get(host) or snaps.get(host.split(".", 1)[0])
 
 
-def _mem_max(snap: HostSnapshot | None, key: str) -> str:
-    if snap is None or key not in snap.sysctl:
-        return ""
-    parts = snap.sysctl[key].split()
-    return parts[-1] if parts else ""
-
-
 def _nic_delta(raw: ExperimentRaw, host: str, name: str) -> float:
+    """after - before of an interface counter summed over the interfaces
+    present in both snapshots (interfaces that came, went or were recreated
+    in between - other labs' veths on a shared host - are left out)."""
     b, a = _snap(raw.before, host), _snap(raw.after, host)
-    if a is None or b is None:
+    if a is None or b is None or nic_counter(a, name) is None or nic_counter(b, name) is None:
         return math.nan
-    vb, va = nic_counter(b, name), nic_counter(a, name)
-    return float(va - vb) if va is not None and vb is not None else math.nan
+    total = 0
+    suffix = f".{name}"
+    for key, vb in b.counters.items():
+        if key.startswith("if.") and not key.startswith("if.all.") and key.endswith(suffix):
+            va = a.counters.get(key)
+            if va is not None and va >= vb:
+                total += va - vb
+    return float(total)
 
 
 def _on_off(value: str) -> str:
@@ -104,6 +106,31 @@ def _host_info(raw: ExperimentRaw, host: str) -> dict[str, Any]:
     hosts = raw.meta.get("hosts", {}) or {}
     info = hosts.get(host) or hosts.get(host.split(".", 1)[0]) or {}
     return info if isinstance(info, dict) else {}
+
+
+def _merged_latency(raw: ExperimentRaw, flow_ids: list[str]) -> dict[str, float] | None:
+    """Latency summary (us) of the union of the flows' transactions, from the
+    engine's mergeable histograms (None if any flow lacks one or none has data)."""
+    from netesto.traffic.histogram import Histogram
+
+    by_id = {rec.flow_id: rec for rec in raw.flows}
+    total: Histogram | None = None
+    for fid in flow_ids:
+        rec = by_id.get(fid)
+        data = (rec.client.summary or {}).get("latency_hist") if rec and rec.client else None
+        if not isinstance(data, dict):
+            return None
+        try:
+            h = Histogram.from_dict(data)
+        except (ValueError, KeyError, TypeError):
+            return None
+        if total is None:
+            total = h
+        else:
+            total.merge(h)
+    if total is None or total.count == 0:
+        return None
+    return {k: float(v) for k, v in total.summary(0.001).to_dict().items()}
 
 
 def group_summaries(ds: xr.Dataset, raw: ExperimentRaw) -> list[GroupSummary]:
@@ -130,7 +157,11 @@ def group_summaries(ds: xr.Dataset, raw: ExperimentRaw) -> list[GroupSummary]:
         with np.errstate(invalid="ignore"):
             has = np.isfinite(counts) & (counts > 0)
 
+        merged = _merged_latency(raw, [str(f) for f in g.flow.values])
+
         def weighted(name: str) -> float:
+            if merged is not None:
+                return float(merged[name.removeprefix("lat_").removesuffix("_total")])
             v = g[name].values
             if not has.any():
                 return math.nan
@@ -142,7 +173,6 @@ def group_summaries(ds: xr.Dataset, raw: ExperimentRaw) -> list[GroupSummary]:
         tx_b = _nic_delta(raw, host, "tx_bytes")
         retrans = _nanfn(np.sum, g.retrans_total.values)
         packets = _nanfn(np.sum, g.packets_sent.values)
-        coal = b.coalesce if b else {}
         items: list[tuple[str, str]] = [
             ("exp", f"{raw.exp}.{group}"),
             ("expName", str(first.get("exp_name") or ds.attrs.get("exp_name", ""))),
@@ -169,6 +199,8 @@ def group_summaries(ds: xr.Dataset, raw: ExperimentRaw) -> list[GroupSummary]:
             ("remoteRetrans", fmt(_nanfn(np.sum, g.remote_retrans.values), 0)),
             ("minLatency", fmt(_nanfn(np.min, g.lat_min_total.values[has]) if has.any() else math.nan)),
             ("maxLatency", fmt(_nanfn(np.max, g.lat_max_total.values[has]) if has.any() else math.nan)),
+            # mean and percentiles: exact over all instances' transactions when
+            # the engine's histograms are there, else count-weighted means.
             ("meanLatency", fmt(weighted("lat_mean_total"))),
             ("p50Latency", fmt(weighted("lat_p50_total"))),
             ("p90Latency", fmt(weighted("lat_p90_total"))),
@@ -177,15 +209,15 @@ def group_summaries(ds: xr.Dataset, raw: ExperimentRaw) -> list[GroupSummary]:
             ("cwnd", fmt(_nanfn(np.mean, g.mean_cwnd.values))),
             ("rtt", fmt(_nanfn(np.mean, g.mean_rtt.values))),
             ("pingRtt", fmt(_nanfn(np.mean, g.ping_rtt_mean.values), 0)),
-            ("tcpRmem", _mem_max(a or b, "net.ipv4.tcp_rmem")),
-            ("tcpWmem", _mem_max(a or b, "net.ipv4.tcp_wmem")),
+            ("tcpRmem", tcp_mem_max(a if a is not None and a.sysctl else b, "tcp_rmem")),
+            ("tcpWmem", tcp_mem_max(a if a is not None and a.sysctl else b, "tcp_wmem")),
             ("tso", offload(b, "tso") if b else ""),
             ("lro", offload(b, "lro") if b else ""),
             ("gso", offload(b, "gso") if b else ""),
             ("gro", offload(b, "gro") if b else ""),
-            ("rx-frames", coal.get("rx-frames", "")),
-            ("tx-frames", coal.get("tx-frames", "")),
-            ("adaptive-rx", _on_off(coal.get("adaptive-rx", ""))),
+            ("rx-frames", offload(b, "rx-frames") if b else ""),
+            ("tx-frames", offload(b, "tx-frames") if b else ""),
+            ("adaptive-rx", _on_off(offload(b, "adaptive-rx")) if b else ""),
             ("client-rx-packets", fmt(rx_p, 0)),
             ("client-tx-packets", fmt(tx_p, 0)),
             ("client-rx-bytes", fmt(rx_b, 0)),

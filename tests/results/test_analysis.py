@@ -52,7 +52,7 @@ def test_figure8_table_from_experiments(processed: Path) -> None:
         assert row["rateMin"] == pytest.approx(float(ds.rate.min()), abs=0.06)
         assert row["rateMax"] == pytest.approx(float(ds.rate.max()), abs=0.06)
         assert row["fairness"] == pytest.approx(row["rateMax"] / row["rateMin"])
-        assert row["fairness"] == pytest.approx(max_min_ratio(ds.rate.values), rel=1e-3)
+        assert row["fairness"] == pytest.approx(max_min_ratio(ds.rate.values), rel=0.02)  # 0.1 rounding
         assert row["cwnd"] == pytest.approx(float(ds.mean_cwnd.mean()), abs=0.1)
         assert row["pingRtt"] == pytest.approx(round(float(ds.ping_rtt_mean.mean())), abs=1)
         expected = 100 * float(ds.retrans_total.sum()) / float(ds.packets_sent.sum())

@@ -41,7 +41,7 @@ def test_dims_coords_units(workdir: Path) -> None:
     assert "record_fixtures" in ds.attrs["script"]
     assert json.loads(ds.attrs["hosts"])["h1"]["clock_offset"] == 0.0
     # Flows all started within the first 100 ms of the experiment.
-    assert float(ds.start.min()) == 0.0 and float(ds.start.max()) < 0.1  # start = header start_wall
+    assert 0.0 <= float(ds.start.min()) and float(ds.start.max()) < 0.1
 
 
 def test_values_match_what_was_sent(workdir: Path) -> None:
@@ -64,7 +64,7 @@ def test_values_match_what_was_sent(workdir: Path) -> None:
     client = raw.flows[2].client
     assert float(rr.transactions_total) == client.summary["transactions"]
     assert raw.flows[2].server.summary["bytes_rx"] == 1000 * client.summary["transactions"]
-    assert float(rr.lat_count) == client.summary["latency"]["count"]
+    assert float(rr.lat_count) == client.summary["latency_us"]["count"]
     assert 0 < float(rr.lat_min_total) <= float(rr.lat_p50_total) <= float(rr.lat_p99_total) <= float(rr.lat_max_total)
     tps = float(rr.transactions.mean())
     assert tps == pytest.approx(client.summary["transactions"] / float(rr.duration), rel=0.15)

@@ -317,7 +317,7 @@ class AgentClient:
     def fetch(self, exp: int | str, dest_dir: str | Path, *, ack: bool = True) -> list[Path]:
         """Copy every file of ``<agent datadir>/<exp>/`` into ``dest_dir`` (same relative paths).
 
-        Chunks are checked against their sha256 and each file against its whole
+        Chunks are checked against their crc32 and each file against its whole
         digest; files are written to ``.part`` and renamed, and an interrupted
         fetch resumes from the ``.part`` length. The agent deletes its copy only
         after ``ack`` (sent once everything is on our disk).

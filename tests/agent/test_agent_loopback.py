@@ -252,3 +252,23 @@ def test_importing_the_agent_is_light():
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split()
     for heavy in ("xarray", "IPython", "bokeh", "holoviews", "pandas", "numpy"):
         assert heavy not in out, heavy
+
+
+def test_snapshot_writes_host_stats_under_the_order_directory(agents, keys):
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        out = c.snapshot(2, 0, "h1")
+    assert "0/h1.info" in out["files"] and "0/h1.snmp" in out["files"]
+    assert (agent.datadir / "2" / "0" / "h1.snmp").read_text().startswith("Ip:")
+
+
+def test_bad_arguments_get_usage_errors_not_crashes(agents, keys):
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        for cmd, args, text in (("status", {"exp": "../etc"}, "bad experiment name"),
+                                ("fetch_chunk", {"exp": 1, "path": "../../etc/passwd"}, "no data|no file"),
+                                ("start_flows", {"exp": 1, "specs": [{"flow_id": "x", "test": "NOPE"}]}, "bad flow spec"),
+                                ("snapshot", {"exp": 1, "order": "zero"}, "wrong type")):
+            with pytest.raises(Exception, match=text):
+                c.request(cmd, args)
+        assert c.hello()["protocol"] == "1.0"

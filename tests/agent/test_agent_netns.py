@@ -161,7 +161,7 @@ def test_flows_between_two_agents_and_fetch_both_ends(veth_pair, agents, keys, t
         off, rtt = ca.clock_offset()
         spec = dict(flow_id="h1-h2-1-0", test="TCP_STREAM", server={veth_pair.addr_b!r}, port=port, dur=2.0,
                     token="tok1", exp=1, ca="cubic", interval=0.05)
-        started = ca.start_flows(1, [spec], at=time.time() + off + 0.3)
+        started = ca.start_flows(1, [spec], at=time.time() + off + 0.3, ping=True)
         done = ca.wait_flows(1, timeout=20)
         ga = ca.fetch(1, {str(tmp_path / 'ctl' / '1')!r})
         time.sleep(0.5)
@@ -172,7 +172,7 @@ def test_flows_between_two_agents_and_fetch_both_ends(veth_pair, agents, keys, t
     assert out["reused"] is True and out["started"]["flows"] == ["h1-h2-1-0"]
     assert out["done"]["complete"] and out["done"]["done"] == ["h1-h2-1-0"], out["done"]
     names = {os.path.basename(p) for p in out["files"]}
-    assert {"h1-h2-1-0.client.nflow", "h1-h2-1-0.server.nflow"} <= names
+    assert {"h1-h2-1-0.client.nflow", "h1-h2-1-0.server.nflow", "h1-10.nflow"} <= names  # + ping
     client = read_flow(tmp_path / "ctl" / "1" / "flows" / "h1-h2-1-0.client.nflow")
     server = read_flow(tmp_path / "ctl" / "1" / "flows" / "h1-h2-1-0.server.nflow")
     assert client is not None and server is not None
@@ -227,3 +227,27 @@ def test_controller_killed_mid_flow_lease_expires_agent_restores_and_keeps_data(
     assert any(p.endswith("h1-h2-1-0.client.nflow") for p in out["files"])
     flow = read_flow(tmp_path / "new" / "5" / "flows" / "h1-h2-1-0.client.nflow")
     assert flow is not None
+
+
+def test_iperf3_driver_between_two_agents(veth_pair, agents, keys, tmp_path):
+    import shutil
+
+    if shutil.which("iperf3") is None:
+        pytest.skip("iperf3 not installed")
+    a = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a", extra=("--name", "h1"))
+    b = agents(keys=keys, netns=veth_pair.b, bind=veth_pair.addr_b, tag="b",
+               extra=("--name", "h2", "--test-bind", veth_pair.addr_b))
+    out = run_in_ns(veth_pair.a, prelude(keys) + f"""
+        ca = client("h1", {veth_pair.addr_a!r}, {a.port})
+        cb = client("h2", {veth_pair.addr_b!r}, {b.port})
+        srv = cb.prepare_server(7, "", driver="iperf3", ports=[5399])
+        spec = dict(flow_id="h1-h2-1-0", test="TCP_STREAM", server={veth_pair.addr_b!r}, port=5399, dur=1.0,
+                    exp=7, driver="iperf3", interval=0.1)
+        ca.start_flows(7, [spec])
+        done = ca.wait_flows(7, timeout=20)
+        got = ca.fetch(7, {str(tmp_path / 'ctl' / '7')!r})
+        print(json.dumps({{"srv": srv, "done": done, "files": [str(p) for p in got]}}))
+    """)
+    assert out["srv"]["ports"] == [5399] and out["srv"]["driver"] == "iperf3"
+    assert out["done"]["done"] == ["h1-h2-1-0"], out["done"]
+    assert any(p.endswith("h1-h2-1-0.client.nflow") for p in out["files"])

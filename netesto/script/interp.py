@@ -155,6 +155,8 @@ class Interpreter:
         self.max_loops = max_loops
         self.max_depth = max_depth
         self.max_expansion = max_expansion
+        # Converted argument values per (command, argument, text): pure, so cached.
+        self._value_cache: dict[tuple[str, str, str], object] = {}
         self.steps = 0
         self.loops = 0
         self.actions = 0
@@ -593,18 +595,18 @@ class Interpreter:
              key: str, default: str, conv: Callable[[str], object]) -> object:
         if key not in args:
             cache_key = (node.name, key, default)
-            if cache_key not in _DEFAULT_CACHE:
-                _DEFAULT_CACHE[cache_key] = conv(default)
-            return _DEFAULT_CACHE[cache_key]
+            if cache_key not in self._value_cache:
+                self._value_cache[cache_key] = conv(default)
+            return self._value_cache[cache_key]
         raw, tok = args[key]
         # Conversions of a given (command, argument, text) never change: cache them.
         cache_key = (node.name, key, raw)
-        value = _VALUE_CACHE.get(cache_key, _MISSING)
+        value = self._value_cache.get(cache_key, _MISSING)
         if value is _MISSING:
             value = self._value(frame, node, node.name, key, raw, tok, conv)
-            if len(_VALUE_CACHE) > 20_000:
-                _VALUE_CACHE.clear()
-            _VALUE_CACHE[cache_key] = value
+            if len(self._value_cache) > 20_000:
+                self._value_cache.clear()
+            self._value_cache[cache_key] = value
         return value
 
     def _remote_common(self, node: Command, frame: _Frame, *, consume: bool = True
@@ -873,9 +875,6 @@ class Interpreter:
                 yield from self._block(macro.body, _Frame(call_args, frame.stack + (where,), base))
 
 
-# Converted default values and argument values, per (command, argument, text).
-_DEFAULT_CACHE: dict[tuple[str, str, str], object] = {}
-_VALUE_CACHE: dict[tuple[str, str, str], object] = {}
 _MISSING = object()
 
 _HANDLERS: dict[str, Callable[[Interpreter, Command, _Frame], Iterator[Action] | None]] = {

@@ -287,3 +287,9 @@ def test_actions_are_immutable() -> None:
         a.host = "x"  # type: ignore[misc]
     d = a.to_dict()
     assert d["action"] == "DO_CLIENT" and d["loc"] == "<script>:1" and d["server"] == "b"
+
+
+def test_host_suffix_option_and_override() -> None:
+    acts = list(Interpreter(host_suffix="lab.example").run_text(
+        "DO_SERVER host=h1\nHOST_SUFFIX other\nDO_SERVER host=h2"))
+    assert [a.host for a in acts] == ["h1.lab.example", "h2.other"]

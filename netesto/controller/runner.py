@@ -199,6 +199,7 @@ class Runner:
         clock_refresh: float = 60.0,
         script: str = "",
         rng: random.Random | None = None,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.lab = lab
         self.workdir = Path(workdir)
@@ -215,7 +216,7 @@ class Runner:
         self.exps: dict[int, _Exp] = {}
         self.errors: list[str] = []
         self.first_error: NetestoError | None = None
-        self._stop = threading.Event()
+        self._stop = cancel if cancel is not None else threading.Event()
         self._current: _Exp | None = None
 
     def _emit(self, event: ProgressEvent) -> None:
@@ -761,7 +762,9 @@ def run(
     runs. Experiment numbers come from ``<workdir>/counter``; data goes to
     ``<workdir>/<exp>/``. Raises the run's first error (an AgentError naming
     the host, a ScriptError, ...) after cleanup; its ``detail`` is the
-    :class:`RunResult` when the run got as far as the agents.
+    :class:`RunResult` when the run got as far as the agents. ``runner_options``
+    go to :class:`Runner` (``lead``, ``wait_margin``, ``cancel`` - a
+    ``threading.Event`` that, once set, stops the run at its next wait like Ctrl-C).
     """
     from netesto.script import FileCounter, FileLoader, Interpreter, MemoryCounter, plan
 

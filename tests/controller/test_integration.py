@@ -148,3 +148,73 @@ def test_unknown_host_fails_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(LabError, match="'h3'.*h1, h2.*did you mean"):
         run("DO_SERVER host=h1 start=1\nDO_CLIENT host=h2 server=h3 dur=1\n", lab=lab, workdir=tmp_path)
     assert not (tmp_path / "counter").exists()
+
+
+LONG = """
+SET_SYSCTL host=h1 net.ipv4.tcp_ecn=1
+DO_SERVER host=h2 exp=COUNTER order=0 start=1
+DO_CLIENT host=h1 server=h2 test=TCP_STREAM req=S pacing=10m dur=30 exp=PREV ca=cubic
+WAIT 30
+GET_DATA host=h2
+GET_DATA host=h1
+"""
+
+
+def _engine_clients(ns: str) -> list[int]:
+    from netns import ns_pids  # tests/ is on sys.path (conftest)
+
+    out = []
+    for pid in ns_pids(ns):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"netesto.traffic" in cmd and b"client" in cmd:
+            out.append(pid)
+    return out
+
+
+@pytest.mark.netns
+def test_ctrl_c_stops_flows_and_restores(veth_pair, tmp_path: Path) -> None:
+    import signal
+
+    lab, agents = start_pair(veth_pair, tmp_path)
+    before = veth_pair.run(veth_pair.a, ["cat", "/proc/sys/net/ipv4/tcp_ecn"]).stdout.strip()
+    script = tmp_path / "long.script"
+    script.write_text(LONG)
+    proc_box: list = []
+    running: list[bool] = []
+
+    def on_line(line: str) -> None:
+        if "flow(s) of" in line:
+            def interrupt() -> None:
+                running.append(bool(_engine_clients(veth_pair.a)))
+                proc_box[0].send_signal(signal.SIGINT)
+            threading.Timer(2.0, interrupt).start()
+
+    real_popen = veth_pair.popen
+
+    def popen(ns, argv, **kw):
+        proc = real_popen(ns, argv, **kw)
+        proc_box.append(proc)
+        return proc
+
+    veth_pair.popen = popen
+    try:
+        t0 = time.monotonic()
+        rc, out, err = netesto_run(veth_pair, script, lab, tmp_path / "work", on_line)
+    finally:
+        veth_pair.popen = real_popen
+    assert running == [True]  # the flow was running when Ctrl-C came
+    assert rc == 130, out + err
+    assert "interrupted" in err
+    assert time.monotonic() - t0 < 25  # did not sit out the 30 s flow
+    # the agent stopped the flow (an engine worker may take a moment to notice its parent's end)
+    deadline = time.monotonic() + 8
+    while _engine_clients(veth_pair.a) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _engine_clients(veth_pair.a)
+    assert not left
+    assert agents["h1"].proc.poll() is None  # agents keep running
+    after = veth_pair.run(veth_pair.a, ["cat", "/proc/sys/net/ipv4/tcp_ecn"]).stdout.strip()
+    assert after == before

@@ -391,6 +391,7 @@ def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:
         "interval": interval,
         "start_skew_max": max(skews) if skews else 0.0,
         "errors": json.dumps(raw.errors),
+        "run_errors": json.dumps(meta.get("errors", []), default=str),
         "warnings": json.dumps(raw.warnings),
         "source": str(raw.path),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -70,8 +70,10 @@ def process_experiment(
         raise ResultsError(f"{expdir}: no flow data could be read ({detail})")
     fields = load_fields(root, fields_file)
     desc = desc or str(raw.meta.get("desc", ""))
-    other_pairs = [tuple(x) for x in raw.meta.get("other", []) or []]
-    other_pairs += parse_other(other)
+    # experiment.json's OTHER pairs, then the caller's (later ones win).
+    merged = dict((str(k), str(v)) for k, v in (raw.meta.get("other", []) or []))
+    merged.update(parse_other(other))
+    other_pairs = list(merged.items())
     ds = build_dataset(raw)
     # The dataset records what the CSV rows record (sweep coordinates come from it).
     ds.attrs["desc"] = desc

@@ -320,6 +320,10 @@ class Runner:
             h.client = client
             info = client.hello()
             h.info = dict(info) if isinstance(info, dict) else {}
+            if "protocol" in h.info:
+                from netesto.protocol.version import check_compatible
+
+                check_compatible(str(h.info["protocol"]), host=lh.name)
             if hasattr(client, "on_event"):
                 client.on_event(lambda ev, _h=lh.name: self._agent_event(_h, ev))
             self._clock(h)
@@ -520,6 +524,10 @@ class Runner:
                 by_exp: dict[int, list[FlowSpec]] = {}
                 for s in specs:
                     by_exp.setdefault(s.exp, []).append(s)
+                if time.time() > at_agent - h.offset:
+                    self._emit(HostError(host=c, error=(
+                        f"start instructions reached {c} after the scheduled instant (lead {self.lead:g} s "
+                        f"+ {self.lead_per_host:g} s/host too short here): its flows start late")))
                 for exp_n, exp_specs in by_exp.items():
                     e = self.exps[exp_n]
                     started = self._remote(c, lambda h: h.client.start_flows(exp_n, exp_specs, at_agent))

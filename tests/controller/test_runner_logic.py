@@ -18,7 +18,7 @@ import pytest
 from netesto.controller.lab import Lab
 from netesto.controller.progress import DataStored, HostError, RecordingProgress
 from netesto.controller.runner import Runner
-from netesto.errors import AgentUnreachable, LabError, PolicyError
+from netesto.errors import AgentUnreachable, LabError, PolicyError, VersionMismatch
 from netesto.script.actions import DoClient, DoServer, GetData, ProcessExp, RandWait, SetNetem, SetQdisc, Wait
 
 
@@ -34,9 +34,11 @@ class StandIn:
             raise AgentUnreachable("no answer within 5 s", host=self.name)
         self.calls.append((what, args))
 
+    protocol = "1.0"
+
     def hello(self) -> dict[str, Any]:
         self._call("hello")
-        return {"hostname": self.name, "kernel": "6.x", "agent_version": "0.1.0"}
+        return {"hostname": self.name, "kernel": "6.x", "package": "0.1.0", "protocol": self.protocol}
 
     def clock_offset(self, samples: int = 8) -> tuple[float, float]:
         self._call("clock_offset", samples)
@@ -210,3 +212,13 @@ def test_unknown_host_is_caught_before_anything_runs(tmp_path: Path) -> None:
     with pytest.raises(LabError, match="'h3.mynetwork.com'.*h1, h2"):
         runner.validate(acts)
     assert agents == {}
+
+
+def test_protocol_major_mismatch_is_reported_with_both_versions(tmp_path: Path) -> None:
+    StandIn.protocol = "2.0"
+    try:
+        runner, agents, _, _ = make(tmp_path, {"h1": 0})
+        with pytest.raises(VersionMismatch, match="h1.*1.0.*2.0"):
+            runner.run([DoServer(host="h1", exp=1)])
+    finally:
+        StandIn.protocol = "1.0"

@@ -183,7 +183,11 @@ class ClientFlow(FlowEnd):
         self.reply = reply
         self.loop.unregister(sock.fileno())
         self.sock = sock
-        self.begin_client()
+        try:
+            self.begin_client()
+        except OSError as exc:
+            self.fail(f"cannot record flow {self.spec.flow_id}: {describe_error(exc)}")
+            return
         try:
             self.run()
         except (OSError, TrafficError) as exc:

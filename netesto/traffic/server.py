@@ -485,6 +485,7 @@ class ServerWorker(Worker):
             self._refuse(conn, str(exc))
             return
         cls = SERVER_TYPES[spec.test]
+        flow: ServerFlow | None = None
         try:
             if spec.test.startswith("TCP"):
                 tcpinfo.set_congestion_control(conn, spec.ca)
@@ -492,11 +493,13 @@ class ServerWorker(Worker):
                 if spec.test in ("TCP_MAERTS", "TCP_BIDIR"):
                     tcpinfo.set_pacing(conn, spec.pacing)
             flow = cls(self, spec, conn)
-            self.flows.append(flow)
             extra = flow.start()
+            self.flows.append(flow)
         except (TrafficError, OSError) as exc:
             text = exc.message if isinstance(exc, TrafficError) else describe_error(exc)
-            self._refuse(conn, text)
+            self._refuse(conn, text, close=flow is None)
+            if flow is not None:
+                flow.finish(text)
             return
         try:
             conn.setblocking(True)
@@ -558,7 +561,7 @@ class ServerWorker(Worker):
         except (TrafficError, ValueError, TypeError) as exc:
             raise _Refuse(f"bad flow spec: {exc}") from exc
 
-    def _refuse(self, conn: socket.socket, why: str) -> None:
+    def _refuse(self, conn: socket.socket, why: str, close: bool = True) -> None:
         self.dropped += 1
         self.emit({"event": "refused", "reason": why})
         try:
@@ -567,7 +570,8 @@ class ServerWorker(Worker):
             conn.sendall(hs.encode_reply({"ok": False, "error": why}))
         except OSError:
             pass
-        conn.close()
+        if close:
+            conn.close()
 
     def on_flow_done(self, flow: FlowEnd, summary: dict[str, Any]) -> None:
         self.emit({"event": "done" if not flow.error else "error", "flow": flow.spec.flow_id,

@@ -76,6 +76,9 @@ def test_every_test_type_both_ends_agree(veth_pair, tmp_path):
              reply=128 if t == "TCP_RR" else 1, rate=20_000_000 if t == "UDP_STREAM" else 0, exp=3)
         for i, t in enumerate(types)
     ]
+    # paced (SO_MAX_PACING_RATE, bits/s) with small buffers on both ends
+    specs.append(spec(server, "a-b-paced-0", "TCP_STREAM", dur=1.5, ca="cubic", pacing=50_000_000,
+                      local_buffer=262144, remote_buffer=262144, exp=3))
     code, events = run_client(pair, pair.a, tmp_path, specs)
     done = terminal(events)
     assert code == 0, [e for e in events if e["event"] == "error"]
@@ -96,7 +99,10 @@ def test_every_test_type_both_ends_agree(veth_pair, tmp_path):
         if test.startswith("TCP"):
             assert cs["bytes_tx"] == ss["bytes_rx"], fid
             assert cs["bytes_rx"] == ss["bytes_tx"], fid
-        if test in ("TCP_STREAM", "TCP_BIDIR"):
+        if fid == "a-b-paced-0":
+            assert cs["rate_tx_bps"] == pytest.approx(50e6, rel=0.2)
+            assert 0 < max(cli.columns["pacing_rate"]) <= 50e6 / 8 * 1.01
+        elif test in ("TCP_STREAM", "TCP_BIDIR"):
             assert cs["bytes_tx"] > 10_000_000
         if test in ("TCP_MAERTS", "TCP_BIDIR"):
             assert cs["bytes_rx"] > 10_000_000
@@ -132,12 +138,18 @@ def test_every_test_type_both_ends_agree(veth_pair, tmp_path):
 def test_congestion_control_is_what_was_asked(veth_pair, tmp_path):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
-    specs = [spec(server, f"a-b-{ca}-0", "TCP_STREAM", dur=1.0, ca=ca, interval=0.005)
+    start_at = time.time() + 1.5  # all three start together at an absolute time
+    specs = [spec(server, f"a-b-{ca}-0", "TCP_STREAM", dur=1.0, ca=ca, interval=0.005, start_at=start_at)
              for ca in ("cubic", "bbr", "reno")]
     code, events = run_client(pair, pair.a, tmp_path, specs)
     assert code == 0, events
+    started = [e for e in events if e["event"] == "started"]
+    assert len(started) == 3
+    for e in started:
+        assert e["start_at"] == start_at and 0 <= e["skew"] < 0.2, e
     for s in specs:
         cli, srv = ends(tmp_path, s["flow_id"])
+        assert start_at <= cli.header["start_wall"] < start_at + 0.2
         assert cli.header["ca"] == s["ca"] == cli.summary["ca"]
         assert srv.header["ca"] == s["ca"]  # the server side uses the same algorithm
         bbr_bw = max(cli.columns["bbr_bw"])

@@ -187,6 +187,10 @@ class ConsoleProgress(Progress):
         self._line(f"  {e.host}: {len(e.flows)} flow(s) of {e.dur:g} s in exp {e.exp}")
 
     def on_flow_progress(self, e: FlowProgress) -> None:
+        if not e.flow:
+            if self.verbose:
+                self._line(f"  {e.host}: {e.event.replace('_', ' ')}")
+            return
         if self.verbose or e.event == "error":
             extra = f" {e.data.get('error', '')}" if e.event == "error" else ""
             self._line(f"  flow {e.flow} on {e.host}: {e.event}{extra}")

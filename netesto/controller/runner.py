@@ -450,8 +450,26 @@ class Runner:
         self._remote(host, call)
 
     def _sleep(self, seconds: float) -> None:
-        if seconds > 0 and self._stop.wait(seconds):
-            raise KeyboardInterrupt("run cancelled")
+        """Sleep (cancellable), delivering the agents' pushed flow events meanwhile."""
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            if self._stop.wait(min(left, 0.25)):
+                raise KeyboardInterrupt("run cancelled")
+            self._poll_events()
+
+    def _poll_events(self) -> None:
+        if self.progress is None:
+            return
+        for h in list(self.hosts.values()):
+            if h.client is None or h.dead or not hasattr(h.client, "poll_events"):
+                continue
+            try:
+                h.client.poll_events(0)
+            except NetestoError:
+                pass  # a broken connection shows up at the next real request
 
     def _do_server(self, a: DoServer) -> None:
         e = self._exp(a)
@@ -542,7 +560,7 @@ class Runner:
                     for a, server, _ in per_host[c]:
                         if a.exp == exp_n and (c, server) not in e.pings:
                             target = self.lab.resolve(server).test_address
-                            pname = f"{short_name(c)}-{short_name(server)}"
+                            pname = short_name(server)  # the agent files it as <client>-<name>
                             until = max(r.end_ctrl for r in mine if r.server == server)
                             if self._ping(c, e, target, pname, until - time.time()) is not None:
                                 e.pings.add((c, server))

@@ -91,6 +91,7 @@ def test_paper_examples_run_end_to_end(veth_pair, tmp_path: Path) -> None:
         assert all(s is not None and abs(s) < 0.5 for s in skews), skews
         assert (d / "0").is_dir() and any((d / "0").glob("h2.*")) and any((d / "0").glob("h1.*"))
         assert (d / "1").is_dir() and any((d / "1").glob("h2.*"))
+        assert (d / "ping" / "h1-h2.nflow").is_file()  # ping ran alongside the pair
     # TwoFlowBaseStream: the second flow starts delay2 = 0.5 s after the first
     doc = json.loads((work / "1" / "experiment.json").read_text())
     by = {f["flow_id"]: f for f in doc["flows"]}

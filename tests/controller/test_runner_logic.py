@@ -131,7 +131,7 @@ def test_batched_do_clients_share_one_instant_in_each_agents_clock(tmp_path: Pat
     assert [s.flow_id for s in specs2] == ["c2-s-2-0", "c2-s-2-1"]
     assert specs1[0].server == "127.0.0.1" and specs1[0].port == 5000
     assert specs1[0].token == calls(agents["s"], "prepare_server")[0][1]
-    assert calls(agents["c1"], "ping_start") == [(1, "127.0.0.1", "c1-s")]
+    assert calls(agents["c1"], "ping_start") == [(1, "127.0.0.1", "s")]
     # GET_DATA waited for the flows before fetching; the repeated GET_DATA c1 was skipped
     names = [n for n, _ in agents["c1"].calls]
     assert names.index("wait_flows") < names.index("fetch")

@@ -341,8 +341,9 @@ def guard_links(guards: dict[str, tuple[int, int, str]], stop: "threading.Event"
 
     An agent's restore() deletes the root qdisc of a link it changed, which on
     a testbed link would remove the bottleneck itself; "nothing" on a testbed
-    link means the testbed's own shaping. Runs in a thread: the tc calls must
-    not stall the packet loop.
+    link means the testbed's own shaping. Runs in a thread; testbeds give it
+    a process of its own (no queues), so its tc calls never take the GIL from
+    a packet loop.
     """
     from netesto.testbed import shaping
 
@@ -436,6 +437,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
+    # Hand the GIL over fast: a release must not wait out another thread's 5 ms slice.
+    sys.setswitchinterval(0.0002)
     try:
         link = LinkSettings(args.delay, args.jitter, args.loss)
         nfq = NfQueue(args.queue)

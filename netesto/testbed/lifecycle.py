@@ -301,15 +301,15 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
             if one_way or config.loss or config.jitter_ms:
                 shaping.setup_netem(lk.ns, lk.dev, one_way, config.jitter_ms / 2, config.loss)
         notes.append(f"delay: netem on each host's egress, {one_way:g} ms one way")
-        # No packets to hold; the process only keeps the bottleneck on the router links.
-        _start_delayline(config, topo, rec, base, [], guards, one_way)
+        _start_guard(config, topo, rec, base, guards)
     else:
         state["delay_mode"] = "delayline"
         for lk in topo.links:
             rule = ["FORWARD", "-i", "r-+", "-o", lk.router_dev, "-j", "NFQUEUE", "--queue-num", str(lk.queue)]
             rec.iptables(topo.router_ns, rule)
             topology.ns_exec(topo.router_ns, ["iptables", "-w", "-A", *rule])
-        started = _start_delayline(config, topo, rec, base, [lk.queue for lk in topo.links], guards, one_way)
+        started = _start_delayline(config, topo, rec, base, [lk.queue for lk in topo.links], one_way)
+        _start_guard(config, topo, rec, base, guards)
         notes.append(
             f"delay: this kernel has no netem; userspace NFQUEUE delay line (pid {started.pid}) holds packets "
             f"{one_way:g} ms each way in {topo.router_ns}"
@@ -372,7 +372,7 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
 
 
 def _start_delayline(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, base: Path,
-                     queues: list[int], guards: list[str], one_way: float) -> agents.Started:
+                     queues: list[int], one_way: float) -> agents.Started:
     control = state_dir() / f"{config.name}.delayline.sock"
     ready = state_dir() / f"{config.name}.delayline.ready"
     ready.unlink(missing_ok=True)
@@ -380,16 +380,26 @@ def _start_delayline(config: TestbedConfig, topo: topology.Topology, rec: _State
             "--loss", f"{config.loss}", "--control", str(control), "--ready-file", str(ready)]
     for q in queues:
         argv += ["--queue", str(q)]
-    for g in guards:
-        argv += ["--guard", g]
     started = agents.spawn("delayline", "delayline", topo.router_ns, argv, base / f"{config.name}.logs" / "delayline.log")
     rec.process(started)
     agents.wait_file(ready, started)
     ready.unlink(missing_ok=True)
-    if queues:
-        rec.state["delayline_control"] = str(control)
-    rec.state["delayline_socket"] = str(control)
+    rec.state["delayline_control"] = str(control)
     return started
+
+
+def _start_guard(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, base: Path, guards: list[str]) -> None:
+    """A separate process keeps the bottleneck on the router links (its tc calls
+    would otherwise cost the delay line's packet loop the GIL)."""
+    ready = state_dir() / f"{config.name}.guard.ready"
+    ready.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "netesto.testbed.delayline", "--ready-file", str(ready)]
+    for g in guards:
+        argv += ["--guard", g]
+    started = agents.spawn("guard", "guard", topo.router_ns, argv, base / f"{config.name}.logs" / "guard.log")
+    rec.process(started)
+    agents.wait_file(ready, started)
+    ready.unlink(missing_ok=True)
 
 
 def down(name: str) -> list[str]:
@@ -422,9 +432,8 @@ def down(name: str) -> list[str]:
         topology.delete_root_link(dev)
     if state.get("globals"):
         problems += _release_globals(name)
-    for key in ("delayline_control", "delayline_socket"):
-        if state.get(key):
-            Path(state[key]).unlink(missing_ok=True)
+    if state.get("delayline_control"):
+        Path(state["delayline_control"]).unlink(missing_ok=True)
     path.unlink(missing_ok=True)
     return problems
 

@@ -585,7 +585,7 @@ class Runner:
         host = self.lab.resolve(name).name
         if e.fetched.get(host) == e.generation.get(host, 0) and host in e.fetched:
             return  # nothing new since the last GET_DATA (the original's rule)
-        self._wait_flows(host, e, margin=2.0 if salvage else self.wait_margin)
+        complete = self._wait_flows(host, e, margin=2.0 if salvage else self.wait_margin)
         if host in e.tcpdumps:
             self._remote(host, lambda h: h.client.tcpdump_stop(e.exp))
             e.tcpdumps.discard(host)
@@ -596,23 +596,38 @@ class Runner:
         paths = self._remote(host, lambda h: h.client.fetch(e.exp, e.dir))
         if paths is None:
             return
-        e.fetched[host] = e.generation.get(host, 0)
+        if complete:
+            e.fetched[host] = e.generation.get(host, 0)
         files = [Path(p) for p in paths]
         size = sum(p.stat().st_size for p in files if p.is_file())
         self._emit(DataStored(host=host, exp=e.exp, files=len(files), bytes=size, dest=str(e.dir)))
         self._skews_from_files(e, host)
 
-    def _wait_flows(self, host: str, e: _Exp, *, margin: float) -> None:
-        """Wait for every flow ``host`` takes part in, on the client agents that run them."""
+    def _wait_flows(self, host: str, e: _Exp, *, margin: float) -> bool:
+        """Wait for every flow ``host`` takes part in, on the client agents that run them.
+
+        False if some are still running after the timeout (their data is then
+        fetched again later: at the next GET_DATA or at the end of the run).
+        """
         now = time.time()
         involved = [r for r in e.flows if host in (r.host, r.server) and r.host not in e.waited]
+        complete = True
         for client in sorted({r.host for r in involved}):
             if self.hosts.get(client) is None or self.hosts[client].dead:
                 continue
             ends = [r.end_ctrl for r in involved if r.host == client]
             timeout = wait_timeout(ends, now, margin)
-            if self._remote(client, lambda h: h.client.wait_flows(e.exp, timeout)) is not None:
+            st = self._remote(client, lambda h: h.client.wait_flows(e.exp, timeout))
+            if st is None:
+                continue
+            if isinstance(st, dict) and st.get("complete") is False:
+                complete = False
+                self._emit(HostError(host=client, error=(
+                    f"flows of experiment {e.exp} still running {timeout:.0f} s after they should have ended: "
+                    f"{', '.join(st.get('running', [])) or '?'}")))
+            else:
                 e.waited.add(client)
+        return complete
 
     def _skews_from_files(self, e: _Exp, host: str) -> None:
         from netesto.traffic.rawformat import read_flow

@@ -1,0 +1,72 @@
+"""``netesto run`` against real loopback agents (insecure, loopback only): -D, --quiet, stdin."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netesto.controller import Lab
+
+from .agentproc import loopback_popen, start_agent
+
+SCRIPT = """
+DO_SERVER host=h2 exp=COUNTER start=1
+DO_CLIENT host=h1 server=h2 test=TCP_STREAM req=S pacing=10m dur=$dur exp=PREV ca=cubic
+ECHO flows of $dur s
+WAIT $dur
+GET_DATA host=h2
+GET_DATA host=h1
+"""
+
+
+@pytest.fixture
+def loopback_lab(tmp_path: Path):
+    agents = [start_agent(loopback_popen, f"h{i}", "127.0.0.1", tmp_path) for i in (1, 2)]
+    try:
+        lab = Lab.of(h1={"control": "127.0.0.1", "port": agents[0].port},
+                     h2={"control": "127.0.0.1", "port": agents[1].port}, insecure=True)
+        path = tmp_path / "lab.toml"
+        path.write_text(lab.to_toml())
+        yield path
+    finally:
+        for a in agents:
+            a.kill()
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "netesto", "run", *args], input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_defines_progress_and_quiet(loopback_lab: Path, tmp_path: Path) -> None:
+    script = tmp_path / "s.script"
+    script.write_text(SCRIPT)
+    work = tmp_path / "work"
+    done = cli(str(script), "--lab", str(loopback_lab), "--workdir", str(work), "-D", "dur=1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "flows of 1 s" in done.stdout and "h1: 1 flow(s) of 1 s in exp 1" in done.stdout
+    assert "stored" in done.stdout and "done in" in done.stdout
+    doc = json.loads((work / "1" / "experiment.json").read_text())
+    assert doc["flows"][0]["dur"] == 1.0 and doc["flows"][0]["flow_id"] == "h1-h2-1-0"
+    assert (work / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()
+    # --quiet, script from stdin, the counter continues
+    quiet = cli("-", "--lab", str(loopback_lab), "--workdir", str(work), "-D", "dur=1", "--quiet", stdin=SCRIPT)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    lines = quiet.stdout.strip().splitlines()
+    assert len(lines) == 1 and "experiments 2" in lines[0]
+    assert (work / "counter").read_text().strip() == "2"
+
+
+def test_bad_define_and_missing_lab(tmp_path: Path) -> None:
+    script = tmp_path / "s.script"
+    script.write_text(SCRIPT)
+    bad = cli(str(script), "--lab", str(tmp_path / "nolab.toml"))
+    assert bad.returncode == 2 and "lab file" in bad.stderr and "not found" in bad.stderr
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.loopback(2).to_toml())
+    bad = cli(str(script), "--lab", str(lab), "-D", "novalue")
+    assert bad.returncode == 2 and "VAR=VALUE" in bad.stderr

@@ -31,6 +31,8 @@ UDP_DEFAULT_SIZE = 1472  # one 1500-byte IPv4 packet
 UDP_RR_TIMEOUT = 0.2
 PROGRESS_EVERY = 1.0
 _SEQ = struct.Struct("<Q")
+_IN_ERR = IN | ERR
+_perf_ns = time.perf_counter_ns
 _SEND_BUF = memoryview(bytes(SEND_CHUNK))
 
 
@@ -351,6 +353,8 @@ class RRClient(ClientFlow):
         self.pending = self.request[:0]
         self.got = 0
         self.ending = False
+        self.view = self.worker.rxview
+        self.viewlen = len(self.view)
         self.loop.register(self.fd, IN, self._on_event)
         self.t0 = time.perf_counter_ns()
         self._send(self.request)
@@ -375,18 +379,20 @@ class RRClient(ClientFlow):
                 data, self.pending = self.pending, self.request[:0]
                 self.loop.modify(self.fd, IN)
                 self._send(data)
-            if events & (IN | ERR):
-                view = self.worker.rxview
+            if events & _IN_ERR:
                 want = self.reply_size - self.got
-                n = sock.recv_into(view, want if 0 < want < len(view) else len(view))
+                n = sock.recv_into(self.view, want if 0 < want < self.viewlen else self.viewlen)
                 if n == 0:
                     self.peer_closed()
                     return
                 self.rx += n
                 self.got += n
                 if self.got >= self.reply_size and not self.closing:
-                    now = time.perf_counter_ns()
-                    self.ihist.record(now - self.t0)
+                    now = _perf_ns()
+                    lat = self.lat_raw
+                    lat.append(now - self.t0)
+                    if len(lat) >= 65536:
+                        self.fold_latency()
                     self.trans += 1
                     self.got -= self.reply_size
                     if self.ending:
@@ -394,7 +400,15 @@ class RRClient(ClientFlow):
                         self.closing = True
                         return
                     self.t0 = now
-                    self._send(self.request)
+                    request = self.request
+                    try:
+                        n = sock.send(request)
+                    except BlockingIOError:
+                        n = 0
+                    self.tx += n
+                    if n < len(request):
+                        self.pending = request[n:]
+                        self.loop.modify(self.fd, IN | OUT)
         except BlockingIOError:
             pass
         except OSError as exc:
@@ -468,7 +482,7 @@ class CRRClient(ClientFlow):
             self.got += n
             if self.got >= self.reply_size:
                 now = time.perf_counter_ns()
-                self.ihist.record(now - self.t0)
+                self.record_latency(now - self.t0)
                 self.trans += 1
                 self.read_info()  # keep this connection's last tcp_info for the sampler
                 self._close_conn()
@@ -612,7 +626,7 @@ class UDPClient(ClientFlow):
                         continue
                     (seq,) = _SEQ.unpack_from(view)
                     if seq == self.seq - 1 and not self.closing:
-                        self.ihist.record(time.perf_counter_ns() - self.t0)
+                        self.record_latency(time.perf_counter_ns() - self.t0)
                         self.trans += 1
                         self._rr_send()
                     else:

@@ -134,6 +134,7 @@ class FlowEnd:
         self.is_rr = spec.test in RR_TESTS
         self.hist = Histogram()  # overall latency, ns
         self.ihist = Histogram()  # this interval's latency, ns
+        self.lat_raw = array("q")  # latencies (ns) not yet in ihist: appending is the cheapest hot path
         self.spacing: dict[str, Any] = {"count": 0, "sum": 0.0, "min": None, "max": 0.0}
         self.ca = ""
         self.local: tuple[str, int] = ("", 0)
@@ -227,6 +228,8 @@ class FlowEnd:
         lat = self.b_lat
         if lat is not None:
             ih = self.ihist
+            if self.lat_raw:
+                self.fold_latency()
             if ih.count:
                 s = ih.summary(0.001)
                 lat[0].append(s.count)
@@ -246,6 +249,16 @@ class FlowEnd:
         self.nrows += 1
         if self.nrows >= self.flush_rows:
             self.flush()
+
+    def fold_latency(self) -> None:
+        """Move the buffered latencies into this interval's histogram."""
+        self.ihist.record_many(self.lat_raw)
+        del self.lat_raw[:]
+
+    def record_latency(self, ns: int) -> None:
+        self.lat_raw.append(ns)
+        if len(self.lat_raw) >= 65536:  # bounded memory even with long intervals
+            self.fold_latency()
 
     def flush(self) -> None:
         n = self.nrows

@@ -109,6 +109,38 @@ class Histogram:
         self.count += 1
         self.total += value
 
+    def record_many(self, values: "Iterable[int]") -> None:
+        """Add many values (one tight loop: cheaper than :meth:`record` per value)."""
+        counts = self.counts
+        get = counts.get
+        n = 0
+        total = 0
+        low = high = -1
+        for value in values:
+            if value < 0:
+                value = 0
+            if value < _EXACT:
+                index = value
+            else:
+                shift = value.bit_length() - _SHIFT0
+                index = SUB * (shift + 1) + (value >> shift) - SUB
+            counts[index] = get(index, 0) + 1
+            n += 1
+            total += value
+            if low < 0 or value < low:
+                low = value
+            if value > high:
+                high = value
+        if n == 0:
+            return
+        if self.count == 0:
+            self.min, self.max = low, high
+        else:
+            self.min = min(self.min, low)
+            self.max = max(self.max, high)
+        self.count += n
+        self.total += total
+
     def merge(self, other: "Histogram") -> None:
         """Add every count of ``other`` to this histogram."""
         if other.count == 0:

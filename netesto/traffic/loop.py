@@ -67,19 +67,18 @@ class Loop:
         monotonic = time.monotonic
         while not done():
             now = monotonic()
-            while timers and timers[0][0] <= now:
-                timer = heapq.heappop(timers)[2]
-                callback = timer.callback
-                if callback is not None:
-                    timer.callback = None
-                    callback()
-            if done():
-                break
-            if timers:
-                timeout = max(0.0, timers[0][0] - monotonic())
-            else:
-                timeout = 1.0
-            for fd, events in poll(timeout):
+            if timers and timers[0][0] <= now:
+                while timers and timers[0][0] <= now:
+                    timer = heapq.heappop(timers)[2]
+                    callback = timer.callback
+                    if callback is not None:
+                        timer.callback = None
+                        callback()
+                if done():
+                    break
+                now = monotonic()
+            timeout = timers[0][0] - now if timers else 1.0
+            for fd, events in poll(timeout if timeout > 0 else 0):
                 handler = handlers.get(fd)
                 if handler is not None:
                     handler(events)

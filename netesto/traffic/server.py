@@ -30,6 +30,7 @@ GRACE = 30.0  # a flow whose client vanished silently ends dur + GRACE after it 
 MAX_SIZE = 1 << 30
 SEND_CHUNK = 1 << 18
 _SEQ = struct.Struct("<Q")
+_IN_ERR = IN | ERR
 _SEND_BUF = memoryview(bytes(SEND_CHUNK))
 
 
@@ -157,7 +158,8 @@ class RRServer(ServerFlow):
         self.req = max(1, self.spec.req)
         self.reply_buf = memoryview(bytes(max(1, self.spec.reply)))
         self.got = 0
-        self.pending = self.reply_buf[:0]
+        self.pending = b""
+        self.view = self.worker.rxview
         self.loop.register(self.fd, IN, self._on_event)
 
     def _on_event(self, events: int) -> None:
@@ -169,24 +171,31 @@ class RRServer(ServerFlow):
                 self.pending = self.pending[n:]
                 if not self.pending:
                     self.loop.modify(self.fd, IN)
-            if events & (IN | ERR):
-                n = conn.recv_into(self.worker.rxview)
+            if events & _IN_ERR:
+                n = conn.recv_into(self.view)
                 if n == 0:
                     self.finish()
                     return
                 self.rx += n
-                self.got += n
-                while self.got >= self.req:
-                    self.got -= self.req
-                    self.trans += 1
-                    if self.pending:
-                        self.pending = memoryview(bytes(self.pending) + bytes(self.reply_buf))
-                        continue
-                    n = conn.send(self.reply_buf)
-                    self.tx += n
-                    if n < len(self.reply_buf):
-                        self.pending = self.reply_buf[n:]
-                        self.loop.modify(self.fd, IN | OUT)
+                got = self.got + n
+                req = self.req
+                if got < req:
+                    self.got = got
+                    return
+                count, self.got = divmod(got, req)
+                self.trans += count
+                reply = self.reply_buf if count == 1 else memoryview(bytes(self.reply_buf) * count)
+                if self.pending:
+                    self.pending = memoryview(bytes(self.pending) + bytes(reply))
+                    return
+                try:
+                    n = conn.send(reply)
+                except BlockingIOError:
+                    n = 0
+                self.tx += n
+                if n < len(reply):
+                    self.pending = reply[n:]
+                    self.loop.modify(self.fd, IN | OUT)
         except BlockingIOError:
             pass
         except OSError as exc:

@@ -76,6 +76,8 @@ def test_every_test_type_both_ends_agree(veth_pair, tmp_path):
              reply=128 if t == "TCP_RR" else 1, rate=20_000_000 if t == "UDP_STREAM" else 0, exp=3)
         for i, t in enumerate(types)
     ]
+    # large requests and replies span many segments and partial sends
+    specs.append(spec(server, "a-b-bigrr-0", "TCP_RR", dur=1.5, req=100_000, reply=1_000_000, exp=3))
     # paced (SO_MAX_PACING_RATE, bits/s) with small buffers on both ends
     specs.append(spec(server, "a-b-paced-0", "TCP_STREAM", dur=1.5, ca="cubic", pacing=50_000_000,
                       local_buffer=262144, remote_buffer=262144, exp=3))
@@ -112,8 +114,8 @@ def test_every_test_type_both_ends_agree(veth_pair, tmp_path):
             assert sum(cli.columns["lat_count"]) == cs["transactions"]
         if test == "TCP_RR":
             assert cs["transactions"] == ss["transactions"]
-            assert cs["bytes_tx"] == 64 * cs["transactions"]
-            assert cs["bytes_rx"] == 128 * cs["transactions"]
+            assert cs["bytes_tx"] == s["req"] * cs["transactions"]
+            assert cs["bytes_rx"] == s["reply"] * cs["transactions"]
         if test == "TCP_CRR":
             # one connection per transaction, seen by both ends
             assert cs["connections"] == cs["transactions"] == ss["connections"] == ss["transactions"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -52,34 +53,36 @@ def _wait_file(path: Path, proc: subprocess.Popen) -> int:
     return int(path.read_text())
 
 
-def bare_rtts(tmp: Path, n: int, keys: Path | None) -> list[float]:
+def start_bare(tmp: Path, keys: Path | None) -> tuple[subprocess.Popen, int]:
     port_file = tmp / f"bare-{bool(keys)}.port"
     port_file.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "bench.bench_protocol", "--bare-server", str(port_file)]
     if keys:
         argv += ["--keys", str(keys)]
     proc = subprocess.Popen(argv, cwd=REPO)
-    try:
-        port = _wait_file(port_file, proc)
-        ctx = zmq.Context.instance()
-        sock = ctx.socket(zmq.DEALER)
-        sock.linger = 0
+    return proc, _wait_file(port_file, proc)
+
+
+class BareClient:
+    """The floor: a DEALER sending a msgpack map and reading the reply, nothing else."""
+
+    def __init__(self, port: int, keys: Path | None) -> None:
+        self.sock = zmq.Context.instance().socket(zmq.DEALER)
+        self.sock.linger = 0
         if keys:
-            sock.curve_serverkey = zmq.auth.load_certificate(str(keys / "agent.key"))[0]
-            sock.curve_publickey, sock.curve_secretkey = zmq.auth.load_certificate(str(keys / "controller.key_secret"))
-        sock.connect(f"tcp://127.0.0.1:{port}")
-        out = []
-        for i in range(n + 50):
-            t0 = time.perf_counter()
-            sock.send(msgpack.packb({"v": "1.0", "k": "req", "id": i, "t": "time", "a": {}}))
-            msgpack.unpackb(sock.recv())
-            if i >= 50:  # warm-up (connection, CURVE handshake)
-                out.append(time.perf_counter() - t0)
-        sock.close()
-        return out
-    finally:
-        proc.kill()
-        proc.wait()
+            self.sock.curve_serverkey = zmq.auth.load_certificate(str(keys / "agent.key"))[0]
+            self.sock.curve_publickey, self.sock.curve_secretkey = zmq.auth.load_certificate(
+                str(keys / "controller.key_secret"))
+        self.sock.connect(f"tcp://127.0.0.1:{port}")
+        self.n = 0
+
+    def request(self, type: str) -> None:
+        self.n += 1
+        self.sock.send(msgpack.packb({"v": "1.0", "k": "req", "id": self.n, "t": type, "a": {}}))
+        msgpack.unpackb(self.sock.recv())
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 def start_agent(tmp: Path, keys: Path | None, tag: str) -> tuple[subprocess.Popen, int, Path]:
@@ -101,25 +104,36 @@ def client_for(port: int, keys: Path | None):
     return AgentClient("bench", "127.0.0.1", port, insecure=True, heartbeat=0, timeout=30)
 
 
-def agent_rtts(tmp: Path, n: int, keys: Path | None) -> list[float]:
-    proc, port, _ = start_agent(tmp, keys, f"agent-{bool(keys)}")
+def round_trips(tmp: Path, n: int, keys: Path | None, rounds: int = 10) -> tuple[list[float], list[float]]:
+    """Bare and agent round trips, measured in alternating blocks so load changes hit both alike."""
+    bare_proc, bare_port = start_bare(tmp, keys)
+    agent_proc, agent_port, _ = start_agent(tmp, keys, f"agent-{bool(keys)}")
+    bare_c, agent_c = BareClient(bare_port, keys), client_for(agent_port, keys)
+    out: tuple[list[float], list[float]] = ([], [])
     try:
-        c = client_for(port, keys)
-        out = []
-        for i in range(n + 50):
-            t0 = time.perf_counter()
-            c.request("time")
-            if i >= 50:
-                out.append(time.perf_counter() - t0)
-        c.close()
+        for c in (bare_c, agent_c):
+            for _ in range(100):  # warm-up: connection, CURVE handshake
+                c.request("time")
+        per = max(1, n // rounds)
+        for _ in range(rounds):
+            for c, sink in ((bare_c, out[0]), (agent_c, out[1])):
+                for _ in range(per):
+                    t0 = time.perf_counter()
+                    c.request("time")
+                    sink.append(time.perf_counter() - t0)
         return out
     finally:
-        proc.kill()
-        proc.wait()
+        bare_c.close()
+        agent_c.close()
+        for proc in (bare_proc, agent_proc):
+            proc.kill()
+            proc.wait()
 
 
-def fetch_rate(tmp: Path, mib: int, keys: Path) -> float:
+def fetch_rates(tmp: Path, mib: int, keys: Path) -> dict[str, float]:
+    """MB/s of AgentClient.fetch with CURVE into a disk directory and into tmpfs (protocol only)."""
     proc, port, datadir = start_agent(tmp, keys, "fetch")
+    out = {}
     try:
         exp = datadir / "1" / "flows"
         exp.mkdir(parents=True)
@@ -127,13 +141,23 @@ def fetch_rate(tmp: Path, mib: int, keys: Path) -> float:
         with open(exp / "big.nflow", "wb") as f:
             for _ in range(mib):
                 f.write(block)
-        c = client_for(port, keys)
         os.sync()
-        t0 = time.perf_counter()
-        c.fetch(1, tmp / "fetched", ack=False)
-        dt = time.perf_counter() - t0
+        c = client_for(port, keys)
+        shm = Path("/dev/shm")
+        targets = {"disk": tmp / "fetched"}
+        if shm.is_dir():
+            targets["tmpfs"] = Path(tempfile.mkdtemp(prefix="bench-fetch-", dir=shm))
+        try:
+            for label, dest in targets.items():
+                c.request("fetch_list", {"exp": 1})  # the agent's sha256 of the file, cached for both runs
+                t0 = time.perf_counter()
+                c.fetch(1, dest, ack=False)
+                out[label] = mib * (1 << 20) / (time.perf_counter() - t0) / 1e6
+        finally:
+            for dest in targets.values():
+                shutil.rmtree(dest, ignore_errors=True)
         c.close()
-        return mib * (1 << 20) / dt / 1e6  # includes the agent's whole-file sha256 in fetch_list
+        return out
     finally:
         proc.kill()
         proc.wait()
@@ -149,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=2000, help="round trips per measurement")
     p.add_argument("--fetch-mib", type=int, default=256, help="size of the fetched file")
+    p.add_argument("--pin", type=int, default=None, metavar="CPU",
+                   help="pin every process of the benchmark to one CPU (see testbed-facts: CPU placement)")
     p.add_argument("--bare-server", help=argparse.SUPPRESS)
     p.add_argument("--keys", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -157,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from netesto.commands.keys import create_keys
 
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})  # children inherit it
+
     with tempfile.TemporaryDirectory(prefix="bench-protocol-") as d:
         tmp = Path(d)
         keys = tmp / "keys"
@@ -164,15 +193,18 @@ def main(argv: list[str] | None = None) -> int:
             create_keys(keys, name)
         (keys / "authorized").mkdir()
         (keys / "authorized" / "controller.key").write_bytes((keys / "controller.key").read_bytes())
-        print(f"request round trip, {args.n} sequential requests, loopback, separate processes (median / p99, us)")
+        where = f"all pinned to CPU {args.pin}" if args.pin is not None else "unpinned"
+        print(f"request round trip, {args.n} sequential requests each, loopback, separate processes, {where}, "
+              "bare and agent alternating in blocks (median / p99, us)")
         for label, k in (("plain", None), ("CURVE", keys)):
-            bare = bare_rtts(tmp, args.n, k)
-            ours = agent_rtts(tmp, args.n, k)
+            bare, ours = round_trips(tmp, args.n, k)
             ratio = statistics.median(ours) / statistics.median(bare)
             print(f"  {label:5}  bare pyzmq ROUTER/DEALER {us(bare):7.1f} / {us(bare, 0.99):7.1f}   "
                   f"netesto agent {us(ours):7.1f} / {us(ours, 0.99):7.1f}   ratio {ratio:.2f} (target <= 1.5)")
-        rate = fetch_rate(tmp, args.fetch_mib, keys)
-        print(f"fetch with CURVE, {args.fetch_mib} MiB file, loopback: {rate:.0f} MB/s (target >= 100)")
+        rates = fetch_rates(tmp, args.fetch_mib, keys)
+        print(f"fetch with CURVE, {args.fetch_mib} MiB file, loopback (chunks, crc32 each, sha256 per file; "
+              f"agent's sha256 cached): " + ", ".join(f"into {k} {v:.0f} MB/s" for k, v in rates.items())
+              + " (target >= 100)")
     print("(shared 2-vCPU machine: figures move 10-30 % between runs; compare the ratios)")
     return 0
 

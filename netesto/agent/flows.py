@@ -74,6 +74,8 @@ class FlowManager:
         self.server_port = 0
         self.server_tokens: list[str] = []
         self.server_open = False
+        self.server_flows: dict[str, str] = {}  # flow id -> started|done|error (server side)
+        self._server_pos = 0
         self.iperf3: dict[int, Any] = {}
         self.runs: list[ClientRun] = []
         self.pings: dict[str, list[tuple[float, Any]]] = {}
@@ -121,6 +123,7 @@ class FlowManager:
             argv += ["--token-file", str(token_file)]
         out_path = self.store.private / "server.out"
         out_path.write_bytes(b"")
+        self._server_pos = 0
         out = open(out_path, "ab")
         try:
             self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
@@ -315,6 +318,34 @@ class FlowManager:
             else:
                 del self.pings[key]
 
+    def _server_events(self) -> None:
+        """Follow the engine server's event lines (started/done per flow) in its output file."""
+        if self.server is None:
+            return
+        path = self.store.private / "server.out"
+        try:
+            with open(path, "rb") as f:
+                f.seek(self._server_pos)
+                data = f.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1
+        self._server_pos += end
+        for line in data[:end].splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and event.get("flow") and event.get("event") in ("started", "done", "error"):
+                self.server_flows[str(event["flow"])] = str(event["event"])
+
+    def server_running(self, exp: str) -> list[str]:
+        """Server ends of ``exp``'s flows still open here (their files still being written)."""
+        self._server_events()
+        flows = self.store.root / exp / "flows"
+        return sorted(f for f, state in self.server_flows.items()
+                      if state == "started" and (flows / f"{f}.server.nflow").exists())
+
     def status(self, exp: Any) -> dict[str, Any]:
         name = exp_name(exp)
         running, done, failed = [], [], []
@@ -327,9 +358,15 @@ class FlowManager:
                 (done if state == "done" else failed if state == "error" else running).append(flow)
             progress.update(run.progress)
             errors.update(run.errors)
-        finished = all(r.finished for r in self.runs if r.exp == name)
+        server_running = self.server_running(name)
+        finished = all(r.finished for r in self.runs if r.exp == name) and not server_running
         return {"exp": name, "running": running, "done": done, "failed": failed, "progress": progress,
-                "errors": errors, "finished": finished}
+                "errors": errors, "finished": finished, "server_running": server_running}
+
+    def forget(self, exp: Any) -> None:
+        """Drop the finished runs of ``exp`` (after its data was acknowledged)."""
+        name = exp_name(exp)
+        self.runs = [r for r in self.runs if r.exp != name or not r.finished]
 
     def running(self) -> bool:
         return any(not r.finished for r in self.runs)

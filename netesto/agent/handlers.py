@@ -125,7 +125,7 @@ class Handlers:
         if not status["running"]:
             self.agent.flows.reap_pings(exp)  # GET_DATA after the flows: close the ping files first
         return {"exp": exp, "files": self.agent.store.files(exp), "chunk": CHUNK_SIZE,
-                "flows_running": status["running"]}
+                "flows_running": status["running"] + status["server_running"]}
 
     def cmd_fetch_chunk(self, args: Mapping[str, Any]) -> dict[str, Any]:
         exp = exp_name(_arg(args, "exp", (int, str)))
@@ -144,9 +144,12 @@ class Handlers:
 
     def cmd_ack(self, args: Mapping[str, Any]) -> dict[str, Any]:
         exp = exp_name(_arg(args, "exp", (int, str)))
-        if self.agent.flows.status(exp)["running"]:
+        status = self.agent.flows.status(exp)
+        if status["running"] or status["server_running"]:
             raise AgentError(f"experiment {exp} still has running flows; not deleting its data", kind="Busy")
-        return {"exp": exp, "deleted": self.agent.store.delete(exp)}
+        deleted = self.agent.store.delete(exp)
+        self.agent.flows.forget(exp)
+        return {"exp": exp, "deleted": deleted}
 
     # ---- host control
     def cmd_set_sysctl(self, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -272,11 +272,14 @@ class AgentClient:
         return self.request("status", {"exp": exp})
 
     def wait_flows(self, exp: int | str, timeout: float, *, poll: float = 0.2) -> dict[str, Any]:
-        """Poll status until the experiment's flows ended (``complete`` True) or ``timeout`` passed."""
+        """Poll status until the experiment's flows ended (``complete`` True) or ``timeout`` passed.
+
+        On a server host this waits for the server ends (``server_running``) too,
+        so a fetch afterwards does not race the engine's last writes."""
         end = time.monotonic() + timeout
         while True:
             st = self.status(exp)
-            if st.get("finished") and not st.get("running"):
+            if st.get("finished") and not st.get("running") and not st.get("server_running"):
                 return {**st, "complete": True}
             if time.monotonic() >= end:
                 return {**st, "complete": False}

@@ -58,7 +58,9 @@ def _check_id(value: Any) -> None:
 
 
 def _check_map(what: str, value: Any) -> None:
-    if not isinstance(value, Mapping) or not all(type(k) is str for k in value):
+    if type(value) is not dict and not isinstance(value, Mapping):  # the ABC check is slow: dicts first
+        raise ProtocolError(f"bad {what}: expected a map with text keys, got {type(value).__name__}")
+    if value and not all(type(k) is str for k in value):
         raise ProtocolError(f"bad {what}: expected a map with text keys, got {type(value).__name__}")
 
 

@@ -164,10 +164,11 @@ def test_flows_between_two_agents_and_fetch_both_ends(veth_pair, agents, keys, t
         started = ca.start_flows(1, [spec], at=time.time() + off + 0.3, ping=True)
         done = ca.wait_flows(1, timeout=20)
         ga = ca.fetch(1, {str(tmp_path / 'ctl' / '1')!r})
-        time.sleep(0.5)
+        server_done = cb.wait_flows(1, timeout=10)
         gb = cb.fetch(1, {str(tmp_path / 'ctl' / '1')!r})
         print(json.dumps({{"port": port, "reused": again["reused"], "started": started, "done": done,
-                          "files": sorted(str(p) for p in ga + gb), "events": events}}))
+                          "files": sorted(str(p) for p in ga + gb), "events": events,
+                          "server_done": server_done}}))
     """)
     assert out["reused"] is True and out["started"]["flows"] == ["h1-h2-1-0"]
     assert out["done"]["complete"] and out["done"]["done"] == ["h1-h2-1-0"], out["done"]
@@ -177,6 +178,7 @@ def test_flows_between_two_agents_and_fetch_both_ends(veth_pair, agents, keys, t
     server = read_flow(tmp_path / "ctl" / "1" / "flows" / "h1-h2-1-0.server.nflow")
     assert client is not None and server is not None
     assert "flows_done" in out["events"]
+    assert out["server_done"]["complete"] and out["server_done"]["server_running"] == []
     assert not (a.datadir / "1").exists() and not (b.datadir / "1").exists()  # acknowledged, deleted
 
 

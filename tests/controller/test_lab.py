@@ -118,3 +118,22 @@ def test_keyword_and_loopback_labs_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "lb.toml"
     path.write_text(lb.to_toml())
     assert Lab.from_file(path) == lb
+
+
+def test_reads_the_lab_file_the_testbed_writes(tmp_path: Path) -> None:
+    from netesto.testbed.lab import LabFile, LabHost as TbHost, write_lab
+
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    for k in ("controller.key_secret", "h1.key", "router.key"):
+        (keys / k).write_text("x")
+    path = write_lab(tmp_path / "lab.toml", LabFile(
+        "tb", "keys/controller.key_secret", hosts=(
+            TbHost("h1", "10.1.1.1", port=12871, test="10.2.1.1", public_key="keys/h1.key",
+                   shape_agent="router", shape_dev="r-h1", dev="eth0"),
+            TbHost("router", "10.1.1.254", public_key="keys/router.key", role="router"),
+        )))
+    lab = Lab.from_file(path)
+    h1 = lab.resolve("h1")
+    assert (h1.port, h1.test_address, h1.dev, h1.shape) == (12871, "10.2.1.1", "eth0", Shape("router", "r-h1"))
+    assert lab.resolve("router").role == "router"

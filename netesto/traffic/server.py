@@ -207,7 +207,8 @@ class CRRServer(ServerFlow):
 
     def start(self) -> dict[str, Any]:
         extra = super().start()
-        self.session = os.urandom(8)
+        # The first byte names the worker process that owns the flow (see ServerWorker.join).
+        self.session = bytes([self.sw.index]) + os.urandom(7)
         self.sw.sessions[self.session] = self
         self.joins: set[JoinConn] = set()
         return {"session": self.session}
@@ -459,6 +460,8 @@ class ServerWorker(Worker):
         self.tokens = tokens
         self.pending: dict[int, Pending] = {}
         self.sessions: dict[bytes, CRRServer] = {}
+        self.index = 0
+        self.peers: dict[int, socket.socket] = {}
         self.dropped = 0
         listener.setblocking(False)
         loop.register(listener.fileno(), IN, self._on_accept)
@@ -476,7 +479,47 @@ class ServerWorker(Worker):
             conn.setblocking(False)
             Pending(self, conn)
 
-    def join(self, conn: socket.socket, session: bytes, leftover: bytes) -> None:
+    def set_peers(self, index: int, inbox: socket.socket | None,
+                  peers: dict[int, socket.socket]) -> None:
+        """Multi-process server: our index, our fd inbox and the other workers' inboxes.
+
+        With SO_REUSEPORT a CRR transaction connection can land in any
+        worker; it is handed (SCM_RIGHTS) to the worker that owns the session.
+        """
+        self.index = index
+        self.peers = peers
+        if inbox is not None:
+            self.inbox = inbox
+            inbox.setblocking(False)
+            self.loop.register(inbox.fileno(), IN, self._on_inbox)
+
+    def _on_inbox(self, events: int) -> None:
+        for _ in range(64):
+            try:
+                msg, fds, _, _ = socket.recv_fds(self.inbox, 1 << 16, 4)
+            except BlockingIOError:
+                return
+            if not fds:
+                return
+            conns = [socket.socket(fileno=fd) for fd in fds]
+            for extra in conns[1:]:
+                extra.close()
+            conn = conns[0]
+            conn.setblocking(False)
+            if len(msg) < 8:
+                conn.close()
+                continue
+            self.join(conn, msg[:8], msg[8:], forwarded=True)
+
+    def join(self, conn: socket.socket, session: bytes, leftover: bytes, forwarded: bool = False) -> None:
+        owner = session[0]
+        if not forwarded and owner != self.index and owner in self.peers:
+            try:
+                socket.send_fds(self.peers[owner], [session + leftover], [conn.fileno()])
+            except OSError:
+                self.dropped += 1
+            conn.close()
+            return
         flow = self.sessions.get(session)
         if flow is None or flow.finished:
             self.dropped += 1
@@ -622,9 +665,12 @@ def _stdout_emit(event: dict[str, Any]) -> None:
 
 
 def _serve_one(listener: socket.socket, datadir: str, tokens: TokenSet,
-               emit: Callable[[dict[str, Any]], None], handshake_timeout: float) -> None:
+               emit: Callable[[dict[str, Any]], None], handshake_timeout: float,
+               index: int = 0, inbox: socket.socket | None = None,
+               peers: dict[int, socket.socket] | None = None) -> None:
     loop = Loop()
     worker = ServerWorker(loop, datadir, emit, listener, tokens, handshake_timeout)
+    worker.set_peers(index, inbox, peers or {})
 
     def on_signal(signum: int, frame: object) -> None:
         raise _Stop()
@@ -653,13 +699,16 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
         _serve_one(first, datadir, token_set, emit, handshake_timeout)
         return 0
     children = []
+    inboxes = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(workers)]
     for index in range(workers):
         listener = first if index == 0 else make_listener(bind, port, True)
         pid = os.fork()
         if pid == 0:
             code = 0
+            peers = {j: pair[0] for j, pair in enumerate(inboxes) if j != index}
             try:
-                _serve_one(listener, datadir, token_set, emit, handshake_timeout)
+                _serve_one(listener, datadir, token_set, emit, handshake_timeout,
+                           index, inboxes[index][1], peers)
             except BaseException:
                 code = 1
             os._exit(code)
@@ -667,6 +716,9 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
         if index:
             listener.close()
     first.close()
+    for pair in inboxes:
+        pair[0].close()
+        pair[1].close()
 
     def forward(signum: int, frame: object) -> None:
         for pid in children:

@@ -301,3 +301,23 @@ def test_garbage_on_the_test_port_does_not_disturb_flows(veth_pair, tmp_path):
     assert "handshake timeout" in reasons
     assert sum("magic" in r for r in reasons) >= 2
     assert not (tmp_path / "srv" / "0" / "flows" / "x-y-0-0.server.nflow").exists()
+
+
+def test_multi_process_server_serves_crr_across_workers(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "2")
+    specs = [spec(server, f"a-b-crr-{i}", "TCP_CRR", dur=1.0) for i in range(2)]
+    specs += [spec(server, f"a-b-st-{i}", "TCP_STREAM", dur=1.0) for i in range(2)]
+    code, events = run_client(pair, pair.a, tmp_path, specs)
+    assert code == 0, [e for e in events if e["event"] == "error"]
+    pids = set()
+    for s in specs:
+        cli, srv = ends(tmp_path, s["flow_id"])
+        pids.add(srv.header["pid"])
+        if s["test"] == "TCP_CRR":
+            # every transaction connection reached the flow's owner, whichever worker accepted it
+            assert cli.summary["transactions"] == srv.summary["transactions"] == srv.summary["connections"] > 20
+        else:
+            assert cli.summary["bytes_tx"] == srv.summary["bytes_rx"]
+    assert len(pids) >= 1
+    assert sum(e["event"] == "done" for e in server.events()) == len(specs)

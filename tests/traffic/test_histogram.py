@@ -86,3 +86,16 @@ def test_empty():
     assert hist.summary().count == 0 and hist.percentiles([0.5]) == [0.0]
     hist.merge(Histogram())
     assert hist.count == 0
+
+
+def test_record_many_equals_record():
+    rng = random.Random(3)
+    values = [int(rng.lognormvariate(9, 2)) for _ in range(3000)] + [0, -5, 255, 256]
+    one, many = Histogram(), Histogram()
+    for v in values:
+        one.record(v)
+    many.record_many(values[:1000])
+    many.record_many(values[1000:])
+    many.record_many([])
+    assert one.counts == many.counts
+    assert (one.count, one.total, one.min, one.max) == (many.count, many.total, many.min, many.max)

@@ -63,6 +63,13 @@ SOURCE inlib
 RUN InlibShortWaits
 RUN TwoFlowBaseStream server=h2 client1=h1 client2=h1 ca1=cubic ca2=reno dur1=2 dur2=1 delay2=0.5 expName=twoflow
 RUN MServerRR servers=h2 clients=h1 reqs=1K,10K ca=cubic dur=2 expName=mserverrr
+DO_SERVER host=h1 exp=COUNTER start=1 expName=crossed
+DO_SERVER host=h2 exp=PREV start=1
+DO_CLIENT host=h1 server=h2 test=TCP_STREAM req=S pacing=10m dur=1 ca=cubic
+DO_CLIENT host=h2 server=h1 test=TCP_STREAM req=S pacing=10m dur=1 ca=cubic
+WAIT 1
+GET_DATA host=h1
+GET_DATA host=h2
 """
 
 
@@ -75,7 +82,7 @@ def test_paper_examples_run_end_to_end(veth_pair, tmp_path: Path) -> None:
     rc, out, err = netesto_run(veth_pair, script, lab, work)
     assert rc == 0, out + err
     assert "experiment 1 twoflow" in out and "experiment 2 mserverrr" in out
-    assert (work / "counter").read_text().strip() == "2"
+    assert (work / "counter").read_text().strip() == "3"
     expected = {1: {"h1-h2-1-0", "h1-h2-2-0"}, 2: {"h1-h2-1-0", "h1-h2-2-0"}}
     for exp, flows in expected.items():
         d = work / str(exp)
@@ -97,9 +104,16 @@ def test_paper_examples_run_end_to_end(veth_pair, tmp_path: Path) -> None:
     by = {f["flow_id"]: f for f in doc["flows"]}
     assert by["h1-h2-2-0"]["start_at"] - by["h1-h2-1-0"]["start_at"] == pytest.approx(0.5, abs=1e-6)
     assert by["h1-h2-2-0"]["ca"] == "reno" and by["h1-h2-1-0"]["test"] == "TCP_STREAM"
+    # flows on the two hosts were scheduled for one instant and started together
+    doc = json.loads((work / "3" / "experiment.json").read_text())
+    f1, f2 = sorted(doc["flows"], key=lambda f: f["flow_id"])
+    assert (f1["flow_id"], f2["flow_id"]) == ("h1-h2-1-0", "h2-h1-2-0")
+    assert f1["start_at"] == f2["start_at"]
+    assert abs((f1["start_at"] + f1["start_skew"]) - (f2["start_at"] + f2["start_skew"])) < 0.1
+    assert (work / "3" / "flows" / "h2-h1-2-0.server.nflow").is_file()
     # the agents kept nothing once the controller stored and acknowledged it
     for a in agents.values():
-        assert not (a.datadir / "1").exists() and not (a.datadir / "2").exists()
+        assert not any((a.datadir / str(n)).exists() for n in (1, 2, 3))
     assert "from h1 in" in out and "from h2 in" in out
 
 

@@ -390,7 +390,10 @@ class HostControl:
         if server != "X":
             argv += ["host", server]
         argv += ["-w", str(target)]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        from netesto.agent.flows import _die_with_parent
+
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                preexec_fn=_die_with_parent)
         self.tcpdumps.setdefault(exp, []).append(proc)
         return {"pid": proc.pid, "path": target.name, "argv": argv}
 

@@ -21,6 +21,17 @@ log = logging.getLogger("netesto.agent.flows")
 Push = Callable[[str, dict[str, Any]], None]
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the agent dies (even by SIGKILL), so no
+    flow engine or tcpdump outlives it and keeps writing behind a restarted agent."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def free_port(bind: str) -> int:
     """A TCP port the kernel says is free on ``bind`` right now."""
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
@@ -55,6 +66,7 @@ class ClientRun:
     errors: dict[str, str] = field(default_factory=dict)
     finished: bool = False
     returncode: int | None = None
+    stderr: Path | None = None
 
 
 class FlowManager:
@@ -126,7 +138,8 @@ class FlowManager:
         self._server_pos = 0
         out = open(out_path, "ab")
         try:
-            self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+            self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                           preexec_fn=_die_with_parent)
         except OSError as exc:
             raise AgentError(f"cannot start the flow engine server: {exc}", kind="EngineError") from exc
         finally:
@@ -179,13 +192,14 @@ class FlowManager:
         argv = self.engine_argv("client", "--specs", str(specs_path), "--datadir", str(self.store.root))
         errlog = open(self.store.private / f"client-{name}-{self._n}.stderr", "wb")
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errlog)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errlog,
+                                    preexec_fn=_die_with_parent)
         except OSError as exc:
             raise AgentError(f"cannot start the flow engine client: {exc}", kind="EngineError") from exc
         finally:
             errlog.close()
         os.set_blocking(proc.stdout.fileno(), False)  # type: ignore[union-attr]
-        run = ClientRun(name, proc, [f.flow_id for f in flows])
+        run = ClientRun(name, proc, [f.flow_id for f in flows], stderr=self.store.private / f"client-{name}-{self._n}.stderr")
         run.state = {f.flow_id: "scheduled" for f in flows}
         self.runs.append(run)
         if ping:
@@ -265,11 +279,17 @@ class FlowManager:
             self._event_line(run, run.buffer)
             run.buffer = b""
         run.finished, run.returncode = True, rc
+        tail = ""
+        if rc != 0 and run.stderr is not None:
+            try:
+                tail = run.stderr.read_text(errors="replace").strip()[-600:]
+            except OSError:
+                pass
         for flow, state in run.state.items():
             if state not in ("done", "error"):
                 run.state[flow] = "done" if rc == 0 else "error"
                 if rc != 0:
-                    run.errors.setdefault(flow, f"engine exited with status {rc}")
+                    run.errors.setdefault(flow, f"engine exited with status {rc}" + (f": {tail}" if tail else ""))
         if run.proc.stdout:
             run.proc.stdout.close()
         log.info("exp %s: flow engine pid %d exited with %s", run.exp, run.proc.pid, rc)

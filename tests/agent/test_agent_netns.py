@@ -253,3 +253,35 @@ def test_iperf3_driver_between_two_agents(veth_pair, agents, keys, tmp_path):
     assert out["srv"]["ports"] == [5399] and out["srv"]["driver"] == "iperf3"
     assert out["done"]["done"] == ["h1-h2-1-0"], out["done"]
     assert any(p.endswith("h1-h2-1-0.client.nflow") for p in out["files"])
+
+
+def test_agent_killed_mid_flow_then_restarted_offers_the_data(veth_pair, agents, keys, tmp_path):
+    a = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a", extra=("--name", "h1"))
+    b = agents(keys=keys, netns=veth_pair.b, bind=veth_pair.addr_b, tag="b",
+               extra=("--name", "h2", "--test-bind", veth_pair.addr_b))
+    out = run_in_ns(veth_pair.a, prelude(keys) + f"""
+        ca = client("h1", {veth_pair.addr_a!r}, {a.port})
+        cb = client("h2", {veth_pair.addr_b!r}, {b.port})
+        port = cb.prepare_server(6, "t6")["port"]
+        spec = dict(flow_id="h1-h2-1-0", test="TCP_STREAM", server={veth_pair.addr_b!r}, port=port, dur=20.0,
+                    token="t6", exp=6, interval=0.05)
+        r = ca.start_flows(6, [spec])
+        time.sleep(1.5)
+        print(json.dumps(r))
+    """)
+    engine_pid = out["pid"]
+    a.kill()  # SIGKILL mid-flow
+    assert wait_for(lambda: not os.path.exists(f"/proc/{engine_pid}"), timeout=10)  # the engine died with it
+    again = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a2", datadir=a.datadir,
+                   extra=("--name", "h1"))
+    got = run_in_ns(veth_pair.a, prelude(keys) + f"""
+        ca = client("h1", {veth_pair.addr_a!r}, {again.port})
+        hello = ca.hello()
+        files = ca.fetch(6, {str(tmp_path / 'ctl' / '6')!r})
+        print(json.dumps({{"unfetched": hello["unfetched"], "files": [str(p) for p in files]}}))
+    """)
+    assert "6" in got["unfetched"]
+    path = tmp_path / "ctl" / "6" / "flows" / "h1-h2-1-0.client.nflow"
+    assert str(path) in got["files"]
+    flow = read_flow(path)  # complete blocks kept even if the writer was cut short
+    assert flow is not None

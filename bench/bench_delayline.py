@@ -85,7 +85,9 @@ def main() -> int:
             idle = _ping(h1["ns"], h2["addr"], 300)
             plain = _iperf(h1["ns"], h2["ns"], h2["addr"])
             _rules(st, "-A")
+            send_control(control, {"op": "stats", "reset": True})
             added = _ping(h1["ns"], h2["addr"], 300)
+            own = send_control(control, {"op": "stats", "reset": True})["stats"]
             base = statistics.median(idle)
             errors = [r - base - 20.0 for r in added]
             abs_err = [abs(e) for e in errors]
@@ -94,6 +96,9 @@ def main() -> int:
             print(f"  added-delay error: median {statistics.median(errors):+.3f} ms, "
                   f"median |err| {statistics.median(abs_err):.3f} ms, p99 |err| {_pct(abs_err, 99):.3f} ms, "
                   f"max {max(abs_err):.3f} ms   (target median < 0.5 ms)")
+            print(f"  the loop's own lateness (release time -> verdict sent), {own['late_samples']} packets: "
+                  f"median {own['late_p50_ms']:.3f} ms, p99 {own['late_p99_ms']:.3f} ms "
+                  "(the rest of the ping error is ping's and the kernel's scheduling)")
 
             for q in (h1["queue"], h2["queue"]):
                 send_control(control, {"queue": q, "delay": 0})

@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from netesto.errors import TestbedError, UsageError
 from netesto.testbed import agents, shaping, topology
@@ -438,6 +438,19 @@ def down(name: str) -> list[str]:
     return problems
 
 
+@contextlib.contextmanager
+def testbed(**kw: Any) -> Iterator[UpResult]:
+    """``with testbed(hosts=3, rtt="20ms") as tb: run(script, lab=tb.lab)``; always torn down.
+
+    Keywords are those of :meth:`TestbedConfig.parse`.
+    """
+    result = up(TestbedConfig.parse(**kw))
+    try:
+        yield result
+    finally:
+        down(result.name)
+
+
 def status(name: str | None = None) -> list[dict[str, Any]]:
     """State of every testbed (or one), with ``alive`` filled in for each process."""
     states = [load_state(state_path(name))] if name else list_states()
@@ -447,4 +460,4 @@ def status(name: str | None = None) -> list[dict[str, Any]]:
     return states
 
 
-__all__ = ["TestbedConfig", "UpResult", "down", "namespaces_supported", "parse_loss", "status", "up"]
+__all__ = ["TestbedConfig", "UpResult", "down", "namespaces_supported", "parse_loss", "status", "testbed", "up"]

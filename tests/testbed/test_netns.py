@@ -233,3 +233,12 @@ def test_guard_only_delay_line_keeps_a_bottleneck_on_a_bare_link(veth_pair, tmp_
     assert "htb" in qdiscs()
     proc.terminate()
     assert proc.wait(timeout=5) == 0
+
+
+def test_context_manager_tears_down_after_an_error(tmp_path) -> None:
+    name = tbutil.unique_name()
+    with pytest.raises(RuntimeError, match="boom"):
+        with lifecycle.testbed(name=name, hosts=1, dir=tmp_path, agents=False) as tb:
+            assert tb.lab.exists() and tbutil.leftovers(name)
+            raise RuntimeError("boom")
+    assert tbutil.leftovers(name) == []

@@ -100,3 +100,12 @@ def test_link_settings_validated() -> None:
         delayline.LinkSettings(10, 0, 1.5)
     with pytest.raises(TestbedError, match=">= 0"):
         delayline.LinkSettings(-1)
+
+
+def test_package_exports_the_lifecycle() -> None:
+    import netesto.testbed as tb
+
+    assert sorted(tb.__all__) == tb.__all__
+    assert tb.up is lifecycle.up and tb.testbed is lifecycle.testbed
+    with pytest.raises(AttributeError):
+        tb.nothing_here  # noqa: B018

@@ -128,13 +128,14 @@ def _goodput_series(rec: FlowRecord, raw: ExperimentRaw) -> tuple[np.ndarray, np
 
 def _goodput_on_grid(t: np.ndarray, b: np.ndarray, grid: "_Grid") -> tuple[np.ndarray, np.ndarray]:
     """Goodput (bit/s) per grid step: cumulative bytes interpolated at the
-    grid times, differenced. Integrates exactly to the bytes delivered
-    between the first and last grid point the flow covers, whatever the
-    sampling jitter."""
+    grid times, differenced. Integrates exactly to the bytes delivered,
+    whatever the sampling jitter."""
     if t.size < 2:
         return np.empty(0, dtype=np.int64), np.empty(0)
-    k0 = max(0, int(math.ceil((t[0] - grid.t0) / grid.interval - 1e-9)))
-    k1 = min(grid.n - 1, int(math.floor((t[-1] - grid.t0) / grid.interval + 1e-9)))
+    # Grid points from just before the first sample to just after the last:
+    # np.interp holds the end values outside, so nothing delivered is lost.
+    k0 = max(0, int(math.floor((t[0] - grid.t0) / grid.interval + 1e-9)))
+    k1 = min(grid.n - 1, int(math.ceil((t[-1] - grid.t0) / grid.interval - 1e-9)))
     if k1 <= k0:
         return np.empty(0, dtype=np.int64), np.empty(0)
     ks = np.arange(k0, k1 + 1)
@@ -266,7 +267,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
                 if math.isfinite(st) and st < t[0]:
                     starts.append(st)
     t0 = min(starts) if starts else 0.0
-    n = int(round((max(ends) - t0) / interval)) + 1 if ends else 0
+    n = int(math.ceil((max(ends) - t0) / interval - 1e-9)) + 1 if ends else 0
     grid = _Grid(t0, interval, n)
     nf = len(flows)
     series = {v.name: np.full((nf, n), np.nan, dtype=v.dtype) for v in TIME_SERIES}
@@ -386,6 +387,8 @@ def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:
         "hosts": json.dumps(meta.get("hosts", {}), sort_keys=True, default=str),
         "kernels": json.dumps(kernels, sort_keys=True),
         "sysctls": json.dumps(sysctls, sort_keys=True),
+        "offloads": json.dumps({h: s.offloads for h, s in raw.before.items() if s.offloads},
+                               sort_keys=True, default=str),
         "flows_resolved": json.dumps(meta.get("flows", []), default=str),
         "start_wall": t0,
         "interval": interval,

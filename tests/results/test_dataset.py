@@ -57,7 +57,7 @@ def test_values_match_what_was_sent(workdir: Path) -> None:
         assert float(f.rate) == pytest.approx(got * 8 / float(f.duration) / 1e6)
         # Integrating the goodput series gives back the delivered bits.
         bits = float(f.goodput.fillna(0).sum()) * ds.attrs["interval"]
-        assert bits == pytest.approx(got * 8, rel=0.05)
+        assert bits == pytest.approx(got * 8, rel=1e-6)
         assert float(f.mean_cwnd) >= 1 and float(f.mean_rtt) > 0
         assert float(f.packets_sent) >= got / 65536
     rr = ds.sel(flow="h1-h2-3-0")

@@ -9,6 +9,11 @@ its data phase (``start_wall`` of the client raw file) minus the scheduled
 instant; the spread of a round is the latest minus the earliest start across
 the 8 hosts (controller time, offsets applied).
 
+A third row runs the same flows with the same start instants in one local
+flow-engine process with no agents and no controller: the engine's own skew
+(its connect and handshake happen after the instant), which bounds what the
+controller can achieve.
+
 Peer: the original Netesto had no scheduled start - each doClient.sh started
 its flow when the command arrived, one host after another. The same agents
 run the same rounds with ``lead=0`` (start on receipt) and the ratio of the
@@ -90,6 +95,50 @@ def collect(work: Path) -> tuple[list[float], list[float], list[float]]:
     return skews, rel, spreads
 
 
+def engine_alone(n: int, rounds: int, dur: float, flow: str, tmp: Path) -> tuple[list[float], list[float], list[float], float]:
+    """The same flows, same start instants, run by one local engine process per round, no agents."""
+    import socket
+
+    from netesto.traffic.rawformat import read_flow
+    from netesto.traffic.spec import FlowSpec
+
+    data = tmp / "engine"
+    data.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "netesto.traffic", "server", "--bind", "127.0.0.1", "--port",
+                               str(port), "--datadir", str(data), "--token", "b"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    skews: list[float] = []
+    rel: list[float] = []
+    spreads: list[float] = []
+    t0 = time.time()
+    try:
+        time.sleep(1.0)
+        kind = dict(test="TCP_STREAM", req=0, pacing=10_000_000) if flow == "stream" else dict(test="TCP_RR", req=100, reply=100)
+        for r in range(rounds):
+            at = time.time() + 1.0 + 0.2 * (n - 1)
+            specs = [FlowSpec(flow_id=f"h{i}-h{i % n + 1}-1-0", server="127.0.0.1", port=port, ca="cubic", dur=dur,
+                              start_at=at, token="b", exp=r + 1, **kind).to_dict() for i in range(1, n + 1)]
+            (data / "specs.json").write_text(json.dumps(specs))
+            subprocess.run([sys.executable, "-m", "netesto.traffic", "client", "--specs", str(data / "specs.json"),
+                            "--datadir", str(data)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            starts = []
+            for path in (data / str(r + 1) / "flows").glob("*.client.nflow"):
+                starts.append(float(read_flow(path).header["start_wall"]))
+            skews += [x - at for x in starts]
+            if len(starts) > 1:
+                spreads.append(max(starts) - min(starts))
+                mid = sorted(starts)[len(starts) // 2]
+                rel += [x - mid for x in starts]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    return skews, rel, spreads, time.time() - t0
+
+
 def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
@@ -119,6 +168,7 @@ def main() -> int:
             t0 = time.time()
             run(text, lab=lab, workdir=work, progress=NullProgress(), **opts)
             results[label] = (*collect(work), time.time() - t0)
+        results["engine alone (no agents)"] = engine_alone(args.agents, args.rounds, args.dur, args.flow, tmp)
         print(f"start skew, {args.agents} agents x {args.rounds} rounds, one {args.flow} flow per agent "
               "(loopback; noisy shared 2-vCPU host)")
         print("  skew     = data-phase start (engine start_wall) - scheduled instant, same agent clock")

@@ -329,8 +329,8 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
             series["ping_rtt"][i, lo:hi] = ping_grid[key][lo:hi]
         s = _flow_summary(rec, raw, gp)
         s["ping_rtt_mean"] = ping_mean.get(key, math.nan)
-        for k, v in s.items():
-            summaries[k][i] = v
+        for k, val in s.items():
+            summaries[k][i] = val
     coords: dict[str, Any] = {
         "flow": ("flow", np.array([r.flow_id for r in flows], dtype=object)),
         "time": ("time", np.arange(n) * interval, TIME_ATTRS),
@@ -339,12 +339,14 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
     for spec in FLOW_COORDS:
         if spec.name == "start":
             continue
+        values: list[Any]
         if spec.name in ("local_port", "remote_port"):
             values = [_port(rec, spec.name) for rec in flows]
         else:
             values = [rec.meta.get(spec.name) for rec in flows]
+        arr: np.ndarray
         if spec.dtype == "str":
-            arr = np.array([short_host(v) if spec.name in ("host", "server") else str(v or "")
+            arr = np.array([short_host(str(v)) if spec.name in ("host", "server") else str(v or "")
                             for v in values], dtype=object)
         elif spec.dtype == "int64":
             arr = np.array([int(_num(v, 0)) for v in values], dtype=np.int64)

@@ -144,9 +144,10 @@ def aggregate(
         value = str(value).strip()
         if key == "dur":
             last_dur = parse_number(value)
-        f = by_key.get(key) or by_key.get(_norm(key))
-        if f is None:
+        found = by_key.get(key) or by_key.get(_norm(key))
+        if found is None:
             continue
+        f = found
         if f.op == "one":
             if f.name not in state:
                 state[f.name] = value

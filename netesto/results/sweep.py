@@ -111,7 +111,7 @@ def grid(combined: xr.Dataset, dims: Sequence[str], *, reduce: str = "mean") -> 
     """
     missing = [d for d in dims if d not in combined.coords]
     if missing:
-        raise ResultsError(f"grid: no parameter {', '.join(missing)}; have {', '.join(k for k in combined.coords if k != 'exp')}")
+        raise ResultsError(f"grid: no parameter {', '.join(missing)}; have {', '.join(str(k) for k in combined.coords if k != 'exp')}")
     if reduce not in ("mean", "median", "min", "max"):
         raise ResultsError(f"grid: reduce must be mean, median, min or max, not {reduce!r}")
     df = pd.DataFrame({d: combined[d].values for d in dims})

@@ -50,6 +50,13 @@ PLANS: dict[str, list[dict[str, Any]]] = {
     ],
     "cubic2": [dict(_STREAM, group=1, ca="cubic", instance=i) for i in (0, 1)],
     "bbr2": [dict(_STREAM, group=1, ca="bbr", instance=i) for i in (0, 1)],
+    # the other directions and connection-per-transaction (live netns test only)
+    "directions": [
+        dict(_STREAM, group=1, ca="cubic", test="TCP_MAERTS"),
+        dict(_STREAM, group=2, ca="cubic", test="TCP_BIDIR"),
+        {"group": 3, "instance": 0, "test": "TCP_CRR", "ca": "cubic", "dur": 1.0,
+         "req": 100, "reply": 200},
+    ],
 }
 
 

@@ -38,3 +38,32 @@ def test_live_flows_between_namespaces(veth_pair, tmp_path: Path) -> None:
     assert int(v["client-tx-bytes"]) >= float(ds.bytes.sel(flow="h1-h2-1-0"))
     assert int(v["pingRtt"]) > 0
     assert float(ds.host_delta.sel(node="h1", counter="Tcp.OutSegs")) > 0
+
+
+def test_live_directions_maerts_bidir_crr(veth_pair, tmp_path: Path) -> None:
+    """The data direction decides goodput and whose TCP state is shown."""
+    pair = veth_pair
+    record(tmp_path, 8, "directions", server_addr=pair.addr_b,
+           client_prefix=["ip", "netns", "exec", pair.a],
+           server_prefix=["ip", "netns", "exec", pair.b])
+    from netesto.results import load_experiment
+
+    raw = load_experiment(tmp_path / "8")
+    ds = open_experiment(tmp_path / "8")
+    by = {r.flow_id: r for r in raw.flows}
+    # TCP_MAERTS: the server sends; the client receives what the server sent.
+    m = by["h1-h2-1-0"]
+    assert float(ds.bytes.sel(flow="h1-h2-1-0")) == m.client.summary["bytes_rx"] == m.server.summary["bytes_tx"] > 0
+    assert float(ds.retrans_total.sel(flow="h1-h2-1-0")) == m.server.columns["total_retrans"][-1]
+    assert float(ds.packets_sent.sel(flow="h1-h2-1-0")) >= m.server.summary["bytes_tx"] / 65536
+    # TCP_BIDIR: the forward (client -> server) direction is the flow's data.
+    b = by["h1-h2-2-0"]
+    assert float(ds.bytes.sel(flow="h1-h2-2-0")) == b.server.summary["bytes_rx"] > 0
+    # TCP_CRR: transactions (one connection each) and their latencies.
+    c = ds.sel(flow="h1-h2-3-0")
+    assert float(c.transactions_total) == by["h1-h2-3-0"].client.summary["transactions"] > 10
+    assert float(c.lat_count) == by["h1-h2-3-0"].client.summary["latency_us"]["count"]
+    assert float(c.transactions.mean()) > 0
+    for fid in ds.flow.values:
+        bits = float(ds.goodput.sel(flow=fid).fillna(0).sum()) * ds.attrs["interval"]
+        assert bits == pytest.approx(float(ds.bytes.sel(flow=fid)) * 8, rel=1e-6)

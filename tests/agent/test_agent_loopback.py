@@ -272,3 +272,26 @@ def test_bad_arguments_get_usage_errors_not_crashes(agents, keys):
             with pytest.raises(Exception, match=text):
                 c.request(cmd, args)
         assert c.hello()["protocol"] == "1.0"
+
+
+def test_netesto_keys_creates_a_pair_and_refuses_to_overwrite(tmp_path):
+    run = lambda *a: subprocess.run([sys.executable, "-m", "netesto", "keys", str(tmp_path / "k"), *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    first = run("--name", "h1", "--name", "controller")
+    assert first.returncode == 0, first.stderr
+    public, secret = zmq.auth.load_certificate(str(tmp_path / "k" / "h1.key_secret"))
+    assert len(public) == 40 and len(secret) == 40
+    assert zmq.auth.load_certificate(str(tmp_path / "k" / "h1.key"))[0] == public
+    assert oct((tmp_path / "k" / "h1.key_secret").stat().st_mode & 0o777) == "0o600"
+    again = run("--name", "h1")
+    assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_insecure_loopback_agent_still_applies_the_allowlist(agents, tmp_path):
+    allow = tmp_path / "clients.txt"
+    allow.write_text("127.0.0.5\n")
+    agent = agents(keys=None, extra=("--allow", str(allow)))
+    with agent.client(timeout=1.0) as c:
+        with pytest.raises(AgentUnreachable):
+            c.hello()
+    assert wait_for(lambda: "refused connection from 127.0.0.1: Address not allowed" in agent.log_text())

@@ -200,23 +200,28 @@ def test_controller_killed_mid_flow_lease_expires_agent_restores_and_keeps_data(
         time.sleep(600)
     """
     ctl = subprocess.Popen(["ip", "netns", "exec", veth_pair.a, sys.executable, "-c", textwrap.dedent(code)],
-                           stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+    logs = lambda: f"\n--- agent a:\n{a.log_text()}\n--- agent b:\n{b.log_text()}"  # noqa: E731
     try:
-        assert ctl.stdout.readline().strip() == "started"
+        line = ctl.stdout.readline().strip()
+        if line != "started":
+            ctl.kill()
+            pytest.fail(f"controller snippet failed: {line!r} {ctl.stderr.read()}{logs()}")
         time.sleep(1.0)  # flows running, heartbeats holding the lease
-        assert "tbf" in ns_qdisc(veth_pair.a)
-        assert "lease expired" not in a.log_text()
+        assert "tbf" in ns_qdisc(veth_pair.a), logs()
+        assert "lease expired" not in a.log_text(), logs()
         ctl.send_signal(signal.SIGKILL)
         ctl.wait(timeout=10)
     finally:
         if ctl.poll() is None:
             ctl.kill()
             ctl.wait()
-    assert wait_for(lambda: "lease expired" in a.log_text(), timeout=8)
-    assert wait_for(lambda: "tbf" not in ns_qdisc(veth_pair.a), timeout=5)
-    assert ns_read(veth_pair.a, "/proc/sys/net/ipv4/tcp_wmem").split() == wmem.split()
+    assert wait_for(lambda: "lease expired" in a.log_text(), timeout=8), logs()
+    assert wait_for(lambda: "tbf" not in ns_qdisc(veth_pair.a), timeout=5), logs()
+    assert ns_read(veth_pair.a, "/proc/sys/net/ipv4/tcp_wmem").split() == wmem.split(), logs()
     flows = a.datadir / "5" / "flows" / "h1-h2-1-0.client.nflow"
-    assert flows.exists()  # data kept
+    assert flows.exists(), logs()  # data kept
     out = run_in_ns(veth_pair.a, prelude(keys) + f"""
         ca = client("h1", {veth_pair.addr_a!r}, {a.port})
         hello = ca.hello()
@@ -224,8 +229,8 @@ def test_controller_killed_mid_flow_lease_expires_agent_restores_and_keeps_data(
         got = ca.fetch(5, {str(tmp_path / 'new' / '5')!r})
         print(json.dumps({{"unfetched": hello["unfetched"], "status": st, "files": [str(p) for p in got]}}))
     """)
-    assert "5" in out["unfetched"]
-    assert out["status"]["running"] == [] and out["status"]["finished"]
+    assert "5" in out["unfetched"], (out, logs())
+    assert out["status"]["running"] == [] and out["status"]["finished"], (out, logs())
     assert any(p.endswith("h1-h2-1-0.client.nflow") for p in out["files"])
     flow = read_flow(tmp_path / "new" / "5" / "flows" / "h1-h2-1-0.client.nflow")
     assert flow is not None

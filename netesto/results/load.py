@@ -141,10 +141,12 @@ def load_experiment(expdir: str | os.PathLike[str]) -> ExperimentRaw:
             if not any(flow_id in e for e in raw.errors):
                 raw.errors.append(f"{flows_dir / flow_id}.client.nflow: no data for flow {flow_id}")
             continue
-        merged = _parse_flow_id(flow_id)
+        merged: dict[str, Any] = {}
         for side in (server, client):  # the client's header wins over the server's
             if side is not None and isinstance(side.header.get("flow"), dict):
                 merged.update(side.header["flow"])
+        # A header's "server" is the address flows used; the id has the host names.
+        merged.update(_parse_flow_id(flow_id))
         merged.update(fmeta)
         merged["flow_id"] = flow_id
         raw.flows.append(FlowRecord(flow_id, merged, client, server))

@@ -82,3 +82,33 @@ def test_csv_quoting_round_trips(tmp_path: Path) -> None:
     with open(tmp_path / "exp.csv", newline="") as fh:
         (back,) = list(csv.DictReader(fh))
     assert back == {"exp": "1.0", "desc": 'comma, "quote" and = sign\nnewline', "ca": "cubic/bbr"}
+
+
+def test_bad_experiment_json_is_named(workdir: Path) -> None:
+    (workdir / "2" / "experiment.json").write_text("{not json")
+    with pytest.raises(ResultsError, match=r"2/experiment.json: cannot read experiment description"):
+        process_experiment(workdir, 2)
+
+
+def test_lost_experiment_json_still_processes(workdir: Path) -> None:
+    """Without experiment.json the flows' own headers describe them."""
+    (workdir / "3" / "experiment.json").unlink()
+    res = process_experiment(workdir, 3)
+    assert res.ok and res.exp == 3
+    from netesto.results import open_experiment
+
+    ds = open_experiment(workdir / "3")
+    assert list(ds.ca.values) == ["bbr", "bbr"] and list(ds.group.values) == [1, 1]
+    assert list(ds.host.values) == ["h1", "h1"] and list(ds.server.values) == ["h2", "h2"]
+
+
+def test_existing_exp_csv_keeps_its_columns(tmp_path: Path) -> None:
+    import csv
+
+    path = tmp_path / "exp.csv"
+    path.write_text("exp,rate,mine\n0.0,1.0,x\n")
+    fields = parse_fields("exp:one\nca:all\nrate:sum\n")
+    append_rows(path, fields, [aggregate([("exp", "1.0"), ("ca", "bbr"), ("rate", "2")], fields)])
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows == [["exp", "rate", "mine"], ["0.0", "1.0", "x"], ["1.0", "2.0", ""]]

@@ -70,6 +70,8 @@ from netesto.script.actions import (
 from netesto.traffic.spec import FlowSpec
 
 ClientFactory = Callable[[LabHost, Lab], Any]
+IPERF3_PORT = 5201  # iperf3's default port; one server per flow from here up
+NETSERVER_PORT = 12865  # netperf's netserver control port
 
 
 def default_client_factory(host: LabHost, lab: Lab) -> Any:
@@ -133,6 +135,7 @@ class _Exp:
     pings: set[tuple[str, str]] = field(default_factory=set)
     tcpdumps: set[str] = field(default_factory=set)
     waited: set[str] = field(default_factory=set)  # client hosts whose flows have all ended
+    iperf3_next: dict[str, int] = field(default_factory=dict)  # server -> iperf3 ports used
     flows: list[FlowRecord] = field(default_factory=list)
     hosts: set[str] = field(default_factory=set)
     generation: dict[str, int] = field(default_factory=dict)
@@ -200,6 +203,7 @@ class Runner:
         script: str = "",
         rng: random.Random | None = None,
         cancel: threading.Event | None = None,
+        iperf3_port: int = IPERF3_PORT,
     ) -> None:
         self.lab = lab
         self.workdir = Path(workdir)
@@ -217,6 +221,7 @@ class Runner:
         self.errors: list[str] = []
         self.first_error: NetestoError | None = None
         self._stop = cancel if cancel is not None else threading.Event()
+        self.iperf3_port = iperf3_port
         self._current: _Exp | None = None
 
     def _emit(self, event: ProgressEvent) -> None:
@@ -317,16 +322,24 @@ class Runner:
                 raise
             except NetestoError as exc:
                 raise AgentError(str(exc), host=lh.name) from exc
-            h.client = client
-            info = client.hello()
-            h.info = dict(info) if isinstance(info, dict) else {}
-            if "protocol" in h.info:
-                from netesto.protocol.version import check_compatible
+            try:
+                info = client.hello()
+                h.info = dict(info) if isinstance(info, dict) else {}
+                if "protocol" in h.info:
+                    from netesto.protocol.version import check_compatible
 
-                check_compatible(str(h.info["protocol"]), host=lh.name)
-            if hasattr(client, "on_event"):
-                client.on_event(lambda ev, _h=lh.name: self._agent_event(_h, ev))
-            self._clock(h)
+                    check_compatible(str(h.info["protocol"]), host=lh.name)
+                h.client = client
+                if hasattr(client, "on_event"):
+                    client.on_event(lambda ev, _h=lh.name: self._agent_event(_h, ev))
+                self._clock(h)
+            except BaseException:
+                h.client = None
+                try:
+                    client.close()
+                except Exception:
+                    pass
+                raise
         return h
 
     def _clock(self, h: _Host, *, force: bool = False) -> None:
@@ -493,6 +506,25 @@ class Runner:
         e.server_ports[name] = port
         return port
 
+    def _server_ports(self, e: _Exp, a: DoClient, name: str) -> int | list[int] | None:
+        """The test port(s) the flows of ``a`` connect to on server ``name``.
+
+        builtin: the agent's engine server (one port for all flows). iperf3: one
+        iperf3 server per flow, ports 5201, 5202, ... (``iperf3_port`` up) per server
+        and experiment.
+        netperf: the netserver already running there (port 12865).
+        """
+        if a.driver == "netperf":
+            return NETSERVER_PORT
+        if a.driver != "iperf3":
+            return self._prepare_server(e, name)
+        first = self.iperf3_port + e.iperf3_next.get(name, 0)
+        ports = list(range(first, first + a.instances))
+        if self._remote(name, lambda h: h.client.prepare_server(e.exp, e.token, driver="iperf3", ports=ports)) is None:
+            return None
+        e.iperf3_next[name] = e.iperf3_next.get(name, 0) + a.instances
+        return ports
+
     def _do_clients(self, batch: list[DoClient]) -> None:
         """Start a batch of DO_CLIENTs at one common instant."""
         t_begin = time.time()
@@ -500,14 +532,14 @@ class Runner:
             self._exp(a).actions.append(a.to_dict())
             self._emit(ActionStarted(kind=a.kind, host=a.host, exp=a.exp, text=a.args_text(), loc=str(a.loc)))
         n_err = len(self.errors)
-        per_host: dict[str, list[tuple[DoClient, str, int]]] = {}
+        per_host: dict[str, list[tuple[DoClient, str, int | list[int]]]] = {}
         for a in batch:
             e = self._exp(a)
             client = self.lab.resolve(a.host).name
             server = self.lab.resolve(a.server).name
             e.touch(client)
             e.touch(server)
-            port = self._prepare_server(e, server)
+            port = self._server_ports(e, a, server)
             if port is None:
                 continue  # the server was dropped: nothing to connect to
             self._remote(client, lambda h: None)  # connect (hello, clock) or drop
@@ -552,7 +584,7 @@ class Runner:
                     if started is None and self.hosts[c].dead:
                         break
                     ids = {s.flow_id for s in exp_specs}
-                    mine = [r for r in records if r.spec.flow_id in ids]
+                    mine = [r for r in records if r.spec.flow_id in ids and r.spec.exp == exp_n]
                     e.flows.extend(mine)
                     e.waited.discard(c)
                     dur = max(r.spec.dur + r.action.delay for r in mine)
@@ -717,7 +749,7 @@ class Runner:
             for h in live:
                 try:
                     h.client.stop()
-                except AgentError as exc:
+                except NetestoError as exc:
                     self._emit(HostError(host=h.lab.name, error=f"stop: {exc}"))
         if not interrupted:
             for e in self.exps.values():
@@ -736,7 +768,7 @@ class Runner:
                 continue
             try:
                 h.client.restore()
-            except AgentError as exc:
+            except NetestoError as exc:
                 self._emit(HostError(host=h.lab.name, error=f"restore: {exc}"))
         for h in self.hosts.values():
             if h.client is not None:

@@ -8,7 +8,7 @@ here.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from netesto.script.actions import DoClient
 from netesto.traffic.spec import FlowSpec
@@ -38,7 +38,7 @@ def expand_do_client(
     client: str,
     server: str,
     server_address: str,
-    port: int,
+    port: int | Sequence[int],
     token: str = "",
     start_at: float | None = None,
 ) -> list[FlowSpec]:
@@ -46,8 +46,13 @@ def expand_do_client(
 
     ``client``/``server`` are lab host names; ``start_at`` is the DO_CLIENT's
     common instant in the client agent's time (``None`` = start at once);
-    each flow starts ``action.delay`` seconds after it.
+    each flow starts ``action.delay`` seconds after it. ``port`` is the
+    server's test port, or one port per instance (iperf3 serves one test per
+    port).
     """
+    ports = [port] * action.instances if isinstance(port, int) else list(port)
+    if len(ports) != action.instances:
+        raise ValueError(f"{len(ports)} ports for {action.instances} instances")
     at = None if start_at is None else start_at + action.delay
     meta = (
         ("host", short_name(client)),
@@ -63,7 +68,7 @@ def expand_do_client(
                 flow_id=flow_id(client, server, action.group, i),
                 test=action.test,
                 server=server_address,
-                port=port,
+                port=ports[i],
                 ca=action.ca,
                 dur=action.dur,
                 start_at=at,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -34,7 +36,7 @@ def loopback_lab(tmp_path: Path):
         yield path
     finally:
         for a in agents:
-            a.kill()
+            a.stop()  # SIGTERM: the agent stops the iperf3 servers it started
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -70,3 +72,20 @@ def test_bad_define_and_missing_lab(tmp_path: Path) -> None:
     lab.write_text(Lab.loopback(2).to_toml())
     bad = cli(str(script), "--lab", str(lab), "-D", "novalue")
     assert bad.returncode == 2 and "VAR=VALUE" in bad.stderr
+
+
+@pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed")
+def test_iperf3_driver_gets_a_server_per_flow(loopback_lab: Path, tmp_path: Path) -> None:
+    from netesto.controller import run
+
+    text = ("DO_SERVER host=h2 start=1\n"
+            "DO_CLIENT host=h1 server=h2 test=TCP_STREAM req=S dur=1 driver=iperf3 instances=2\n"
+            "WAIT 1\nGET_DATA host=h2\nGET_DATA host=h1\n")
+    with socket.socket() as probe:  # a free base port: 5201 may be someone else's on this host
+        probe.bind(("127.0.0.1", 0))
+        base = probe.getsockname()[1]
+    result = run(text, lab=loopback_lab, workdir=tmp_path / "w", iperf3_port=base)
+    flows = tmp_path / "w" / str(result.exps[0]) / "flows"
+    for i in (0, 1):
+        for side in ("client", "server"):
+            assert (flows / f"h1-h2-1-{i}.{side}.nflow").is_file()

@@ -47,9 +47,9 @@ class StandIn:
     def snapshot(self, exp: int, order: int, host: str) -> None:
         self._call("snapshot", exp, order, host)
 
-    def prepare_server(self, exp: int, token: str) -> dict[str, int]:
-        self._call("prepare_server", exp, token)
-        return {"port": 5000}
+    def prepare_server(self, exp: int, token: str, *, driver: str = "builtin", ports=None) -> dict[str, int]:
+        self._call("prepare_server", exp, token, *((driver, ports) if driver != "builtin" else ()))
+        return {"port": (ports or [5000])[0]}
 
     def start_flows(self, exp: int, specs: list, at: float) -> dict:
         self._call("start_flows", exp, specs, at)
@@ -222,3 +222,14 @@ def test_protocol_major_mismatch_is_reported_with_both_versions(tmp_path: Path) 
             runner.run([DoServer(host="h1", exp=1)])
     finally:
         StandIn.protocol = "1.0"
+
+
+def test_iperf3_flows_get_one_server_port_each(tmp_path: Path) -> None:
+    runner, agents, _, _ = make(tmp_path, {"s": 0.0, "c1": 0.0})
+    a = DoClient(host="c1", exp=1, server="s", dur=0.2, test="TCP_STREAM", req=0, instances=2, driver="iperf3", group=1)
+    b = DoClient(host="c1", exp=1, server="s", dur=0.2, test="TCP_STREAM", req=0, instances=1, driver="iperf3", group=2)
+    runner.run([a, b, GetData(host="c1", exp=1)])
+    (_, specs, _), = calls(agents["c1"], "start_flows")
+    assert [(s.flow_id, s.port, s.driver) for s in specs] == [
+        ("c1-s-1-0", 5201, "iperf3"), ("c1-s-1-1", 5202, "iperf3"), ("c1-s-2-0", 5203, "iperf3")]
+    assert [c[2:] for c in calls(agents["s"], "prepare_server")] == [("iperf3", [5201, 5202]), ("iperf3", [5203])]

@@ -38,6 +38,7 @@ WANTED_CC = ("reno", "cubic", "bbr")
 EHASH_ENTRIES = "1024"
 AGENT_PORT = 12870
 FAIL_ENV = "NETESTO_TESTBED_FAIL_AT"  # fault injection for tests: a step name
+HANG_ENV = "NETESTO_TESTBED_HANG_AT"  # ... or hang there (to be killed: a crashed `up`)
 STEPS = ("globals", "topology", "shaping", "delay", "agents", "lab")
 
 
@@ -121,6 +122,8 @@ def namespaces_supported() -> tuple[bool, str]:
 
 
 def _inject(step: str) -> None:
+    if os.environ.get(HANG_ENV) == step:
+        time.sleep(3600)
     if os.environ.get(FAIL_ENV) == step:
         raise TestbedError(f"injected failure at step {step!r} ({FAIL_ENV})")
 

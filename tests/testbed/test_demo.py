@@ -11,7 +11,6 @@ from . import tbutil
 
 
 @pytest.mark.netns
-@pytest.mark.slow
 def test_demo_runs_and_leaves_results_and_nothing_else(tmp_path) -> None:
     name = tbutil.unique_name()
     proc = subprocess.run(

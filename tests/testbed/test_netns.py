@@ -245,3 +245,37 @@ def test_context_manager_tears_down_after_an_error(tmp_path) -> None:
             assert tb.lab.exists() and tbutil.leftovers(name)
             raise RuntimeError("boom")
     assert tbutil.leftovers(name) == []
+
+
+def test_down_cleans_up_after_a_killed_up(tmp_path) -> None:
+    """`up` dies by SIGKILL half-way (agents step): the state file alone lets `down` undo it."""
+    import json
+    import os
+
+    from netesto.testbed.state import state_path
+
+    name = tbutil.unique_name()
+    env = {**os.environ, lifecycle.HANG_ENV: "agents"}
+    proc = subprocess.Popen([sys.executable, "-m", "netesto", "testbed", "up", "--name", name, "--hosts", "2", "--dir", str(tmp_path)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        state: dict = {}
+        while time.monotonic() < deadline:
+            try:
+                state = json.loads(state_path(name).read_text())
+            except (OSError, ValueError):
+                state = {}
+            if state.get("delay_mode"):
+                break
+            time.sleep(0.05)
+        assert state.get("status") == "creating" and state["processes"], state
+    finally:
+        proc.kill()
+        proc.wait()
+    assert tbutil.leftovers(name)  # the half-built testbed is there
+    down = subprocess.run([sys.executable, "-m", "netesto", "testbed", "down", "--name", name], capture_output=True, text=True)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert tbutil.leftovers(name) == []
+    for p in state["processes"]:
+        assert not lifecycle.proc_alive(p["pid"], p["start_time"])

@@ -30,6 +30,7 @@ from netesto.results.schema import (
     var_attrs,
 )
 from netesto.traffic.rawformat import RawFlow
+from netesto.traffic.spec import RR_TESTS
 
 _INFINITE_SSTHRESH = 0x7FFFFFFF
 RATE_WINDOW = 1.0  # seconds: window of the per-flow rate_min / rate_max
@@ -188,7 +189,15 @@ def _flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.
     mss = col(snd, "snd_mss")
     mss_v = float(mss[mss > 0][-1]) if (mss > 0).any() else math.nan
     out["bytes_sent"] = sent
-    out["packets_sent"] = float(math.ceil(sent / mss_v)) if math.isfinite(mss_v) and math.isfinite(sent) else math.nan
+    packets = float(math.ceil(sent / mss_v)) if math.isfinite(mss_v) and math.isfinite(sent) else math.nan
+    trans = last(client, "transactions")
+    if rec.test in RR_TESTS and math.isfinite(trans) and math.isfinite(mss_v):
+        # Small messages travel in segments shorter than the mss: at least
+        # one segment per request (the columns carry no segs_out).
+        req = _num(rec.meta.get("req"), 1.0)
+        packets = max(packets if math.isfinite(packets) else 0.0,
+                      trans * max(1.0, math.ceil(req / mss_v)))
+    out["packets_sent"] = packets
     out["transactions_total"] = last(client, "transactions")
     lat = _latency(client)
     names = ("count", "min", "mean", "max", "p50", "p90", "p99", "p999")

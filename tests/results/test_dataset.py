@@ -120,3 +120,13 @@ def test_clock_offsets_are_applied(workdir: Path) -> None:
     meta["hosts"]["h2"]["clock_offset"] = 0.0
     meta_path.write_text(json.dumps(meta))
     assert _ds(workdir).sizes["time"] > before.sizes["time"] + 250
+
+
+def test_rr_packets_count_each_request(workdir: Path) -> None:
+    """1000-byte requests on loopback (mss ~65 KB) are one segment each."""
+    raw = load_experiment(workdir / "1")
+    ds = build_dataset(raw)
+    rr = ds.sel(flow="h1-h2-3-0")
+    trans = raw.flows[2].client.summary["transactions"]
+    assert float(rr.packets_sent) >= trans
+    assert float(rr.packets_sent) == pytest.approx(trans, rel=0.01)

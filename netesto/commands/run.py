@@ -9,7 +9,7 @@ from netesto.errors import UsageError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("script", help="script file ('-' reads standard input, like the original)")
+    parser.add_argument("script", nargs="?", help="script file ('-' reads standard input, like the original)")
     parser.add_argument("--lab", required=True, help="lab file (TOML) naming the agents")
     parser.add_argument("--workdir", default=".", help="where <exp>/, counter and exp.csv go (default .)")
     parser.add_argument(
@@ -18,6 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final line")
     parser.add_argument("--verbose", "-v", action="store_true", help="also print flow events")
+    parser.add_argument(
+        "--collect", action="store_true",
+        help="run no script: fetch the data the agents still hold (after a controller crash) into --workdir",
+    )
 
 
 def _defines(items: list[str]) -> dict[str, str]:
@@ -33,13 +37,12 @@ def _defines(items: list[str]) -> dict[str, str]:
 def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from netesto.controller import ConsoleProgress, Lab, run
+    from netesto.controller import ConsoleProgress, Lab, collect, run
     from netesto.controller.progress import HostError, Progress, ProgressEvent, RunFinished
 
+    if (args.script is None) == (not args.collect):
+        raise UsageError("give a SCRIPT to run, or --collect (not both)")
     lab = Lab.from_file(args.lab)
-    script: str | Path = sys.stdin.read() if args.script == "-" else Path(args.script)
-    if isinstance(script, Path) and not script.is_file():
-        raise UsageError(f"script {script} not found")
     console = ConsoleProgress(sys.stdout, verbose=args.verbose)
     progress: Progress = console
     if args.quiet:
@@ -50,5 +53,11 @@ def main(args: argparse.Namespace) -> int:
                     console.handle(event)
 
         progress = Quiet()
+    if args.collect:
+        result = collect(lab, workdir=args.workdir, progress=progress)
+        return 0 if result.ok else 1
+    script: str | Path = sys.stdin.read() if args.script == "-" else Path(args.script)
+    if isinstance(script, Path) and not script.is_file():
+        raise UsageError(f"script {script} not found")
     result = run(script, lab=lab, workdir=args.workdir, defines=_defines(args.defines), progress=progress)
     return 0 if result.ok else 1

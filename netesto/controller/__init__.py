@@ -19,7 +19,7 @@ from netesto.controller.progress import (
     RunFinished,
     RunStarted,
 )
-from netesto.controller.runner import ExperimentResult, RunResult, Runner, run
+from netesto.controller.runner import ExperimentResult, RunResult, Runner, collect, run
 
 __all__ = [
     "ActionFinished",
@@ -44,5 +44,6 @@ __all__ = [
     "RunStarted",
     "Runner",
     "Shape",
+    "collect",
     "run",
 ]

@@ -330,6 +330,11 @@ class Runner:
 
                     check_compatible(str(h.info["protocol"]), host=lh.name)
                 h.client = client
+                left = [str(x) for x in h.info.get("unfetched", []) or []]
+                if left:
+                    self._emit(HostError(host=lh.name, error=(
+                        f"holds unfetched data of earlier experiment(s) {', '.join(left)} "
+                        "(collect it with 'netesto run --collect' or netesto.controller.collect)")))
                 if hasattr(client, "on_event"):
                     client.on_event(lambda ev, _h=lh.name: self._agent_event(_h, ev))
                 self._clock(h)
@@ -635,6 +640,52 @@ class Runner:
         self._emit(DataStored(host=host, exp=e.exp, files=len(files), bytes=size, dest=str(e.dir)))
         self._skews_from_files(e, host)
 
+    def collect(self) -> RunResult:
+        """Fetch every experiment any reachable agent still holds (after a crashed run).
+
+        Flows still running are waited for (up to ``wait_margin``) first.
+        """
+        t0 = time.time()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))
+        try:
+            for lh in self.lab:
+                h = self._remote(lh.name, lambda h: h)
+                if h is None:
+                    continue
+                for name in [str(x) for x in h.info.get("unfetched", []) or []]:
+                    if not name.isdigit():
+                        self._emit(HostError(host=lh.name, error=f"skipping non-numeric experiment {name!r}"))
+                        continue
+                    exp = int(name)
+                    e = self.exps.get(exp) or _Exp(exp=exp, exp_name="collected", dir=self.workdir / name)
+                    self.exps[exp] = e
+                    self._current = e
+                    e.hosts.add(lh.name)
+                    self._remote(lh.name, lambda h: h.client.wait_flows(exp, self.wait_margin))
+                    e.dir.mkdir(parents=True, exist_ok=True)
+                    paths = self._remote(lh.name, lambda h: h.client.fetch(exp, e.dir))
+                    if paths is not None:
+                        e.fetched[lh.name] = 0
+                        files = [Path(p) for p in paths]
+                        size = sum(p.stat().st_size for p in files if p.is_file())
+                        self._emit(DataStored(host=lh.name, exp=exp, files=len(files), bytes=size, dest=str(e.dir)))
+        except _Abort:
+            pass
+        finally:
+            for h in self.hosts.values():
+                if h.client is not None:
+                    try:
+                        h.client.close()
+                    except Exception:
+                        pass
+                    h.client = None
+        result = self._result(time.time() - t0)
+        self._emit(RunFinished(experiments=tuple(result.exps), elapsed=result.elapsed, errors=result.errors))
+        if self.errors:
+            raise self._summary_error(result)
+        return result
+
     def _wait_flows(self, host: str, e: _Exp, *, margin: float) -> bool:
         """Wait for every flow ``host`` takes part in, on the client agents that run them.
 
@@ -858,4 +909,13 @@ def run(
     return runner.run(interp.run_text(text, file=fname))
 
 
-__all__ = ["ExperimentResult", "FlowRecord", "RunResult", "Runner", "default_client_factory", "run"]
+def collect(
+    lab: Lab | str | Path, workdir: str | Path = ".", progress: ProgressCallback | None = None,
+    **runner_options: Any,
+) -> RunResult:
+    """Fetch the data agents still hold (e.g. after the controller died mid-run) into ``workdir``."""
+    the_lab = lab if isinstance(lab, Lab) else Lab.from_file(lab)
+    return Runner(the_lab, workdir, progress=progress, **runner_options).collect()
+
+
+__all__ = ["ExperimentResult", "FlowRecord", "RunResult", "Runner", "collect", "default_client_factory", "run"]

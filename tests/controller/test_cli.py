@@ -89,3 +89,30 @@ def test_iperf3_driver_gets_a_server_per_flow(loopback_lab: Path, tmp_path: Path
     for i in (0, 1):
         for side in ("client", "server"):
             assert (flows / f"h1-h2-1-{i}.{side}.nflow").is_file()
+
+
+def test_controller_killed_then_collect_fetches_what_agents_kept(loopback_lab: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    script = tmp_path / "s.script"
+    script.write_text(SCRIPT.replace("WAIT $dur", "WAIT 30"))
+    work = tmp_path / "work"
+    proc = subprocess.Popen([sys.executable, "-m", "netesto", "run", str(script), "--lab", str(loopback_lab),
+                             "--workdir", str(work), "-D", "dur=1"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "flow(s) of" in line:
+            break
+    time.sleep(2.5)  # the 1 s flow has run
+    os.kill(proc.pid, signal.SIGKILL)  # the controller dies before GET_DATA
+    proc.wait(timeout=5)
+    assert not (work / "1" / "flows").exists()
+    done = cli("--collect", "--lab", str(loopback_lab), "--workdir", str(work))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "stored" in done.stdout
+    assert (work / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()
+    assert (work / "1" / "flows" / "h1-h2-1-0.server.nflow").is_file()
+    again = cli("--collect", "--lab", str(loopback_lab), "--workdir", str(work))
+    assert again.returncode == 0 and "stored" not in again.stdout  # acknowledged: nothing left

@@ -355,6 +355,12 @@ class RRClient(ClientFlow):
         self.ending = False
         self.view = self.worker.rxview
         self.viewlen = len(self.view)
+        # Alone in its worker with small messages: run transactions with blocking
+        # send/recv (one syscall less per transaction than epoll + recv), going
+        # back to the loop whenever a timer is due or no reply came within 1 ms.
+        self.solo = len(self.worker.flows) == 1 and self.spec.req <= 65536
+        if self.solo:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
         self.loop.register(self.fd, IN, self._on_event)
         self.t0 = time.perf_counter_ns()
         self._send(self.request)
@@ -409,10 +415,65 @@ class RRClient(ClientFlow):
                     if n < len(request):
                         self.pending = request[n:]
                         self.loop.modify(self.fd, IN | OUT)
+                    elif self.solo:
+                        self._spin()
         except BlockingIOError:
             pass
         except OSError as exc:
             self.fail_running(exc)
+
+    def _spin(self) -> None:
+        """Blocking transactions until a timer is due (see ``solo``); a request is out."""
+        sock = self.sock
+        assert sock is not None
+        deadline = self.loop.next_deadline()
+        view, viewlen = self.view, self.viewlen
+        request, reply_size = self.request, self.reply_size
+        reqlen = len(request)
+        lat = self.lat_raw
+        append = lat.append
+        recv_into, sendall = sock.recv_into, sock.sendall
+        monotonic = time.monotonic
+        got, rx, tx, trans, t0 = self.got, self.rx, self.tx, self.trans, self.t0
+        last = eof = False
+        sock.setblocking(True)  # no Python-level poll; SO_RCVTIMEO bounds each recv
+        try:
+            while True:
+                while got < reply_size:
+                    want = reply_size - got
+                    n = recv_into(view, want if want < viewlen else viewlen)
+                    if n == 0:
+                        eof = True
+                        break
+                    rx += n
+                    got += n
+                if eof:
+                    break
+                now = _perf_ns()
+                append(now - t0)
+                trans += 1
+                got -= reply_size
+                if self.ending:
+                    last = True
+                    break
+                t0 = now
+                sendall(request)
+                tx += reqlen
+                if trans & 15 == 0:
+                    if len(lat) >= 65536:
+                        self.fold_latency()
+                    if monotonic() >= deadline:
+                        break
+        except BlockingIOError:
+            pass  # no reply within SO_RCVTIMEO: the loop waits for it
+        finally:
+            self.got, self.rx, self.tx, self.trans, self.t0 = got, rx, tx, trans, t0
+        sock.setblocking(False)
+        if eof:
+            self.peer_closed()
+        elif last:
+            sock.shutdown(socket.SHUT_WR)  # the last reply is in
+            self.closing = True
 
     def end(self) -> None:
         self.ending = True  # half-close once the outstanding reply is in

@@ -51,6 +51,10 @@ class Loop:
             except (OSError, ValueError):
                 pass
 
+    def next_deadline(self) -> float:
+        """Monotonic time of the earliest scheduled timer (inf if none)."""
+        return self._timers[0][0] if self._timers else float("inf")
+
     def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
         timer = Timer(when, callback)
         heapq.heappush(self._timers, (when, next(self._seq), timer))

@@ -160,6 +160,7 @@ class RRServer(ServerFlow):
         self.got = 0
         self.pending = b""
         self.view = self.worker.rxview
+        self.spinning = False
         self.loop.register(self.fd, IN, self._on_event)
 
     def _on_event(self, events: int) -> None:
@@ -196,10 +197,61 @@ class RRServer(ServerFlow):
                 if n < len(reply):
                     self.pending = reply[n:]
                     self.loop.modify(self.fd, IN | OUT)
+                elif len(self.sw.flows) == 1 and not self.sw.pending and self.req <= 65536:
+                    self._spin()
         except BlockingIOError:
             pass
         except OSError as exc:
             self.fail_running(exc)
+
+    def _spin(self) -> None:
+        """Alone in this server process: serve with blocking recv/send until a timer is due.
+
+        One syscall less per transaction than epoll + recv; each recv waits at
+        most 1 ms (SO_RCVTIMEO), so new connections and timers wait at most
+        until the next timer (the sampling interval).
+        """
+        conn = self.conn
+        if not self.spinning:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
+            self.spinning = True
+        deadline = self.loop.next_deadline()
+        view, req, reply = self.view, self.req, self.reply_buf
+        replylen = len(reply)
+        recv_into, sendall = conn.recv_into, conn.sendall
+        monotonic = time.monotonic
+        got, rx, tx, trans = self.got, self.rx, self.tx, self.trans
+        eof = False
+        conn.setblocking(True)
+        try:
+            while True:
+                n = recv_into(view)
+                if n == 0:
+                    eof = True
+                    break
+                rx += n
+                got += n
+                if got >= req:
+                    if got == req:
+                        got = 0
+                        trans += 1
+                        sendall(reply)
+                        tx += replylen
+                    else:
+                        count, got = divmod(got, req)
+                        trans += count
+                        sendall(bytes(reply) * count)
+                        tx += replylen * count
+                    if trans & 15 == 0 and monotonic() >= deadline:
+                        break
+        except BlockingIOError:
+            pass  # nothing within 1 ms: back to the loop
+        finally:
+            self.got, self.rx, self.tx, self.trans = got, rx, tx, trans
+        if eof:
+            self.finish()
+            return
+        conn.setblocking(False)
 
 
 class CRRServer(ServerFlow):

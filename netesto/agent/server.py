@@ -164,6 +164,7 @@ class Agent:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
         watched: dict[int, Any] = {}
+        rcvtimeo = -1
         while self._running:
             fds = self.flows.fds()
             if fds.keys() != watched.keys():
@@ -173,9 +174,22 @@ class Agent:
                     poller.register(fd, zmq.POLLIN)
             watched = fds
             timeout = 50 if self.flows.running() else 200
-            ready = dict(poller.poll(timeout))
-            if self.socket in ready:
-                sock = self.socket
+            sock = self.socket
+            if not fds:
+                # Only the socket to watch: a blocking receive with a timeout. Measured
+                # ~10 us faster per request than zmq.Poller + EVENTS + non-blocking receive.
+                if rcvtimeo != timeout:
+                    sock.rcvtimeo = rcvtimeo = timeout
+                try:
+                    frames = sock.recv_multipart()
+                except zmq.Again:
+                    frames = None
+                if frames is not None:
+                    self.handle_frames(frames)
+                ready: dict[Any, int] = {}
+            else:
+                ready = dict(poller.poll(timeout))
+            if sock in ready:
                 for _ in range(64):  # bounded so flow output and leases still get turns
                     # EVENTS instead of catching zmq.Again: an exception per loop costs more
                     # than the rest of a small request.

@@ -13,7 +13,7 @@ import math
 import os
 from array import array
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import xarray as xr
@@ -454,18 +454,56 @@ def experiment_dirs(workdir: str | os.PathLike[str]) -> list[Path]:
     return sorted(dirs, key=lambda p: int(p.name))
 
 
-def open_experiments(workdir: str | os.PathLike[str], exps: Iterable[int] | None = None) -> dict[int, xr.Dataset]:
-    """Datasets of every experiment (with ``exp.nc``) in ``workdir`` by number."""
-    wanted = set(exps) if exps is not None else None
-    out: dict[int, xr.Dataset] = {}
-    for d in experiment_dirs(workdir):
-        n = int(d.name)
-        if (wanted is None or n in wanted) and (d / "exp.nc").is_file():
-            out[n] = open_experiment(d / "exp.nc")
-    return out
+class Experiments(Mapping[int, xr.Dataset]):
+    """The processed experiments of a working directory, by number.
+
+    A read-only mapping that opens each ``exp.nc`` on first access (and keeps
+    it), so a workdir of thousands of experiments costs nothing until used.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str], exps: Iterable[int] | None = None) -> None:
+        self.workdir = Path(workdir)
+        wanted = set(exps) if exps is not None else None
+        self._paths = {int(d.name): d / "exp.nc" for d in experiment_dirs(workdir)
+                       if (wanted is None or int(d.name) in wanted) and (d / "exp.nc").is_file()}
+        self._open: dict[int, xr.Dataset] = {}
+
+    def __getitem__(self, exp: int) -> xr.Dataset:
+        if exp not in self._paths:
+            raise KeyError(exp)
+        if exp not in self._open:
+            self._open[exp] = open_experiment(self._paths[exp])
+        return self._open[exp]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def __repr__(self) -> str:
+        return f"<Experiments {self.workdir}: {sorted(self._paths)}>"
+
+    def summaries(self) -> Any:
+        """One row per experiment (from each all.exp.out) as an analysis Table."""
+        from netesto.results.analysis import Table
+
+        return Table.from_workdir(self.workdir)
+
+    def combine(self, params: Mapping[int, Mapping[str, Any]] | None = None) -> xr.Dataset:
+        """Summaries along ``exp`` with the parameters as coordinates (see sweep.combine)."""
+        from netesto.results.sweep import combine
+
+        return combine(self, params)
+
+
+def open_experiments(workdir: str | os.PathLike[str], exps: Iterable[int] | None = None) -> Experiments:
+    """Every processed experiment (with ``exp.nc``) of ``workdir``, by number, opened lazily."""
+    return Experiments(workdir, exps)
 
 
 __all__ = [
+    "Experiments",
     "build_dataset",
     "col",
     "experiment_dirs",

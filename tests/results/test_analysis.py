@@ -207,3 +207,13 @@ def test_summaries_of_many_experiments(processed: Path) -> None:
     t = Table.from_workdir(processed)
     assert list(t.df["exp"]) == ["1.0", "2.0", "3.0"]
     assert np.allclose(t.df["rate"], Table.read(processed).select('has(exp, ".0")').df["rate"])
+
+
+def test_open_experiments_is_lazy(processed: Path) -> None:
+    exps = open_experiments(processed)
+    assert len(exps) == 3 and list(exps) == [1, 2, 3] and not exps._open
+    assert exps[2].attrs["exp"] == 2 and list(exps._open) == [2]
+    with pytest.raises(KeyError):
+        exps[9]
+    assert list(exps.combine().exp.values) == [1, 2, 3]
+    assert list(exps.summaries().df["exp"]) == ["1.0", "2.0", "3.0"]

@@ -414,6 +414,8 @@ def down(name: str) -> list[str]:
         from netesto.testbed import loopback
 
         return loopback.down(state, path)
+    if os.geteuid() != 0:
+        raise TestbedError(f"testbed {name!r} is made of network namespaces: taking it down needs root")
     for proc in reversed(state.get("processes", [])):
         stop_process(proc["pid"], proc.get("start_time"))
         if proc_alive(proc["pid"], proc.get("start_time")):

@@ -93,3 +93,28 @@ def test_loopback_lab_has_curve_agents_and_says_what_is_missing(tmp_path) -> Non
     assert tbutil.leftovers(name) == []
     for p in state["processes"]:
         assert not lifecycle.proc_alive(p["pid"], p["start_time"])
+
+
+@pytest.mark.netns
+def test_script_set_netem_acts_on_the_router_link(tmp_path) -> None:
+    """SET_NETEM host=h1 from a script: the router agent delays traffic toward h1; the run restores it."""
+    from netesto.controller import run
+
+    name = tbutil.unique_name()
+    script = (
+        "SOURCE inlib\nRUN InlibShortWaits\nSET_NETEM host=h1 netem_delay=40\n"
+        "RUN MServerStream servers=h1 clients=h2 expName=netem ca=cubic dur=2 instances=1\n"
+    )
+    with lifecycle.testbed(name=name, hosts=2, dir=tmp_path / "tb") as tb:
+        result = run(script, lab=tb.lab, workdir=tmp_path / "w")
+        assert result.ok, result.errors
+        exp = result.exps[-1]
+        summary = dict(
+            line.split(":", 1) for line in (tmp_path / "w" / str(exp) / "all.exp.out").read_text().splitlines() if ":" in line
+        )
+        # 40 ms toward h1 + 10 ms back, plus what the flow queues: the script's netem was there.
+        assert float(summary["rtt"]) / 1000 >= 45, summary["rtt"]
+        h1, h2 = tb.state["links"]
+        rtts = tbutil.ping_rtts(tbutil.ns_run(h2["ns"], ["ping", "-c", "5", "-i", "0.05", h1["addr"]]).stdout)
+        assert 18 <= statistics.median(rtts) <= 22, rtts  # restored at the end of the run
+    assert tbutil.leftovers(name) == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from netesto.results.analysis import Table, figure8
-from netesto.results.dataset import build_dataset, open_experiment, open_experiments, write_netcdf
+from netesto.results.dataset import Experiments, build_dataset, open_experiment, open_experiments, write_netcdf
 from netesto.results.expcsv import aggregate, append_rows, load_fields, parse_fields
 from netesto.results.fairness import (
     convergence_time,
@@ -19,6 +19,7 @@ from netesto.results.schema import SCHEMA_VERSION
 from netesto.results.sweep import combine, concat_flows, grid
 
 __all__ = [
+    "Experiments",
     "ProcessResult",
     "SCHEMA_VERSION",
     "Table",

@@ -41,6 +41,12 @@ def run_worker(specs: Sequence[FlowSpec], datadir: str, emit: Callable[[dict[str
     """Run built-in flows on one event loop in this process; 1 if any failed."""
     loop = Loop()
     worker = ClientWorker(loop, datadir, emit)
+
+    def on_signal(signum: int, frame: object) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     for spec in specs:
         flow = CLIENT_TYPES[spec.test](worker, spec)
         worker.flows.append(flow)
@@ -50,9 +56,20 @@ def run_worker(specs: Sequence[FlowSpec], datadir: str, emit: Callable[[dict[str
             flow.fail(exc.message)
             continue
         flow.schedule()
-    loop.run(lambda: not worker.flows)
+    try:
+        loop.run(lambda: not worker.flows)
+    except _Stop as stop:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for flow in list(worker.flows):
+            when = f" after {flow.elapsed():.1f} s" if flow.start_mono else " before it started"
+            flow.finish(f"stopped by {stop}{when}")
     loop.close()
     return 1 if worker.failed else 0
+
+
+class _Stop(BaseException):
+    """SIGTERM/SIGINT in a worker: end every flow with an error, keep the data."""
 
 
 def _run_driver(spec: FlowSpec, datadir: str, emit: Callable[[dict[str, Any]], None]) -> int:
@@ -85,8 +102,11 @@ def _fork(target: Callable[[Callable[[dict[str, Any]], None]], int]) -> tuple[in
 
         def emit(event: dict[str, Any]) -> None:
             data = json_line(event)
-            while data:
-                data = data[os.write(wfd, data):]
+            try:
+                while data:
+                    data = data[os.write(wfd, data):]
+            except OSError:
+                pass  # the parent is gone: the files still get written
 
         code = 1
         try:
@@ -131,13 +151,35 @@ def run_client(
         pid, rfd = _fork(lambda emit, spec=spec: _run_driver(spec, datadir, emit))
         children[rfd] = (pid, [spec.flow_id])
 
+    def forward(signum: int, frame: object) -> None:
+        for pid, _ in children.values():
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    old_term = signal.signal(signal.SIGTERM, forward)
+    old_int = signal.signal(signal.SIGINT, forward)
+    try:
+        return _collect(children, drivers, out)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
+
+
+def _collect(children: dict[int, tuple[int, list[str]]], drivers: Sequence[FlowSpec],
+             out: Callable[[dict[str, Any]], None]) -> int:
+    """Print the children's events as they come; reap them; 1 if any flow failed."""
     ended: dict[str, bool] = {}  # flow id -> ok
     bufs = {rfd: b"" for rfd in children}
     open_fds = set(children)
     while open_fds:
         ready, _, _ = select.select(list(open_fds), [], [])
         for rfd in ready:
-            data = os.read(rfd, 65536)
+            try:
+                data = os.read(rfd, 65536)
+            except InterruptedError:
+                continue
             if not data:
                 open_fds.discard(rfd)
                 os.close(rfd)
@@ -152,7 +194,6 @@ def run_client(
                 if event.get("event") in ("done", "error") and "flow" in event:
                     ended[event["flow"]] = ended.get(event["flow"], True) and event["event"] == "done"
                 out(event)
-    failed = False
     for rfd, (pid, flows) in children.items():
         _, status = os.waitpid(pid, 0)
         code = os.waitstatus_to_exitcode(status)

@@ -432,7 +432,11 @@ class Sampler:
             return
         now = time.monotonic()
         for flow in list(group):
-            flow.sample(now)
+            try:
+                flow.sample(now)
+            except Exception as exc:  # e.g. the disk is full: end this flow, sample the others
+                flow.writer = None if isinstance(exc, OSError) else flow.writer
+                flow.finish(f"sampling failed: {type(exc).__name__}: {exc}")
         when = self.next[interval] + interval
         if when <= now:  # we fell behind: skip the missed grid points
             when += ((now - when) // interval + 1) * interval
@@ -448,10 +452,20 @@ class Worker:
         self.datadir = datadir
         self.emit = emit
         self.sampler = Sampler(loop)
+        loop.on_error = self.handler_failed
         self.flows: list[FlowEnd] = []
         self.failed = 0
         self.rxbuf = bytearray(1 << 18)
         self.rxview = memoryview(self.rxbuf)
+
+    def handler_failed(self, callback: Callable[..., None], exc: Exception) -> None:
+        """A handler or timer raised: fail the flow it belongs to, keep the others running."""
+        owner = getattr(callback, "__self__", None)
+        flow = owner if isinstance(owner, FlowEnd) else getattr(owner, "flow", None)
+        if isinstance(flow, FlowEnd) and not flow.finished:
+            flow.finish(f"internal error: {type(exc).__name__}: {exc}")
+        elif not isinstance(flow, FlowEnd):
+            self.emit({"event": "internal-error", "message": f"{type(exc).__name__}: {exc}"})
 
     def flow_done(self, flow: FlowEnd, summary: dict[str, Any]) -> None:
         if flow in self.flows:

@@ -31,8 +31,11 @@ class Timer:
 class Loop:
     """epoll + a timer heap (monotonic clock)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_error: Callable[[Callable[..., None], Exception], None] | None = None) -> None:
         self._ep = select.epoll()
+        # Called with (callback, exception) when a handler or timer raises; the
+        # default re-raises. Workers use it to fail just the flow at fault.
+        self.on_error = on_error
         self._handlers: dict[int, Callable[[int], None]] = {}
         self._timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
@@ -77,7 +80,10 @@ class Loop:
                     callback = timer.callback
                     if callback is not None:
                         timer.callback = None
-                        callback()
+                        try:
+                            callback()
+                        except Exception as exc:
+                            self._error(callback, exc)
                 if done():
                     break
                 now = monotonic()
@@ -85,7 +91,15 @@ class Loop:
             for fd, events in poll(timeout if timeout > 0 else 0):
                 handler = handlers.get(fd)
                 if handler is not None:
-                    handler(events)
+                    try:
+                        handler(events)
+                    except Exception as exc:
+                        self._error(handler, exc)
+
+    def _error(self, callback: Callable[..., None], exc: Exception) -> None:
+        if self.on_error is None:
+            raise exc
+        self.on_error(callback, exc)
 
     def close(self) -> None:
         self._ep.close()

@@ -321,3 +321,27 @@ def test_multi_process_server_serves_crr_across_workers(veth_pair, tmp_path):
             assert cli.summary["bytes_tx"] == srv.summary["bytes_rx"]
     assert len(pids) >= 1
     assert sum(e["event"] == "done" for e in server.events()) == len(specs)
+
+
+def test_sigterm_ends_flows_with_their_data(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    specs = [spec(server, "a-b-st-0", "TCP_STREAM", dur=10.0), spec(server, "a-b-rr-0", "TCP_RR", dur=10.0),
+             spec(server, "a-b-late-0", "TCP_RR", dur=1.0, start_at=time.time() + 60)]
+    path = tmp_path / "specs.json"
+    path.write_text(json.dumps(specs))
+    client = pair.popen(pair.a, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp_path / "cli")],
+                        stdout=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    client.send_signal(signal.SIGTERM)
+    out, _ = client.communicate(timeout=10)
+    assert client.returncode == 1
+    done = terminal([json.loads(line) for line in out.splitlines()])
+    assert "stopped by SIGTERM after" in done["a-b-st-0"]["message"]
+    assert "before it started" in done["a-b-late-0"]["message"]
+    for fid in ("a-b-st-0", "a-b-rr-0"):
+        flow = read_flow(tmp_path / "cli" / "0" / "flows" / f"{fid}.client.nflow")
+        assert not flow.truncated and flow.summary["status"] == "error" and flow.rows > 30
+    # the server saw the connections close and finished its side too
+    events = server.events()
+    assert {e["flow"] for e in events if e["event"] in ("done", "error")} >= {"a-b-st-0", "a-b-rr-0"}

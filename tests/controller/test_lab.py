@@ -137,3 +137,21 @@ def test_reads_the_lab_file_the_testbed_writes(tmp_path: Path) -> None:
     h1 = lab.resolve("h1")
     assert (h1.port, h1.test_address, h1.dev, h1.shape) == (12871, "10.2.1.1", "eth0", Shape("router", "r-h1"))
     assert lab.resolve("router").role == "router"
+
+
+def test_importing_the_controller_is_light() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, netesto.controller; print(' '.join(sorted(sys.modules)))"
+    mods = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    for heavy in ("zmq", "xarray", "numpy", "IPython", "bokeh"):
+        assert heavy not in mods, heavy
+
+
+def test_exports() -> None:
+    import netesto.controller as c
+
+    assert c.__all__ == sorted(c.__all__, key=str.lower) or c.__all__ == sorted(c.__all__)
+    for name in c.__all__:
+        assert hasattr(c, name), name

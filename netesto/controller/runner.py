@@ -246,7 +246,10 @@ class Runner:
                 self.lab.resolve(a.server)
 
     def run(self, actions: Iterable[Action]) -> RunResult:
-        """Execute ``actions`` in order (a lazy iterator is consumed lazily)."""
+        """Execute ``actions`` in order (a lazy iterator is consumed lazily; a list
+        is checked against the lab first, so an unknown host fails before anything runs)."""
+        if isinstance(actions, (list, tuple)):
+            self.validate(actions)
         t0 = time.time()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))

@@ -211,6 +211,8 @@ def test_unknown_host_is_caught_before_anything_runs(tmp_path: Path) -> None:
     acts = [DoServer(host="h1", exp=1), DoClient(host="h2", exp=1, server="h3.mynetwork.com")]
     with pytest.raises(LabError, match="'h3.mynetwork.com'.*h1, h2"):
         runner.validate(acts)
+    with pytest.raises(LabError, match="'h3.mynetwork.com'"):
+        runner.run(acts)  # a list is validated before the first action
     assert agents == {}
 
 

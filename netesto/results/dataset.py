@@ -303,9 +303,11 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
         snd = rec.sender
         ts = _times(raw, snd, _host_of(rec, snd))
         idx = grid.index(ts)
-        if ts.size:
-            st = _start_time(raw, rec, snd)
-            starts_rel[i] = (st if math.isfinite(st) and st < ts[0] else ts[0]) - t0
+        first = snd if ts.size else rec.receiver
+        tf = ts if ts.size else _times(raw, first, _host_of(rec, first))
+        if tf.size:
+            st = _start_time(raw, rec, first)
+            starts_rel[i] = (st if math.isfinite(st) and st < tf[0] else tf[0]) - t0
         gp = _goodput_series(rec, raw)
         ks, rate = _goodput_on_grid(gp[0], gp[1], grid)
         series["goodput"][i, ks] = rate

@@ -40,10 +40,9 @@ class FlowRecord:
 
     @property
     def sender(self) -> RawFlow | None:
-        """The end whose socket carries the data (server for TCP_MAERTS)."""
-        if self.test == "TCP_MAERTS":
-            return self.server or self.client
-        return self.client or self.server
+        """The end whose socket carries the data (server for TCP_MAERTS); None
+        if its file is missing (the receiver's TCP state would mislead)."""
+        return self.server if self.test == "TCP_MAERTS" else self.client
 
     @property
     def receiver(self) -> RawFlow | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from netesto.errors import ResultsError
@@ -41,6 +42,9 @@ def test_corrupted_file_is_named_and_the_rest_processed(workdir: Path, capsys) -
     ds = open_experiment(workdir / "1")
     assert ds.sizes["flow"] == 3
     assert float(ds.rate.sel(flow="h1-h2-2-0")) > 0
+    # Flow 1 lost its sender (client) file: goodput from the receiver, no TCP state.
+    assert float(ds.rate.sel(flow="h1-h2-1-0")) > 0
+    assert np.isnan(float(ds.mean_cwnd.sel(flow="h1-h2-1-0")))
     assert "checksum mismatch" in ds.attrs["errors"]
     assert len((workdir / "exp.csv").read_text().splitlines()) == 5
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -82,21 +81,6 @@ def spawn(kind: str, name: str, ns: str | None, argv: Sequence[str], log: Path, 
     return Started(kind, name, proc.pid, start, str(log))
 
 
-def wait_listening(address: str, port: int, started: Started, *, timeout: float = 15.0) -> None:
-    """Wait until ``address:port`` accepts TCP connections, or the process dies."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not proc_alive(started.pid, started.start_time):
-            tail = _tail(started.log)
-            raise TestbedError(f"{started.kind} {started.name} exited during start-up; log {started.log}:\n{tail}")
-        try:
-            with socket.create_connection((address, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise TestbedError(f"{started.kind} {started.name} is not listening on {address}:{port} after {timeout:.0f} s; log {started.log}")
-
-
 def wait_file(path: Path, started: Started, *, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -137,4 +121,4 @@ def agent_argv(
     return argv
 
 
-__all__ = ["Started", "agent_argv", "agent_available", "create_keys", "spawn", "wait_file", "wait_listening"]
+__all__ = ["Started", "agent_argv", "agent_available", "create_keys", "spawn", "wait_file"]

@@ -11,6 +11,7 @@ restores them.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -163,8 +164,6 @@ def _write_sysctl(key: str, value: str) -> None:
 
 def _acquire_globals(name: str) -> dict[str, str]:
     """Set the machine-wide sysctls for testbeds; remember old values (first user)."""
-    import json
-
     path = state_dir() / "_globals.json"
     with machine_lock():
         data = json.loads(path.read_text()) if path.exists() else {"saved": {}, "users": []}
@@ -178,20 +177,19 @@ def _acquire_globals(name: str) -> dict[str, str]:
         }
         if not data["users"]:
             data["saved"] = {k: _read_sysctl(k) for k in wanted}
+        if name not in data["users"]:
+            data["users"].append(name)
+        # Recorded before anything changes, so a failure below is still undone.
+        path.write_text(json.dumps(data))
         for key, value in wanted.items():
             try:
                 _write_sysctl(key, value)
             except OSError as exc:
                 raise TestbedError(f"cannot set {key}={value!r} in the initial namespace: {exc}") from exc
-        if name not in data["users"]:
-            data["users"].append(name)
-        path.write_text(json.dumps(data))
         return wanted
 
 
 def _release_globals(name: str) -> list[str]:
-    import json
-
     path = state_dir() / "_globals.json"
     errors = []
     with machine_lock():
@@ -211,7 +209,7 @@ def _release_globals(name: str) -> list[str]:
     return errors
 
 
-@dataclass
+@dataclass(frozen=True)
 class UpResult:
     """What `up` built, for printing."""
 
@@ -274,8 +272,9 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
     _inject("globals")
     say("machine-wide sysctls: allowed congestion controls, tcp_child_ehash_entries")
     # Before the namespaces exist: they take their private ehash size at creation.
-    state["globals_set"] = _acquire_globals(config.name)
     state["globals"] = True
+    rec.save()
+    state["globals_set"] = _acquire_globals(config.name)
     rec.save()
 
     _inject("topology")

@@ -42,4 +42,5 @@ __all__ = [
     "process_experiment",
     "run_script",
     "window_goodput",
+    "write_netcdf",
 ]

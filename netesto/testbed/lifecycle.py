@@ -167,6 +167,7 @@ def _acquire_globals(name: str) -> dict[str, str]:
     path = state_dir() / "_globals.json"
     with machine_lock():
         data = json.loads(path.read_text()) if path.exists() else {"saved": {}, "users": []}
+        data["users"] = _live_users(data["users"])
         available = _read_sysctl("net.ipv4.tcp_available_congestion_control").split()
         allowed_now = _read_sysctl("net.ipv4.tcp_allowed_congestion_control").split()
         wanted = {
@@ -189,6 +190,11 @@ def _acquire_globals(name: str) -> dict[str, str]:
         return wanted
 
 
+def _live_users(users: list[str]) -> list[str]:
+    # A testbed whose state file is gone (removed by hand) holds nothing any more.
+    return [u for u in users if state_path(u).exists()]
+
+
 def _release_globals(name: str) -> list[str]:
     path = state_dir() / "_globals.json"
     errors = []
@@ -196,7 +202,7 @@ def _release_globals(name: str) -> list[str]:
         if not path.exists():
             return errors
         data = json.loads(path.read_text())
-        data["users"] = [u for u in data["users"] if u != name]
+        data["users"] = [u for u in _live_users(data["users"]) if u != name]
         if data["users"]:
             path.write_text(json.dumps(data))
             return errors

@@ -368,7 +368,9 @@ class FlowManager:
 
     def status(self, exp: Any) -> dict[str, Any]:
         name = exp_name(exp)
-        running, done, failed = [], [], []
+        running: list[str] = []
+        done: list[str] = []
+        failed: list[str] = []
         progress: dict[str, Any] = {}
         errors: dict[str, str] = {}
         for run in self.runs:

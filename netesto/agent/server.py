@@ -193,7 +193,7 @@ class Agent:
                 for _ in range(64):  # bounded so flow output and leases still get turns
                     # EVENTS instead of catching zmq.Again: an exception per loop costs more
                     # than the rest of a small request.
-                    if not sock.get(zmq.EVENTS) & zmq.POLLIN:
+                    if not int(sock.get(zmq.EVENTS)) & zmq.POLLIN:
                         break
                     self.handle_frames(sock.recv_multipart(zmq.NOBLOCK))
             if fds:
@@ -210,11 +210,14 @@ class Agent:
         if state == "warning":
             self.push("lease_warning", {"host": self.config.name, "remaining": self.lease.remaining()})
         elif state == "expired":
-            log.warning("lease expired (no controller request for %.1f s): stopping flows, restoring host settings, "
-                        "keeping data", self.lease.seconds)
-            self.flows.stop()
-            self.control.tcpdump_stop()
-            self.control.restore()
+            stopped = self.flows.stop()["stopped"]
+            dumps = self.control.tcpdump_stop()["stopped"]
+            restored = self.control.restore()
+            log.warning("lease expired (no controller request for %.1f s): stopped %d flow(s) and %d tcpdump(s), "
+                        "restored %s%s; data kept (unfetched: %s)", self.lease.seconds, len(stopped), len(dumps),
+                        ", ".join(restored["restored"]) or "nothing",
+                        f"; restore errors: {restored['errors']}" if restored["errors"] else "",
+                        ", ".join(self.store.experiments()) or "none")
 
     def handle_frames(self, frames: list[bytes]) -> None:
         if len(frames) != 2:

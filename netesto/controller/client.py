@@ -129,7 +129,7 @@ class AgentClient:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise self._unreachable(type, self.timeout) from None
-                self._socket.poll(min(left, 0.1) * 1000, zmq.POLLOUT)
+                self._socket.poll(int(min(left, 0.1) * 1000) + 1, zmq.POLLOUT)
         self._last_request = time.monotonic()
         return rid
 
@@ -223,8 +223,12 @@ class AgentClient:
         with self._lock:
             assert self._socket is not None
             end = time.monotonic() + timeout
-            while self._socket.poll(max(0.0, end - time.monotonic()) * 1000, zmq.POLLIN):
-                msg = decode(self._socket.recv(), max_size=self.max_message)
+            while self._socket.poll(int(max(0.0, end - time.monotonic()) * 1000), zmq.POLLIN):
+                try:
+                    msg = decode(self._socket.recv(), max_size=self.max_message)
+                except ProtocolError as exc:
+                    log.warning("%s: dropped a bad message: %s", self.where, exc)
+                    continue
                 if isinstance(msg, Event):
                     self._dispatch(msg)
                 elif isinstance(msg, Reply):

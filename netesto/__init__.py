@@ -23,9 +23,13 @@ from netesto.errors import (
 
 # name -> "module:attribute", imported on first access (PEP 562).
 _LAZY = {
+    "Lab": "netesto.controller:Lab",
+    "Table": "netesto.results:Table",
+    "combine": "netesto.results:combine",
     "open_experiment": "netesto.results:open_experiment",
     "open_experiments": "netesto.results:open_experiments",
     "plan": "netesto.script:plan",
+    "process_experiment": "netesto.results:process_experiment",
     "run": "netesto.controller:run",
 }
 
@@ -50,15 +54,19 @@ def load_ipython_extension(ipython: Any) -> None:
 __all__ = [
     "AgentError",
     "AgentUnreachable",
+    "Lab",
     "NetestoError",
     "ProtocolError",
     "ResultsError",
     "ScriptError",
+    "Table",
     "UsageError",
     "__version__",
+    "combine",
     "load_ipython_extension",
     "open_experiment",
     "open_experiments",
     "plan",
+    "process_experiment",
     "run",
 ]

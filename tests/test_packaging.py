@@ -23,9 +23,15 @@ def test_every_package_directory_is_listed_in_pyproject():
 
 
 def test_export_list_is_sorted_and_resolvable():
-    assert netesto.__all__ == sorted(netesto.__all__, key=str.lower) or netesto.__all__ == sorted(netesto.__all__)
-    for name in ("NetestoError", "ScriptError", "__version__"):
-        assert hasattr(netesto, name)
+    assert netesto.__all__ == sorted(netesto.__all__)
+    assert set(netesto.__all__) == {
+        "AgentError", "AgentUnreachable", "Lab", "NetestoError", "ProtocolError", "ResultsError",
+        "ScriptError", "Table", "UsageError", "__version__", "combine", "load_ipython_extension",
+        "open_experiment", "open_experiments", "plan", "process_experiment", "run",
+    }
+    for name in netesto.__all__:
+        if name != "load_ipython_extension":
+            assert getattr(netesto, name) is not None, name
 
 
 def _imported_after(stmt: str) -> set[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import signal
 import socket
 import struct
@@ -713,7 +714,18 @@ def make_listener(bind: str, port: int, reuseport: bool) -> socket.socket:
 
 
 def _stdout_emit(event: dict[str, Any]) -> None:
-    os.write(1, json_line(event))
+    """Best effort: an event is dropped rather than block the server on a full stdout pipe.
+
+    (Nobody may be reading a long-lived server's output; a blocked write would
+    stall every flow. A pipe that selects writable takes PIPE_BUF bytes atomically.)
+    """
+    data = json_line(event)
+    try:
+        _, writable, _ = select.select([], [1], [], 0)
+        if writable:
+            os.write(1, data)
+    except OSError:
+        pass
 
 
 def _serve_one(listener: socket.socket, datadir: str, tokens: TokenSet,

@@ -295,3 +295,28 @@ def test_insecure_loopback_agent_still_applies_the_allowlist(agents, tmp_path):
         with pytest.raises(AgentUnreachable):
             c.hello()
     assert wait_for(lambda: "refused connection from 127.0.0.1: Address not allowed" in agent.log_text())
+
+
+def test_ipv6_loopback_agent(agents):
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    agent = agents(keys=None, bind="::1")
+    with agent.client() as c:
+        assert c.hello()["protocol"] == "1.0"
+
+
+def test_lease_warning_is_pushed_to_the_controller(agents, keys):
+    agent = agents(keys=keys, extra=("--lease", "1.5"))
+    events = []
+    with agent.client(heartbeat=0) as c:
+        c.on_event(events.append)
+        c.hello()
+        c.poll_events(timeout=1.4)
+    kinds = [e.event for e in events]
+    assert kinds == ["lease_warning"], kinds
+    assert events[0].data["agent"] == "h1" and 0 < events[0].data["remaining"] <= 0.5

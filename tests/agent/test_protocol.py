@@ -85,3 +85,11 @@ def test_the_codec_never_pickles():
 
     with pytest.raises(ProtocolError):
         encode(Reply.success(1, {"x": Thing()}))
+
+
+def test_export_list_is_sorted_and_resolvable():
+    import netesto.protocol as protocol
+
+    assert protocol.__all__ == sorted(protocol.__all__)
+    for name in protocol.__all__:
+        assert getattr(protocol, name) is not None

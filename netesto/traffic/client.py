@@ -52,6 +52,7 @@ class ClientFlow(FlowEnd):
         self._timer = None
         self.last_progress = (0.0, 0, 0)
         self.closing = False  # we told the server the flow is over
+        self._resolved: dict[int, tuple[int, tuple[Any, ...]]] = {}
 
     # start, connect, handshake
 
@@ -61,11 +62,16 @@ class ClientFlow(FlowEnd):
         self.timers.append(self.loop.call_later(max(0.0, delay), self.connect))
 
     def addrinfo(self, kind: int) -> tuple[int, tuple[Any, ...]]:
+        """(family, address) of the server, resolved once per socket type (CRR connects often)."""
+        cached = self._resolved.get(kind)
+        if cached is not None:
+            return cached
         try:
             infos = socket.getaddrinfo(self.spec.server, self.spec.port, type=kind)
         except socket.gaierror as exc:
             raise TrafficError(f"cannot resolve {self.where}: {exc.strerror}") from exc
         family, _, _, _, addr = infos[0]
+        self._resolved[kind] = (family, addr)
         return family, addr
 
     def new_tcp_socket(self) -> tuple[socket.socket, tuple[Any, ...]]:
@@ -139,8 +145,8 @@ class ClientFlow(FlowEnd):
             self.fail(f"handshake with {self.where} failed: {describe_error(exc)}")
             return
         self.phase = "handshake"
-        self.loop.modify(sock.fileno(), IN)
-        self.loop._handlers[sock.fileno()] = self._on_reply
+        self.loop.unregister(sock.fileno())
+        self.loop.register(sock.fileno(), IN, self._on_reply)
         self._timer = self.loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
         self.timers.append(self._timer)
 

@@ -165,9 +165,13 @@ def test_congestion_control_is_what_was_asked(veth_pair, tmp_path):
 def test_rr_latency_consistent_with_rtt(veth_pair, tmp_path):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
-    code, events = run_client(pair, pair.a, tmp_path, [spec(server, "a-b-rr-0", "TCP_RR", dur=1.5)])
+    code, events = run_client(pair, pair.a, tmp_path,
+                              [spec(server, "a-b-rr-0", "TCP_RR", dur=1.5, interval=0.001)])
     assert code == 0, events
-    cli, _ = ends(tmp_path, "a-b-rr-0")
+    cli, srv = ends(tmp_path, "a-b-rr-0")
+    for flow in (cli, srv):  # sampling down to 1 ms
+        t = flow.columns["t_mono"]
+        assert statistics.median(b - a for a, b in zip(t, t[1:])) == pytest.approx(0.001, rel=0.2)
     lat = cli.summary["latency_us"]
     min_rtt = min(v for v in cli.columns["min_rtt"] if v > 0)
     assert lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]

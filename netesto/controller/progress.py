@@ -92,6 +92,14 @@ class HostError(ProgressEvent):
 
 
 @dataclass(frozen=True)
+class Notice(ProgressEvent):
+    """Something worth knowing that is not an error (leftover data, a late start)."""
+
+    host: str
+    text: str
+
+
+@dataclass(frozen=True)
 class DataStored(ProgressEvent):
     host: str
     exp: int
@@ -198,6 +206,9 @@ class ConsoleProgress(Progress):
     def on_host_error(self, e: HostError) -> None:
         self._line(f"ERROR {e.host}: {e.error}" + (" (host dropped)" if e.fatal else ""))
 
+    def on_notice(self, e: Notice) -> None:
+        self._line(f"note: {e.host}: {e.text}" if e.host else f"note: {e.text}")
+
     def on_data_stored(self, e: DataStored) -> None:
         self._line(f"  stored {e.files} file(s), {e.bytes} bytes from {e.host} in {e.dest}")
 
@@ -225,6 +236,7 @@ __all__ = [
     "FlowProgress",
     "FlowsScheduled",
     "HostError",
+    "Notice",
     "NullProgress",
     "Progress",
     "ProgressCallback",

@@ -43,6 +43,7 @@ from netesto.controller.progress import (
     FlowProgress,
     FlowsScheduled,
     HostError,
+    Notice,
     ProgressCallback,
     ProgressEvent,
     RunFinished,
@@ -335,7 +336,7 @@ class Runner:
                 h.client = client
                 left = [str(x) for x in h.info.get("unfetched", []) or []]
                 if left:
-                    self._emit(HostError(host=lh.name, error=(
+                    self._emit(Notice(host=lh.name, text=(
                         f"holds unfetched data of earlier experiment(s) {', '.join(left)} "
                         "(collect it with 'netesto run --collect' or netesto.controller.collect)")))
                 if hasattr(client, "on_event"):
@@ -583,7 +584,7 @@ class Runner:
                 for s in specs:
                     by_exp.setdefault(s.exp, []).append(s)
                 if time.time() > at_agent - h.offset:
-                    self._emit(HostError(host=c, error=(
+                    self._emit(Notice(host=c, text=(
                         f"start instructions reached {c} after the scheduled instant (lead {self.lead:g} s "
                         f"+ {self.lead_per_host:g} s/host too short here): its flows start late")))
                 for exp_n, exp_specs in by_exp.items():
@@ -658,7 +659,7 @@ class Runner:
                     continue
                 for name in [str(x) for x in h.info.get("unfetched", []) or []]:
                     if not name.isdigit():
-                        self._emit(HostError(host=lh.name, error=f"skipping non-numeric experiment {name!r}"))
+                        self._emit(Notice(host=lh.name, text=f"skipping non-numeric experiment {name!r}"))
                         continue
                     exp = int(name)
                     e = self.exps.get(exp) or _Exp(exp=exp, exp_name="collected", dir=self.workdir / name)
@@ -790,10 +791,10 @@ class Runner:
                 process_experiment(self.workdir, e.exp, desc=a.desc, other=a.other)
             except NetestoError as exc:
                 note = f"results processing failed (raw data kept): {exc}"
-                self._emit(HostError(host="controller", error=note))
+                self._emit(Notice(host="", text=note))
             except Exception as exc:  # results bugs must not lose the run's data
                 note = f"results processing failed (raw data kept): {type(exc).__name__}: {exc}"
-                self._emit(HostError(host="controller", error=note))
+                self._emit(Notice(host="", text=note))
         self._emit(ExperimentProcessed(exp=e.exp, path=str(path), note=note))
 
     def _finish(self, *, interrupted: bool, aborted: bool) -> None:

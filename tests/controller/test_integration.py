@@ -22,8 +22,11 @@ from netesto.errors import LabError
 from .agentproc import AgentProc, make_keys, start_agent
 
 
-def start_pair(pair, tmp_path: Path) -> tuple[Path, dict[str, AgentProc]]:
-    """Agents h1 (pair.a) and h2 (pair.b) with CURVE keys; returns the lab file."""
+def start_pair(pair, tmp_path: Path, *, shape_h1: bool = False) -> tuple[Path, dict[str, AgentProc]]:
+    """Agents h1 (pair.a) and h2 (pair.b) with CURVE keys; returns the lab file.
+
+    With ``shape_h1`` the lab says h1's traffic is shaped by agent h2 on its veth0.
+    """
     keys = make_keys(tmp_path / "keys")
     popen = {"h1": lambda argv: pair.popen(pair.a, argv), "h2": lambda argv: pair.popen(pair.b, argv)}
     addr = {"h1": pair.addr_a, "h2": pair.addr_b}
@@ -32,6 +35,8 @@ def start_pair(pair, tmp_path: Path) -> tuple[Path, dict[str, AgentProc]]:
         n: {"control": addr[n], "port": a.port, "public_key": str(keys.agent(n)[0]), "dev": "veth0"}
         for n, a in agents.items()
     }
+    if shape_h1:
+        hosts["h1"]["shape"] = {"agent": "h2", "dev": "veth0"}
     lab = Lab.from_dict({"lab": {"name": "pair", "controller_key": str(keys.controller_secret)}, "hosts": hosts})
     path = tmp_path / "lab.toml"
     path.write_text(lab.to_toml())
@@ -233,3 +238,33 @@ def test_ctrl_c_stops_flows_and_restores(veth_pair, tmp_path: Path) -> None:
     assert agents["h1"].proc.poll() is None  # agents keep running
     after = veth_pair.run(veth_pair.a, ["cat", "/proc/sys/net/ipv4/tcp_ecn"]).stdout.strip()
     assert after == before
+
+
+SHAPE = """
+SET_QDISC host=h1 qdisc=tbf rate=100mbit burst=15k limit=150000
+ECHO shaped
+WAIT 2
+"""
+
+
+@pytest.mark.netns
+def test_qdisc_goes_to_the_shaping_agent_and_is_restored_at_the_end(veth_pair, tmp_path: Path) -> None:
+    lab, agents = start_pair(veth_pair, tmp_path, shape_h1=True)
+    script = tmp_path / "shape.script"
+    script.write_text(SHAPE)
+
+    def qdiscs(ns: str) -> str:
+        return veth_pair.run(ns, ["tc", "qdisc", "show", "dev", "veth0"]).stdout
+
+    seen: dict[str, str] = {}
+
+    def on_line(line: str) -> None:
+        if line.rstrip().endswith("shaped"):
+            seen["b"], seen["a"] = qdiscs(veth_pair.b), qdiscs(veth_pair.a)
+
+    before_b = qdiscs(veth_pair.b)
+    rc, out, err = netesto_run(veth_pair, script, lab, tmp_path / "work", on_line)
+    assert rc == 0, out + err
+    assert "tbf" in seen["b"] and "rate 100Mbit" in seen["b"]  # on the shaping agent's device
+    assert "tbf" not in seen["a"]  # not on h1 itself
+    assert "tbf" not in qdiscs(veth_pair.b) and qdiscs(veth_pair.b) == before_b  # restored when the run ended

@@ -16,11 +16,11 @@ import struct
 import time
 from typing import Any
 
-from netesto.errors import CongestionControlError, TrafficError
+from netesto.errors import TrafficError
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
 from netesto.traffic.flowend import FlowEnd, Worker, describe_error
-from netesto.traffic.loop import ERR, IN, OUT
+from netesto.traffic.loop import ERR, IN, OUT, Timer
 from netesto.traffic.spec import FlowSpec
 
 CONNECT_TIMEOUT = 3.0
@@ -49,7 +49,7 @@ class ClientFlow(FlowEnd):
         self.ctl: socket.socket | None = None  # the handshake connection
         self.reply: dict[str, Any] = {}
         self._inbuf = bytearray()
-        self._timer = None
+        self._timer: Timer | None = None
         self.last_progress = (0.0, 0, 0)
         self.closing = False  # we told the server the flow is over
         self._resolved: dict[int, tuple[int, tuple[Any, ...]]] = {}
@@ -104,8 +104,8 @@ class ClientFlow(FlowEnd):
             self.fail(f"cannot connect to {self.where}: {os.strerror(err).lower()}")
             return
         self.loop.register(sock.fileno(), OUT, self._on_connected)
-        self._timer = self.loop.call_later(CONNECT_TIMEOUT, self._connect_timeout)
-        self.timers.append(self._timer)
+        self._timer = timer = self.loop.call_later(CONNECT_TIMEOUT, self._connect_timeout)
+        self.timers.append(timer)
 
     def _connect_timeout(self) -> None:
         self.fail(f"cannot connect to {self.where}: timed out after {CONNECT_TIMEOUT:.1f} s")
@@ -147,8 +147,8 @@ class ClientFlow(FlowEnd):
         self.phase = "handshake"
         self.loop.unregister(sock.fileno())
         self.loop.register(sock.fileno(), IN, self._on_reply)
-        self._timer = self.loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
-        self.timers.append(self._timer)
+        self._timer = timer = self.loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
+        self.timers.append(timer)
 
     def _handshake_timeout(self) -> None:
         self.fail(f"no handshake answer from {self.where} within {HANDSHAKE_TIMEOUT:.0f} s")
@@ -769,4 +769,4 @@ def check_congestion_control(spec: FlowSpec) -> None:
         probe.close()
 
 
-__all__ = ["CLIENT_TYPES", "ClientFlow", "CongestionControlError", "check_congestion_control"]
+__all__ = ["CLIENT_TYPES", "ClientFlow", "check_congestion_control"]

@@ -10,6 +10,7 @@ every event line to its output as it arrives and returns 1 if any flow failed.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -61,11 +62,15 @@ def run_worker(specs: Sequence[FlowSpec], datadir: str, emit: Callable[[dict[str
     except _Stop as stop:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for flow in list(worker.flows):
-            when = f" after {flow.elapsed():.1f} s" if flow.start_mono else " before it started"
-            flow.finish(f"stopped by {stop}{when}")
+        for end in list(worker.flows):
+            when = f" after {end.elapsed():.1f} s" if end.start_mono else " before it started"
+            end.finish(f"stopped by {stop}{when}")
     loop.close()
     return 1 if worker.failed else 0
+
+
+def _worker_main(specs: Sequence[FlowSpec], datadir: str, emit: Callable[[dict[str, Any]], None]) -> int:
+    return run_worker(specs, datadir, emit)
 
 
 class _Stop(BaseException):
@@ -145,10 +150,10 @@ def run_client(
     children: dict[int, tuple[int, list[str]]] = {}  # rfd -> (pid, flow ids)
     for index in range(nworkers):
         mine = builtin[index::nworkers]
-        pid, rfd = _fork(lambda emit, mine=mine: run_worker(mine, datadir, emit))
+        pid, rfd = _fork(functools.partial(_worker_main, mine, datadir))
         children[rfd] = (pid, [s.flow_id for s in mine])
     for spec in drivers:
-        pid, rfd = _fork(lambda emit, spec=spec: _run_driver(spec, datadir, emit))
+        pid, rfd = _fork(functools.partial(_run_driver, spec, datadir))
         children[rfd] = (pid, [spec.flow_id])
 
     def forward(signum: int, frame: object) -> None:

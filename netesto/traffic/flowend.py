@@ -161,7 +161,7 @@ class FlowEnd:
     def _reset_buffers(self) -> None:
         self.nrows = 0
         self.b_rec = bytearray()  # one RECORD per row: times, app counters, tcp_info, cc info
-        self.b_lat = [array("I")] + [array("d") for _ in range(7)] if self.is_rr else None
+        self.b_lat: list[Any] | None = [array("I")] + [array("d") for _ in range(7)] if self.is_rr else None
 
     def open_writer(self, datadir: str, extra_meta: dict[str, Any] | None = None) -> None:
         spec = self.spec.to_dict()
@@ -265,7 +265,7 @@ class FlowEnd:
         if n == 0 or self.writer is None:
             return
         rec = memoryview(self.b_rec)
-        views = {"B": rec, "I": rec.cast("I"), "Q": rec.cast("Q"), "d": rec.cast("d")}
+        views: dict[str, memoryview[Any]] = {"B": rec, "I": rec.cast("I"), "Q": rec.cast("Q"), "d": rec.cast("d")}
         cols: dict[str, bytes] = {}
         for name, tc, off in _LAYOUT:
             size = _SIZES[tc]

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from netesto.errors import CongestionControlError, TrafficError
+from netesto.errors import TrafficError
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
 from netesto.traffic.flowend import FlowEnd, Worker, describe_error, json_line, safe_flow_id
@@ -159,7 +159,7 @@ class RRServer(ServerFlow):
         self.req = max(1, self.spec.req)
         self.reply_buf = memoryview(bytes(max(1, self.spec.reply)))
         self.got = 0
-        self.pending = b""
+        self.pending: bytes | memoryview = b""
         self.view = self.worker.rxview
         self.spinning = False
         self.loop.register(self.fd, IN, self._on_event)
@@ -640,7 +640,7 @@ class ServerWorker(Worker):
         ca = f.get("ca", "")
         if not isinstance(ca, str) or len(ca) > 15:
             raise _Refuse(f"bad ca {ca!r}")
-        meta = ()
+        meta: tuple[tuple[str, str], ...] = ()
         spec_in = f.get("spec")
         if isinstance(spec_in, dict) and isinstance(spec_in.get("meta"), list):
             meta = tuple((str(k), str(v)) for k, v in (p for p in spec_in["meta"] if len(p) == 2))
@@ -805,4 +805,4 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
     return int(status)
 
 
-__all__ = ["CongestionControlError", "SERVER_TYPES", "ServerWorker", "TokenSet", "make_listener", "serve"]
+__all__ = ["SERVER_TYPES", "ServerWorker", "TokenSet", "make_listener", "serve"]

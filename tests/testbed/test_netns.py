@@ -279,3 +279,14 @@ def test_down_cleans_up_after_a_killed_up(tmp_path) -> None:
     assert tbutil.leftovers(name) == []
     for p in state["processes"]:
         assert not lifecycle.proc_alive(p["pid"], p["start_time"])
+
+
+def test_jitter_spreads_the_rtt(tmp_path) -> None:
+    with lifecycle.testbed(name=tbutil.unique_name(), hosts=2, rtt="20ms", jitter="8ms", dir=tmp_path, agents=False) as tb:
+        h1, h2 = tb.state["links"]
+        rtts = tbutil.ping_rtts(tbutil.ns_run(h1["ns"], ["ping", "-c", "30", "-i", "0.02", h2["addr"]]).stdout)
+    assert len(rtts) >= 25
+    # +-4 ms each way: 12..28 ms, and really spread (not a constant 20).
+    assert 11.5 <= min(rtts) and max(rtts) <= 30, rtts
+    assert statistics.pstdev(rtts) > 1.0, rtts
+    assert abs(statistics.median(rtts) - 20) < 3, rtts

@@ -163,6 +163,13 @@ class ExperimentResult:
     flows: tuple[str, ...]
     errors: tuple[str, ...] = ()
 
+    @property
+    def dataset(self) -> Any:
+        """The experiment's xarray Dataset (needs the results extra)."""
+        from netesto.results import open_experiment
+
+        return open_experiment(self.path)
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -180,6 +187,12 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    def __getitem__(self, exp: int) -> ExperimentResult:
+        for e in self.experiments:
+            if e.exp == exp:
+                return e
+        raise KeyError(f"experiment {exp} is not in this run (it ran {self.exps})")
 
 
 class _Abort(Exception):

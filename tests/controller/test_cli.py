@@ -86,6 +86,7 @@ def test_iperf3_driver_gets_a_server_per_flow(loopback_lab: Path, tmp_path: Path
         base = probe.getsockname()[1]
     result = run(text, lab=loopback_lab, workdir=tmp_path / "w", iperf3_port=base)
     flows = tmp_path / "w" / str(result.exps[0]) / "flows"
+    assert result[result.exps[0]].path == flows.parent
     for i in (0, 1):
         for side in ("client", "server"):
             assert (flows / f"h1-h2-1-{i}.{side}.nflow").is_file()
@@ -116,3 +117,15 @@ def test_controller_killed_then_collect_fetches_what_agents_kept(loopback_lab: P
     assert (work / "1" / "flows" / "h1-h2-1-0.server.nflow").is_file()
     again = cli("--collect", "--lab", str(loopback_lab), "--workdir", str(work))
     assert again.returncode == 0 and "stored" not in again.stdout  # acknowledged: nothing left
+
+
+def test_run_result_opens_the_dataset(loopback_lab: Path, tmp_path: Path) -> None:
+    pytest.importorskip("xarray")
+    from netesto.controller import run
+
+    text = SCRIPT.replace("$dur", "1") + "PROCESS_EXP\n"
+    result = run(text, lab=loopback_lab, workdir=tmp_path / "w")
+    ds = result[1].dataset
+    assert set(ds["flow"].values) == {"h1-h2-1-0"}
+    with pytest.raises(KeyError, match="experiment 7"):
+        result[7]

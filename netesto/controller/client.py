@@ -367,17 +367,22 @@ class AgentClient:
                     bad = False
                     while (pending or nxt < size) and not bad:
                         while nxt < size and len(pending) < FETCH_WINDOW:
-                            rid = self._send("fetch_chunk", {"exp": exp, "path": rel, "offset": nxt, "length": chunk}, deadline)
+                            want_len = min(chunk, size - nxt)  # never past the listed size (a growing file)
+                            rid = self._send("fetch_chunk", {"exp": exp, "path": rel, "offset": nxt, "length": want_len},
+                                             deadline)
                             pending.append((rid, nxt))
                             nxt += chunk
                         rid, at = pending.popleft()
                         got = self._result(self._receive(rid, "fetch_chunk", deadline), f"fetch {rel}")
                         data = got["data"]
-                        if zlib.crc32(data) != got["crc32"] or got["offset"] != at:
-                            bad = True
-                            break
                         if not data:
                             raise ProtocolError(f"{self.where}: {rel} ended at {at} bytes, expected {size}")
+                        # A short chunk (file changed under us) would misplace the pipelined
+                        # ones after it: treat it like a damaged one and re-request from here.
+                        if (zlib.crc32(data) != got["crc32"] or got["offset"] != at
+                                or len(data) != min(chunk, size - at)):
+                            bad = True
+                            break
                         f.write(data)
                         whole.update(data)
                         offset = at + len(data)

@@ -110,6 +110,20 @@ def main() -> int:
             print(f"  plain forwarding           {plain:9.1f} Mbit/s")
             print(f"  through delay line, 0 ms   {through0:9.1f} Mbit/s  ratio {through0 / plain:.2f}   (target >= 500 Mbit/s)")
             print(f"  through delay line, 20 ms  {through20:9.1f} Mbit/s  ratio {through20 / plain:.2f}")
+            # Without segmentation offloads every 1500-byte packet crosses the loop on its own.
+            for q in (h1["queue"], h2["queue"]):
+                send_control(control, {"queue": q, "delay": 0})
+            _ns(h1["ns"], ["ethtool", "-K", "eth0", "tso", "off", "gso", "off"])
+            _ns(h2["ns"], ["ethtool", "-K", "eth0", "tso", "off", "gso", "off"])
+            _rules(st, "-D")
+            plain_small = _iperf(h1["ns"], h2["ns"], h2["addr"])
+            _rules(st, "-A")
+            before = send_control(control, {"op": "stats"})["stats"]["packets"]
+            small = _iperf(h1["ns"], h2["ns"], h2["addr"])
+            after = send_control(control, {"op": "stats"})["stats"]["packets"]
+            print(f"  1500-byte packets (TSO/GSO off), plain  {plain_small:9.1f} Mbit/s")
+            print(f"  1500-byte packets, delay line at 0 ms   {small:9.1f} Mbit/s  ratio {small / plain_small:.2f}, "
+                  f"{(after - before) / 3 / 1000:.0f}k packets/s through the loop")
             stats = send_control(control, {"op": "stats"})["stats"]
             print(f"  delay line handled {stats['packets']} packets (GSO super-packets count once)")
         finally:

@@ -1,44 +1,58 @@
-"""The controller's lease: renewed by every request; on expiry the agent stops and restores."""
+"""Controller leases: renewed by every request; when the last one lapses the agent stops and restores."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
 class Lease:
-    """Held by the last controller that spoke to us, for ``seconds`` after its last request.
+    """Each controller (ROUTER identity) holds the lease for ``seconds`` after its last request.
 
-    ``tick()`` says what happened since the previous call: ``"warning"`` once
-    when a third of the lease is left, ``"expired"`` once when it runs out.
+    Events go to every current holder (a runner and a status monitor can both be
+    connected). ``tick()`` says what happened since the previous call:
+    ``"warning"`` once when a third of the lease is left, ``"expired"`` once when
+    the last holder lapsed. ``seconds <= 0`` means leases never expire.
     """
 
     seconds: float = 30.0
-    holder: bytes | None = None
-    deadline: float = 0.0
+    deadlines: dict[bytes, float] = field(default_factory=dict)
     _warned: bool = False
 
     def renew(self, identity: bytes, now: float | None = None) -> None:
-        self.holder = identity
-        self.deadline = (time.monotonic() if now is None else now) + self.seconds
+        self.deadlines[identity] = (time.monotonic() if now is None else now) + self.seconds
         self._warned = False
 
     @property
     def active(self) -> bool:
-        return self.holder is not None
+        return bool(self.deadlines)
+
+    @property
+    def holder(self) -> bytes | None:
+        """The controller heard from most recently (None if none holds the lease)."""
+        if not self.deadlines:
+            return None
+        return max(self.deadlines, key=self.deadlines.__getitem__)
+
+    def holders(self) -> list[bytes]:
+        return list(self.deadlines)
 
     def remaining(self, now: float | None = None) -> float:
-        if not self.active:
+        if not self.deadlines:
             return 0.0
-        return self.deadline - (time.monotonic() if now is None else now)
+        return max(self.deadlines.values()) - (time.monotonic() if now is None else now)
 
     def tick(self, now: float | None = None) -> str | None:
-        if not self.active or self.seconds <= 0:
+        if not self.deadlines or self.seconds <= 0:
             return None
+        now = time.monotonic() if now is None else now
+        for identity, deadline in list(self.deadlines.items()):
+            if deadline <= now and len(self.deadlines) > 1:
+                del self.deadlines[identity]  # another controller still holds the lease
         left = self.remaining(now)
         if left <= 0:
-            self.holder = None
+            self.deadlines.clear()
             return "expired"
         if not self._warned and left <= self.seconds / 3:
             self._warned = True

@@ -138,13 +138,19 @@ class Agent:
         return self.endpoint
 
     def push(self, event: str, data: dict[str, Any]) -> None:
-        """Send an event to the controller holding the lease (dropped if none)."""
-        if self.socket is None or self.lease.holder is None:
+        """Send an event to every controller holding the lease (dropped if none)."""
+        if self.socket is None or not self.lease.active:
             return
         try:
-            self.socket.send_multipart([self.lease.holder, encode(Event(event, data, self.version))], zmq.NOBLOCK)
-        except (zmq.ZMQError, NetestoError) as exc:
-            log.debug("event %s not sent: %s", event, exc)
+            frame = encode(Event(event, data, self.version))
+        except NetestoError as exc:
+            log.warning("event %s not encodable: %s", event, exc)
+            return
+        for identity in self.lease.holders():
+            try:
+                self.socket.send_multipart([identity, frame], zmq.NOBLOCK)
+            except zmq.ZMQError as exc:
+                log.debug("event %s not sent: %s", event, exc)
 
     def startup(self) -> None:
         unfetched = self.store.experiments()

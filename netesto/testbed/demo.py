@@ -225,12 +225,17 @@ def report(result: DemoResult, out: TextIO = sys.stdout) -> None:
     if result.rows:
         say("\n  exp    host  ca          rate(Mbit/s)  rtt(ms)  retrans")
         for row in result.rows:
+            if row.get("exp", "").endswith(".0"):
+                row = {**row, "host": "all"}
             rtt_us = row.get("rtt") or ""
             rtt_ms = f"{float(rtt_us) / 1000:.1f}" if rtt_us.replace(".", "", 1).isdigit() else "-"
             say(f"  {row.get('exp', ''):<6} {row.get('host', ''):<5} {row.get('ca', ''):<11} {row.get('rate', ''):>12}  {rtt_ms:>7}  {row.get('retrans_total', '') or row.get('localRetrans', '')}")
     say(f"\nresults in {result.workdir}")
     for rel, ok in result.files.items():
         say(f"  {'ok     ' if ok else 'MISSING'} {result.workdir / rel}")
+    for rel, ok in result.files.items():
+        if ok and rel.endswith(".html"):
+            say(f"report: {result.workdir / rel} (open it in a browser)")
     for note in result.missing:
         say(f"MISSING: {note}")
     say(f"demo {'finished' if result.ok else 'did not complete'} in {result.elapsed:.1f} s")

@@ -526,6 +526,7 @@ class CRRClient(ClientFlow):
             return
         self.loop.register(self.cfd, OUT, self._on_conn)
         self.connected = False
+        self.out = memoryview(b"")
 
     def _on_conn(self, events: int) -> None:
         conn = self.conn
@@ -538,11 +539,21 @@ class CRRClient(ClientFlow):
                     raise OSError(err, os.strerror(err))
                 self.connected = True
                 self.conns += 1
-                conn.sendall(self.first)
+                self.out = memoryview(self.first)
+            if self.out:
+                # the join header and request; a large request goes out as the server reads it
+                try:
+                    n = conn.send(self.out)
+                except BlockingIOError:
+                    n = 0
+                self.out = self.out[n:]
+                if self.out:
+                    return
                 self.tx += len(self.request)
                 self.loop.modify(self.cfd, IN)
                 return
-            n = conn.recv_into(self.worker.rxview, self.reply_size - self.got)
+            view = self.worker.rxview
+            n = conn.recv_into(view, min(self.reply_size - self.got, len(view)))
             if n == 0:
                 raise OSError(errno.ECONNRESET, "connection closed by peer")
             self.rx += n

@@ -198,7 +198,8 @@ class RRServer(ServerFlow):
                 if n < len(reply):
                     self.pending = reply[n:]
                     self.loop.modify(self.fd, IN | OUT)
-                elif len(self.sw.flows) == 1 and not self.sw.pending and self.req <= 65536:
+                elif len(self.sw.flows) == 1 and not self.sw.pending and self.req <= 65536 \
+                        and len(self.reply_buf) <= 65536:
                     self._spin()
         except BlockingIOError:
             pass
@@ -215,14 +216,17 @@ class RRServer(ServerFlow):
         conn = self.conn
         if not self.spinning:
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
+            # a client that stops reading must not hang the whole server in a blocking send
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 100_000))
             self.spinning = True
         deadline = self.loop.next_deadline()
         view, req, reply = self.view, self.req, self.reply_buf
         replylen = len(reply)
-        recv_into, sendall = conn.recv_into, conn.sendall
+        recv_into, send = conn.recv_into, conn.send
         monotonic = time.monotonic
         got, rx, tx, trans = self.got, self.rx, self.tx, self.trans
         eof = False
+        out: memoryview | None = None
         conn.setblocking(True)
         try:
             while True:
@@ -236,23 +240,29 @@ class RRServer(ServerFlow):
                     if got == req:
                         got = 0
                         trans += 1
-                        sendall(reply)
-                        tx += replylen
+                        out = reply
                     else:
                         count, got = divmod(got, req)
                         trans += count
-                        sendall(bytes(reply) * count)
-                        tx += replylen * count
+                        out = memoryview(bytes(reply) * count)
+                    while out:
+                        n = send(out)  # SO_SNDTIMEO: partial count or EAGAIN, never a hang
+                        tx += n
+                        out = out[n:]
+                    out = None
                     if trans & 15 == 0 and monotonic() >= deadline:
                         break
         except BlockingIOError:
-            pass  # nothing within 1 ms: back to the loop
+            pass  # nothing within 1 ms (or the client stopped reading): back to the loop
         finally:
             self.got, self.rx, self.tx, self.trans = got, rx, tx, trans
         if eof:
             self.finish()
             return
         conn.setblocking(False)
+        if out:
+            self.pending = bytes(out)
+            self.loop.modify(self.fd, IN | OUT)
 
 
 class CRRServer(ServerFlow):
@@ -296,6 +306,7 @@ class JoinConn:
         self.fd = conn.fileno()
         self.got = 0
         self.done = False
+        self.out = memoryview(b"")
         flow.joins.add(self)
         flow.conns += 1
         flow.sock = conn
@@ -310,15 +321,26 @@ class JoinConn:
         self.got += n
         if self.got >= max(1, flow.spec.req) and not self.done:
             self.done = True
-            reply = bytes(max(1, flow.spec.reply))
-            self.conn.setblocking(True)  # the reply fits the empty send buffer
-            self.conn.sendall(reply)
-            self.conn.setblocking(False)
-            flow.tx += len(reply)
             flow.trans += 1
+            self.out = memoryview(bytes(max(1, flow.spec.reply)))
+            self._send()
+
+    def _send(self) -> None:
+        try:
+            n = self.conn.send(self.out)
+        except BlockingIOError:
+            n = 0
+        self.flow.tx += n
+        self.out = self.out[n:]
+        # a large reply goes out as the client reads it, never blocking the server
+        self.flow.loop.modify(self.fd, IN | OUT if self.out else IN)
 
     def _on_event(self, events: int) -> None:
         try:
+            if events & OUT and self.out:
+                self._send()
+            if not events & (IN | ERR):
+                return
             n = self.conn.recv_into(self.flow.worker.rxview)
         except BlockingIOError:
             return

@@ -347,3 +347,15 @@ def test_sigterm_ends_flows_with_their_data(veth_pair, tmp_path):
     # the server saw the connections close and finished its side too
     events = server.events()
     assert {e["flow"] for e in events if e["event"] in ("done", "error")} >= {"a-b-st-0", "a-b-rr-0"}
+
+
+def test_crr_with_large_request_and_reply(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    specs = [spec(server, "a-b-crr-0", "TCP_CRR", dur=1.0, req=2_000_000, reply=3_000_000)]
+    code, events = run_client(pair, pair.a, tmp_path, specs)
+    assert code == 0, events
+    cli, srv = ends(tmp_path, "a-b-crr-0")
+    assert cli.summary["transactions"] == srv.summary["transactions"] >= 5
+    assert cli.summary["bytes_rx"] == srv.summary["bytes_tx"] == 3_000_000 * cli.summary["transactions"]
+    assert cli.summary["bytes_tx"] == srv.summary["bytes_rx"]

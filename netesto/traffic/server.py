@@ -611,6 +611,9 @@ class ServerWorker(Worker):
         except _Refuse as exc:
             self._refuse(conn, str(exc))
             return
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # odd field types
+            self._refuse(conn, f"bad hello: {exc}")
+            return
         cls = SERVER_TYPES[spec.test]
         flow: ServerFlow | None = None
         try:

@@ -320,3 +320,14 @@ def test_lease_warning_is_pushed_to_the_controller(agents, keys):
     kinds = [e.event for e in events]
     assert kinds == ["lease_warning"], kinds
     assert events[0].data["agent"] == "h1" and 0 < events[0].data["remaining"] <= 0.5
+
+
+def test_slow_fault_times_out_a_short_timeout_but_not_a_long_one(agents, keys):
+    agent = agents(keys=keys, env={"NETESTO_AGENT_FAULT": "slow", "NETESTO_AGENT_FAULT_DELAY": "0.6"})
+    with agent.client(timeout=0.2, heartbeat=0) as c:
+        with pytest.raises(AgentUnreachable):
+            c.hello()
+    with agent.client(timeout=5.0, heartbeat=0) as c:
+        t0 = time.monotonic()
+        assert c.hello()["protocol"] == "1.0"
+        assert time.monotonic() - t0 >= 0.5

@@ -33,6 +33,14 @@ def bare_server(port_file: str, keys: str | None) -> None:
     sock = ctx.socket(zmq.ROUTER)
     sock.linger = 0
     if keys:
+        # Authenticate clients the way the agent does (zmq.auth + a ZAP domain), so the
+        # comparison is CURVE-with-authentication on both sides.
+        from zmq.auth.thread import ThreadAuthenticator
+
+        auth = ThreadAuthenticator(ctx)
+        auth.start()
+        auth.configure_curve(domain="bench", location=os.path.join(keys, "authorized"))
+        sock.zap_domain = b"bench"
         pub, sec = zmq.auth.load_certificate(os.path.join(keys, "agent.key_secret"))
         sock.curve_publickey, sock.curve_secretkey, sock.curve_server = pub, sec, True
     port = sock.bind_to_random_port("tcp://127.0.0.1")

@@ -286,7 +286,8 @@ def test_jitter_spreads_the_rtt(tmp_path) -> None:
         h1, h2 = tb.state["links"]
         rtts = tbutil.ping_rtts(tbutil.ns_run(h1["ns"], ["ping", "-c", "30", "-i", "0.02", h2["addr"]]).stdout)
     assert len(rtts) >= 25
-    # +-4 ms each way: 12..28 ms, and really spread (not a constant 20).
-    assert 11.5 <= min(rtts) and max(rtts) <= 30, rtts
+    # +-4 ms each way: 12..28 ms, and really spread (not a constant 20). A
+    # late wake-up on this shared machine can only add, so the top is the p90.
+    assert 11.5 <= min(rtts) and sorted(rtts)[int(0.9 * (len(rtts) - 1))] <= 29, rtts
     assert statistics.pstdev(rtts) > 1.0, rtts
     assert abs(statistics.median(rtts) - 20) < 3, rtts

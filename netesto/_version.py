@@ -1,3 +1,3 @@
-"""The package version and the wire-protocol version (which changes separately)."""
+"""The package version (the wire-protocol version is separate: netesto.protocol.version)."""
 
 __version__ = "0.1.0"

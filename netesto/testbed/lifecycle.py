@@ -240,7 +240,8 @@ def up(config: TestbedConfig, *, progress: Callable[[str], None] | None = None) 
         if path.exists():
             raise TestbedError(f"testbed {config.name!r} is up already (state {path}); `netesto testbed down --name {config.name}` first")
         used = {s.get("subnet") for s in list_states()}
-        topo = topology.plan_topology(config.name, config.hosts, {u for u in used if isinstance(u, int)})
+        taken = {u for u in used if isinstance(u, int)} | topology.root_subnets_in_use()
+        topo = topology.plan_topology(config.name, config.hosts, taken)
         stale = [ns for ns in topo.namespaces if ns in topology.existing_namespaces()]
         if stale:
             raise TestbedError(f"namespace(s) {', '.join(stale)} exist but no testbed state does: remove them by hand (`ip netns del ...`)")

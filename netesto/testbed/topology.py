@@ -113,8 +113,10 @@ def existing_namespaces() -> set[str]:
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
-def root_routes_in(prefix_first_octets: str) -> bool:
-    return prefix_first_octets in run(["ip", "-4", "route", "show"], check=False).stdout
+def root_subnets_in_use() -> set[int]:
+    """Second octets X of 10.X.* addresses and routes in the initial namespace."""
+    text = run(["ip", "-4", "route", "show"], check=False).stdout + run(["ip", "-4", "addr", "show"], check=False).stdout
+    return {int(x) for x in re.findall(r"\b10\.(\d{1,3})\.", text)}
 
 
 def add_namespace(ns: str) -> None:

@@ -445,6 +445,8 @@ def down(name: str) -> list[str]:
         problems += _release_globals(name)
     if state.get("delayline_control"):
         Path(state["delayline_control"]).unlink(missing_ok=True)
+    for leftover in state_dir().glob(f"{name}.*.ready"):  # an `up` killed while waiting
+        leftover.unlink(missing_ok=True)
     path.unlink(missing_ok=True)
     return problems
 

@@ -66,8 +66,7 @@ def leftovers(name: str) -> list[str]:
             continue
         if f"/{name}.delayline" in cmdline or f"/{name}.keys/" in cmdline or f"/{name}.data/" in cmdline:
             found.append(f"process {proc.name}: {cmdline[:120]}")
-    from netesto.testbed.state import state_path
+    from netesto.testbed.state import state_dir
 
-    if state_path(name).exists():
-        found.append(f"state file {state_path(name)}")
+    found += [f"state file {p}" for p in state_dir().glob(f"{name}.*")]
     return found

@@ -266,7 +266,7 @@ def test_down_cleans_up_after_a_killed_up(tmp_path) -> None:
                 state = json.loads(state_path(name).read_text())
             except (OSError, ValueError):
                 state = {}
-            if state.get("delay_mode"):
+            if any(p["kind"] == "guard" for p in state.get("processes", [])):
                 break
             time.sleep(0.05)
         assert state.get("status") == "creating" and state["processes"], state

@@ -250,6 +250,7 @@ class ClientFlow(FlowEnd):
                 "bytes_rx": self.rx,
                 "tx_bps": (self.tx - tx0) * 8 / span,
                 "rx_bps": (self.rx - rx0) * 8 / span,
+                "rate_bps": (self.tx - tx0 + self.rx - rx0) * 8 / span,
                 "transactions": self.trans,
             }
         )

@@ -33,7 +33,7 @@ class ClientWorker(Worker):
     def on_flow_done(self, flow: FlowEnd, summary: dict[str, Any]) -> None:
         event: dict[str, Any] = {"event": "error" if flow.error else "done", "flow": flow.spec.flow_id}
         if flow.error:
-            event["message"] = flow.error
+            event["message"] = event["error"] = flow.error
         event["summary"] = {k: v for k, v in summary.items() if k != "latency_hist"}
         self.emit(event)
 

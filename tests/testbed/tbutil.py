@@ -11,11 +11,32 @@ import time
 from pathlib import Path
 
 _count = itertools.count(1)
+ISSUED: list[str] = []
 
 
 def unique_name() -> str:
-    """A testbed name unique to this test run (``t<pid><n>``, at most 11 characters)."""
-    return f"t{os.getpid() % 100000}x{next(_count)}"
+    """A testbed name unique to this test run (``t<pid>x<n>``, at most 11 characters)."""
+    name = f"t{os.getpid() % 100000}x{next(_count)}"
+    ISSUED.append(name)
+    return name
+
+
+def take_down_leftovers(since: int = 0) -> list[str]:
+    """Safety net: take down testbeds named since ``ISSUED[since]`` that are still up."""
+    from netesto.errors import TestbedError
+    from netesto.testbed import lifecycle
+    from netesto.testbed.state import state_path
+
+    taken = []
+    while len(ISSUED) > since:
+        name = ISSUED.pop()
+        if state_path(name).exists():
+            try:
+                lifecycle.down(name)
+            except TestbedError:
+                pass
+            taken.append(name)
+    return taken
 
 
 def ns_run(ns: str, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str]:

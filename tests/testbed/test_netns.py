@@ -258,9 +258,9 @@ def test_down_cleans_up_after_a_killed_up(tmp_path) -> None:
     env = {**os.environ, lifecycle.HANG_ENV: "agents"}
     proc = subprocess.Popen([sys.executable, "-m", "netesto", "testbed", "up", "--name", name, "--hosts", "2", "--dir", str(tmp_path)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state: dict = {}
     try:
         deadline = time.monotonic() + 20
-        state: dict = {}
         while time.monotonic() < deadline:
             try:
                 state = json.loads(state_path(name).read_text())
@@ -269,12 +269,15 @@ def test_down_cleans_up_after_a_killed_up(tmp_path) -> None:
             if any(p["kind"] == "guard" for p in state.get("processes", [])):
                 break
             time.sleep(0.05)
-        assert state.get("status") == "creating" and state["processes"], state
-    finally:
         proc.kill()
         proc.wait()
-    assert tbutil.leftovers(name)  # the half-built testbed is there
-    down = subprocess.run([sys.executable, "-m", "netesto", "testbed", "down", "--name", name], capture_output=True, text=True)
+        assert state.get("status") == "creating" and state["processes"], state
+        assert tbutil.leftovers(name)  # the half-built testbed is there
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        down = subprocess.run([sys.executable, "-m", "netesto", "testbed", "down", "--name", name], capture_output=True, text=True)
     assert down.returncode == 0, down.stdout + down.stderr
     assert tbutil.leftovers(name) == []
     for p in state["processes"]:

@@ -109,8 +109,13 @@ def verdict_message(queue: int, packet_id: int, verdict: int, *, batch: bool = F
     return _nfmsg(kind, queue, _nla(NFQA_VERDICT_HDR, struct.pack("!II", verdict, packet_id)))
 
 
-def parse_packet_ids(data: bytes | memoryview, nbytes: int) -> list[tuple[int, int]]:
-    """(queue, packet_id) of every NFQNL_MSG_PACKET message in one datagram."""
+def parse_packet_ids(data: bytes | memoryview, nbytes: int, errors: list[int] | None = None) -> list[tuple[int, int]]:
+    """(queue, packet_id) of every NFQNL_MSG_PACKET message in one datagram.
+
+    Netlink error replies (a verdict for a packet the kernel already dropped,
+    say, when an interface went away) are not fatal: their errno values go to
+    ``errors``.
+    """
     out: list[tuple[int, int]] = []
     off = 0
     while off + _NLMSGHDR.size <= nbytes:
@@ -130,10 +135,10 @@ def parse_packet_ids(data: bytes | memoryview, nbytes: int) -> list[tuple[int, i
                     out.append((queue, packet_id))
                     break
                 aoff += (alen + 3) & ~3
-        elif mtype == NLMSG_ERROR:
+        elif mtype == NLMSG_ERROR and errors is not None:
             (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
             if err:
-                raise TestbedError(f"delay line: netlink error {os.strerror(-err)}")
+                errors.append(-err)
         off += (length + 3) & ~3
     return out
 
@@ -209,6 +214,7 @@ class DelayLine:
         self.view = memoryview(self.buf)
         self.running = True
         self.stats = {"packets": 0, "dropped": 0, "released": 0}
+        self.errors: list[int] = []  # errno of netlink error replies (bounded below)
         # How late each held packet left, in s (the loop's own error, without ping's).
         self.lateness: collections.deque[float] = collections.deque(maxlen=100_000)
         self.control: socket.socket | None = None
@@ -230,7 +236,7 @@ class DelayLine:
                 n = sock.recv_into(self.buf)
             except BlockingIOError:
                 return
-            for queue, packet_id in parse_packet_ids(self.view, n):
+            for queue, packet_id in parse_packet_ids(self.view, n, self.errors):
                 self.stats["packets"] += 1
                 link = self.settings.get(queue) or LinkSettings()
                 if link.loss and self.rng.random() < link.loss:
@@ -272,7 +278,7 @@ class DelayLine:
                         self.lateness.clear()
                     pct = {f"late_p{p}_ms": round(late[min(len(late) - 1, int(p / 100 * len(late)))] * 1000, 4) if late else None
                            for p in (50, 99)}
-                    reply = {"ok": True, "stats": {**self.stats, **pct, "late_samples": len(late)},
+                    reply = {"ok": True, "stats": {**self.stats, **pct, "late_samples": len(late), "netlink_errors": len(self.errors)},
                              "settings": {str(q): vars(s) for q, s in self.settings.items()}}
                 else:
                     queue = int(req["queue"])
@@ -326,6 +332,8 @@ class DelayLine:
                     self._receive(now, out)
                 if self.control is not None and self.control in ready:
                     self._handle_control()
+            if len(self.errors) > 10_000:
+                del self.errors[:-100]
             self._release(clock(), out)
             if out:
                 self._flush(out)

@@ -95,6 +95,14 @@ def test_packet_ids_parsed_from_several_messages() -> None:
     assert delayline.parse_packet_ids(data, len(data)) == [(1, 10), (2, 11)]
 
 
+def test_netlink_error_replies_are_counted_not_fatal() -> None:
+    error = struct.pack("=IHHII", 16 + 4 + 16, delayline.NLMSG_ERROR, 0, 0, 0) + struct.pack("=i", -2) + b"\0" * 16
+    data = _packet_message(1, 10) + error + _packet_message(1, 12)
+    errors: list[int] = []
+    assert delayline.parse_packet_ids(data, len(data), errors) == [(1, 10), (1, 12)]
+    assert errors == [2]
+
+
 def test_link_settings_validated() -> None:
     with pytest.raises(TestbedError, match="loss"):
         delayline.LinkSettings(10, 0, 1.5)

@@ -294,3 +294,23 @@ def test_jitter_spreads_the_rtt(tmp_path) -> None:
     assert 11.5 <= min(rtts) and sorted(rtts)[int(0.9 * (len(rtts) - 1))] <= 29, rtts
     assert statistics.pstdev(rtts) > 1.0, rtts
     assert abs(statistics.median(rtts) - 20) < 3, rtts
+
+
+def test_delay_line_survives_packets_vanishing_under_it(tmp_path) -> None:
+    """A link goes down while packets are held: the kernel drops them, our late verdicts fail, the loop goes on."""
+    with lifecycle.testbed(name=tbutil.unique_name(), hosts=2, rtt="1000ms", dir=tmp_path, agents=False) as tb:
+        h1, h2 = tb.state["links"]
+        router = tb.state["router_ns"]
+        control = tb.state["delayline_control"]
+        ping = tbutil.ns_popen(h1["ns"], ["ping", "-c", "5", "-i", "0.05", "-W", "1", h2["addr"]], stdout=subprocess.DEVNULL)
+        time.sleep(0.3)  # echo requests held for 500 ms toward h2
+        subprocess.run(["ip", "-n", router, "link", "set", "r-h2", "down"], check=True)
+        ping.wait(timeout=10)
+        time.sleep(0.5)
+        stats = send_control(control, {"op": "stats"})["stats"]
+        assert stats["netlink_errors"] > 0, stats
+        subprocess.run(["ip", "-n", router, "link", "set", "r-h2", "up"], check=True)
+        send_control(control, {"queue": h2["queue"], "delay": 10})
+        send_control(control, {"queue": h1["queue"], "delay": 10})
+        rtts = tbutil.ping_rtts(tbutil.ns_run(h1["ns"], ["ping", "-c", "5", "-i", "0.05", h2["addr"]]).stdout)
+        assert rtts and 18 <= statistics.median(rtts) <= 23, rtts

@@ -309,6 +309,10 @@ class DelayLine:
                     break
                 except BlockingIOError:
                     select.select([], [sock], [], 0.01)
+                except OSError as exc:
+                    # The kernel will not take these verdicts; their packets time out there.
+                    self.errors.append(exc.errno or 0)
+                    break
         out.clear()
 
     def run(self) -> None:

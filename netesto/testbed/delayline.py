@@ -310,7 +310,7 @@ class DelayLine:
                 except BlockingIOError:
                     select.select([], [sock], [], 0.01)
                 except OSError as exc:
-                    # The kernel will not take these verdicts; their packets time out there.
+                    # Rare (e.g. ENOMEM); those packets stay queued until the queues are unbound.
                     self.errors.append(exc.errno or 0)
                     break
         out.clear()

@@ -42,3 +42,25 @@ def test_flow_cli_runs_and_summarises(tmp_path):
         server.terminate()
         server.wait(timeout=10)
     assert (tmp_path / "srv" / "0" / "flows" / "lo-lo-1-0.server.nflow").exists()
+
+
+def test_engine_over_ipv6_loopback(tmp_path):
+    server = subprocess.Popen([sys.executable, "-m", "netesto.traffic", "server", "--bind", "::1", "--port", "0",
+                               "--datadir", str(tmp_path / "srv")], stdout=subprocess.PIPE, text=True)
+    try:
+        port = json.loads(server.stdout.readline())["port"]
+        specs = tmp_path / "flows.json"
+        specs.write_text(json.dumps([
+            {"flow_id": f"v6-{t.lower()}", "test": t, "server": "::1", "port": port, "dur": 0.8, "ca": "reno"}
+            for t in ("TCP_STREAM", "TCP_CRR", "UDP_RR")
+        ]))
+        proc = subprocess.run([sys.executable, "-m", "netesto.traffic", "client", "--specs", str(specs),
+                               "--datadir", str(tmp_path / "cli")], capture_output=True, text=True, timeout=30)
+        events = [json.loads(line) for line in proc.stdout.splitlines()]
+        assert proc.returncode == 0, events
+        done = {e["flow"]: e["summary"] for e in events if e["event"] == "done"}
+        assert done["v6-tcp_stream"]["bytes_tx"] > 0 and done["v6-udp_rr"]["transactions"] > 0
+        assert done["v6-tcp_crr"]["connections"] == done["v6-tcp_crr"]["transactions"] > 0
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -140,8 +140,11 @@ def run_client(
     """
     if out is None:
         def out(event: dict[str, Any]) -> None:
-            sys.stdout.write(json.dumps(event, separators=(",", ":"), default=str) + "\n")
-            sys.stdout.flush()
+            try:
+                sys.stdout.write(json.dumps(event, separators=(",", ":"), default=str) + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                pass  # nobody listens any more; the flows still finish and write their files
 
     builtin = [s for s in specs if s.driver == "builtin"]
     drivers = [s for s in specs if s.driver != "builtin"]

@@ -96,6 +96,19 @@ class ServerFlow(FlowEnd):
     def go(self) -> None:
         """Start serving (after the reply went out)."""
 
+    def client_ended(self) -> None:
+        """EOF from the client: the normal end - unless it came well before ``dur``.
+
+        A client that crashed or was stopped closes its socket just like one
+        that finished, so the time tells them apart (the server side starts
+        before the client's, so a complete flow is never short).
+        """
+        elapsed = self.elapsed()
+        if elapsed < self.spec.dur * 0.99 - 0.01:
+            self.finish(f"client {self.where} ended the flow after {elapsed:.1f} s of {self.spec.dur:g} s")
+        else:
+            self.finish()
+
     def _watchdog(self) -> None:
         self.finish(f"flow did not end within {self.spec.dur + GRACE:.0f} s (client gone?)")
 
@@ -148,7 +161,7 @@ class StreamServer(ServerFlow):
             self.conn.shutdown(socket.SHUT_WR)
         except OSError:
             pass
-        self.finish()
+        self.client_ended()
 
 
 class RRServer(ServerFlow):
@@ -176,7 +189,7 @@ class RRServer(ServerFlow):
             if events & _IN_ERR:
                 n = conn.recv_into(self.view)
                 if n == 0:
-                    self.finish()
+                    self.client_ended()
                     return
                 self.rx += n
                 got = self.got + n
@@ -257,7 +270,7 @@ class RRServer(ServerFlow):
         finally:
             self.got, self.rx, self.tx, self.trans = got, rx, tx, trans
         if eof:
-            self.finish()
+            self.client_ended()
             return
         conn.setblocking(False)
         if out:
@@ -288,7 +301,7 @@ class CRRServer(ServerFlow):
             self.fail_running(exc)
             return
         if not data:
-            self.finish()
+            self.client_ended()
 
     def close_sockets(self) -> None:
         for join in list(self.joins):

@@ -61,6 +61,16 @@ def ends(tmp: Path, flow_id: str, exp: int = 0):
     return cli, srv
 
 
+def wait_for_summary(path: Path, timeout: float = 10.0) -> None:
+    """Until the file's writer has closed it (the other end may still be finishing)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and read_flow(path).summary is not None:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{path} has no summary after {timeout} s")
+
+
 def terminal(events: list[dict]) -> dict[str, dict]:
     return {e["flow"]: e for e in events if e["event"] in ("done", "error")}
 
@@ -344,9 +354,15 @@ def test_sigterm_ends_flows_with_their_data(veth_pair, tmp_path):
     for fid in ("a-b-st-0", "a-b-rr-0"):
         flow = read_flow(tmp_path / "cli" / "0" / "flows" / f"{fid}.client.nflow")
         assert not flow.truncated and flow.summary["status"] == "error" and flow.rows > 30
-    # the server saw the connections close and finished its side too
+    # the server saw the connections close early and says so
+    for fid in ("a-b-st-0", "a-b-rr-0"):
+        wait_for_summary(tmp_path / "srv" / "0" / "flows" / f"{fid}.server.nflow")
     events = server.events()
-    assert {e["flow"] for e in events if e["event"] in ("done", "error")} >= {"a-b-st-0", "a-b-rr-0"}
+    ended = {e["flow"]: e for e in events if e["event"] in ("done", "error")}
+    for fid in ("a-b-st-0", "a-b-rr-0"):
+        assert ended[fid]["event"] == "error" and "ended the flow after" in ended[fid]["message"]
+        srv = read_flow(tmp_path / "srv" / "0" / "flows" / f"{fid}.server.nflow")
+        assert srv.summary["status"] == "error"
 
 
 def test_crr_with_large_request_and_reply(veth_pair, tmp_path):

@@ -67,6 +67,8 @@ def _record_layout() -> tuple[int, list[tuple[str, str, int]]]:
 
 
 _REC_LEN, _LAYOUT = _record_layout()
+# (column, view index in B/I/Q/d order, first item, stride) for FlowEnd.flush
+_SLICES = [(name, "BIQd".index(tc), off // _SIZES[tc], _REC_LEN // _SIZES[tc]) for name, tc, off in _LAYOUT]
 _CC_PAD = bytes(_CC_SLOT - tcpinfo.CC_INFO_LEN)
 assert _REC_LEN % 8 == 0
 assert {n for n, _, _ in _LAYOUT} | {c.name for c in LATENCY_COLUMNS} == {c.name for c in FLOW_COLUMNS}
@@ -265,12 +267,11 @@ class FlowEnd:
         if n == 0 or self.writer is None:
             return
         rec = memoryview(self.b_rec)
-        views: dict[str, memoryview[Any]] = {"B": rec, "I": rec.cast("I"), "Q": rec.cast("Q"), "d": rec.cast("d")}
-        cols: dict[str, bytes] = {}
-        for name, tc, off in _LAYOUT:
-            size = _SIZES[tc]
-            cols[name] = views[tc][off // size :: _REC_LEN // size].tobytes()
-        for view in views.values():
+        views: list[memoryview[Any]] = [rec, rec.cast("I"), rec.cast("Q"), rec.cast("d")]
+        cols: dict[str, bytes] = {
+            name: views[which][start::step].tobytes() for name, which, start, step in _SLICES
+        }
+        for view in views:
             view.release()
         mono = array("d")
         mono.frombytes(cols["t_mono"])

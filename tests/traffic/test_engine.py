@@ -361,7 +361,10 @@ def test_sigterm_ends_flows_with_their_data(veth_pair, tmp_path):
     events = server.events()
     ended = {e["flow"]: e for e in events if e["event"] in ("done", "error")}
     for fid in ("a-b-st-0", "a-b-rr-0"):
-        assert ended[fid]["event"] == "error" and "ended the flow after" in ended[fid]["message"]
+        # a clean close reads as "ended the flow early"; unread data in flight makes it a reset
+        message = ended[fid]["message"]
+        assert ended[fid]["event"] == "error"
+        assert "ended the flow after" in message or "reset by peer" in message, message
         srv = read_flow(tmp_path / "srv" / "0" / "flows" / f"{fid}.server.nflow")
         assert srv.summary["status"] == "error"
 

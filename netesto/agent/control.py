@@ -345,9 +345,19 @@ class HostControl:
         for name, value, lo, hi in checks:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
                 raise PolicyError(f"netem {name}={value!r} is outside {lo}..{hi}", kind="PolicyError")
-        self.journal.record("qdisc", dev, self._root_kind(dev))
+        root = self._root_kind(dev)
         if not (delay or jitter or loss or rate):
-            _run(["tc", "qdisc", "del", "dev", dev, "root"], "tc qdisc del")  # as the original: delay 0 = no netem
+            # As the original: delay 0 = no netem. Undo only what netem (or the fallback)
+            # put there: another root qdisc (the testbed's htb bottleneck) is not ours.
+            if root != "netem":
+                fallback = netem_fallback()
+                if fallback is None:
+                    return {"dev": dev, "argv": []}
+                result = fallback(dev, 0, 0, 0, 0, limit)  # all zeros = the delay line's own setting
+                self.journal.forget("netem_fallback", dev)
+                return {"dev": dev, "fallback": os.environ["NETESTO_NETEM_FALLBACK"], "result": result}
+            self.journal.record("qdisc", dev, root)
+            _run(["tc", "qdisc", "del", "dev", dev, "root"], "tc qdisc del")
             return {"dev": dev, "argv": [["tc", "qdisc", "del", "dev", dev, "root"]]}
         argv = ["qdisc", "replace", "dev", dev, "root", "netem", "limit", str(int(limit)), "delay", f"{delay}ms"]
         if jitter:
@@ -356,16 +366,24 @@ class HostControl:
             argv += ["loss", f"{loss}%"]
         if rate:
             argv += ["rate", f"{int(rate)}bit"]
+        # Journaled before the change (a crash between the two still restores), and
+        # forgotten again if tc refused: when the fallback does the work, restore must
+        # not delete the root qdisc that was there (the testbed's htb bottleneck).
+        had_entry = dev in self.journal.data["qdisc"]
+        self.journal.record("qdisc", dev, root)
         proc = _run(["tc", *argv], "set netem")
         if proc.returncode == 0:
             return {"dev": dev, "argv": [["tc", *argv]]}
-        if "netem" not in self._root_kind(dev) and re.search(r"unknown|not found|No such file|Error: Specified qdisc",
-                                                              proc.stderr, re.I):
+        if not had_entry:
+            self.journal.forget("qdisc", dev)
+        if "netem" not in root and re.search(r"unknown|not found|No such file|Error: Specified qdisc",
+                                             proc.stderr, re.I):
             fallback = netem_fallback()
             if fallback is None:
                 raise AgentError(f"netem is unavailable on this host (tc: {proc.stderr.strip()}); "
                                  "set NETESTO_NETEM_FALLBACK=module:function for a userspace delay line",
                                  kind="Unavailable", detail={"argv": ["tc", *argv]})
+            # Restore calls the fallback with delay 0 for this entry.
             self.journal.record("netem_fallback", dev, os.environ["NETESTO_NETEM_FALLBACK"])
             result = fallback(dev, delay, jitter, loss, rate, limit)
             return {"dev": dev, "fallback": os.environ["NETESTO_NETEM_FALLBACK"], "result": result}

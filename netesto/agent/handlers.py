@@ -82,9 +82,8 @@ class Handlers:
             from netesto.traffic.hoststats import snapshot
         except ImportError as exc:
             raise AgentError(f"host stats collection is not available on this agent: {exc}", kind="Unavailable") from exc
-        if interfaces is None:
-            net = "/sys/class/net"
-            interfaces = sorted(d for d in os.listdir(net) if d != "lo") if os.path.isdir(net) else []
+        # interfaces=None: hoststats' default, the non-loopback interfaces that are up
+        # (down ifb devices would cost three ethtool runs each for nothing).
         dest = self.agent.store.exp_dir(exp) / str(order)
         dest.mkdir(parents=True, exist_ok=True)
         paths = snapshot(dest, host, interfaces)

@@ -124,6 +124,48 @@ def test_netem_is_unavailable_here_then_uses_the_fallback_hook(veth_pair, agents
     assert lines[0] == ["veth0", 20, 1, 0.5, 0, 500] and lines[1][1] == 0  # restore removes the delay
 
 
+def test_netem_via_the_fallback_leaves_the_existing_htb_on_restore(veth_pair, agents, keys, tmp_path):
+    """The fallback did the work, so restore calls it with delay 0 and keeps the testbed's htb root."""
+    ns = veth_pair.a
+    calls = tmp_path / "delayline.log"
+    subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "veth0", "root", "handle", "1:", "htb", "default", "1"],
+                   check=True)
+    subprocess.run(["tc", "-n", ns, "class", "add", "dev", "veth0", "parent", "1:", "classid", "1:1", "htb",
+                    "rate", "100mbit"], check=True)
+    agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a,
+                   env={"NETESTO_NETEM_FALLBACK": "tests.agent.fake_delayline:netem_fallback",
+                        "FAKE_DELAYLINE_LOG": str(calls)})
+    out = run_in_ns(ns, prelude(keys) + f"""
+        c = client("h1", {veth_pair.addr_a!r}, {agent.port})
+        r = {{"netem": c.set_netem("veth0", delay=15)}}
+        r["journal"] = json.load(open({str(agent.datadir / ".agent" / "journal.json")!r}))
+        r["restore"] = c.restore()
+        c.close()
+        print(json.dumps(r))
+    """)
+    if "fallback" not in out["netem"]:
+        pytest.skip("this kernel has netem")
+    assert out["journal"]["qdisc"] == {} and "veth0" in out["journal"]["netem_fallback"], out
+    assert out["restore"]["errors"] == [] and "qdisc on veth0" not in out["restore"]["restored"], out
+    assert "htb" in ns_qdisc(ns)  # the bottleneck that was there before is still there
+    lines = [json.loads(x) for x in calls.read_text().splitlines()]
+    assert [x[1] for x in lines] == [15, 0]  # delay set, then removed by restore
+
+
+def test_snapshot_covers_the_interfaces_that_are_up(veth_pair, agents, keys, tmp_path):
+    ns = veth_pair.a
+    subprocess.run(["ip", "-n", ns, "link", "add", "ntdown0", "type", "ifb"], check=True)  # stays down
+    agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a)
+    out = run_in_ns(ns, prelude(keys) + f"""
+        c = client("h1", {veth_pair.addr_a!r}, {agent.port})
+        print(json.dumps(c.snapshot(8, 0, "h1")))
+    """)
+    assert "0/h1.info" in out["files"]
+    info = json.loads((agent.datadir / "8" / "0" / "h1.info").read_text())
+    assert info["interfaces"] == ["veth0"], info
+    assert "ntdown0" not in (agent.datadir / "8" / "0" / "h1.ethtool-S").read_text()
+
+
 def test_tcpdump_start_stop_writes_a_pcap(veth_pair, agents, keys, tmp_path):
     ns = veth_pair.a
     agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a)

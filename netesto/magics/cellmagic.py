@@ -1,0 +1,136 @@
+"""The ``%netesto`` line magic and the ``%%netesto`` cell magic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from netesto.errors import NetestoError
+
+DEFAULT_WORKDIR = "netesto-results"
+DEFAULT_RESULT = "netesto_result"
+
+
+def _defines(items: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"-D {item!r}: expected NAME=VALUE")
+        out[name] = value
+    return out
+
+
+@magics_class
+class NetestoMagics(Magics):
+    """Run Netesto script cells on a lab; remembers the lab and workdir per session."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.lab: Any = None
+        self.lab_path: str = ""
+        self.workdir = Path(DEFAULT_WORKDIR)
+
+    @magic_arguments()
+    @argument("what", choices=["lab", "workdir", "show"], help="what to set or show")
+    @argument("value", nargs="?", help="a lab file (lab) or a directory (workdir)")
+    @line_magic("netesto")
+    def netesto_line(self, line: str) -> Any:
+        """Set the lab or working directory the ``%%netesto`` cells use.
+
+        ``%netesto lab FILE`` (a lab file, e.g. from ``netesto testbed up``),
+        ``%netesto workdir DIR``, ``%netesto show``.
+        """
+        args = parse_argstring(self.netesto_line, line)
+        if args.what == "lab":
+            if not args.value:
+                raise UsageError("%netesto lab FILE: the lab file is missing")
+            from netesto.controller import Lab
+
+            try:
+                self.lab = Lab.from_file(args.value)
+            except NetestoError as exc:
+                raise UsageError(exc.format_message()) from None
+            self.lab_path = args.value
+            print(f"netesto: lab {self.lab_path}: hosts {', '.join(self.lab.names)}")
+        elif args.what == "workdir":
+            if not args.value:
+                raise UsageError("%netesto workdir DIR: the directory is missing")
+            self.workdir = Path(args.value)
+            print(f"netesto: results go to {self.workdir}")
+        else:
+            lab = self.lab_path or "(none: use %netesto lab FILE)"
+            print(f"netesto: lab {lab}; workdir {self.workdir}")
+        return None
+
+    @magic_arguments()
+    @argument("--lab", help="lab file for this cell (default: the one set with %%netesto lab)")
+    @argument("--workdir", help=f"results directory (default: {DEFAULT_WORKDIR})")
+    @argument("-D", dest="defines", action="append", metavar="NAME=VALUE", help="define a variable")
+    @argument("--as", dest="result", default=DEFAULT_RESULT, help="variable that receives the result")
+    @argument("--plan", action="store_true", help="only print the plan; contact no agent")
+    @cell_magic("netesto")
+    def netesto_cell(self, line: str, cell: str) -> None:
+        """Run the cell's Netesto script on the lab, with live progress.
+
+        The result (experiments, each with ``.dataset``) is bound to
+        ``netesto_result`` (or ``--as NAME``). Script errors show as one
+        message with file:line, not a traceback.
+        """
+        args = parse_argstring(self.netesto_cell, line)
+        defines = _defines(args.defines)
+        try:
+            if args.plan:
+                self._show_plan(cell, defines)
+                return None
+            result = self._run(cell, args, defines)
+        except NetestoError as exc:
+            raise UsageError(exc.format_message()) from None
+        self.shell.user_ns[args.result] = result
+        exps = ", ".join(str(e) for e in result.exps) or "none"
+        print(f"netesto: experiments {exps} in {result.workdir}; result in `{args.result}`")
+        for err in result.errors:
+            print(f"netesto: error: {err}")
+        return None
+
+    def _show_plan(self, cell: str, defines: dict[str, str]) -> None:
+        from netesto.commands.plan import format_action
+        from netesto.script import FileLoader, estimate_seconds, plan
+
+        actions = plan(cell, file="<cell>", loader=FileLoader([Path.cwd()]), defines=defines)
+        for action in actions:
+            print(format_action(action))
+        print(f"{len(actions)} actions, about {estimate_seconds(actions):.0f} s")
+
+    def _run(self, cell: str, args: Any, defines: dict[str, str]) -> Any:
+        from netesto.controller import run
+        from netesto.script import FileLoader, estimate_seconds, plan
+
+        # Planning first shows script errors even before a lab is chosen.
+        estimate = estimate_seconds(plan(cell, file="<cell>", loader=FileLoader([Path.cwd()]), defines=defines))
+        lab = args.lab or self.lab
+        if lab is None:
+            raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
+        workdir = Path(args.workdir) if args.workdir else self.workdir
+        progress = _progress(estimate)
+        return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress)
+
+
+def _progress(estimate: float) -> Any:
+    """An ipywidgets view when ipywidgets is installed, else console lines."""
+    try:
+        from netesto.magics.widgets import WidgetProgress
+
+        view = WidgetProgress(estimate)
+    except ImportError:
+        from netesto.controller import ConsoleProgress
+
+        return ConsoleProgress()
+    from IPython.display import display
+
+    display(view)
+    return view

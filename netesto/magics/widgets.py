@@ -1,0 +1,102 @@
+"""Live progress of a run in a notebook: an ipywidgets bar, action line and log."""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from typing import Any
+
+from netesto.controller.progress import (
+    ActionStarted,
+    DataStored,
+    EchoText,
+    ExperimentProcessed,
+    ExperimentStarted,
+    FlowProgress,
+    HostError,
+    Notice,
+    Progress,
+    RunFinished,
+)
+
+
+class WidgetProgress(Progress):
+    """Shows a run as a progress bar over the planned wall time plus a short log.
+
+    ``estimate`` is the plan's estimated seconds (the bar's length); events may
+    come from agent-client threads, so updates hold a lock.
+    """
+
+    def __init__(self, estimate: float) -> None:
+        import ipywidgets as w
+
+        self._t0 = time.time()
+        self._estimate = max(estimate, 1.0)
+        self._lock = threading.Lock()
+        self._lines: list[str] = []
+        self.bar = w.FloatProgress(value=0.0, min=0.0, max=self._estimate, description="netesto",
+                                   layout=w.Layout(width="60%"))
+        self.status = w.Label(value="starting")
+        self.log = w.HTML(value="")
+        self.box = w.VBox([w.HBox([self.bar, self.status]), self.log])
+        self._flows_live = 0
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.box)
+
+    def _tick(self, text: str | None = None) -> None:
+        elapsed = time.time() - self._t0
+        self.bar.value = min(elapsed, self._estimate)
+        if text is not None:
+            self.status.value = f"{elapsed:5.1f}/{self._estimate:.0f} s  {text}"
+
+    def _log(self, text: str, colour: str = "") -> None:
+        style = f' style="color:{colour}"' if colour else ""
+        self._lines.append(f"<div{style}>{html.escape(text)}</div>")
+        self.log.value = "".join(self._lines[-12:])
+
+    def handle(self, event: Any) -> None:
+        with self._lock:
+            super().handle(event)
+
+    def on_experiment_started(self, e: ExperimentStarted) -> None:
+        self._log(f"experiment {e.exp} {e.exp_name}")
+
+    def on_action_started(self, e: ActionStarted) -> None:
+        host = f" {e.host}" if e.host else ""
+        self._tick(f"{e.kind}{host}")
+
+    def on_flow_progress(self, e: FlowProgress) -> None:
+        if e.event == "started":
+            self._flows_live += 1
+        elif e.event in ("done", "error"):
+            self._flows_live = max(0, self._flows_live - 1)
+        if e.event == "error":
+            self._log(f"flow {e.flow} on {e.host}: {e.data.get('error', 'error')}", "crimson")
+        self._tick(f"{self._flows_live} flow(s) running")
+
+    def on_host_error(self, e: HostError) -> None:
+        self._log(f"{e.host}: {e.error}", "crimson")
+
+    def on_notice(self, e: Notice) -> None:
+        self._log(f"note: {e.text}", "gray")
+
+    def on_data_stored(self, e: DataStored) -> None:
+        self._log(f"stored {e.files} file(s) from {e.host}")
+
+    def on_echo_text(self, e: EchoText) -> None:
+        self._log(e.text)
+
+    def on_experiment_processed(self, e: ExperimentProcessed) -> None:
+        note = f" ({e.note})" if e.note else ""
+        self._log(f"experiment {e.exp} processed{note}")
+
+    def on_run_finished(self, e: RunFinished) -> None:
+        self.bar.max = max(self.bar.max, e.elapsed)
+        self.bar.value = self.bar.max
+        self.bar.bar_style = "danger" if e.errors else "success"
+        exps = ", ".join(str(x) for x in e.experiments) or "none"
+        self.status.value = f"done in {e.elapsed:.1f} s: experiments {exps}"

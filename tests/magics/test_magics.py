@@ -1,0 +1,73 @@
+"""The %netesto / %%netesto magics in a real IPython shell, and a run on a real lab."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+SHORT_STREAM = """\
+SOURCE inlib
+RUN InlibShortWaits
+RUN OneFlowStream server=h1 client=h2 ca=cubic dur=$dur expName=magic
+"""
+
+
+@pytest.fixture(scope="module")
+def shell():
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "netesto")
+    return sh
+
+
+def test_help_comes_from_magic_arguments(shell):
+    doc = shell.find_cell_magic("netesto").__doc__
+    assert "--plan" in doc and "--as" in doc and "NAME=VALUE" in doc
+
+
+def test_plan_only_prints_the_plan(shell, capsys):
+    shell.run_cell_magic("netesto", "--plan -D dur=2", SHORT_STREAM)
+    out = capsys.readouterr().out
+    assert "h2  DO_CLIENT" in out and "dur=2" in out and "ca=cubic" in out
+    assert out.rstrip().endswith("s")  # "N actions, about S s"
+
+
+def test_script_errors_are_one_message_with_the_location(shell):
+    with pytest.raises(UsageError) as err:
+        shell.run_cell_magic("netesto", "", "SET a=1\nDO_CLENT host=h1\n")
+    text = str(err.value)
+    assert "<cell>:2:1" in text and "did you mean DO_CLIENT?" in text
+
+
+def test_no_lab_is_a_usage_error(shell):
+    with pytest.raises(UsageError, match="no lab"):
+        shell.run_cell_magic("netesto", "", "WAIT 0\n")
+
+
+def test_bad_define_and_missing_lab_file(shell, tmp_path):
+    with pytest.raises(UsageError, match="NAME=VALUE"):
+        shell.run_cell_magic("netesto", "-D oops", "WAIT 0\n")
+    with pytest.raises(UsageError):
+        shell.run_line_magic("netesto", f"lab {tmp_path / 'nope.toml'}")
+
+
+def test_a_cell_runs_on_a_lab_and_binds_the_result(shell, tmp_path, capsys):
+    from netesto.testbed.lifecycle import TestbedConfig, down, up
+
+    tb = up(TestbedConfig.parse(name=f"mg{os.getpid() % 10000}", hosts=2, loopback=True, dir=tmp_path))
+    try:
+        shell.run_line_magic("netesto", f"lab {tb.lab}")
+        shell.run_line_magic("netesto", f"workdir {tmp_path / 'res'}")
+        shell.run_cell_magic("netesto", "-D dur=1 --as res", SHORT_STREAM)
+    finally:
+        down(tb.name)
+    out = capsys.readouterr().out
+    assert "experiments 1" in out and "`res`" in out
+    result = shell.user_ns["res"]
+    assert result.ok and result.exps == [1]
+    ds = result[1].dataset
+    assert list(ds.ca.values) == ["cubic"]
+    assert float(ds.rate.values[0]) > 0
+    assert (tmp_path / "res" / "exp.csv").exists()

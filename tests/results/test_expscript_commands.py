@@ -1,0 +1,71 @@
+"""exp.py script commands beyond the Figure 8 script: append, PercentTable, a rendered doPlot."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from netesto.results import Table, process_experiment, run_script
+from tests.results.browser import render
+
+
+@pytest.fixture
+def processed(workdir: Path) -> Path:
+    for exp in (1, 2, 3):
+        process_experiment(workdir, exp)
+    return workdir
+
+
+def _cells(table_html: str) -> list[list[str]]:
+    """Text of each row's cells (link text for exp cells)."""
+    rows = []
+    for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", table_html, re.S):
+        rows.append([re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", tr, re.S)])
+    return rows
+
+
+def test_append_renumbers_the_second_file(processed: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "exp.csv").write_text((processed / "exp.csv").read_text())
+    s = tmp_path / "append.script"
+    s.write_text(f"File={processed}/exp\nappend={other}/exp\nSelect=exp[has].0\nCols=exp,rate\ndoTable\n")
+    rows = _cells(run_script(s))
+    assert rows[0] == ["exp", "rate"]
+    exps = [r[0] for r in rows[1:]]
+    # The appended experiments come after the first file's, shifted past its hundred.
+    assert exps == ["1.0", "2.0", "3.0", "101.0", "102.0", "103.0"]
+    rate = {r[0]: r[1] for r in rows[1:]}
+    for e in ("1.0", "2.0", "3.0"):
+        assert rate[e] == rate[f"10{e}"]
+
+
+def test_percent_table_is_relative_to_the_first_row(processed: Path, tmp_path: Path) -> None:
+    s = tmp_path / "pct.script"
+    s.write_text(f"File={processed}/exp\nSelect=exp==2.0;exp==3.0\nCols=exp,rate,cwnd\nPercentTable\n")
+    rows = _cells(run_script(s))
+    t = Table.read(processed).df.set_index("exp")
+    # Cols keeps the table's own column order, as the original.
+    assert rows[0] == ["exp", "cwnd", "rate"] and [r[0] for r in rows[1:]] == ["2.0", "3.0"]
+    assert float(rows[1][1]) == 0.0 and float(rows[1][2]) == 0.0
+    for col, cell in (("cwnd", rows[2][1]), ("rate", rows[2][2])):
+        expected = 100 * (t.loc["3.0", col] - t.loc["2.0", col]) / t.loc["2.0", col]
+        assert float(cell) == pytest.approx(expected, abs=0.06), col
+
+
+def test_doplot_page_renders_in_chromium(processed: Path, tmp_path: Path) -> None:
+    script = Path(__file__).parent / "data" / "figure8.script"
+    page = tmp_path / "fig8.html"
+    page.write_text(run_script(script, {"dir": str(processed)}))
+    shown = render(page, tmp_path / "fig8.png")
+    # Chromium parsed the plot as SVG: the anchor div holds an svg with bars and y2 diamonds.
+    assert '<div id="plotRate"><div class="netesto-plot"><svg' in shown.dom
+    svg = shown.dom.split('<div id="plotRate">', 1)[1]
+    # Rows 2.0 and 3.0 (1.0 mixes tests): frame + 2 bars + 2 legend boxes, 2 y2 diamonds.
+    assert svg.count("<rect") == 5 and svg.count("<path") == 2
+    assert "Retransmissions and Fairness" in svg and "</svg>" in svg
+    assert "<table" in shown.dom and ">fairness<" in shown.dom
+    rows = _cells(shown.dom.split("<table", 1)[1].split("</table>", 1)[0])
+    assert [r[0] for r in rows[1:]] == ["2.0", "3.0"]

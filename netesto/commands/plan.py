@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -56,15 +57,44 @@ def _value_text(value: object) -> str:
     return str(value)
 
 
-def format_action(action: "Action") -> str:
-    """One plan line: ``file:line  HOST  KIND key=value ...``."""
-    host = getattr(action, "host", "") or "-"
-    parts = []
-    for key, value in action.to_dict().items():
-        if key in ("action", "loc", "host"):
+# Shown on every plan line that has them, even at their default value.
+ESSENTIAL = frozenset({"exp", "server", "test", "ca", "dur", "instances", "group",
+                       "seconds", "low", "high"})
+# RR-type tests: the request/reply sizes are essential; other tests ignore them.
+_SIZES = ("req", "reply")
+
+
+def _defaults(action: "Action") -> dict[str, object]:
+    return {f.name: f.default for f in dataclasses.fields(action)
+            if f.default is not dataclasses.MISSING}
+
+
+def plan_args(action: "Action") -> list[tuple[str, object]]:
+    """The (name, value) pairs a human plan line shows: the essentials and
+    every argument that differs from the action's default (``--json`` has all)."""
+    data = action.to_dict()
+    defaults = _defaults(action)
+    rr = "RR" in str(data.get("test", ""))
+    out: list[tuple[str, object]] = []
+    for key, value in data.items():
+        if key in ("action", "loc", "host", "req_text"):
             continue
-        parts.append(f"{key}={_value_text(value)}")
-    return f"{action.loc.file}:{action.loc.line}  {host}  {action.kind} {' '.join(parts)}".rstrip()
+        if key in _SIZES:
+            if rr:
+                out.append((key, data.get("req_text", value) if key == "req" else value))
+            continue
+        default = defaults.get(key, dataclasses.MISSING)
+        same = (list(default) if isinstance(default, tuple) else default) == value
+        if key in ESSENTIAL or not same:
+            out.append((key, value))
+    return out
+
+
+def format_action(action: "Action") -> str:
+    """One plan line: ``file:line  HOST  KIND key=value ...`` (non-default arguments)."""
+    host = getattr(action, "host", "") or "-"
+    parts = " ".join(f"{k}={_value_text(v)}" for k, v in plan_args(action))
+    return f"{action.loc.file}:{action.loc.line}  {host}  {action.kind} {parts}".rstrip()
 
 
 def main(args: argparse.Namespace) -> int:

@@ -43,11 +43,30 @@ def test_plan_text(tmp_path: Path) -> None:
     res = run_plan(str(script), "-D", "dur=5", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0].startswith(f"{script}:5  h1  DO_SERVER exp=42 ")
+    assert lines[0] == f"{script}:5  h1  DO_SERVER exp=42 start=1"
     assert f"{script}:6  h2  DO_CLIENT exp=42 " in lines[1] and "ca=cubic" in lines[1]
     assert any("DO_CLIENT exp=43" in ln and "ca=bbr" in ln for ln in lines)
     assert lines[-1] == "# 12 actions, estimated wall time 0:10 (10.5 s)"
     assert (tmp_path / "counter").read_text() == "41\n"  # planning never consumes counter values
+
+
+def test_plan_lines_show_essentials_and_non_defaults(tmp_path: Path) -> None:
+    res = run_plan("-", cwd=tmp_path, stdin=(
+        "DO_CLIENT host=h2 server=h1 test=TCP_STREAM dur=3\n"
+        "DO_CLIENT host=h2 server=h1 test=TCP_RR req=10K dur=3 instances=2 driver=iperf3\n"
+        "RAND_WAIT 2\nSET_NETEM host=h1 delay=10\nDESC hi\nPROCESS_EXP\n"))
+    assert res.returncode == 0, res.stderr
+    lines = [ln.split("  ", 2)[2] for ln in res.stdout.splitlines()[:-1]]
+    assert lines == [
+        "DO_CLIENT exp=1 server=h1 ca=reno dur=3 instances=1 test=TCP_STREAM group=1",
+        "DO_CLIENT exp=1 server=h1 ca=reno dur=3 instances=2 req=10K reply=1 test=TCP_RR group=2 driver=iperf3",
+        "RAND_WAIT low=0 high=2",
+        "SET_NETEM exp=1 delay=10",
+        "PROCESS_EXP exp=1 desc=hi",
+    ]
+    full = json.loads(run_plan("-", "--json", cwd=tmp_path, stdin="DO_CLIENT host=h2 server=h1\n").stdout)
+    # --json keeps every argument, defaults included.
+    assert {"local_buffer", "remote_buffer", "pacing", "rate", "interval", "req_text", "stats"} <= set(full["actions"][0])
 
 
 def test_plan_json_and_counter_option(tmp_path: Path) -> None:

@@ -90,6 +90,7 @@ class NetestoMagics(Magics):
             result = self._run(cell, args, defines)
         except NetestoError as exc:
             raise UsageError(exc.format_message()) from None
+        assert self.shell is not None  # set by IPython when the magics are registered
         self.shell.user_ns[args.result] = result
         exps = ", ".join(str(e) for e in result.exps) or "none"
         print(f"netesto: experiments {exps} in {result.workdir}; result in `{args.result}`")

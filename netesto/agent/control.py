@@ -408,10 +408,10 @@ class HostControl:
         if server != "X":
             argv += ["host", server]
         argv += ["-w", str(target)]
-        from netesto.agent.flows import _die_with_parent
+        from netesto.traffic.toolrun import parent_death_signal
 
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                preexec_fn=_die_with_parent)
+                                preexec_fn=parent_death_signal())
         self.tcpdumps.setdefault(exp, []).append(proc)
         return {"pid": proc.pid, "path": target.name, "argv": argv}
 

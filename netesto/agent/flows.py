@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -16,20 +17,10 @@ from typing import Any, Callable
 
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
+from netesto.traffic.toolrun import parent_death_signal
 
 log = logging.getLogger("netesto.agent.flows")
 Push = Callable[[str, dict[str, Any]], None]
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the agent dies (even by SIGKILL), so no
-    flow engine or tcpdump outlives it and keeps writing behind a restarted agent."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def free_port(bind: str) -> int:
@@ -88,7 +79,8 @@ class FlowManager:
         self.server_open = False
         self.server_flows: dict[str, str] = {}  # flow id -> started|done|error (server side)
         self._server_pos = 0
-        self.iperf3: dict[int, Any] = {}
+        # Peer-tool servers by (driver, port): iperf3 (one per concurrent flow) and netserver.
+        self.tool_servers: dict[tuple[str, int], subprocess.Popen] = {}
         self.runs: list[ClientRun] = []
         self.pings: dict[str, list[tuple[float, Any]]] = {}
         self._n = 0
@@ -98,23 +90,10 @@ class FlowManager:
 
     def prepare_server(self, exp: Any, token: str, driver: str = "builtin", ports: list[int] | None = None) -> dict[str, Any]:
         name = exp_name(exp)
-        if driver == "iperf3":
-            try:
-                from netesto.traffic.iperf3 import start_server
-            except ImportError as exc:
-                raise AgentError(f"the iperf3 driver is not available on this agent: {exc}", kind="Unavailable") from exc
-            started = []
-            for port in ports or [5201]:
-                if port not in self.iperf3:
-                    bind = None if self.test_bind in ("0.0.0.0", "::", "") else self.test_bind
-                    try:
-                        self.iperf3[port] = start_server(port, bind)
-                    except NetestoError as exc:
-                        raise AgentError(f"iperf3 server on port {port}: {exc.message}", kind="EngineError") from exc
-                started.append(port)
-            return {"port": started[0], "ports": started, "driver": "iperf3"}
+        if driver in ("iperf3", "netperf"):
+            return self._prepare_tool_server(driver, ports)
         if driver != "builtin":
-            raise AgentError(f"unknown driver {driver!r}: builtin or iperf3", kind="UsageError")
+            raise AgentError(f"unknown driver {driver!r}: builtin, iperf3 or netperf", kind="UsageError")
         alive = self.server is not None and self.server.poll() is None
         if alive and (self.server_open or token in self.server_tokens):
             return {"port": self.server_port, "driver": "builtin", "reused": True}
@@ -139,7 +118,7 @@ class FlowManager:
         out = open(out_path, "ab")
         try:
             self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                           preexec_fn=_die_with_parent)
+                                           preexec_fn=parent_death_signal())
         except OSError as exc:
             raise AgentError(f"cannot start the flow engine server: {exc}", kind="EngineError") from exc
         finally:
@@ -169,6 +148,32 @@ class FlowManager:
         log.info("flow engine server pid %d on %s:%d (exp %s)", self.server.pid, self.test_bind, port, name)
         return {"port": port, "driver": "builtin", "reused": False}
 
+    def _prepare_tool_server(self, driver: str, ports: list[int] | None) -> dict[str, Any]:
+        """Start ``iperf3 -s`` (one per port, default 5201) or ``netserver`` (default 12865) once per port.
+
+        They get SIGTERM when the agent dies, even by SIGKILL: a server left behind would
+        hold its port against the restarted agent.
+        """
+        try:
+            module = importlib.import_module(f"netesto.traffic.{driver}")
+        except ImportError as exc:
+            raise AgentError(f"the {driver} driver is not available on this agent: {exc}", kind="Unavailable") from exc
+        tool = "iperf3" if driver == "iperf3" else "netserver"
+        bind = None if self.test_bind in ("0.0.0.0", "::", "") else self.test_bind
+        started, pids = [], []
+        for port in ports or [5201 if driver == "iperf3" else 12865]:
+            proc = self.tool_servers.get((driver, port))
+            if proc is None or proc.poll() is not None:
+                try:
+                    proc = module.start_server(port, bind, die_with_parent=True)
+                except NetestoError as exc:
+                    raise AgentError(f"{tool} server on port {port}: {exc.message}", kind="EngineError") from exc
+                self.tool_servers[(driver, port)] = proc
+                log.info("%s server pid %d on port %d", tool, proc.pid, port)
+            started.append(port)
+            pids.append(proc.pid)
+        return {"port": started[0], "ports": started, "pids": pids, "driver": driver}
+
     def start_flows(self, exp: Any, specs: list[dict[str, Any]], at: float | None, ping: bool = False,
                     ping_interval: float = 0.2) -> dict[str, Any]:
         from netesto.traffic.spec import FlowSpec
@@ -193,7 +198,7 @@ class FlowManager:
         errlog = open(self.store.private / f"client-{name}-{self._n}.stderr", "wb")
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errlog,
-                                    preexec_fn=_die_with_parent)
+                                    preexec_fn=parent_death_signal())
         except OSError as exc:
             raise AgentError(f"cannot start the flow engine client: {exc}", kind="EngineError") from exc
         finally:
@@ -416,15 +421,9 @@ class FlowManager:
         if self.server is not None:
             _kill(self.server)
             self.server = None
-        for handle in self.iperf3.values():
-            for attr in ("stop", "terminate", "kill"):
-                if hasattr(handle, attr):
-                    try:
-                        getattr(handle, attr)()
-                    except Exception:
-                        pass
-                    break
-        self.iperf3.clear()
+        for proc in self.tool_servers.values():
+            _kill(proc)
+        self.tool_servers.clear()
 
 
 __all__ = ["ClientRun", "FlowManager", "free_port"]

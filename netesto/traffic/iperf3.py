@@ -28,18 +28,14 @@ import shutil
 import subprocess
 import threading
 import time
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from netesto.errors import TrafficError
-from netesto.traffic.columns import FLOW_COLUMNS
-from netesto.traffic.rawformat import FlowWriter
 from netesto.traffic.spec import FlowSpec
+from netesto.traffic.toolrun import Emit, finish, flow_file, flow_meta, run_timed, spawn_server, stop_server, write_nflow
 
-Emit = Callable[[dict[str, Any]], None]
 SUPPORTED = ("TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "UDP_STREAM")
 MIN_INTERVAL = 0.1
-_NAMES = [c.name for c in FLOW_COLUMNS]
 NOT_FOUND = "iperf3 not found on PATH; install it (apt-get install iperf3) or use driver=builtin"
 
 
@@ -175,20 +171,6 @@ def client_summary(doc: dict[str, Any], spec: FlowSpec) -> dict[str, Any]:
     return out
 
 
-def write_nflow(path: Path, rows: list[dict[str, float]], meta: dict[str, Any],
-                summary: dict[str, Any]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = FlowWriter(path, FLOW_COLUMNS, meta)
-    for row in rows:
-        writer.append([row.get(name, 0) for name in _NAMES])
-    writer.close(summary)
-    return path
-
-
-def flow_file(datadir: str | os.PathLike[str], spec: FlowSpec, side: str) -> Path:
-    return Path(datadir) / str(spec.exp) / "flows" / f"{spec.flow_id}.{side}.nflow"
-
-
 def run_flow(
     spec: FlowSpec,
     datadir: str | os.PathLike[str],
@@ -206,26 +188,10 @@ def run_flow(
     returns False.
     """
     _require_tool()
-    argv = [*argv_prefix, *iperf3_argv(spec)]
     send: Emit = emit or (lambda event: None)
-    if spec.start_at is not None:
-        delay = spec.start_at - time.time()
-        if delay > 0:
-            time.sleep(delay)
-    t0_wall = time.time()
-    mono_offset = time.monotonic() - t0_wall
-    send({"event": "started", "flow": spec.flow_id, "driver": "iperf3", "t_wall": t0_wall})
-    limit = timeout if timeout is not None else spec.dur + 30.0
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=limit,
-                              env=dict(os.environ, LC_ALL="C"))
-        stdout, stderr, rc = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout or b""
-        stdout = out.decode() if isinstance(out, bytes) else out
-        stderr, rc = f"iperf3 did not finish within {limit:g} s (killed)", -9
-    except OSError as exc:
-        raise TrafficError(f"cannot run {' '.join(argv)}: {exc.strerror}") from exc
+    run = run_timed(spec, [*argv_prefix, *iperf3_argv(spec)], "iperf3", send, timeout)
+    stdout, stderr, rc = run.stdout, run.stderr, run.returncode
+    t0_wall, mono_offset = run.t0_wall, run.mono_offset
     try:
         doc = json.loads(stdout) if stdout.strip() else {}
     except ValueError:
@@ -242,21 +208,8 @@ def run_flow(
         doc["error"] = error
     start = doc.get("start") or {}
     mss = int(start.get("tcp_mss_default") or start.get("tcp_mss") or 0)
-    spec_dict = spec.to_dict()
-    spec_dict.pop("token", None)
-    meta = {
-        "flow": spec_dict,
-        "side": "client",
-        "driver": "iperf3",
-        "engine": "iperf3",
-        "tool_version": start.get("version", ""),
-        "argv": argv,
-        "start_wall": t0_wall,
-        "start_mono": t0_wall + mono_offset,
-        "interval": max(MIN_INTERVAL, spec.interval),
-        "ca": spec.ca,
-        "mss": mss,
-    }
+    meta = flow_meta(spec, run, "iperf3", max(MIN_INTERVAL, spec.interval),
+                     tool_version=start.get("version", ""), mss=mss)
     rows = interval_rows(doc.get("intervals") or [], t0_wall, mono_offset, mss or 1448)
     summary = client_summary(doc, spec)
     summary.update(start_wall=t0_wall, end_wall=rows[-1]["t_wall"] if rows else t0_wall,
@@ -280,15 +233,7 @@ def run_flow(
             "samples": len(server_rows),
         }
         write_nflow(flow_file(datadir, spec, "server"), server_rows, server_meta, server_summary)
-    if error:
-        send({"event": "error", "flow": spec.flow_id, "driver": "iperf3", "message": error,
-              "error": error, "summary": summary})
-        return False
-    send({"event": "done", "flow": spec.flow_id, "driver": "iperf3",
-          "bytes_tx": summary["bytes_tx"], "bytes_rx": summary["bytes_rx"],
-          "rate_tx_bps": summary["rate_tx_bps"], "rate_rx_bps": summary["rate_rx_bps"],
-          "summary": summary})
-    return True
+    return finish(spec, "iperf3", send, summary, error)
 
 
 def start_server(
@@ -298,12 +243,15 @@ def start_server(
     argv_prefix: Sequence[str] = (),
     interval: float = 0.1,
     ready_timeout: float = 5.0,
+    die_with_parent: bool = False,
 ) -> subprocess.Popen[str]:
     """Start ``iperf3 -s -J -i interval -p port [-B bind]`` and return once it listens.
 
     ``-J`` makes the server hand its own JSON intervals to clients that ask
     with ``--get-server-output`` (the ``.server.nflow`` file). iperf3 serves
     one test at a time: give each concurrent flow its own port.
+    ``die_with_parent``: the server gets SIGTERM when the calling process dies
+    (even by SIGKILL), as the agent wants for everything it starts.
     """
     tool = _require_tool()
     argv = [*argv_prefix, tool if not argv_prefix else "iperf3", "-s", "-J",
@@ -312,11 +260,8 @@ def start_server(
         argv += ["-B", bind]
     if shutil.which("ss") is not None and _listening(port, argv_prefix):
         raise TrafficError(f"iperf3 server: TCP port {port} is already in use")
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=dict(os.environ, LC_ALL="C"))
-    except OSError as exc:
-        raise TrafficError(f"cannot run {' '.join(argv)}: {exc.strerror}") from exc
+    proc = spawn_server(argv, die_with_parent=die_with_parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        text=True)
     tail: list[str] = []
 
     def drain() -> None:
@@ -346,17 +291,6 @@ def _listening(port: int, argv_prefix: Sequence[str]) -> bool:
     out = subprocess.run([*argv_prefix, "ss", "-Hltn", f"sport = :{port}"],
                          capture_output=True, text=True)
     return out.returncode == 0 and bool(out.stdout.strip())
-
-
-def stop_server(proc: subprocess.Popen[Any], timeout: float = 5.0) -> None:
-    """Stop a server from :func:`start_server` (SIGTERM, then SIGKILL)."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 __all__ = [

@@ -28,19 +28,15 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from netesto.errors import TrafficError
-from netesto.traffic.columns import FLOW_COLUMNS
-from netesto.traffic.rawformat import FlowWriter
 from netesto.traffic.spec import RR_TESTS, FlowSpec
+from netesto.traffic.toolrun import Emit, finish, flow_file, flow_meta, run_timed, spawn_server, stop_server, write_nflow
 
-Emit = Callable[[dict[str, Any]], None]
 SUPPORTED = ("TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR")
 CONTROL_PORT = 12865
 MIN_INTERVAL = 0.1
-_NAMES = [c.name for c in FLOW_COLUMNS]
 
 # The original's netperf.fields (section 3 of the behavioural spec).
 SELECTORS = (
@@ -284,10 +280,6 @@ def netperf_argv(spec: FlowSpec, selectors: Sequence[str] = SELECTORS) -> list[s
     return argv
 
 
-def _flow_file(datadir: str | os.PathLike[str], spec: FlowSpec) -> Path:
-    return Path(datadir) / str(spec.exp) / "flows" / f"{spec.flow_id}.client.nflow"
-
-
 def _version(argv_prefix: Sequence[str]) -> str:
     try:
         out = subprocess.run([*argv_prefix, "netperf", "-V"], capture_output=True, text=True, timeout=5)
@@ -313,22 +305,8 @@ def run_flow(
     argv = [*argv_prefix, *netperf_argv(spec)]
     send: Emit = emit or (lambda event: None)
     version = _version(argv_prefix)
-    if spec.start_at is not None and spec.start_at > time.time():
-        time.sleep(spec.start_at - time.time())
-    t0_wall = time.time()
-    mono_offset = time.monotonic() - t0_wall
-    send({"event": "started", "flow": spec.flow_id, "driver": "netperf", "t_wall": t0_wall})
-    limit = timeout if timeout is not None else spec.dur + 30.0
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=limit,
-                              env=dict(os.environ, LC_ALL="C"))
-        stdout, stderr, rc = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout or b""
-        stdout = out.decode() if isinstance(out, bytes) else out
-        stderr, rc = f"netperf did not finish within {limit:g} s (killed)", -9
-    except OSError as exc:
-        raise TrafficError(f"cannot run {' '.join(argv)}: {exc.strerror}") from exc
+    run = run_timed(spec, argv, "netperf", send, timeout)
+    stdout, stderr, rc = run.stdout, run.stderr, run.returncode
     final, interim = parse_keyval(stdout)
     if not interim:
         interim = parse_interim_lines(stdout)
@@ -339,62 +317,32 @@ def run_flow(
         error = (f"flow {spec.flow_id} to {spec.server}:{control_port(spec)}: "
                  f"{detail[-1] if detail else f'netperf exit status {rc}'}")
         summary.update(status="error", error=error)
-    rows = interim_rows(interim, spec, mono_offset)
-    spec_dict = spec.to_dict()
-    spec_dict.pop("token", None)
-    meta = {
-        "flow": spec_dict, "side": "client", "driver": "netperf", "engine": "netperf",
-        "tool_version": version, "argv": argv, "start_wall": t0_wall,
-        "start_mono": t0_wall + mono_offset, "interval": max(MIN_INTERVAL, spec.interval),
-        "ca": spec.ca,
-    }
-    summary.update(tool_version=version, start_wall=t0_wall, samples=len(rows),
-                   end_wall=rows[-1]["t_wall"] if rows else t0_wall, interval=meta["interval"])
-    path = _flow_file(datadir, spec)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    writer = FlowWriter(path, FLOW_COLUMNS, meta)
-    for row in rows:
-        writer.append([row.get(name, 0) for name in _NAMES])
-    writer.close(summary)
-    if error:
-        send({"event": "error", "flow": spec.flow_id, "driver": "netperf", "message": error,
-              "error": error, "summary": summary})
-        return False
-    send({"event": "done", "flow": spec.flow_id, "driver": "netperf",
-          "bytes_tx": summary["bytes_tx"], "bytes_rx": summary["bytes_rx"],
-          "rate_tx_bps": summary["rate_tx_bps"], "rate_rx_bps": summary["rate_rx_bps"],
-          "summary": summary})
-    return True
+    rows = interim_rows(interim, spec, run.mono_offset)
+    meta = flow_meta(spec, run, "netperf", max(MIN_INTERVAL, spec.interval), tool_version=version)
+    summary.update(tool_version=version, start_wall=run.t0_wall, samples=len(rows),
+                   end_wall=rows[-1]["t_wall"] if rows else run.t0_wall, interval=meta["interval"])
+    write_nflow(flow_file(datadir, spec, "client"), rows, meta, summary)
+    return finish(spec, "netperf", send, summary, error)
 
 
 def start_server(
-    port: int = CONTROL_PORT, bind: str | None = None, *, argv_prefix: Sequence[str] = ()
+    port: int = CONTROL_PORT, bind: str | None = None, *, argv_prefix: Sequence[str] = (),
+    die_with_parent: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start ``netserver -D -p port [-L bind]`` in the foreground (``-D``: do not daemonize)."""
+    """Start ``netserver -D -p port [-L bind]`` in the foreground (``-D``: do not daemonize).
+
+    ``die_with_parent``: netserver gets SIGTERM when the calling process dies (even by SIGKILL).
+    """
     if shutil.which("netserver") is None:
         raise TrafficError(NETSERVER_MISSING)
     argv = [*argv_prefix, "netserver", "-D", "-p", str(port)]
     if bind:
         argv += ["-L", bind]
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except OSError as exc:
-        raise TrafficError(f"cannot run {' '.join(argv)}: {exc.strerror}") from exc
+    proc = spawn_server(argv, die_with_parent=die_with_parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.2)  # netserver prints nothing useful when ready; give it time to bind
     if proc.poll() is not None:
         raise TrafficError(f"netserver on port {port} exited at once (status {proc.returncode})")
     return proc
-
-
-def stop_server(proc: subprocess.Popen[Any], timeout: float = 5.0) -> None:
-    """Stop a netserver from :func:`start_server`."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 __all__ = [

@@ -331,3 +331,93 @@ def test_slow_fault_times_out_a_short_timeout_but_not_a_long_one(agents, keys):
         t0 = time.monotonic()
         assert c.hello()["protocol"] == "1.0"
         assert time.monotonic() - t0 >= 0.5
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only a zombie waiting for its new parent to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _kill_if_alive(pid: int) -> None:
+    """Teardown for a failed test: the server it started must not stay behind."""
+    import signal
+
+    if not _gone(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_iperf3_server_dies_with_a_sigkilled_agent(agents, keys):
+    import shutil
+
+    if shutil.which("iperf3") is None:
+        pytest.skip("iperf3 not installed")
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    port = _free_port()
+    with agent.client() as c:
+        out = c.prepare_server(1, driver="iperf3", ports=[port])
+    [pid] = out["pids"]
+    assert out["ports"] == [port] and not _gone(pid)
+    try:
+        assert "iperf3" in open(f"/proc/{pid}/cmdline").read()
+        agent.kill()  # SIGKILL: the agent cannot stop it itself
+        assert wait_for(lambda: _gone(pid), timeout=1.0), f"iperf3 pid {pid} outlived the agent"
+    finally:
+        _kill_if_alive(pid)
+
+
+def _fake_netserver(bindir):
+    """A stand-in netserver (netperf is not installable here): logs its argv, then waits."""
+    bindir.mkdir(exist_ok=True)
+    script = bindir / "netserver"
+    script.write_text(f"#!{sys.executable}\nimport json, sys, time\n"
+                      f"open({str(bindir / 'argv.json')!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+                      "time.sleep(120)\n")
+    script.chmod(0o755)
+
+
+def test_prepare_server_netperf_without_netserver_says_so(agents, keys, tmp_path):
+    path = "/usr/sbin:/usr/bin:/sbin:/bin"
+    import shutil
+
+    if shutil.which("netserver", path=path):
+        pytest.skip("netserver is installed here")
+    agent = agents(keys=keys, env={"PATH": path})
+    with agent.client() as c:
+        with pytest.raises(Exception, match="netserver server on port 12865: netserver not found on PATH") as info:
+            c.prepare_server(1, driver="netperf")
+        assert "non-free" in str(info.value) and "h1" in str(info.value)
+        assert c.hello()["protocol"] == "1.0"
+
+
+def test_prepare_server_netperf_starts_netserver_that_dies_with_the_agent(agents, keys, tmp_path):
+    _fake_netserver(tmp_path / "bin")
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"),
+                   env={"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})
+    with agent.client() as c:
+        out = c.prepare_server(1, driver="netperf", ports=[12999])
+        again = c.prepare_server(1, driver="netperf", ports=[12999])
+    assert out["driver"] == "netperf" and out["ports"] == [12999] and again["pids"] == out["pids"]
+    import json
+
+    assert json.loads((tmp_path / "bin" / "argv.json").read_text()) == ["-D", "-p", "12999", "-L", "127.0.0.1"]
+    [pid] = out["pids"]
+    try:
+        agent.kill()
+        assert wait_for(lambda: _gone(pid), timeout=1.0), f"netserver pid {pid} outlived the agent"
+    finally:
+        _kill_if_alive(pid)

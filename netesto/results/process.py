@@ -123,8 +123,15 @@ def _render_html(ds: Any, groups: list[Any], all_items: list[tuple[str, str]],
         for k, _ in g.items:
             if k not in keys:
                 keys.append(k)
+    from markupsafe import Markup
+
+    from netesto.results.timeplot import experiment_plots
+
     exp = int(ds.attrs.get("exp", result.exp))
+    # Our own SVG (every text in it is escaped): inserted as markup.
+    plots = [{"id": p.id, "title": p.title, "svg": Markup(p.svg)} for p in experiment_plots(ds)]
     return env.from_string(text).render(
+        plots=plots,
         exp=exp,
         exp_name=ds.attrs.get("exp_name", ""),
         groups=[{"hsn": g.hsn, "values": g.as_dict()} for g in groups],

@@ -1,0 +1,148 @@
+"""Per-flow time-series plots of an experiment as inline SVG (no JavaScript)."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from netesto.results.plotting import PALETTE
+
+# (variable, title, unit choices as (factor, label) from small to large)
+PLOTS: tuple[tuple[str, str, tuple[tuple[float, str], ...]], ...] = (
+    ("goodput", "Goodput per flow", ((1.0, "bit/s"), (1e3, "kbit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s"))),
+    ("cwnd", "Congestion window per flow", ((1.0, "packets"),)),
+    ("rtt", "Smoothed RTT per flow", ((1.0, "us"), (1e3, "ms"), (1e6, "s"))),
+)
+
+
+@dataclass(frozen=True)
+class TimePlot:
+    """One rendered plot: an anchor id, its title and the SVG text."""
+
+    id: str
+    title: str
+    svg: str
+
+
+def nice_step(span: float, ticks: int = 5) -> float:
+    """A 1/2/5 x 10^k step giving about ``ticks`` intervals over ``span``."""
+    if not math.isfinite(span) or span <= 0:
+        return 1.0
+    raw = span / ticks
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if m * mag >= raw:
+            return m * mag
+    return 10 * mag
+
+
+def downsample(time: np.ndarray, values: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean of equal bins so a line has at most ``max_points`` points (NaN bins stay gaps)."""
+    n = len(time)
+    if n <= max_points:
+        return time, values
+    edges = np.linspace(0, n, max_points + 1).astype(int)
+    t = np.array([time[a:b].mean() for a, b in zip(edges[:-1], edges[1:])])
+    with np.errstate(all="ignore"):
+        v = np.array([np.nanmean(values[a:b]) if np.isfinite(values[a:b]).any() else np.nan
+                      for a, b in zip(edges[:-1], edges[1:])])
+    return t, v
+
+
+def _segments(xs: np.ndarray, ys: np.ndarray) -> list[list[tuple[float, float]]]:
+    """Runs of finite points (NaN = the flow had no sample there: a gap)."""
+    out: list[list[tuple[float, float]]] = []
+    cur: list[tuple[float, float]] = []
+    for x, y in zip(xs, ys):
+        if math.isfinite(y):
+            cur.append((float(x), float(y)))
+        elif cur:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def line_svg(time: np.ndarray, lines: Sequence[tuple[str, np.ndarray]], *, title: str, y_label: str,
+             width: int = 960, height: int = 320, max_points: int = 600) -> str:
+    """A line chart of several series over a shared time axis, with a legend."""
+    left, right, top, bottom = 70, 190, 30, 45
+    pw, ph = width - left - right, height - top - bottom
+    t = np.asarray(time, dtype=float)
+    t_max = float(t.max()) if t.size else 1.0
+    finite = [v[np.isfinite(v)] for _, v in lines]
+    y_max = max([float(f.max()) for f in finite if f.size] or [1.0])
+    y_step = nice_step(y_max if y_max > 0 else 1.0)
+    y_top = y_step * max(1, math.ceil(y_max / y_step)) if y_max > 0 else y_step * 5
+    x_step = nice_step(t_max if t_max > 0 else 1.0, 8)
+    x_top = t_max if t_max > 0 else 1.0
+
+    def px(x: float) -> float:
+        return left + pw * x / x_top
+
+    def py(y: float) -> float:
+        return top + ph - ph * y / y_top
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="timeplot" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="12">',
+           f'<text x="{left + pw / 2}" y="18" text-anchor="middle" font-size="14">{html.escape(title)}</text>']
+    for i in range(round(y_top / y_step) + 1):
+        y = round(i * y_step, 12)
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 5}" y="{py(y) + 4:.1f}" text-anchor="end">{y:g}</text>')
+    for i in range(int(x_top / x_step + 1e-9) + 1):
+        x = round(i * x_step, 12)
+        out.append(f'<text x="{px(x):.1f}" y="{top + ph + 15}" text-anchor="middle">{x:g}</text>')
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#000"/>')
+    for i, (label, values) in enumerate(lines):
+        color = PALETTE[i % len(PALETTE)]
+        ts, vs = downsample(t, np.asarray(values, dtype=float), max_points)
+        for seg in _segments(ts, vs):
+            pts = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in seg)
+            out.append(f'<polyline class="series" data-flow="{html.escape(label)}" points="{pts}" '
+                       f'fill="none" stroke="{color}" stroke-width="1.5"/>')
+        ly = top + 12 + 16 * i
+        if ly < top + ph:
+            out.append(f'<line x1="{left + pw + 10}" x2="{left + pw + 28}" y1="{ly - 4}" y2="{ly - 4}" '
+                       f'stroke="{color}" stroke-width="3"/>')
+            out.append(f'<text x="{left + pw + 32}" y="{ly}">{html.escape(label)}</text>')
+    out.append(f'<text x="{left + pw / 2}" y="{height - 8}" text-anchor="middle">time (s)</text>')
+    out.append(f'<text x="15" y="{top + ph / 2}" transform="rotate(-90 15 {top + ph / 2})" '
+               f'text-anchor="middle">{html.escape(y_label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _unit(peak: float, choices: tuple[tuple[float, str], ...]) -> tuple[float, str]:
+    best = choices[0]
+    for factor, label in choices:
+        if peak >= factor:
+            best = (factor, label)
+    return best
+
+
+def experiment_plots(ds: Any, **kw: Any) -> list[TimePlot]:
+    """Goodput, cwnd and RTT of every flow of an experiment Dataset over time
+    (variables that are missing or all NaN are left out)."""
+    out: list[TimePlot] = []
+    if "time" not in ds.coords or ds.sizes.get("time", 0) == 0:
+        return out
+    time = ds["time"].values
+    for name, title, units in PLOTS:
+        if name not in ds:
+            continue
+        data = np.asarray(ds[name].transpose("flow", "time").values, dtype=float)
+        if not np.isfinite(data).any():
+            continue
+        factor, unit = _unit(float(np.nanmax(np.abs(data))), units)
+        lines = [(str(f), data[i] / factor) for i, f in enumerate(ds["flow"].values)]
+        out.append(TimePlot(name, title, line_svg(time, lines, title=title, y_label=f"{name} ({unit})", **kw)))
+    return out
+
+
+__all__ = ["PLOTS", "TimePlot", "downsample", "experiment_plots", "line_svg", "nice_step"]

@@ -1,0 +1,72 @@
+"""exp.html: the key table plus per-flow goodput/cwnd/RTT SVG plots, rendered by Chromium."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from netesto.results import process_experiment
+from netesto.results.timeplot import downsample, experiment_plots, line_svg, nice_step
+from tests.results.browser import render
+
+
+def _points(svg: str, flow: str) -> list[tuple[float, float]]:
+    out = []
+    for pts in re.findall(rf'data-flow="{re.escape(flow)}" points="([^"]*)"', svg):
+        out += [tuple(map(float, p.split(","))) for p in pts.split()]
+    return out
+
+
+def test_line_svg_places_points_on_the_axes() -> None:
+    # Plot area: x 70..770 (960-70-190 wide), y 30..275 (320-30-45 high); y axis 0..100.
+    svg = line_svg(np.array([0.0, 1.0, 2.0, 3.0]), [("f", np.array([0.0, 50.0, np.nan, 100.0]))],
+                   title="t", y_label="y")
+    assert _points(svg, "f") == [(70.0, 275.0), (303.3, 152.5), (770.0, 30.0)]
+    assert svg.count("<polyline") == 2  # the NaN sample is a gap, not a zero
+    assert ">100<" in svg and ">50<" not in svg.split("</text>")[0]
+
+
+def test_nice_steps_and_downsampling() -> None:
+    assert [nice_step(s) for s in (1, 7, 30, 0.9, 0)] == [0.2, 2, 10, 0.2, 1.0]
+    t = np.arange(10_000) * 0.01
+    v = np.where(np.arange(10_000) < 5_000, 1.0, np.nan)
+    ts, vs = downsample(t, v, 100)
+    assert len(ts) == len(vs) == 100 and np.all(vs[:50] == 1.0) and np.isnan(vs[50:]).all()
+    assert ts[0] == pytest.approx(t[:100].mean())
+
+
+def test_experiment_page_has_the_time_series(workdir: Path, tmp_path: Path) -> None:
+    process_experiment(workdir, 1)
+    ds = xr.open_dataset(workdir / "1" / "exp.nc")
+    flows = [str(f) for f in ds.flow.values]
+    page = workdir / "1" / "exp.html"
+    shown = render(page, tmp_path / "exp1.png")
+    svgs = re.findall(r'<svg[^>]*class="timeplot".*?</svg>', shown.dom, re.S)
+    assert [re.search(r"font-size=\"14\">([^<]*)<", s).group(1) for s in svgs] == [
+        "Goodput per flow", "Congestion window per flow", "Smoothed RTT per flow"]
+    for svg in svgs:
+        assert {f for f in flows if _points(svg, f)} == set(flows)
+    # The goodput axis is in Gbit/s (loopback) and the highest point is the dataset's peak.
+    goodput = svgs[0]
+    assert "goodput (Gbit/s)" in goodput
+    top_px = min(y for f in flows for _, y in _points(goodput, f))
+    ticks = [float(v) for v in re.findall(r'text-anchor="end">([\d.]+)<', goodput)]
+    peak = float(ds.goodput.max()) / 1e9
+    assert 30 + 245 * (1 - peak / max(ticks)) == pytest.approx(top_px, abs=1.5)
+    assert "Raw files that could not be read" not in shown.dom
+    # The screenshot really shows the lines: the first flow's colour is painted.
+    image = pytest.importorskip("PIL.Image", reason="Pillow is needed to read the screenshot")
+    pixels = np.asarray(image.open(shown.png).convert("RGB")).reshape(-1, 3)
+    for colour in ((0x1F, 0x77, 0xB4), (0xFF, 0x7F, 0x0E)):
+        assert (pixels == colour).all(axis=1).any(), colour
+
+
+def test_plots_skip_missing_variables(workdir: Path) -> None:
+    process_experiment(workdir, 2)
+    ds = xr.open_dataset(workdir / "2" / "exp.nc").load()
+    ds["cwnd"][:] = np.nan
+    assert [p.id for p in experiment_plots(ds.drop_vars("rtt"))] == ["goodput"]

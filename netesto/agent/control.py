@@ -448,27 +448,22 @@ class HostControl:
             proc = _run(["tc", "qdisc", "del", "dev", dev, "root"], "restore qdisc")
             # "Cannot delete qdisc with handle of zero" = already the default root.
             if proc.returncode != 0 and "handle of zero" not in proc.stderr and "No such file" not in proc.stderr:
-                if "Cannot find device" in proc.stderr:
-                    restored.append(f"qdisc on {dev} (device gone)")
-                else:
+                if "Cannot find device" not in proc.stderr:
                     errors.append(f"qdisc on {dev}: {proc.stderr.strip()}")
                     continue
-            restored.append(f"qdisc on {dev}")
+                restored.append(f"qdisc on {dev} (device gone)")
+            else:
+                restored.append(f"qdisc on {dev}")
             self.journal.forget("qdisc", dev)
-        for name, original in list(self.journal.data["sysctl"].items()):
-            try:
-                sysctl_path(name).write_text(original + "\n")
-                restored.append(f"{name}={original}")
-                self.journal.forget("sysctl", name)
-            except OSError as exc:
-                errors.append(f"{name}: {exc}")
-        for path, original in list(self.journal.data["module"].items()):
-            try:
-                Path(path).write_text(original + "\n")
-                restored.append(f"{path}={original}")
-                self.journal.forget("module", path)
-            except OSError as exc:
-                errors.append(f"{path}: {exc}")
+        # Sysctls and module parameters are both files holding their original text.
+        for kind, path_of in (("sysctl", sysctl_path), ("module", Path)):
+            for key, original in list(self.journal.data[kind].items()):
+                try:
+                    path_of(key).write_text(original + "\n")
+                    restored.append(f"{key}={original}")
+                    self.journal.forget(kind, key)
+                except OSError as exc:
+                    errors.append(f"{key}: {exc}")
         if restored or errors:
             log.info("restored: %s%s", ", ".join(restored) or "nothing", f"; errors: {errors}" if errors else "")
         return {"restored": restored, "errors": errors}

@@ -32,7 +32,8 @@ from typing import Any, Sequence
 
 from netesto.errors import TrafficError
 from netesto.traffic.spec import FlowSpec
-from netesto.traffic.toolrun import Emit, finish, flow_file, flow_meta, run_timed, spawn_server, stop_server, write_nflow
+from netesto.traffic.toolrun import (Emit, check_test, finish, flow_file, flow_meta, run_timed, spawn_server,
+                                     stop_server, write_nflow)
 
 SUPPORTED = ("TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "UDP_STREAM")
 MIN_INTERVAL = 0.1
@@ -48,11 +49,7 @@ def _require_tool() -> str:
 
 def check_spec(spec: FlowSpec) -> None:
     """Raise :class:`TrafficError` for what iperf3 cannot run."""
-    if spec.test not in SUPPORTED:
-        raise TrafficError(
-            f"flow {spec.flow_id}: driver iperf3 does not support {spec.test} "
-            f"(supported: {', '.join(SUPPORTED)}); use driver=builtin"
-        )
+    check_test(spec, "iperf3", SUPPORTED)
 
 
 def iperf3_argv(spec: FlowSpec, *, server_output: bool = True) -> list[str]:

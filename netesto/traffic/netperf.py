@@ -32,7 +32,8 @@ from typing import Any, Sequence
 
 from netesto.errors import TrafficError
 from netesto.traffic.spec import RR_TESTS, FlowSpec
-from netesto.traffic.toolrun import Emit, finish, flow_file, flow_meta, run_timed, spawn_server, stop_server, write_nflow
+from netesto.traffic.toolrun import (Emit, check_test, finish, flow_file, flow_meta, run_timed, spawn_server,
+                                     stop_server, write_nflow)
 
 SUPPORTED = ("TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR")
 CONTROL_PORT = 12865
@@ -233,11 +234,7 @@ def netperf_summary(final: dict[str, str], spec: FlowSpec) -> dict[str, Any]:
 
 def check_spec(spec: FlowSpec) -> None:
     """Raise :class:`TrafficError` for what netperf cannot run."""
-    if spec.test not in SUPPORTED:
-        raise TrafficError(
-            f"flow {spec.flow_id}: driver netperf does not support {spec.test} "
-            f"(supported: {', '.join(SUPPORTED)}); use driver=builtin"
-        )
+    check_test(spec, "netperf", SUPPORTED)
     if spec.pacing:
         raise TrafficError(f"flow {spec.flow_id}: driver netperf cannot set a pacing rate; use driver=builtin or iperf3")
     if spec.rate:

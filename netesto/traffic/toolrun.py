@@ -44,6 +44,13 @@ def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None]:
     return preexec
 
 
+def check_test(spec: FlowSpec, driver: str, supported: Sequence[str]) -> None:
+    """Raise :class:`TrafficError` if ``driver`` has no equivalent of ``spec.test``."""
+    if spec.test not in supported:
+        raise TrafficError(f"flow {spec.flow_id}: driver {driver} does not support {spec.test} "
+                           f"(supported: {', '.join(supported)}); use driver=builtin")
+
+
 def tool_env() -> dict[str, str]:
     """The environment for a tool whose output we parse: the C locale (decimal points)."""
     return dict(os.environ, LC_ALL="C")
@@ -151,5 +158,5 @@ def stop_server(proc: subprocess.Popen[Any], timeout: float = 5.0) -> None:
             proc.wait()
 
 
-__all__ = ["Emit", "ToolRun", "finish", "flow_file", "flow_meta", "parent_death_signal", "run_timed", "spawn_server",
+__all__ = ["Emit", "ToolRun", "check_test", "finish", "flow_file", "flow_meta", "parent_death_signal", "run_timed", "spawn_server",
            "stop_server", "tool_env", "wait_until", "write_nflow"]

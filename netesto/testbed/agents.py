@@ -38,9 +38,9 @@ class Started:
 
 
 def agent_available() -> bool:
-    """Whether the agent's command-line module is installed."""
+    """Whether the agent's command-line module and what it needs (pyzmq, msgpack) are installed."""
     try:
-        return importlib.util.find_spec(AGENT_MODULE) is not None
+        return all(importlib.util.find_spec(m) is not None for m in (AGENT_MODULE, "zmq", "msgpack"))
     except ModuleNotFoundError:
         return False
 

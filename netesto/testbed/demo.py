@@ -138,14 +138,6 @@ def _run_experiment(result: DemoResult, up: lifecycle.UpResult, *, dur1: int, du
                     say: Callable[[str], None], out: TextIO) -> None:
     try:
         from netesto.controller import run
-        from netesto.controller.progress import (
-            ActionStarted,
-            DataStored,
-            ExperimentProcessed,
-            FlowProgress,
-            HostError,
-            ProgressEvent,
-        )
     except ImportError as exc:
         result.missing.append(f"the controller (netesto.controller.run): {exc}; the testbed was built and checked only")
         say(f"MISSING: {result.missing[-1]}")
@@ -162,26 +154,16 @@ def _run_experiment(result: DemoResult, up: lifecycle.UpResult, *, dur1: int, du
     say(f"running TwoFlowBaseStream: {ca1} h2->h1 for {dur1} s, {ca2} h3->h1 from {delay2} s for {dur2} s")
     bar = ProgressBar(dur1 + 3.0, out).start()
     errors: list[str] = []
-
-    def progress(event: ProgressEvent) -> None:
-        if isinstance(event, HostError):
-            errors.append(f"{event.host}: {event.error}")
-        elif isinstance(event, ExperimentProcessed) and event.note:
-            result.notes.append(f"experiment {event.exp}: {event.note}")
-        if isinstance(event, ActionStarted):
-            bar.label = f"{event.kind} {event.host}".strip()
-        elif isinstance(event, FlowProgress):
-            bar.label = "flows running"
-        elif isinstance(event, DataStored):
-            bar.label = f"fetched data from {event.host}"
-
+    progress = demo_progress(bar, errors, result.notes)
     try:
         run_result = run(result.workdir / "demo.nts", lab=up.lab, workdir=result.workdir, progress=progress)
     finally:
         bar.finish()
     result.exps = list(run_result.exps)
-    for err in (*errors, *run_result.errors):
+    for err in dict.fromkeys((*errors, *run_result.errors)):
         say(f"  error: {err}")
+    for note in result.notes[len(up.notes):]:
+        say(f"  note: {note}")
     for exp in result.exps:
         for pattern in RESULT_FILES:
             rel = pattern.format(exp=exp)
@@ -191,6 +173,36 @@ def _run_experiment(result: DemoResult, up: lifecycle.UpResult, *, dur1: int, du
         result.missing.append(f"not written (results/report layer missing or failed): {', '.join(absent)}")
     result.rows = _csv_rows(result.workdir / "exp.csv", result.exps)
     result.ok = bool(result.exps) and run_result.ok
+
+
+def demo_progress(bar: ProgressBar, errors: list[str], notes: list[str]) -> Callable[[object], None]:
+    """The run's progress callback: errors and notes collected apart, the bar's label kept current.
+
+    A ``Notice`` (leftover data, a late start, results not installed) is a
+    note, not an error; notes already in ``notes`` are not repeated.
+    """
+    from netesto.controller.progress import ActionStarted, DataStored, ExperimentProcessed, FlowProgress, HostError, Notice
+
+    def note(text: str) -> None:
+        if text not in notes:
+            notes.append(text)
+
+    def progress(event: object) -> None:
+        if isinstance(event, HostError):
+            errors.append(f"{event.host}: {event.error}" + (" (host dropped)" if event.fatal else ""))
+        elif isinstance(event, Notice):
+            note(f"{event.host}: {event.text}" if event.host else event.text)
+        elif isinstance(event, ExperimentProcessed) and event.note:
+            if not any(event.note in n for n in notes):  # a failure came as a Notice already
+                note(f"experiment {event.exp}: {event.note}")
+        elif isinstance(event, ActionStarted):
+            bar.label = f"{event.kind} {event.host}".strip()
+        elif isinstance(event, FlowProgress):
+            bar.label = "flows running"
+        elif isinstance(event, DataStored):
+            bar.label = f"fetched data from {event.host}"
+
+    return progress
 
 
 def _congestion_controls(mode: str, say: Callable[[str], None]) -> tuple[str, str]:
@@ -241,4 +253,4 @@ def report(result: DemoResult, out: TextIO = sys.stdout) -> None:
     say(f"demo {'finished' if result.ok else 'did not complete'} in {result.elapsed:.1f} s")
 
 
-__all__ = ["DEMO_SCRIPT", "DemoResult", "ProgressBar", "report", "run_demo"]
+__all__ = ["DEMO_SCRIPT", "DemoResult", "ProgressBar", "demo_progress", "report", "run_demo"]

@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import re
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -91,3 +92,20 @@ def leftovers(name: str) -> list[str]:
 
     found += [f"state file {p}" for p in state_dir().glob(f"{name}.*")]
     return found
+
+
+def median_rtt(ns: str, addr: str, *, rounds: int = 3, count: int = 10, interval: float = 0.03) -> float:
+    """The lowest of ``rounds`` ping medians ``ns`` -> ``addr`` (ms).
+
+    On a loaded machine a ping now and then waits for a CPU, which only adds
+    to an RTT: the lowest median of a few short rounds is the path's own, and
+    still shows a missing or doubled delay (every round would).
+    """
+    medians = []
+    for _ in range(rounds):
+        rtts = ping_rtts(ns_run(ns, ["ping", "-c", str(count), "-i", str(interval), "-W", "2", addr]).stdout)
+        if len(rtts) >= count // 2:
+            medians.append(statistics.median(rtts))
+    if not medians:
+        raise AssertionError(f"ping {addr} from {ns}: no round had replies")
+    return min(medians)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 
@@ -20,6 +22,7 @@ def test_demo_runs_and_leaves_results_and_nothing_else(tmp_path) -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "100%" in out and "demo finished" in out
+    assert f"results in {tmp_path}" in out and f"ok      {tmp_path / 'exp.csv'}" in out
     for rel in ("exp.csv", "1/all.exp.out", "1/exp.nc", "1/experiment.json"):
         assert (tmp_path / rel).exists(), f"{rel} missing:\n{out}"
     rows = (tmp_path / "exp.csv").read_text().splitlines()
@@ -31,3 +34,63 @@ def test_demo_runs_and_leaves_results_and_nothing_else(tmp_path) -> None:
     for group in ("1.1", "1.2"):
         assert 5 < float(by_group[group]["rate"]) <= 100, by_group[group]
     assert tbutil.leftovers(name) == []
+
+
+def test_demo_progress_keeps_notices_apart_from_errors() -> None:
+    """A Notice (leftover data, late start, results failing) is a note; a HostError an error."""
+    import io
+
+    from netesto.controller.progress import ActionStarted, ExperimentProcessed, HostError, Notice
+    from netesto.testbed.demo import ProgressBar, demo_progress
+
+    bar = ProgressBar(10, io.StringIO())
+    errors: list[str] = []
+    notes: list[str] = ["an earlier note"]
+    progress = demo_progress(bar, errors, notes)
+    progress(Notice(host="h2", text="leftover data of experiment 3"))
+    progress(Notice(host="", text="results processing failed (raw data kept): boom"))
+    progress(ExperimentProcessed(exp=1, path="/x", note="results processing failed (raw data kept): boom"))
+    progress(ExperimentProcessed(exp=2, path="/y", note="results extra not installed: raw data only"))
+    progress(HostError(host="h3", error="unreachable", fatal=True))
+    progress(ActionStarted(kind="GET_DATA", host="h1", exp=1, text="", loc=""))
+    assert errors == ["h3: unreachable (host dropped)"]
+    assert notes == [
+        "an earlier note",
+        "h2: leftover data of experiment 3",
+        "results processing failed (raw data kept): boom",
+        "experiment 2: results extra not installed: raw data only",
+    ]
+    assert bar.label == "GET_DATA h1"
+
+
+def _unprivileged_ok() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "--user", sys.executable, "-c", "import os; print(os.geteuid())"],
+                           capture_output=True, text=True)
+    return probe.returncode == 0 and probe.stdout.strip() != "0"
+
+
+@pytest.mark.skipif(not _unprivileged_ok(), reason="unshare --user is not available")
+def test_demo_without_root_falls_back_to_a_loopback_lab(tmp_path) -> None:
+    """`netesto demo` with euid != 0 (a fresh user namespace: no CAP_NET_ADMIN over this
+    machine's network, geteuid() is the overflow uid): loopback lab, a clear note, results."""
+    name = tbutil.unique_name()
+    state = tmp_path / "state"
+    env = {**os.environ, "NETESTO_STATE_DIR": str(state)}
+    proc = subprocess.run(
+        ["unshare", "--user", sys.executable, "-m", "netesto", "demo", "--dir", str(tmp_path / "out"), "--dur", "3", "--name", name],
+        capture_output=True, text=True, timeout=90, env=env,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "not running as root" in out and "MISSING: no bottleneck" in out
+    assert "100%" in out and "demo finished" in out
+    assert f"results in {tmp_path / 'out'}" in out
+    assert (tmp_path / "out" / "1" / "experiment.json").is_file()
+    flows = {p.name for p in (tmp_path / "out" / "1" / "flows").iterdir()}
+    assert {"h2-h1-1-0.client.nflow", "h3-h1-2-0.client.nflow"} <= flows, flows
+    # torn down: no state left, no agent of this testbed still running
+    assert [p.name for p in state.iterdir() if p.name != "_lock"] == []
+    assert not [ln for ln in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+                if f"/{name}.keys/" in ln]

@@ -41,16 +41,18 @@ def nice_step(span: float, ticks: int = 5) -> float:
 
 
 def downsample(time: np.ndarray, values: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean of equal bins so a line has at most ``max_points`` points (NaN bins stay gaps)."""
+    """Mean of equal bins (along the last axis) so a line has at most
+    ``max_points`` points; bins without a finite sample stay NaN (gaps)."""
     n = len(time)
     if n <= max_points:
         return time, values
-    edges = np.linspace(0, n, max_points + 1).astype(int)
-    t = np.array([time[a:b].mean() for a, b in zip(edges[:-1], edges[1:])])
-    with np.errstate(all="ignore"):
-        v = np.array([np.nanmean(values[a:b]) if np.isfinite(values[a:b]).any() else np.nan
-                      for a, b in zip(edges[:-1], edges[1:])])
-    return t, v
+    starts = np.linspace(0, n, max_points + 1).astype(int)[:-1]
+    t = np.add.reduceat(time, starts) / np.diff(np.append(starts, n))
+    ok = np.isfinite(values)
+    sums = np.add.reduceat(np.where(ok, values, 0.0), starts, axis=-1)
+    counts = np.add.reduceat(ok, starts, axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return t, np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
 def _segments(xs: np.ndarray, ys: np.ndarray) -> list[list[tuple[float, float]]]:
@@ -107,7 +109,10 @@ def line_svg(time: np.ndarray, lines: Sequence[tuple[str, np.ndarray]], *, title
             out.append(f'<polyline class="series" data-flow="{html.escape(label)}" points="{pts}" '
                        f'fill="none" stroke="{color}" stroke-width="1.5"/>')
         ly = top + 12 + 16 * i
-        if ly < top + ph:
+        if ly + 16 >= top + ph and i < len(lines) - 1:
+            if ly < top + ph:  # the last legend row says how many are not listed
+                out.append(f'<text x="{left + pw + 10}" y="{ly}">+{len(lines) - i} more flows</text>')
+        elif ly < top + ph:
             out.append(f'<line x1="{left + pw + 10}" x2="{left + pw + 28}" y1="{ly - 4}" y2="{ly - 4}" '
                        f'stroke="{color}" stroke-width="3"/>')
             out.append(f'<text x="{left + pw + 32}" y="{ly}">{html.escape(label)}</text>')

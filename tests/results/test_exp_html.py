@@ -30,6 +30,14 @@ def test_line_svg_places_points_on_the_axes() -> None:
     assert ">100<" in svg and ">50<" not in svg.split("</text>")[0]
 
 
+def test_long_legends_say_how_many_flows_are_not_listed() -> None:
+    t = np.arange(5.0)
+    names = lambda n: re.findall(r'>(f\d+|\+\d+ more flows)<', line_svg(  # noqa: E731
+        t, [(f"f{i}", t) for i in range(n)], title="t", y_label="y"))
+    assert names(15) == [f"f{i}" for i in range(15)]
+    assert names(40) == [f"f{i}" for i in range(14)] + ["+26 more flows"]
+
+
 def test_nice_steps_and_downsampling() -> None:
     assert [nice_step(s) for s in (1, 7, 30, 0.9, 0)] == [0.2, 2, 10, 0.2, 1.0]
     t = np.arange(10_000) * 0.01

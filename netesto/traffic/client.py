@@ -5,6 +5,16 @@ event loop (non-blocking sockets, level-triggered epoll). The client decides
 when a flow ends: after ``dur`` seconds it half-closes its connection (TCP)
 or sends an end message on the control connection (UDP, CRR) and waits for
 the server to finish its side, so both ends' byte counts are final.
+
+Scheduled start (``start_at``): the flow connects, sets ca/buffers/pacing
+and handshakes up to :data:`PRESTART_LEAD` ahead; the server holds it. At
+start_at (a loop timer, then a short spin) the client sends the one-byte
+start marker and the data phase begins: ``start_wall`` in the raw file and
+the ``started`` event is the instant the marker went out. The server starts
+its clock and sampling when the marker arrives. TCP_CRR handshakes its
+control connection ahead, but every transaction connects by design, so its
+first transaction's connect happens at start_at. UDP flows handshake their
+TCP control connection ahead and open their UDP socket at start_at.
 """
 
 from __future__ import annotations
@@ -30,6 +40,8 @@ SEND_CHUNK = 1 << 18
 UDP_DEFAULT_SIZE = 1472  # one 1500-byte IPv4 packet
 UDP_RR_TIMEOUT = 0.2
 PROGRESS_EVERY = 1.0
+PRESTART_LEAD = 5.0  # connect and handshake this long (at most) before a flow's start_at
+SPIN = 0.002  # the last stretch before start_at is busy-waited: a timer can wake ~1 ms late
 _SEQ = struct.Struct("<Q")
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
@@ -57,8 +69,14 @@ class ClientFlow(FlowEnd):
     # start, connect, handshake
 
     def schedule(self) -> None:
+        """Connect now, or ``PRESTART_LEAD`` before start_at: the data phase waits for start_at.
+
+        Connect, socket options and handshake all happen ahead of the start
+        instant (the server holds the flow until our start marker), so the
+        start skew is only the timer's and the marker's latency.
+        """
         spec = self.spec
-        delay = 0.0 if spec.start_at is None else spec.start_at - time.time()
+        delay = 0.0 if spec.start_at is None else spec.start_at - PRESTART_LEAD - time.time()
         self.timers.append(self.loop.call_later(max(0.0, delay), self.connect))
 
     def addrinfo(self, kind: int) -> tuple[int, tuple[Any, ...]]:
@@ -136,6 +154,7 @@ class ClientFlow(FlowEnd):
                 "pacing": spec.pacing,
                 "rate": spec.rate,
                 "token": spec.token,
+                "go": 0.0 if spec.start_at is None else max(0.0, spec.start_at - time.time()),
                 "spec": {k: v for k, v in spec.to_dict().items() if k != "token"},
             }
         )
@@ -191,8 +210,38 @@ class ClientFlow(FlowEnd):
         self.reply = reply
         self.loop.unregister(sock.fileno())
         self.sock = sock
+        self.phase = "ready"
+        start_at = self.spec.start_at
+        wait = 0.0 if start_at is None else start_at - time.time()
+        if wait > SPIN:
+            self.timers.append(self.loop.call_later(wait - SPIN, self._go))
+        else:
+            self._go()
+
+    def _go(self) -> None:
+        """Start the data phase at start_at: spin out the last moments, send the marker."""
+        sock = self.ctl
+        assert sock is not None
+        start_at = self.spec.start_at
+        if start_at is not None:
+            wall = time.time
+            while wall() < start_at:
+                pass
+        stamp = (time.monotonic(), time.time())
+        if self.reply.get("go"):
+            try:
+                sock.send(hs.GO)  # one byte into an idle connection's empty send buffer
+            except OSError as exc:
+                self.fail(f"cannot start flow {self.spec.flow_id} with {self.where}: {describe_error(exc)}")
+                return
+        self.start_mono, self.start_wall = stamp
+        # The rest waits behind the start of any other flow of this worker due now
+        # (their timers are earlier): opening files must not delay their markers.
+        self.timers.append(self.loop.call_at(time.monotonic(), self._run))
+
+    def _run(self) -> None:
         try:
-            self.begin_client()
+            self.begin_client((self.start_mono, self.start_wall))
         except OSError as exc:
             self.fail(f"cannot record flow {self.spec.flow_id}: {describe_error(exc)}")
             return
@@ -201,9 +250,9 @@ class ClientFlow(FlowEnd):
         except (OSError, TrafficError) as exc:
             self.fail(describe_error(exc) if isinstance(exc, OSError) else exc.message)
 
-    def begin_client(self) -> None:
+    def begin_client(self, stamp: tuple[float, float]) -> None:
         self.phase = "running"
-        self.begin()
+        self.begin(stamp)
         start_at = self.spec.start_at
         self.worker.emit(
             {
@@ -283,8 +332,9 @@ class ClientFlow(FlowEnd):
     def finish(self, error: str = "") -> None:
         if self.writer is None and not self.finished:
             # Failed before the data phase: still leave a file saying so.
-            self.start_wall = getattr(self, "requested_start", time.time())
-            self.start_mono = time.monotonic()
+            if not self.start_mono:
+                self.start_wall = getattr(self, "requested_start", time.time())
+                self.start_mono = time.monotonic()
             try:
                 self.open_writer(self.worker.datadir)
             except OSError:

@@ -303,10 +303,9 @@ class FlowEnd:
 
     # lifecycle
 
-    def begin(self) -> None:
-        """The data phase starts now: stamp, open the file, start sampling."""
-        self.start_mono = time.monotonic()
-        self.start_wall = time.time()
+    def begin(self, stamp: tuple[float, float] | None = None) -> None:
+        """The data phase starts now (or at ``stamp``, (mono, wall)): stamp, open the file, sample."""
+        self.start_mono, self.start_wall = stamp or (time.monotonic(), time.time())
         self.cpu0 = cpu_seconds()
         if self.sock is not None and self.is_tcp:
             try:

@@ -13,6 +13,15 @@ connections open with a fixed 16-byte join header instead, ``b"NTCJ"
 version 0 session(8 bytes)``, followed directly by the request (no answer:
 a join costs no extra round trip).
 
+Start at an instant: a hello with a number ``go`` (the seconds the client
+expects to wait before its start instant) asks the server to hold the flow
+until the client's start marker :data:`GO` (one byte) arrives on this
+connection; the server answers ``"go": True`` when it will. The client
+connects and handshakes *before* the start instant, sends :data:`GO` at the
+instant and its data right after, so connect and handshake time stay out of
+the start skew. A hello without ``go`` starts the server's flow at once (the
+behaviour of version-1 clients before this field existed).
+
 Everything is bounded: hellos larger than :data:`MAX_HELLO` and unknown
 magics are rejected before any allocation.
 """
@@ -33,6 +42,8 @@ MAX_REPLY = 16 * 1024
 HELLO_HEAD = struct.Struct(">4sHHI")
 JOIN = struct.Struct(">4sHH8s")
 REPLY_HEAD = struct.Struct(">I")
+GO = b"G"  # the start marker of a held flow (not counted as flow data)
+MAX_GO_WAIT = 3600.0  # the longest hold a hello may ask for, s
 
 
 class HandshakeError(Exception):
@@ -133,6 +144,7 @@ def decode_reply(buf: bytes | bytearray) -> dict[str, Any]:
 
 
 __all__ = [
+    "GO",
     "HandshakeError",
     "Hello",
     "JOIN",

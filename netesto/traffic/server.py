@@ -27,6 +27,7 @@ from netesto.traffic.loop import ERR, IN, OUT, Loop
 from netesto.traffic.spec import TEST_TYPES, FlowSpec
 
 HANDSHAKE_TIMEOUT = 5.0
+GO_TIMEOUT = 10.0  # a held flow whose start marker is this late after the client's instant ends
 GRACE = 30.0  # a flow whose client vanished silently ends dur + GRACE after it began
 MAX_SIZE = 1 << 30
 SEND_CHUNK = 1 << 18
@@ -85,23 +86,57 @@ class ServerFlow(FlowEnd):
 
     def start(self) -> dict[str, Any]:
         """Set up after a good hello; returns the extra reply fields."""
+        return {}
+
+    def begin_server(self) -> None:
+        """The data phase starts now: at the hello, or at the client's start marker."""
+        if self.start_mono:
+            return
         self.begin()
         self.timers.append(
             self.loop.call_at(self.start_mono + self.spec.dur + GRACE, self._watchdog)
         )
         self.worker.emit({"event": "started", "flow": self.spec.flow_id, "side": "server",
                           "remote": list(self.remote)})
-        return {}
+
+    def hold(self, wait: float) -> None:
+        """Wait for the client's start marker (it handshook ahead of its start instant)."""
+        self.timers.append(self.loop.call_later(wait + GO_TIMEOUT, self._no_go))
+        self.loop.register(self.fd, IN, self._on_go)
+
+    def _no_go(self) -> None:
+        self.finish(f"no start marker from client {self.where} within {GO_TIMEOUT:.0f} s of its start instant")
+
+    def _on_go(self, events: int) -> None:
+        try:
+            data = self.conn.recv(len(hs.GO))  # exactly the marker: flow data may follow at once
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self.finish(f"{describe_error(exc)} before the start (client {self.where})")
+            return
+        if data != hs.GO:
+            self.finish(f"client {self.where} closed the connection before the start" if not data
+                        else f"bad start marker {data!r} from client {self.where}")
+            return
+        self.loop.unregister(self.fd)
+        try:
+            self.begin_server()
+        except OSError as exc:
+            self.finish(f"cannot record flow {self.spec.flow_id}: {describe_error(exc)}")
+            return
+        self.go()
 
     def go(self) -> None:
-        """Start serving (after the reply went out)."""
+        """Start serving (after the reply went out and the data phase began)."""
 
     def client_ended(self) -> None:
         """EOF from the client: the normal end - unless it came well before ``dur``.
 
         A client that crashed or was stopped closes its socket just like one
         that finished, so the time tells them apart (the server side starts
-        before the client's, so a complete flow is never short).
+        when the client's first byte arrives, so a complete flow is short by
+        at most a one-way delay: well inside the 1 % + 10 ms allowed).
         """
         elapsed = self.elapsed()
         if elapsed < self.spec.dur * 0.99 - 0.01:
@@ -320,6 +355,7 @@ class JoinConn:
         self.got = 0
         self.done = False
         self.out = memoryview(b"")
+        flow.begin_server()  # a join may overtake the start marker on the control connection
         flow.joins.add(self)
         flow.conns += 1
         flow.sock = conn
@@ -627,6 +663,11 @@ class ServerWorker(Worker):
         except (TypeError, ValueError, KeyError, AttributeError) as exc:  # odd field types
             self._refuse(conn, f"bad hello: {exc}")
             return
+        hold = hello.fields.get("go")
+        if hold is not None and (isinstance(hold, bool) or not isinstance(hold, (int, float))
+                                 or not 0 <= hold <= hs.MAX_GO_WAIT):
+            self._refuse(conn, f"bad go {hold!r}")
+            return
         cls = SERVER_TYPES[spec.test]
         flow: ServerFlow | None = None
         try:
@@ -638,6 +679,8 @@ class ServerWorker(Worker):
             flow = cls(self, spec, conn)
             extra = flow.start()
             self.flows.append(flow)
+            if hold is None:
+                flow.begin_server()
         except (TrafficError, OSError) as exc:
             text = exc.message if isinstance(exc, TrafficError) else describe_error(exc)
             self._refuse(conn, text, close=flow is None)
@@ -646,12 +689,16 @@ class ServerWorker(Worker):
             return
         try:
             conn.setblocking(True)
-            conn.sendall(hs.encode_reply(dict(extra, ok=True, ca=flow.ca)))
+            ca = flow.ca or (tcpinfo.congestion_control(conn) if flow.is_tcp else "")
+            conn.sendall(hs.encode_reply(dict(extra, ok=True, ca=ca, go=hold is not None)))
             conn.setblocking(False)
         except OSError as exc:
             flow.finish(f"handshake reply failed: {describe_error(exc)}")
             return
-        flow.go()
+        if hold is None:
+            flow.go()
+        else:
+            flow.hold(hold)
 
     def _spec(self, hello: hs.Hello) -> FlowSpec:
         f = hello.fields

@@ -48,6 +48,8 @@ def test_undecodable_hello_is_rejected():
     ({"flow": "a", "test": "TCP_RR", "dur": 1, "interval": 0.01, "req": 2**40}, "over 1 GiB"),
     ({"flow": "a", "test": "TCP_RR", "dur": 1, "interval": 0.01, "spec": {"meta": [1, 2]}}, "bad hello"),
     ({"flow": "a", "test": "TCP_RR", "dur": 1, "interval": 0.01, "token": "nope"}, "unknown token"),
+    ({"flow": "a", "test": "TCP_RR", "dur": 1, "interval": 0.01, "go": -1.0}, "bad go"),
+    ({"flow": "a", "test": "TCP_RR", "dur": 1, "interval": 0.01, "go": True}, "bad go"),
 ])
 def test_server_refuses_bad_hellos(tmp_path, fields, why):
     events: list[dict] = []

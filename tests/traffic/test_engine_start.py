@@ -1,0 +1,69 @@
+"""Flows scheduled at an instant: handshake ahead, data phase at start_at on both ends."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from netesto.traffic import handshake as hs
+from tests.traffic.test_engine import Server, ends, run_client, spec, terminal
+
+pytestmark = pytest.mark.netns
+
+TYPES = ["TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR"]
+
+
+def test_every_type_starts_at_its_instant(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    at = time.time() + 1.5  # the client process starts, connects and handshakes well before
+    specs = [spec(server, f"a-b-{i}-0", t, dur=1.0, start_at=at, req=1, reply=1,
+                  rate=10_000_000 if t == "UDP_STREAM" else 0, exp=5) for i, t in enumerate(TYPES)]
+    code, events = run_client(pair, pair.a, tmp_path, specs)
+    assert code == 0, [e for e in events if e["event"] == "error"]
+    done = terminal(events)
+    started = {e["flow"]: e for e in events if e["event"] == "started"}
+    for s in specs:
+        fid = s["flow_id"]
+        assert done[fid]["event"] == "done", done[fid]
+        cli, srv = ends(tmp_path, fid, exp=5)
+        skew = cli.header["start_wall"] - at
+        # never early; late by the timer and marker only (generous: a loaded 2-vCPU host)
+        assert 0 <= skew < 0.05, (fid, skew)
+        assert started[fid]["skew"] == pytest.approx(skew, abs=1e-6)
+        # the server held the flow until the marker: its data phase did not start at accept
+        assert srv.header["start_wall"] >= at - 0.002, (fid, srv.header["start_wall"] - at)
+        assert srv.summary["status"] == "ok" and cli.summary["status"] == "ok"
+        if s["test"].startswith("TCP"):
+            assert cli.summary["bytes_tx"] == srv.summary["bytes_rx"], fid
+            assert cli.summary["bytes_rx"] == srv.summary["bytes_tx"], fid
+        assert cli.summary["duration"] == pytest.approx(1.0, abs=0.2)
+    server.events()
+
+
+def test_held_flow_without_marker_ends_with_error(tmp_path):
+    """A client that handshakes ahead and then closes before its instant: the server ends the flow."""
+    from netesto.traffic.loop import Loop
+    from netesto.traffic.server import ServerWorker, TokenSet
+
+    events: list[dict] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    worker = ServerWorker(Loop(), str(tmp_path), events.append, listener, TokenSet())
+    theirs = socket.create_connection(listener.getsockname())
+    ours, _ = listener.accept()
+    ours.setblocking(False)
+    try:
+        worker.hello(ours, hs.Hello({"flow": "a-b-1-0", "test": "TCP_RR", "dur": 1, "interval": 0.01,
+                                     "go": 0.5, "kind": "main"}))
+        reply = hs.decode_reply(theirs.recv(4096))
+        assert reply["ok"] is True and reply["go"] is True
+        flow = worker.flows[0]
+        assert flow.start_mono == 0 and flow.writer is None  # held: nothing started
+        theirs.close()
+        worker.loop.run(lambda: not worker.flows)
+    finally:
+        listener.close()
+    assert events[-1]["event"] == "error"
+    assert "closed the connection before the start" in events[-1]["message"]

@@ -143,6 +143,7 @@ class _Exp:
     fetched: dict[str, int] = field(default_factory=dict)
     actions: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    failed_flows: set[str] = field(default_factory=set)  # reported already
     desc: str = ""
     other: tuple[tuple[str, str], ...] = ()
     processed: bool = False
@@ -727,7 +728,22 @@ class Runner:
                     f"{', '.join(st.get('running', [])) or '?'}")))
             else:
                 e.waited.add(client)
+            if isinstance(st, dict):
+                self._report_failed_flows(client, e, st)
         return complete
+
+    def _report_failed_flows(self, client: str, e: _Exp, st: dict[str, Any]) -> None:
+        """A flow that ended in error (refused connection, reset...) is a host error of the
+        experiment (in experiment.json's ``errors``), not a fault of the run: the other flows' data stands."""
+        ours = {r.spec.flow_id for r in e.flows if r.host == client}
+        errors = st.get("errors") or {}
+        for flow in st.get("failed") or ():
+            if flow not in ours or flow in e.failed_flows:
+                continue
+            e.failed_flows.add(flow)
+            text = f"flow {flow} of experiment {e.exp} failed: {errors.get(flow) or 'error'}"
+            e.errors.append(f"{client}: {text}")
+            self._emit(HostError(host=client, error=text))
 
     def _skews_from_files(self, e: _Exp, host: str) -> None:
         from netesto.traffic.rawformat import read_flow

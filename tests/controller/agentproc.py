@@ -76,14 +76,17 @@ def start_agent(
     keys: Keys | None = None,
     port: int = 0,
     timeout: float = 20.0,
+    test_bind: str = "",
 ) -> AgentProc:
-    """Start ``python -m netesto.agent.cli`` via ``popen`` and wait until it listens."""
+    """Start ``python -m netesto.agent.cli`` via ``popen`` and wait until it listens.
+
+    The flow engine's server listens on ``test_bind`` (default: ``bind``)."""
     datadir = tmp / f"agent-{name}"
     datadir.mkdir(parents=True, exist_ok=True)
     ready = tmp / f"agent-{name}.port"
     log = tmp / f"agent-{name}.log"
     argv = [sys.executable, "-m", "netesto.agent.cli", "--bind", bind, "--port", str(port),
-            "--test-bind", bind, "--datadir", str(datadir), "--name", name,
+            "--test-bind", test_bind or bind, "--datadir", str(datadir), "--name", name,
             "--ready-file", str(ready), "--log-file", str(log)]
     if keys is None:
         argv.append("--insecure")

@@ -129,3 +129,38 @@ def test_run_result_opens_the_dataset(loopback_lab: Path, tmp_path: Path) -> Non
     assert set(ds["flow"].values) == {"h1-h2-1-0"}
     with pytest.raises(KeyError, match="experiment 7"):
         result[7]
+
+
+
+def test_flows_use_the_test_address_control_stays_on_the_control_address(tmp_path: Path) -> None:
+    """Flowgrind's split: both agents are reached at 127.0.0.1; h2's flow server listens
+    only on its test address 127.0.0.2, and the flow gets there."""
+    from netesto.controller import run
+    from netesto.controller.progress import HostError, RecordingProgress
+    from netesto.traffic.rawformat import read_flow
+
+    h1 = start_agent(loopback_popen, "h1", "127.0.0.1", tmp_path)
+    h2 = start_agent(loopback_popen, "h2", "127.0.0.1", tmp_path, test_bind="127.0.0.2")
+    try:
+        lab = Lab.of(h1={"control": "127.0.0.1", "port": h1.port},
+                     h2={"control": "127.0.0.1", "port": h2.port, "test": "127.0.0.2"}, insecure=True)
+        result = run(SCRIPT.replace("$dur", "1"), lab=lab, workdir=tmp_path / "w")
+        flows = tmp_path / "w" / str(result.exps[0]) / "flows"
+        client = read_flow(flows / "h1-h2-1-0.client.nflow")
+        server = read_flow(flows / "h1-h2-1-0.server.nflow")
+        assert client.summary and client.summary["status"] == "ok", client.summary
+        assert client.header["remote"][0] == "127.0.0.2", client.header
+        assert server.header["local"][0] == "127.0.0.2", server.header
+        # The same lab with the test address left out: flows go to 127.0.0.1, where h2
+        # has no flow server. The failed flow is reported as such, with its reason.
+        wrong = Lab.of(h1={"control": "127.0.0.1", "port": h1.port}, h2={"control": "127.0.0.1", "port": h2.port}, insecure=True)
+        rec = RecordingProgress()
+        result = run(SCRIPT.replace("$dur", "1"), lab=wrong, workdir=tmp_path / "w", progress=rec)
+        exp = result.exps[0]
+        errors = [ev.error for ev in rec.events if isinstance(ev, HostError)]
+        assert any(f"flow h1-h2-1-0 of experiment {exp} failed" in e and "refused" in e for e in errors), errors
+        doc = json.loads((tmp_path / "w" / str(exp) / "experiment.json").read_text())
+        assert any("h1-h2-1-0" in e and "refused" in e for e in doc["errors"]), doc["errors"]
+    finally:
+        h1.stop()
+        h2.stop()

@@ -101,3 +101,16 @@ def test_nan_survives_a_float_column(tmp_path):
         w.append((1.0, 2.0, 1, float("nan")))
     assert math.isnan(read_flow(path).columns["rtt"][0])
     assert rawformat.FORMAT_VERSION[0] == 1
+
+
+def test_a_file_without_later_added_columns_reads_by_name(tmp_path):
+    """Files from before segs_out & co. existed: the reader takes whatever columns a file has."""
+    added = {"segs_out", "segs_in", "data_segs_in", "data_segs_out"}
+    assert added <= {c.name for c in FLOW_COLUMNS}
+    older = tuple(c for c in FLOW_COLUMNS if c.name not in added)
+    path = tmp_path / "old.nflow"
+    with FlowWriter(path, older, {"side": "client"}) as writer:
+        writer.append([1] * len(older))
+    flow = read_flow(path)
+    assert flow.rows == 1 and not added & set(flow.columns)
+    assert flow.columns["snd_cwnd"][0] == 1

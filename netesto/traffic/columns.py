@@ -24,7 +24,9 @@ APP_COLUMNS = (
     Column("udp_reordered", "Q", "1"),  # cumulative datagrams that arrived late
 )
 
-# struct tcp_info fields (linux/tcp.h), names as the kernel spells them.
+# struct tcp_info fields (linux/tcp.h), names as the kernel spells them. Files
+# written before segs_out/segs_in/data_segs_in/data_segs_out existed lack those
+# four columns: readers look columns up by name and must allow for that.
 TCP_INFO_COLUMNS = (
     Column("state", "B", "1"),
     Column("ca_state", "B", "1"),
@@ -45,7 +47,11 @@ TCP_INFO_COLUMNS = (
     Column("pacing_rate", "Q", "bytes/s"),
     Column("bytes_acked", "Q", "bytes"),
     Column("bytes_received", "Q", "bytes"),
+    Column("segs_out", "I", "packets"),  # segments sent, retransmissions and pure ACKs included
+    Column("segs_in", "I", "packets"),  # segments received, pure ACKs included
     Column("min_rtt", "I", "us"),
+    Column("data_segs_in", "I", "packets"),  # segments received that carried data
+    Column("data_segs_out", "I", "packets"),  # segments sent that carried data (retransmissions too)
     Column("delivery_rate", "Q", "bytes/s"),
     Column("busy_time", "Q", "us"),
     Column("rwnd_limited", "Q", "us"),

@@ -41,6 +41,23 @@ def test_read_real_tcp_info_from_loopback():
         srv.close()
 
 
+def test_segment_counters_count_data_segments_both_ways():
+    cli, srv = _connected_pair()
+    try:
+        for _ in range(5):  # five small writes: five data segments (loopback acks each at once)
+            cli.sendall(b"y" * 100)
+            assert srv.recv(1000)
+        c = tcpinfo.decode_record(tcpinfo.read_tcp_info(cli))
+        s = tcpinfo.decode_record(tcpinfo.read_tcp_info(srv))
+        assert c["data_segs_out"] == s["data_segs_in"] == 5
+        assert c["data_segs_in"] == s["data_segs_out"] == 0
+        # segs_* include the handshake and pure ACKs
+        assert c["segs_out"] > c["data_segs_out"] and s["segs_in"] > s["data_segs_in"]
+    finally:
+        cli.close()
+        srv.close()
+
+
 def test_short_struct_from_an_older_kernel_is_zero_filled():
     old = bytes([1, 0, 0]) + bytes(5) + struct.pack("=I", 204000) + bytes(92)  # 104 bytes (4.x kernels)
     info = tcpinfo.decode_record(old)

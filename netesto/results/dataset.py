@@ -191,9 +191,13 @@ def _flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.
     out["bytes_sent"] = sent
     packets = float(math.ceil(sent / mss_v)) if math.isfinite(mss_v) and math.isfinite(sent) else math.nan
     trans = last(client, "transactions")
-    if rec.test in RR_TESTS and math.isfinite(trans) and math.isfinite(mss_v):
-        # Small messages travel in segments shorter than the mss: at least
-        # one segment per request (the columns carry no segs_out).
+    data_segs = last(snd, "data_segs_out")
+    if math.isfinite(data_segs) and data_segs > 0:
+        # The kernel's own count of data segments sent (retransmissions included).
+        packets = data_segs
+    elif rec.test in RR_TESTS and math.isfinite(trans) and math.isfinite(mss_v):
+        # Older files have no data_segs_out: small messages travel in segments
+        # shorter than the mss, so at least one segment per request.
         req = _num(rec.meta.get("req"), 1.0)
         packets = max(packets if math.isfinite(packets) else 0.0,
                       trans * max(1.0, math.ceil(req / mss_v)))

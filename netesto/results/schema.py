@@ -91,7 +91,8 @@ FLOW_SUMMARIES: tuple[VarSpec, ...] = (
     VarSpec("bytes", "bytes", "application bytes delivered in the data direction"),
     VarSpec("bytes_sent", "bytes", "bytes sent by the sender's TCP incl. retransmissions"),
     VarSpec("packets_sent", "packets",
-            "packets sent by the sender (bytes_sent / mss rounded up; RR: at least one per request)"),
+            "data packets sent by the sender (tcp_info data_segs_out; files without it: "
+            "bytes_sent / mss rounded up, RR: at least one per request)"),
     VarSpec("mean_rtt", "us", "mean smoothed RTT of the flow"),
     VarSpec("mean_cwnd", "packets", "mean congestion window of the flow"),
     VarSpec("local_retrans", "packets", "retransmissions of the client's socket"),

@@ -12,6 +12,7 @@ import xarray as xr
 from netesto.results import build_dataset, load_experiment, open_experiment, open_experiments
 from netesto.results.dataset import write_netcdf
 from netesto.results.schema import FLOW_SUMMARIES, SCHEMA_VERSION, TIME_SERIES
+from netesto.traffic.columns import FLOW_COLUMNS
 from netesto.traffic.rawformat import FlowWriter, read_flow
 
 
@@ -88,16 +89,18 @@ def test_netcdf_round_trip(workdir: Path) -> None:
     assert list(open_experiments(workdir)) == [1]
 
 
-def _shift(path: Path, seconds: float) -> None:
+def _rewrite(path: Path, *, shift: float = 0.0, extra: dict[str, int] | None = None) -> None:
+    """Rewrite a recorded .nflow with its times shifted and/or columns added
+    (constant values) - the file keeps its own columns otherwise."""
     flow = read_flow(path)
-    from netesto.traffic.columns import FLOW_COLUMNS
-
+    extra = extra or {}
+    cols = [c for c in FLOW_COLUMNS if c.name in flow.columns or c.name in extra]
     header = {k: v for k, v in flow.header.items() if k not in ("type", "format", "columns", "byteorder")}
-    header["start_wall"] = header["start_wall"] + seconds
-    with FlowWriter(path, FLOW_COLUMNS, header) as w:
+    header["start_wall"] = header["start_wall"] + shift
+    with FlowWriter(path, cols, header) as w:
         for i in range(flow.rows):
-            row = [flow.columns[c.name][i] for c in FLOW_COLUMNS]
-            row[0] += seconds
+            row = [flow.columns[c.name][i] if c.name in flow.columns else extra[c.name] for c in cols]
+            row[0] += shift
             w.append(row)
         w.close(flow.summary)
 
@@ -107,7 +110,7 @@ def test_clock_offsets_are_applied(workdir: Path) -> None:
     experiment.json records its offset."""
     before = _ds(workdir)
     for p in (workdir / "1" / "flows").glob("*.server.nflow"):
-        _shift(p, 3.0)
+        _rewrite(p, shift=3.0)
     meta_path = workdir / "1" / "experiment.json"
     meta = json.loads(meta_path.read_text())
     meta["hosts"]["h2"]["clock_offset"] = 3.0
@@ -130,3 +133,16 @@ def test_rr_packets_count_each_request(workdir: Path) -> None:
     trans = raw.flows[2].client.summary["transactions"]
     assert float(rr.packets_sent) >= trans
     assert float(rr.packets_sent) == pytest.approx(trans, rel=0.01)
+
+
+def test_packets_from_data_segs_out_when_recorded(workdir: Path) -> None:
+    """Files with tcp_info data_segs_out give the kernel's count; older ones the estimate."""
+    if "data_segs_out" not in {c.name for c in FLOW_COLUMNS}:
+        pytest.skip("the column contract has no data_segs_out")
+    old = _ds(workdir)
+    assert "data_segs_out" not in read_flow(workdir / "1" / "flows" / "h1-h2-1-0.client.nflow").columns
+    _rewrite(workdir / "1" / "flows" / "h1-h2-1-0.client.nflow", extra={"data_segs_out": 4321})
+    new = _ds(workdir)
+    assert float(new.packets_sent.sel(flow="h1-h2-1-0")) == 4321
+    for f in ("h1-h2-2-0", "h1-h2-3-0"):
+        assert float(new.packets_sent.sel(flow=f)) == float(old.packets_sent.sel(flow=f))

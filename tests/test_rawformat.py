@@ -114,3 +114,21 @@ def test_a_file_without_later_added_columns_reads_by_name(tmp_path):
     flow = read_flow(path)
     assert flow.rows == 1 and not added & set(flow.columns)
     assert flow.columns["snd_cwnd"][0] == 1
+
+
+def test_write_columns_writes_a_ready_made_block_after_buffered_rows(tmp_path):
+    from array import array
+
+    cols = (Column("a", "I", "1"), Column("b", "d", "s"))
+    path = tmp_path / "f.nflow"
+    with FlowWriter(path, cols, flush_rows=100) as writer:
+        writer.append([1, 0.5])  # buffered: must come before the block
+        writer.write_columns(2, {"a": array("I", [2, 3]).tobytes(), "b": array("d", [1.5, 2.5]).tobytes()})
+        assert writer.rows == 3
+        with pytest.raises(RawDataError, match="column 'b'"):
+            writer.write_columns(2, {"a": array("I", [2, 3]).tobytes(), "b": b"short"})
+        with pytest.raises(RawDataError, match="no data"):
+            writer.write_columns(1, {"a": array("I", [4]).tobytes()})
+    flow = read_flow(path)
+    assert list(flow.columns["a"]) == [1, 2, 3]
+    assert list(flow.columns["b"]) == [0.5, 1.5, 2.5]

@@ -95,17 +95,6 @@ def cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-class BlockWriter(FlowWriter):
-    """FlowWriter that also takes ready-made columns (one block per call)."""
-
-    def write_columns(self, n: int, cols: dict[str, bytes]) -> None:
-        if n == 0 or self._fh is None:
-            return
-        self._write_block({"type": "samples", "n": n, "cols": cols})
-        self._fh.flush()
-        self.rows += n
-
-
 def describe_error(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         text = exc.strerror.lower()
@@ -149,7 +138,7 @@ class FlowEnd:
         self.status = ""
         self.error = ""
         self.extra: dict[str, Any] = {}
-        self.writer: BlockWriter | None = None
+        self.writer: FlowWriter | None = None
         self.flush_rows = max(1, round(FLUSH_SECONDS / spec.interval))
         self.last_info = tcpinfo.ZERO_INFO
         self.last_cc = bytes(_CC_SLOT)  # padded tcp_bbr_info
@@ -184,7 +173,7 @@ class FlowEnd:
         }
         meta.update(extra_meta or {})
         path = flow_path(datadir, self.spec.exp, self.spec.flow_id, self.side)
-        self.writer = BlockWriter(path, FLOW_COLUMNS, meta, flush_rows=self.flush_rows)
+        self.writer = FlowWriter(path, FLOW_COLUMNS, meta, flush_rows=self.flush_rows)
 
     def read_info(self) -> tuple[bytes, bytes]:
         """Raw tcp_info and cc info of the sampled socket (the last ones if it is gone)."""
@@ -482,4 +471,4 @@ def json_line(event: dict[str, Any]) -> bytes:
     return (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
 
 
-__all__ = ["BlockWriter", "FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]
+__all__ = ["FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]

@@ -50,6 +50,7 @@ MAX_BLOCK = 64 * 1024 * 1024
 _PREAMBLE = struct.Struct("<8sHH")
 _BLOCK = struct.Struct("<II")
 _TYPECODES = frozenset("bBhHiIlLqQfd")
+_ITEMSIZE = {tc: array(tc).itemsize for tc in _TYPECODES}
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,28 @@ class FlowWriter:
         self._write_block({"type": "samples", "n": n, "cols": cols})
         self._fh.flush()
         self._buf = [array(c.typecode) for c in self.columns]
+
+    def write_columns(self, n: int, cols: dict[str, bytes]) -> None:
+        """Write ``n`` ready-made rows as one ``samples`` block (rows buffered by
+        :meth:`append` go first).
+
+        ``cols`` maps every column to its ``n`` values packed in the host's
+        byte order (``array(typecode).tobytes()``); a missing column or a
+        wrong length raises :class:`~netesto.errors.RawDataError`.
+        """
+        if n == 0 or self._fh is None:
+            return
+        for c in self.columns:
+            got = cols.get(c.name)
+            if got is None or len(got) != n * _ITEMSIZE[c.typecode]:
+                raise RawDataError(
+                    f"{self.path}: column {c.name!r} of a {n}-row block has "
+                    f"{'no data' if got is None else f'{len(got)} bytes'}"
+                )
+        self.flush()
+        self._write_block({"type": "samples", "n": n, "cols": cols})
+        self._fh.flush()
+        self.rows += n
 
     def close(self, summary: dict[str, Any] | None = None) -> None:
         """Flush, write the ``summary`` block (if any) and close the file."""

@@ -112,27 +112,34 @@ def client_for(port: int, keys: Path | None):
     return AgentClient("bench", "127.0.0.1", port, insecure=True, heartbeat=0, timeout=30)
 
 
-def round_trips(tmp: Path, n: int, keys: Path | None, rounds: int = 10) -> tuple[list[float], list[float]]:
-    """Bare and agent round trips, measured in alternating blocks so load changes hit both alike."""
+def round_trips(tmp: Path, n: int, keys: Path | None, rounds: int = 10) -> dict[str, list[float]]:
+    """Round trips of four client/server pairs, measured in alternating blocks so load changes hit all alike.
+
+    ``bare`` (bare client -> bare server) is the floor and ``agent`` (AgentClient ->
+    netesto-agent) what users get; ``client`` (AgentClient -> bare server) and
+    ``server`` (bare client -> agent) split the difference between the two ends.
+    """
     bare_proc, bare_port = start_bare(tmp, keys)
     agent_proc, agent_port, _ = start_agent(tmp, keys, f"agent-{bool(keys)}")
-    bare_c, agent_c = BareClient(bare_port, keys), client_for(agent_port, keys)
-    out: tuple[list[float], list[float]] = ([], [])
+    clients = {"bare": BareClient(bare_port, keys), "agent": client_for(agent_port, keys),
+               "client": client_for(bare_port, keys), "server": BareClient(agent_port, keys)}
+    out: dict[str, list[float]] = {label: [] for label in clients}
     try:
-        for c in (bare_c, agent_c):
+        for c in clients.values():
             for _ in range(100):  # warm-up: connection, CURVE handshake
                 c.request("time")
         per = max(1, n // rounds)
         for _ in range(rounds):
-            for c, sink in ((bare_c, out[0]), (agent_c, out[1])):
+            for label, c in clients.items():
+                sink = out[label]
                 for _ in range(per):
                     t0 = time.perf_counter()
                     c.request("time")
                     sink.append(time.perf_counter() - t0)
         return out
     finally:
-        bare_c.close()
-        agent_c.close()
+        for c in clients.values():
+            c.close()
         for proc in (bare_proc, agent_proc):
             proc.kill()
             proc.wait()
@@ -211,10 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"request round trip, {args.n} sequential requests each, loopback, separate processes, {where}, "
               "bare and agent alternating in blocks (median / p99, us)")
         for label, k in (("plain", None), ("CURVE", keys)):
-            bare, ours = round_trips(tmp, args.n, k)
+            times = round_trips(tmp, args.n, k)
+            bare, ours = times["bare"], times["agent"]
             ratio = statistics.median(ours) / statistics.median(bare)
             print(f"  {label:5}  bare pyzmq ROUTER/DEALER {us(bare):7.1f} / {us(bare, 0.99):7.1f}   "
                   f"netesto agent {us(ours):7.1f} / {us(ours, 0.99):7.1f}   ratio {ratio:.2f} (target <= 1.5)")
+            print(f"         split: AgentClient -> bare server {us(times['client']):7.1f}, "
+                  f"bare client -> agent {us(times['server']):7.1f} (median, us)")
         rates = fetch_rates(tmp, args.fetch_mib, keys)
         print(f"fetch with CURVE, {args.fetch_mib} MiB file, loopback (chunks, crc32 each, sha256 per file; "
               f"MB/s): " + ", ".join(f"into {k} {v:.0f}" for k, v in rates.items())

@@ -22,8 +22,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import zmq
 
 from netesto.errors import AgentError, AgentUnreachable, NetestoError, PolicyError, ProtocolError, VersionMismatch
-from netesto.protocol.codec import CHUNK_SIZE, DEFAULT_MAX_MESSAGE, decode, encode
-from netesto.protocol.messages import ErrorInfo, Event, Reply, Request
+from netesto.protocol.codec import CHUNK_SIZE, DEFAULT_MAX_MESSAGE, encode_request, from_wire, reply_result, unpack
+from netesto.protocol.messages import ErrorInfo, Event, Reply
 
 log = logging.getLogger("netesto.controller.client")
 EventCallback = Callable[[Event], None]
@@ -120,7 +120,7 @@ class AgentClient:
     def _send(self, type: str, args: Mapping[str, Any], deadline: float) -> int:
         assert self._socket is not None
         rid = next(self._ids)
-        data = encode(Request(rid, type, dict(args)))
+        data = encode_request(rid, type, dict(args))
         while True:
             try:
                 self._socket.send(data, zmq.NOBLOCK)
@@ -134,10 +134,21 @@ class AgentClient:
         return rid
 
     def _receive(self, rid: int, what: str, deadline: float) -> Reply:
+        """The reply to ``rid`` (events and other replies met on the way are dispatched or stashed)."""
+        while True:
+            ok, result = self._receive_result(rid, what, deadline)
+            if ok:
+                return Reply(rid, True, result)
+            if rid in self._stash:
+                return self._stash.pop(rid)
+
+    def _receive_result(self, rid: int, what: str, deadline: float) -> tuple[bool, Any]:
+        """``(True, result)`` for a successful reply to ``rid`` (the common case, no message
+        objects built); ``(False, None)`` once any reply to ``rid`` was stashed instead."""
         assert self._socket is not None
         while True:
             if rid in self._stash:
-                return self._stash.pop(rid)
+                return False, None
             left = deadline - time.monotonic()
             if left <= 0:
                 self._reset()
@@ -151,20 +162,30 @@ class AgentClient:
             except zmq.Again:
                 continue
             try:
-                msg = decode(data, max_size=self.max_message)
-            except VersionMismatch as exc:
-                raise VersionMismatch(exc.ours, exc.theirs, host=self.where) from exc
+                obj = unpack(data, max_size=self.max_message)
             except ProtocolError as exc:
                 log.warning("%s: dropped a bad message: %s", self.where, exc)
                 continue
-            if isinstance(msg, Event):
-                self._dispatch(msg)
-            elif isinstance(msg, Reply):
-                if msg.id == rid:
-                    return msg
-                self._stash[msg.id] = msg  # a pipelined reply (or a late one, dropped at reset)
-                if len(self._stash) > 1024:
-                    self._stash.clear()
+            ok, result = reply_result(obj, rid)
+            if ok:
+                return True, result
+            self._take(obj)
+
+    def _take(self, obj: Any) -> None:
+        """Handle a frame that is not the awaited successful reply: dispatch events, stash replies."""
+        try:
+            msg = from_wire(obj)
+        except VersionMismatch as exc:
+            raise VersionMismatch(exc.ours, exc.theirs, host=self.where) from exc
+        except ProtocolError as exc:
+            log.warning("%s: dropped a bad message: %s", self.where, exc)
+            return
+        if isinstance(msg, Event):
+            self._dispatch(msg)
+        elif isinstance(msg, Reply):
+            self._stash[msg.id] = msg  # a pipelined reply (or a late one, dropped at reset)
+            if len(self._stash) > 1024:
+                self._stash.clear()
 
     def _dispatch(self, event: Event) -> None:
         event = Event(event.event, {**event.data, "agent": self.name}, event.version)
@@ -196,7 +217,8 @@ class AgentClient:
         with self._lock:
             deadline = time.monotonic() + timeout
             rid = self._send(type, args or {}, deadline)
-            return self._result(self._receive(rid, type, deadline), type)
+            ok, result = self._receive_result(rid, type, deadline)
+            return result if ok else self._result(self._stash.pop(rid), type)
 
     def _heartbeat_loop(self) -> None:
         while not self._hb_stop.wait(min(self._heartbeat, (self.lease or 1e9) / 3)):
@@ -225,14 +247,11 @@ class AgentClient:
             end = time.monotonic() + timeout
             while self._socket.poll(int(max(0.0, end - time.monotonic()) * 1000), zmq.POLLIN):
                 try:
-                    msg = decode(self._socket.recv(), max_size=self.max_message)
+                    obj = unpack(self._socket.recv(), max_size=self.max_message)
                 except ProtocolError as exc:
                     log.warning("%s: dropped a bad message: %s", self.where, exc)
                     continue
-                if isinstance(msg, Event):
-                    self._dispatch(msg)
-                elif isinstance(msg, Reply):
-                    self._stash[msg.id] = msg
+                self._take(obj)
 
     def clock_offset(self, samples: int = 8) -> tuple[float, float]:
         """``(agent_time - our_time, rtt)`` from the lowest-RTT of ``samples`` round trips."""

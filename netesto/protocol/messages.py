@@ -10,7 +10,7 @@ from netesto.errors import ProtocolError
 from netesto.protocol.version import PROTOCOL_VERSION, parse_version
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
-_MAX_ID = 2**63 - 1
+MAX_ID = 2**63 - 1
 
 # The agent's commands (the request ``type``). New commands only ever get added
 # (a minor protocol bump); an agent answers an unknown one with a structured error.
@@ -53,7 +53,7 @@ def _check_name(what: str, value: Any) -> None:
 
 
 def _check_id(value: Any) -> None:
-    if type(value) is not int or not 0 <= value <= _MAX_ID:
+    if type(value) is not int or not 0 <= value <= MAX_ID:
         raise ProtocolError(f"bad request id {value!r}: expected an integer >= 0")
 
 

@@ -93,3 +93,65 @@ def test_export_list_is_sorted_and_resolvable():
     assert protocol.__all__ == sorted(protocol.__all__)
     for name in protocol.__all__:
         assert getattr(protocol, name) is not None
+
+
+def test_fast_paths_round_trip_like_the_full_codec():
+    from netesto.protocol.codec import encode_request, encode_result
+
+    args = {"settings": {"net.ipv4.tcp_wmem": "4096 16384 4194304"}}
+    assert decode(encode_request(8, "set_sysctl", args)) == Request(8, "set_sysctl", args)
+    assert decode(encode_result(8, {"time": 1.5, "data": b"\x00"})) == Reply.success(8, {"time": 1.5, "data": b"\x00"})
+
+
+@pytest.mark.parametrize("rid, command, args", [
+    (-1, "hello", {}), (True, "hello", {}), (2**63, "hello", {}), (1, "Hello; rm -rf /", {}), (1, "hello", {1: 2}),
+])
+def test_fast_request_encoding_still_refuses_what_request_refuses(rid, command, args):
+    from netesto.protocol.codec import encode_request
+
+    with pytest.raises(ProtocolError):
+        encode_request(rid, command, args)
+
+
+CANDIDATES = [
+    {"v": "1.0", "k": "req", "id": 3, "t": "time", "a": {}},
+    {"v": "1.0", "k": "req", "id": 3, "t": "time"},
+    {"v": "1.0", "k": "req", "id": 3, "t": "time", "a": None},
+    {"v": "1.9", "k": "req", "id": 3, "t": "time", "a": {}},
+    {"v": "2.0", "k": "req", "id": 3, "t": "time", "a": {}},
+    {"v": "1.0", "k": "req", "id": -3, "t": "time", "a": {}},
+    {"v": "1.0", "k": "req", "id": True, "t": "time", "a": {}},
+    {"v": "1.0", "k": "req", "id": 2**63, "t": "time", "a": {}},
+    {"v": "1.0", "k": "req", "id": 3.0, "t": "time", "a": {}},
+    {"v": "1.0", "k": "req", "id": 3, "t": "format_disk", "a": {}},
+    {"v": "1.0", "k": "req", "id": 3, "t": "time", "a": []},
+    {"v": "1.0", "k": "req", "id": 3, "t": "time", "a": {b"x": 1}},
+    {"v": "1.0", "k": "rep", "id": 3, "ok": True, "a": 1},
+    {"v": "1.0", "k": "evt", "t": "flow", "a": {}},
+    [1, 2],
+]
+
+
+@pytest.mark.parametrize("index", range(len(CANDIDATES)))
+def test_fast_request_path_accepts_only_what_full_validation_accepts(index):
+    from netesto.protocol.codec import from_wire, request_parts
+
+    obj = CANDIDATES[index]
+    parts = request_parts(obj)
+    try:
+        msg = from_wire(obj)
+    except ProtocolError:
+        msg = None
+    if parts is not None:  # the fast path never lets through what the full path refuses
+        assert isinstance(msg, Request) and (msg.id, msg.type, dict(msg.args)) == parts
+    assert (parts is not None) == (index < 3)  # the plain current-version requests take it
+
+
+def test_fast_reply_path_only_takes_the_awaited_success():
+    from netesto.protocol.codec import reply_result
+
+    ok = {"v": "1.0", "k": "rep", "id": 4, "ok": True, "a": {"x": 1}}
+    assert reply_result(ok, 4) == (True, {"x": 1})
+    for other in ({**ok, "id": 5}, {**ok, "ok": False, "e": ["X", "y", None]}, {**ok, "k": "evt"},
+                  {**ok, "v": "2.0"}, [ok]):
+        assert reply_result(other, 4) == (False, None)

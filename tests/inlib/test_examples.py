@@ -6,7 +6,9 @@ import pytest
 
 from netesto.script import estimate_seconds
 
-from .planning import EXAMPLES, DoTcpdump, experiments, plan
+from netesto.script.actions import DoTcpdump
+
+from .planning import EXAMPLES, experiments, plan
 
 K, M = 1024, 1024 * 1024
 ALL = sorted(p.name for p in EXAMPLES.glob("*.nts"))

@@ -6,19 +6,9 @@ import pytest
 
 from netesto.errors import ScriptError
 
-from .planning import (
-    DoClient,
-    DoServer,
-    DoTcpdump,
-    GetData,
-    ProcessExp,
-    RandWait,
-    Wait,
-    experiments,
-    kinds,
-    plan,
-    run,
-)
+from netesto.script import actions as A
+
+from .planning import experiments, kinds, plan, run
 
 MACROS = (
     "MServerRR", "MServerRR_1", "MServerRR_client3_req3", "MServerRR2", "MServerRR2r",
@@ -61,7 +51,7 @@ def test_mserver_rr_two_by_two_by_two_per_ca():
         assert exp.processed == 1
         # the original's canonical tail: dur, 10, then 5, 10, 15
         assert exp.waits == [30.0, 10.0, 5.0, 10.0, 15.0]
-        assert [w.high for w in exp.of(RandWait)] == [0.1] * 8
+        assert [w.high for w in exp.of(A.RandWait)] == [0.1] * 8
 
 
 def test_canonical_timeline_order():
@@ -105,9 +95,9 @@ def test_vs_macros_wait_sixty_unless_told():
 
 def test_rand_delay_default_and_override():
     line = "RUN MServerStream servers=s clients=c ca=reno dur=2"
-    assert plan(f"SOURCE inlib\n{line}\n")[2] == RandWait(low=0.0, high=0.1)
-    assert plan(f"SET randDelay=0.5\nSOURCE inlib\n{line}\n")[2] == RandWait(low=0.0, high=0.5)
-    assert plan(f"SOURCE inlib\n{line} randDelay=0\n")[2] == RandWait(low=0.0, high=0.0)
+    assert plan(f"SOURCE inlib\n{line}\n")[2] == A.RandWait(low=0.0, high=0.1)
+    assert plan(f"SET randDelay=0.5\nSOURCE inlib\n{line}\n")[2] == A.RandWait(low=0.0, high=0.5)
+    assert plan(f"SOURCE inlib\n{line} randDelay=0\n")[2] == A.RandWait(low=0.0, high=0.0)
 
 
 def test_pre_server_and_pre_client_hooks_run_per_host():
@@ -127,10 +117,10 @@ def test_pre_server_and_pre_client_hooks_run_per_host():
 def test_tcpdump_on_servers_and_per_client_server_pair():
     actions = plan("SOURCE inlib\nSET tcpDump=500\n"
                    "RUN MServerRR servers=s1,s2 clients=c1 reqs=1M,10K ca=reno dur=5\n")
-    dumps = [(a.host, a.server, a.packets) for a in actions if isinstance(a, DoTcpdump)]
+    dumps = [(a.host, a.server, a.packets) for a in actions if isinstance(a, A.DoTcpdump)]
     assert dumps == [("s1", "s1", 500), ("s2", "s2", 500), ("c1", "s1", 500), ("c1", "s2", 500)]
     assert not [a for a in plan("SOURCE inlib\nRUN MServerRR servers=s1 clients=c1 reqs=1M "
-                                "ca=reno dur=5\n") if isinstance(a, DoTcpdump)]
+                                "ca=reno dur=5\n") if isinstance(a, A.DoTcpdump)]
 
 
 def test_exp_counter_argument_keeps_one_number_per_experiment():
@@ -210,7 +200,7 @@ def test_mserver_stream_rr_one_stream_then_rr_per_size():
         ("a", "TCP_STREAM", 0), ("a", "TCP_RR", M), ("a", "TCP_RR", 10 * K),
         ("b", "TCP_STREAM", 0), ("b", "TCP_RR", M), ("b", "TCP_RR", 10 * K)]
     # a RAND_WAIT after each RR and one more after each pair
-    assert len(exp.of(RandWait)) == 6
+    assert len(exp.of(A.RandWait)) == 6
 
 
 def test_two_flow_base_rr_and_stream():
@@ -237,7 +227,7 @@ def test_three_flow_base_stream_and_rr():
             "ca1=reno ca2=cubic ca3=bbr dur1=60 dur2=40 dur3=20 delay2=13 delay3=25 req=1M\n"))
         assert [(c.host, c.ca, c.dur, c.delay) for c in exp.clients] == [
             ("a", "reno", 60.0, 0.0), ("b", "cubic", 40.0, 13.0), ("c", "bbr", 20.0, 25.0)]
-        assert len(exp.of(RandWait)) == 2
+        assert len(exp.of(A.RandWait)) == 2
         assert exp.fetched == ["s", "a", "b", "c"]
 
 
@@ -282,10 +272,10 @@ def test_other_commands_between_experiments_use_the_last_experiment():
     actions = plan("SOURCE inlib\nRUN MServerStream servers=s clients=c ca=reno dur=5\n"
                    "SET_NETEM host=s netem_delay=0\n")
     assert actions[-1].kind == "SET_NETEM" and actions[-1].exp == 1
-    assert isinstance(actions[-2], Wait)
-    assert not [a for a in actions if isinstance(a, ProcessExp) and a.exp != 1]
-    assert [a.host for a in actions if isinstance(a, GetData)] == ["s", "c"]
-    assert all(isinstance(a, (DoServer, DoClient, GetData)) or not hasattr(a, "host")
+    assert isinstance(actions[-2], A.Wait)
+    assert not [a for a in actions if isinstance(a, A.ProcessExp) and a.exp != 1]
+    assert [a.host for a in actions if isinstance(a, A.GetData)] == ["s", "c"]
+    assert all(isinstance(a, (A.DoServer, A.DoClient, A.GetData)) or not hasattr(a, "host")
                for a in actions[:-1])
 
 

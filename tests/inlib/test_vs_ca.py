@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from .planning import Echo, experiments, plan
+from netesto.script.actions import Echo
+
+from .planning import experiments, plan
 
 HOSTS = "SET servers1=srv\nSET client1=a\nSET client2=b\nSET client3=c\n"
 MIXES = (  # (expName end, sizes or None for streams)

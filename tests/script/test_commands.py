@@ -8,21 +8,7 @@ import pytest
 
 from netesto.errors import ScriptError
 from netesto.script import plan
-from netesto.script.actions import (
-    Debug,
-    DoClient,
-    DoServer,
-    DoTcpdump,
-    Echo,
-    GetData,
-    ProcessExp,
-    RandWait,
-    SetModuleParams,
-    SetNetem,
-    SetQdisc,
-    SetSysctl,
-    Wait,
-)
+from netesto.script import actions as A
 
 
 def only(text: str) -> Any:
@@ -34,70 +20,70 @@ def only(text: str) -> Any:
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("DO_SERVER host=h1", DoServer(host="h1", exp=1, exp_name="Exp", order=0, start=0)),
+        ("DO_SERVER host=h1", A.DoServer(host="h1", exp=1, exp_name="Exp", order=0, start=0)),
         ("DO_SERVER host=h1 exp=7 expName=e order=1 start=1",
-         DoServer(host="h1", exp=7, exp_name="e", order=1, start=1)),
-        ("DO_SERVER host=h1 exp_name=e", DoServer(host="h1", exp=1, exp_name="e")),
+         A.DoServer(host="h1", exp=7, exp_name="e", order=1, start=1)),
+        ("DO_SERVER host=h1 exp_name=e", A.DoServer(host="h1", exp=1, exp_name="e")),
         ("DO_CLIENT host=c server=s",
-         DoClient(host="c", exp=1, server="s", ca="reno", dur=20.0, delay=0.0, instances=1,
+         A.DoClient(host="c", exp=1, server="s", ca="reno", dur=20.0, delay=0.0, instances=1,
                   req=1048576, req_text="1M", reply=1, stats=0, test="TCP_RR", group=1)),
         ("DO_CLIENT host=c server=s ca=bbr dur=2.5 delay=1 instances=4 req=10K reply=100 "
          "stats=1 localBuffer=64K remoteBuffer=1m test=TCP_RR group=9 expName=x",
-         DoClient(host="c", exp=1, exp_name="x", server="s", ca="bbr", dur=2.5, delay=1.0,
+         A.DoClient(host="c", exp=1, exp_name="x", server="s", ca="bbr", dur=2.5, delay=1.0,
                   instances=4, req=10240, req_text="10K", reply=100, stats=1,
                   local_buffer=65536, remote_buffer=1000000, group=9)),
         ("DO_CLIENT host=c server=s local_buffer=1K remote_buffer=2K",
-         DoClient(host="c", exp=1, server="s", local_buffer=1024, remote_buffer=2048)),
+         A.DoClient(host="c", exp=1, server="s", local_buffer=1024, remote_buffer=2048)),
         ("DO_CLIENT host=c server=s test=TCP_RR req=STREAM",
-         DoClient(host="c", exp=1, server="s", test="TCP_STREAM", req=0, req_text="S")),
+         A.DoClient(host="c", exp=1, server="s", test="TCP_STREAM", req=0, req_text="S")),
         ("DO_CLIENT host=c server=s req=s",
-         DoClient(host="c", exp=1, server="s", test="TCP_STREAM", req=0, req_text="S")),
+         A.DoClient(host="c", exp=1, server="s", test="TCP_STREAM", req=0, req_text="S")),
         ("DO_CLIENT host=c server=s test=TCP_STREAM",
-         DoClient(host="c", exp=1, server="s", test="TCP_STREAM", req=0, req_text="S")),
+         A.DoClient(host="c", exp=1, server="s", test="TCP_STREAM", req=0, req_text="S")),
         ("DO_CLIENT host=c server=s test=tcp_maerts",
-         DoClient(host="c", exp=1, server="s", test="TCP_MAERTS", req=0, req_text="S")),
+         A.DoClient(host="c", exp=1, server="s", test="TCP_MAERTS", req=0, req_text="S")),
         ("DO_CLIENT host=c server=s test=TCP_BIDIR pacing=100M",
-         DoClient(host="c", exp=1, server="s", test="TCP_BIDIR", req=0, req_text="S",
+         A.DoClient(host="c", exp=1, server="s", test="TCP_BIDIR", req=0, req_text="S",
                   pacing=100_000_000)),
         ("DO_CLIENT host=c server=s test=TCP_CRR req=100 reply=10K",
-         DoClient(host="c", exp=1, server="s", test="TCP_CRR", req=100, req_text="100",
+         A.DoClient(host="c", exp=1, server="s", test="TCP_CRR", req=100, req_text="100",
                   reply=10240)),
         ("DO_CLIENT host=c server=s test=UDP_STREAM rate=50mbit",
-         DoClient(host="c", exp=1, server="s", test="UDP_STREAM", req=1472, req_text="1472",
+         A.DoClient(host="c", exp=1, server="s", test="UDP_STREAM", req=1472, req_text="1472",
                   rate=50_000_000)),
         ("DO_CLIENT host=c server=s test=UDP_RR req=64 reply=64 driver=netperf interval=0.5",
-         DoClient(host="c", exp=1, server="s", test="UDP_RR", req=64, req_text="64", reply=64,
+         A.DoClient(host="c", exp=1, server="s", test="UDP_RR", req=64, req_text="64", reply=64,
                   driver="netperf", interval=0.5)),
         ("DO_CLIENT host=c server=s driver=iperf3 test=TCP_STREAM",
-         DoClient(host="c", exp=1, server="s", test="TCP_STREAM", req=0, req_text="S",
+         A.DoClient(host="c", exp=1, server="s", test="TCP_STREAM", req=0, req_text="S",
                   driver="iperf3")),
-        ("GET_DATA host=h exp=3", GetData(host="h", exp=3)),
+        ("GET_DATA host=h exp=3", A.GetData(host="h", exp=3)),
         ("SET_SYSCTL host=h net.ipv4.tcp_wmem=10000,262144,20971520 net.ipv4.tcp_ecn=1",
-         SetSysctl(host="h", settings=(("net.ipv4.tcp_wmem", ("10000", "262144", "20971520")),
+         A.SetSysctl(host="h", settings=(("net.ipv4.tcp_wmem", ("10000", "262144", "20971520")),
                                        ("net.ipv4.tcp_ecn", ("1",))))),
         ("SET_SYSCTL host=h net.core.rmem.max=4000000 net.ipv4.tcp_congestion_control=bbr",
-         SetSysctl(host="h", settings=(("net.core.rmem_max", ("4000000",)),
+         A.SetSysctl(host="h", settings=(("net.core.rmem_max", ("4000000",)),
                                        ("net.ipv4.tcp_congestion_control", ("bbr",))))),
         ("SET_MODULE_PARAMS host=h module=tcp_cubic hystart=0 fast_convergence=1",
-         SetModuleParams(host="h", module="tcp_cubic",
+         A.SetModuleParams(host="h", module="tcp_cubic",
                          params=(("hystart", "0"), ("fast_convergence", "1")))),
-        ("SET_NETEM host=h netem_delay=10", SetNetem(host="h", delay=10.0, limit=1000, loss=0.0)),
+        ("SET_NETEM host=h netem_delay=10", A.SetNetem(host="h", delay=10.0, limit=1000, loss=0.0)),
         ("SET_NETEM host=h netem_delay=20 limit=500 loss=0.01 jitter=2 rate=1g",
-         SetNetem(host="h", delay=20.0, limit=500, loss=0.01, jitter=2.0, rate=1_000_000_000)),
+         A.SetNetem(host="h", delay=20.0, limit=500, loss=0.01, jitter=2.0, rate=1_000_000_000)),
         ("SET_QDISC host=r qdisc=tbf rate=100mbit burst=32k limit=100kb",
-         SetQdisc(host="r", qdisc="tbf", rate="100mbit", burst="32k", limit="100kb")),
+         A.SetQdisc(host="r", qdisc="tbf", rate="100mbit", burst="32k", limit="100kb")),
         ("SET_QDISC host=r qdisc=fq_codel action=replace other=target,5ms",
-         SetQdisc(host="r", qdisc="fq_codel", action="replace", other="target,5ms")),
-        ("DO_TCPDUMP host=h server=s", DoTcpdump(host="h", exp=1, server="s", packets=10000)),
-        ("DO_TCPDUMP host=h server=X packets=50", DoTcpdump(host="h", exp=1, server="X", packets=50)),
-        ("WAIT 3", Wait(seconds=3.0)),
-        ("WAIT 0.25", Wait(seconds=0.25)),
-        ("RAND_WAIT 2", RandWait(low=0.0, high=2.0)),
-        ("RAND_WAIT 1 4.5", RandWait(low=1.0, high=4.5)),
-        ("ECHO hello   world", Echo(text="hello   world")),
-        ("DEBUG 1", Debug(enabled=True)),
-        ("DEBUG F", Debug(enabled=False)),
-        ("PROCESS_EXP exp=5", ProcessExp(exp=5)),
+         A.SetQdisc(host="r", qdisc="fq_codel", action="replace", other="target,5ms")),
+        ("DO_TCPDUMP host=h server=s", A.DoTcpdump(host="h", exp=1, server="s", packets=10000)),
+        ("DO_TCPDUMP host=h server=X packets=50", A.DoTcpdump(host="h", exp=1, server="X", packets=50)),
+        ("WAIT 3", A.Wait(seconds=3.0)),
+        ("WAIT 0.25", A.Wait(seconds=0.25)),
+        ("RAND_WAIT 2", A.RandWait(low=0.0, high=2.0)),
+        ("RAND_WAIT 1 4.5", A.RandWait(low=1.0, high=4.5)),
+        ("ECHO hello   world", A.Echo(text="hello   world")),
+        ("DEBUG 1", A.Debug(enabled=True)),
+        ("DEBUG F", A.Debug(enabled=False)),
+        ("PROCESS_EXP exp=5", A.ProcessExp(exp=5)),
     ],
 )
 def test_command_actions(text: str, expected: Any) -> None:
@@ -119,8 +105,8 @@ def test_desc_and_other_reach_process_exp() -> None:
     acts = plan("SET bw=100mbit\nDESC two flows, $bw\nOTHER netem=10,bw=$bw\n"
                 "DO_SERVER host=h\nPROCESS_EXP\nOTHER x=1\nPROCESS_EXP exp=PREV")
     first, second = acts[1], acts[2]
-    assert first == ProcessExp(exp=1, desc="two flows, 100mbit", other=(("netem", "10"), ("bw", "100mbit")))
-    assert second == ProcessExp(exp=1, desc="two flows, 100mbit", other=(("x", "1"),))
+    assert first == A.ProcessExp(exp=1, desc="two flows, 100mbit", other=(("netem", "10"), ("bw", "100mbit")))
+    assert second == A.ProcessExp(exp=1, desc="two flows, 100mbit", other=(("x", "1"),))
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,13 @@ def test_readme_for_and_if_example() -> None:
     assert [(a.host, a.server) for a in acts if a.kind == "DO_CLIENT"] == [
         ("c1", "s1"), ("c2", "s1"), ("c3", "s1")]
     assert acts[-1].kind == "DO_TCPDUMP" and acts[-1].packets == 1000
+    clients = [a for a in acts if isinstance(a, DoClient)]
+    assert all(a.instances == 2 and a.stats == 1 and a.dur == 30 and a.test == "TCP_RR" for a in clients)
+    assert [a.kind for a in acts].count("RAND_WAIT") == 3
+    # Nested loops: the inner FOR runs fully per outer value.
+    acts = plan(README_FOR.replace("SET servers=s1\n", "SET servers=s1,s2\n"))
+    assert [(a.host, a.server) for a in acts if a.kind == "DO_CLIENT"] == [
+        ("c1", "s1"), ("c1", "s2"), ("c2", "s1"), ("c2", "s2"), ("c3", "s1"), ("c3", "s2")]
 
 
 def test_misc_example() -> None:

@@ -59,31 +59,6 @@ def test_exponential_expansion_is_capped() -> None:
 # ----- FOR and IF (the paper/README examples)
 
 
-def test_readme_for_example() -> None:
-    text = """
-SET clients=c1,c2
-SET servers=s1,s2
-SET ca=cubic
-SET dur=10
-SET instances=2
-SET req=1M
-SET reply=1
-SET randDelay=0.1
-FOR c in $clients DO
-  FOR s in $servers DO
-    DO_CLIENT host=$c server=$s ca=$ca dur=$dur delay=0 instances=$instances \\
-    test=TCP_RR req=$req reply=$reply stats=1
-    RAND_WAIT $randDelay
-  DONE
-DONE
-"""
-    acts = plan(text)
-    clients = [a for a in acts if isinstance(a, DoClient)]
-    assert [(a.host, a.server) for a in clients] == [("c1", "s1"), ("c1", "s2"), ("c2", "s1"), ("c2", "s2")]
-    assert all(a.instances == 2 and a.stats == 1 and a.dur == 10 for a in clients)
-    assert [a.kind for a in acts].count("RAND_WAIT") == 4
-
-
 @pytest.mark.parametrize(
     "header, expected",
     [

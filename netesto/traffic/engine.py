@@ -22,9 +22,12 @@ from typing import Any, Callable, Sequence
 
 from netesto.errors import TrafficError
 from netesto.traffic.client import CLIENT_TYPES, check_congestion_control
-from netesto.traffic.flowend import FlowEnd, Worker, json_line
+from netesto.traffic.flowend import FlowEnd, Worker, die_with_parent, json_line
 from netesto.traffic.loop import Loop
 from netesto.traffic.spec import FlowSpec
+
+
+STOP_GRACE = 2.0  # after SIGTERM, children that have not ended by then are killed
 
 
 class ClientWorker(Worker):
@@ -100,8 +103,10 @@ def _run_driver(spec: FlowSpec, datadir: str, emit: Callable[[dict[str, Any]], N
 def _fork(target: Callable[[Callable[[dict[str, Any]], None]], int]) -> tuple[int, int]:
     """Start ``target(emit)`` in a child; returns (pid, read end of its event pipe)."""
     rfd, wfd = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:
+        die_with_parent(parent)
         os.close(rfd)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
@@ -159,30 +164,49 @@ def run_client(
         pid, rfd = _fork(functools.partial(_run_driver, spec, datadir))
         children[rfd] = (pid, [spec.flow_id])
 
+    stopping: list[float] = []  # monotonic time of the first SIGTERM/SIGINT
+
     def forward(signum: int, frame: object) -> None:
-        for pid, _ in children.values():
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        if not stopping:
+            stopping.append(time.monotonic())
+        _signal_all(children, signal.SIGTERM)
 
     old_term = signal.signal(signal.SIGTERM, forward)
     old_int = signal.signal(signal.SIGINT, forward)
     try:
-        return _collect(children, drivers, out)
+        return _collect(children, drivers, out, stopping)
     finally:
         signal.signal(signal.SIGTERM, old_term)
         signal.signal(signal.SIGINT, old_int)
 
 
+def _signal_all(children: dict[int, tuple[int, list[str]]], signum: int) -> None:
+    for pid, _ in children.values():
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
 def _collect(children: dict[int, tuple[int, list[str]]], drivers: Sequence[FlowSpec],
-             out: Callable[[dict[str, Any]], None]) -> int:
-    """Print the children's events as they come; reap them; 1 if any flow failed."""
+             out: Callable[[dict[str, Any]], None], stopping: list[float]) -> int:
+    """Print the children's events as they come; reap them; 1 if any flow failed.
+
+    Once we were told to stop (``stopping`` holds the time), children get
+    :data:`STOP_GRACE` seconds to end their flows and write their files; any
+    still there then is killed, so none outlives us by more than a moment.
+    """
     ended: dict[str, bool] = {}  # flow id -> ok
     bufs = {rfd: b"" for rfd in children}
     open_fds = set(children)
+    killed = False
     while open_fds:
-        ready, _, _ = select.select(list(open_fds), [], [])
+        # Bounded: select is retried after a signal handler with its old timeout (PEP 475).
+        timeout = None if killed else 0.25
+        if stopping and not killed and time.monotonic() >= stopping[0] + STOP_GRACE:
+            _signal_all(children, signal.SIGKILL)
+            killed = True
+        ready, _, _ = select.select(list(open_fds), [], [], timeout)
         for rfd in ready:
             try:
                 data = os.read(rfd, 65536)

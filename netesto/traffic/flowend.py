@@ -9,10 +9,12 @@ one block.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
 import resource
+import signal
 import socket
 import struct
 import time
@@ -93,6 +95,27 @@ def flow_path(datadir: str | os.PathLike[str], exp: int, flow_id: str, side: str
 def cpu_seconds() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
+
+
+_PR_SET_PDEATHSIG = 1
+_libc: Any = None
+
+
+def die_with_parent(parent: int) -> None:
+    """In a forked child: get SIGTERM when the parent dies, even by SIGKILL (Linux prctl).
+
+    Checks ``parent`` afterwards: a parent that died before the prctl would
+    otherwise leave this child running with no one to stop it.
+    """
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the parent's forwarding alone stops us
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def describe_error(exc: BaseException) -> str:
@@ -471,4 +494,4 @@ def json_line(event: dict[str, Any]) -> bytes:
     return (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
 
 
-__all__ = ["FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]
+__all__ = ["die_with_parent", "FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]

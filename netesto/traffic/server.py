@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 from netesto.errors import TrafficError
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
-from netesto.traffic.flowend import FlowEnd, Worker, describe_error, json_line, safe_flow_id
+from netesto.traffic.flowend import FlowEnd, Worker, describe_error, die_with_parent, json_line, safe_flow_id
 from netesto.traffic.loop import ERR, IN, OUT, Loop
 from netesto.traffic.spec import TEST_TYPES, FlowSpec
 
@@ -849,10 +849,12 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
         return 0
     children = []
     inboxes = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(workers)]
+    parent = os.getpid()
     for index in range(workers):
         listener = first if index == 0 else make_listener(bind, port, True)
         pid = os.fork()
         if pid == 0:
+            die_with_parent(parent)
             code = 0
             peers = {j: pair[0] for j, pair in enumerate(inboxes) if j != index}
             try:

@@ -204,8 +204,7 @@ class Interpreter:
         for node in nodes:
             self.steps += 1
             if self.steps > self.max_steps:
-                raise self._err(frame, node.line, node.col,
-                                f"script ran more than {self.max_steps} commands",
+                raise self._cap(frame, node, f"script ran more than {self.max_steps} commands",
                                 "an endless loop? raise max_steps if this is intended")
             if type(node) is Command:
                 yield from self._command(node, frame)
@@ -231,6 +230,10 @@ class Interpreter:
             chain = "called from " + " <- ".join(frames)
             hint = f"{hint}\n    {chain}" if hint else chain
         return error_at(line, col, message, hint)
+
+    def _cap(self, frame: _Frame, node: Node, message: str, hint: str) -> ScriptError:
+        """A hang guard (command steps, FOR iterations) tripped at ``node``."""
+        return self._err(frame, node.line, node.col, message, hint)
 
     def _loc(self, node: Command, frame: _Frame) -> Location:
         line = node.line
@@ -358,8 +361,7 @@ class Interpreter:
         for value in items:
             self.loops += 1
             if self.loops > self.max_loops:
-                raise self._err(frame, node.line, node.col,
-                                f"more than {self.max_loops} FOR iterations in total",
+                raise self._cap(frame, node, f"more than {self.max_loops} FOR iterations in total",
                                 "the original's cap; split the script or shorten the lists")
             self.variables[node.var] = value
             if self.for_loop_print:
@@ -399,7 +401,7 @@ class Interpreter:
                                 f"{name} expands to {word!r}, which is not a command",
                                 suggest(word, SIMPLE_COMMANDS))
             extra = tuple(Token(t, node.col) for t in resolved[1:])
-            node = Command(node.line, resolved[0], node.col, extra + node.args, node.rest)
+            node = Command(node.line, node.col, resolved[0], extra + node.args, node.rest)
             name = node.name
         handler = _HANDLERS[name]
         result = handler(self, node, frame)

@@ -46,63 +46,58 @@ COMMANDS = SIMPLE_COMMANDS + BLOCK_COMMANDS
 
 
 @dataclass(frozen=True, slots=True)
-class Command:
-    """A simple command; ``name`` may be a ``$variable`` resolved when it runs."""
+class Located:
+    """Where a node starts: its logical line and the 1-based column of its first word."""
 
     line: Line
-    name: str
     col: int
+
+
+@dataclass(frozen=True, slots=True)
+class Command(Located):
+    """A simple command; ``name`` may be a ``$variable`` resolved when it runs."""
+
+    name: str
     args: tuple[Token, ...]
     rest: str  # raw text after the command word (DESC, OTHER, ECHO keep it whole)
 
 
 @dataclass(frozen=True, slots=True)
-class If:
+class If(Located):
     """``IF cond: command`` - run ``body`` when the substituted ``cond`` is true."""
 
-    line: Line
-    col: int
     cond: Token
     body: "Node"
 
 
 @dataclass(frozen=True, slots=True)
-class IfDef:
+class IfDef(Located):
     """``IF_DEF name: command`` (macro defined) or ``IF_DEF $var: command`` (variable defined)."""
 
-    line: Line
-    col: int
     name: Token
     body: "Node"
 
 
 @dataclass(frozen=True, slots=True)
-class For:
+class For(Located):
     """``FOR var IN list DO`` ... ``DONE``; ``items`` is substituted at run time."""
 
-    line: Line
-    col: int
     var: str
     items: Token
     body: tuple["Node", ...]
 
 
 @dataclass(frozen=True, slots=True)
-class Macro:
+class Macro(Located):
     """``BEGIN name`` ... ``END name``: defines the macro when executed."""
 
-    line: Line
-    col: int
     name: str
     body: tuple["Node", ...]
 
 
 @dataclass(frozen=True, slots=True)
-class End:
+class End(Located):
     """A bare ``END``: advance the counter to the next ten and stop the script."""
-
-    line: Line
-    col: int
 
 
 Node = Union[Command, If, IfDef, For, Macro, End]
@@ -164,7 +159,7 @@ def _parse_single(line: Line, tokens: tuple[Token, ...], depth: int = 0) -> Node
         # The paper and old README write HOST_SUFFIX=name.
         value = word[len("HOST_SUFFIX="):]
         args = (Token(value, first.col + len("HOST_SUFFIX=")),) if value else ()
-        return Command(line, "HOST_SUFFIX", first.col, args + tokens[1:], value)
+        return Command(line, first.col, "HOST_SUFFIX", args + tokens[1:], value)
     if word in ("IF", "IF_DEF"):
         return _parse_if(line, tokens, depth)
     if word in ("FOR", "DONE", "BEGIN"):
@@ -175,7 +170,7 @@ def _parse_single(line: Line, tokens: tuple[Token, ...], depth: int = 0) -> Node
         return End(line, first.col)
     if word.startswith("$") or word in SIMPLE_COMMANDS:
         rest_start = first.col - 1 + len(word)
-        return Command(line, word, first.col, tokens[1:], line.text[rest_start:].strip())
+        return Command(line, first.col, word, tokens[1:], line.text[rest_start:].strip())
     raise _unknown_command(line, tokens)
 
 

@@ -122,17 +122,20 @@ def to_bits(text: str) -> int:
     return int(value)
 
 
+def _matching(pattern: "re.Pattern[str]", text: str, message: str) -> str:
+    """``text`` if ``pattern`` matches it, else ValueError(``message``)."""
+    if not pattern.match(text):
+        raise ValueError(message)
+    return text
+
+
 def word(text: str, what: str) -> str:
     """A plain word (host names, ca names): no shell or tc metacharacters."""
-    if not _WORD.match(text):
-        raise ValueError(f"bad {what} {text!r}: letters, digits, '_', '.', ':', '-' only")
-    return text
+    return _matching(_WORD, text, f"bad {what} {text!r}: letters, digits, '_', '.', ':', '-' only")
 
 
 def name(text: str, what: str) -> str:
-    if not _NAME.match(text):
-        raise ValueError(f"bad {what} {text!r}: letters, digits, '_', '.', '-' only")
-    return text
+    return _matching(_NAME, text, f"bad {what} {text!r}: letters, digits, '_', '.', '-' only")
 
 
 def sysctl_setting(key: str, value: str) -> tuple[str, tuple[str, ...]]:
@@ -159,15 +162,11 @@ def sysctl_setting(key: str, value: str) -> tuple[str, tuple[str, ...]]:
 
 
 def tc_rate(text: str) -> str:
-    if not _TC_RATE.match(text):
-        raise ValueError(f"expected a tc rate like 100mbit, 1gbit or 500kbit, got {text!r}")
-    return text
+    return _matching(_TC_RATE, text, f"expected a tc rate like 100mbit, 1gbit or 500kbit, got {text!r}")
 
 
 def tc_size(text: str, what: str) -> str:
-    if not _TC_SIZE.match(text):
-        raise ValueError(f"expected a {what} like 1514, 32k or 10kb, got {text!r}")
-    return text
+    return _matching(_TC_SIZE, text, f"expected a {what} like 1514, 32k or 10kb, got {text!r}")
 
 
 __all__ = [

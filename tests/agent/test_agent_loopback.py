@@ -48,7 +48,8 @@ def test_wrong_key_is_refused_and_the_refusal_logged(agents, keys):
     with agent.client(key="intruder", timeout=1.0) as c:
         with pytest.raises(AgentUnreachable, match=f"127.0.0.1:{agent.port}"):
             c.hello()
-    assert wait_for(lambda: "refused connection from 127.0.0.1: Unknown key" in agent.log_text())
+    intruder = zmq.auth.load_certificate(str(keys.dir / "intruder.key"))[0].decode()
+    assert wait_for(lambda: f"refused connection from 127.0.0.1: Unknown key client key {intruder}" in agent.log_text())
     with agent.client() as c:  # and the right key still works
         assert c.hello()["protocol"] == "1.0"
 
@@ -94,7 +95,10 @@ def test_version_mismatch_is_reported_naming_both(agents, keys):
     reply = decode(sock.recv())
     sock.close()
     assert not reply.ok and reply.id == 5 and reply.error.type == "VersionMismatch"
-    assert "1.0" in reply.error.message and "2.0" in reply.error.message
+    assert "we speak 1.0, peer speaks 2.0" in reply.error.message
+    assert reply.error.detail == {"ours": "1.0", "theirs": "2.0"}
+    assert wait_for(lambda: "refused a request from peer" in agent.log_text())
+    assert "protocol version mismatch: we speak 1.0, peer speaks 2.0" in agent.log_text()
 
 
 def test_client_reports_an_agent_of_another_major_version(agents, keys):
@@ -112,7 +116,8 @@ def test_malformed_and_oversized_messages_are_dropped_and_the_agent_keeps_servin
     sock.send(b"\xc1 this is not msgpack")
     sock.send(msgpack.packb(["a", "list"]))
     sock.send_multipart([b"two", b"frames"])
-    sock.send(encode(Request(1, "hello", {"pad": b"x" * 70000})))
+    oversized = encode(Request(1, "hello", {"pad": b"x" * 70000}))
+    sock.send(oversized)
     sock.send(encode(Request(2, "hello")))
     assert sock.poll(5000)
     reply = decode(sock.recv())
@@ -121,9 +126,44 @@ def test_malformed_and_oversized_messages_are_dropped_and_the_agent_keeps_servin
     log = agent.log_text()
     assert "dropped a malformed message" in log
     assert "dropped a message of 2 frames" in log
-    assert "dropped an oversized message" in log and "70" in log
+    assert f"dropped an oversized message from peer " in log
+    assert f"{len(oversized)} bytes > limit 65536" in log
     with agent.client() as c:
         assert c.hello()["protocol"] == "1.0"
+
+
+def test_a_frame_over_the_hard_cap_drops_that_peer_and_the_agent_keeps_serving(agents, keys):
+    agent = agents(keys=keys, extra=("--max-message", "65536"))  # libzmq's cap: 4 x 65536
+    sock = raw_dealer(agent, keys)
+    sock.send(encode(Request(1, "hello")))
+    assert sock.poll(5000) and decode(sock.recv()).ok
+    sock.send(encode(Request(2, "hello", {"pad": b"x" * 300_000})))
+    sock.send(encode(Request(3, "hello")))  # may arrive over the DEALER's automatic reconnection
+    answered = []
+    while sock.poll(1000):
+        answered.append(decode(sock.recv()).id)
+    sock.close()
+    assert 2 not in answered
+    with agent.client() as c:
+        assert c.hello()["protocol"] == "1.0"
+
+
+def test_ack_is_refused_while_flows_run_and_nothing_is_deleted(agents, keys, tmp_path):
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        port = c.prepare_server(3, "t3")["port"]
+        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=3.0, token="t3",
+                    exp=3, interval=0.05)
+        c.start_flows(3, [spec])
+        assert wait_for(lambda: c.status(3)["running"] == [] or
+                        (agent.datadir / "3" / "flows" / "h1-h1-1-0.client.nflow").exists(), timeout=5)
+        with pytest.raises(Exception, match="still has running flows; not deleting its data") as info:
+            c.request("ack", {"exp": 3})
+        assert getattr(info.value, "kind", "") == "Busy"
+        assert (agent.datadir / "3" / "flows" / "h1-h1-1-0.client.nflow").exists()
+        got = c.fetch(3, tmp_path / "early")  # a fetch during the flow does not acknowledge either
+        assert got and (agent.datadir / "3").exists()
+        c.stop(3)
 
 
 def test_unknown_command_gets_a_structured_error(agents, keys):

@@ -166,6 +166,24 @@ def test_snapshot_covers_the_interfaces_that_are_up(veth_pair, agents, keys, tmp
     assert "ntdown0" not in (agent.datadir / "8" / "0" / "h1.ethtool-S").read_text()
 
 
+def test_a_controller_from_an_address_not_allowed_is_refused_and_logged(veth_pair, agents, keys, tmp_path):
+    allow = tmp_path / "clients.txt"
+    allow.write_text(f"# the controller inside the agent's namespace only\n{veth_pair.addr_a}\n")
+    agent = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, extra=("--allow", str(allow)))
+    code = prelude(keys) + f"""
+        c = client("h1", {veth_pair.addr_a!r}, {agent.port}, timeout=1.0, heartbeat=0)
+        try:
+            print(json.dumps(c.hello()["protocol"]))
+        except NetestoError as e:
+            print(json.dumps("refused: " + str(e)))
+    """
+    refused = run_in_ns(veth_pair.b, code)  # from addr_b
+    assert refused.startswith("refused: ") and "no answer" in refused
+    assert wait_for(lambda: f"refused connection from {veth_pair.addr_b}: Address not allowed" in agent.log_text())
+    assert run_in_ns(veth_pair.a, code) == "1.0"  # from addr_a, the allowed one
+    assert f"accepted connection from {veth_pair.addr_a}" in agent.log_text()
+
+
 def test_tcpdump_start_stop_writes_a_pcap(veth_pair, agents, keys, tmp_path):
     ns = veth_pair.a
     agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a)

@@ -403,8 +403,10 @@ def test_crash_keeps_what_was_flushed(veth_pair, tmp_path):
     client.stdout.readline()  # started
     time.sleep(1.5)
     pids = subprocess.run(["ip", "netns", "pids", pair.a], capture_output=True, text=True).stdout.split()
-    for pid in pids:  # the client and its workers: everything in our namespace a
-        os.kill(int(pid), signal.SIGKILL)
+    # the client and its workers: everything in our namespace a, workers first (a
+    # parent killed first would have its workers stopped cleanly: PR_SET_PDEATHSIG)
+    for pid in sorted(map(int, pids), key=lambda p: p == client.pid):
+        os.kill(pid, signal.SIGKILL)
     client.wait(timeout=10)
     flow = read_flow(tmp_path / "cli" / "0" / "flows" / "a-b-st-0.client.nflow")
     assert flow.summary is None  # the writer died

@@ -234,6 +234,10 @@ def append_rows(path: str | os.PathLike[str], fields: Sequence[Field],
     """
     path = Path(path)
     with _locked(path):
+        # Writers hold the lock until they rename: a temporary file seen here
+        # was left by a writer that was killed, so it is only debris.
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):
+            stale.unlink(missing_ok=True)
         header = read_header(path)
         old = path.read_bytes() if header is not None else b""
         columns = header if header is not None else [f.name for f in fields]

@@ -116,3 +116,44 @@ def test_existing_exp_csv_keeps_its_columns(tmp_path: Path) -> None:
     with open(path, newline="") as fh:
         rows = list(csv.reader(fh))
     assert rows == [["exp", "rate", "mine"], ["0.0", "1.0", "x"], ["1.0", "2.0", ""]]
+
+
+_WRITER = """
+import sys
+from netesto.results.expcsv import append_rows, parse_fields
+fields = parse_fields("exp:one\\nrate:sum\\ndesc:one\\n")
+rows = [{"exp": f"{i}.0", "rate": "1.5", "desc": "x" * 200} for i in range(20000)]
+print("ready", flush=True)
+while True:
+    append_rows(sys.argv[1], fields, rows)
+"""
+
+
+def test_killed_writer_never_leaves_a_half_written_exp_csv(tmp_path: Path) -> None:
+    """SIGKILL a process in the middle of appending: exp.csv holds whole appends only."""
+    import csv
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "exp.csv"
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        deadline = time.monotonic() + 20
+        # Kill it once a temporary file exists, i.e. while an append is being written.
+        while not list(tmp_path.glob(".exp.csv.*.tmp")) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert list(tmp_path.glob(".exp.csv.*.tmp")), "the writer never started an append"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    rows = list(csv.reader(path.open(newline=""))) if path.exists() else []
+    if rows:
+        assert rows[0] == ["exp", "rate", "desc"]
+        assert (len(rows) - 1) % 20000 == 0 and all(len(r) == 3 for r in rows)
+    # The next append removes the dead writer's debris and adds its rows.
+    append_rows(path, parse_fields("exp:one\nrate:sum\ndesc:one\n"), [{"exp": "9.0", "rate": "1", "desc": "d"}])
+    assert not list(tmp_path.glob(".exp.csv.*.tmp"))
+    assert path.read_text().splitlines()[-1] == "9.0,1,d"

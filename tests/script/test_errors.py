@@ -84,3 +84,23 @@ def test_public_api() -> None:
                  "MemoryCounter", "estimate_seconds"):
         assert name in netesto.script.__all__
         assert hasattr(netesto.script, name)
+
+
+@pytest.mark.parametrize(
+    "text, lines",
+    [
+        ("SET a=1\nDO_CLIENT host=c server=s instances",
+         ["m.nts:2:27: error: DO_CLIENT: expected key=value, got 'instances'",
+          "    DO_CLIENT host=c server=s instances",
+          "                              ^",
+          "    arguments are key=value words without spaces"]),
+        ("FOR x IN a,b\nDONE",
+         ["m.nts:1:1: error: malformed FOR", "    FOR x IN a,b", "    ^",
+          "    expected: FOR var IN a,b,c DO  or  FOR var IN 1..10[,step] DO"]),
+        ("  SETT a=1",
+         ["m.nts:1:3: error: unknown command 'SETT'", "      SETT a=1", "      ^",
+          "    did you mean SET or SET_NETEM?"]),
+    ],
+)
+def test_message_has_where_the_line_a_caret_and_what_was_expected(text: str, lines: list[str]) -> None:
+    assert error_of(text, file="m.nts").format_message().splitlines() == lines

@@ -38,6 +38,18 @@ def test_live_flows_between_namespaces(veth_pair, tmp_path: Path) -> None:
     assert int(v["client-tx-bytes"]) >= float(ds.bytes.sel(flow="h1-h2-1-0"))
     assert int(v["pingRtt"]) > 0
     assert float(ds.host_delta.sel(node="h1", counter="Tcp.OutSegs")) > 0
+    # packetsSent is the kernel's data segment count when the engine records it.
+    from netesto.results import load_experiment
+    from netesto.traffic.columns import FLOW_COLUMNS
+
+    recorded = "data_segs_out" in {c.name for c in FLOW_COLUMNS}
+    for rec in load_experiment(tmp_path / "7").flows:
+        assert ("data_segs_out" in rec.client.columns) == recorded
+        if recorded:
+            segs = rec.client.columns["data_segs_out"][-1]
+            mss = rec.client.columns["snd_mss"][-1]
+            assert float(ds.packets_sent.sel(flow=rec.flow_id)) == segs
+            assert segs >= float(ds.bytes_sent.sel(flow=rec.flow_id)) / mss * 0.99
 
 
 def test_live_directions_maerts_bidir_crr(veth_pair, tmp_path: Path) -> None:

@@ -288,24 +288,16 @@ class Lab:
         return cls(hosts=hosts, name=f"loopback{n}", insecure=True)
 
     def to_toml(self) -> str:
-        """The lab as lab-file text (key paths absolute)."""
-        out = ["[lab]", f'name = "{self.name}"', f'host_suffix = "{self.host_suffix}"']
-        if self.controller_key:
-            out.append(f'controller_key = "{self.controller_key}"')
-        out.append(f"insecure = {'true' if self.insecure else 'false'}")
-        for h in self.hosts:
-            out += ["", f"[hosts.{h.name}]", f'control = "{h.control}"', f"port = {h.port}"]
-            if h.test:
-                out.append(f'test = "{h.test}"')
-            if h.public_key:
-                out.append(f'public_key = "{h.public_key}"')
-            if h.shape:
-                out.append(f'shape = {{ agent = "{h.shape.agent}", dev = "{h.shape.dev}" }}')
-            if h.role != "host":
-                out.append(f'role = "{h.role}"')
-            if h.dev:
-                out.append(f'dev = "{h.dev}"')
-        return "\n".join(out) + "\n"
+        """The lab as lab-file text (key paths absolute), written as the testbed writes its own."""
+        from netesto.testbed.lab import LabFile, render_lab
+        from netesto.testbed.lab import LabHost as FileHost
+
+        hosts = tuple(
+            FileHost(h.name, h.control, h.port, h.test, str(h.public_key or ""), "" if h.role == "host" else h.role,
+                     h.shape.agent if h.shape else "", h.shape.dev if h.shape else "", h.dev)
+            for h in self.hosts
+        )
+        return render_lab(LabFile(self.name, str(self.controller_key or ""), self.insecure, self.host_suffix, hosts))
 
 
 def _suggest(name: str, names: list[str]) -> str:

@@ -691,13 +691,7 @@ class Runner:
         except _Abort:
             pass
         finally:
-            for h in self.hosts.values():
-                if h.client is not None:
-                    try:
-                        h.client.close()
-                    except Exception:
-                        pass
-                    h.client = None
+            self._close_clients()
         result = self._result(time.time() - t0)
         self._emit(RunFinished(experiments=tuple(result.exps), elapsed=result.elapsed, errors=result.errors))
         if self.errors:
@@ -838,8 +832,8 @@ class Runner:
         if not interrupted:
             for e in self.exps.values():
                 for host in sorted(e.hosts):
-                    h = self.hosts.get(host)
-                    if h is None or h.dead or h.client is None:
+                    held = self.hosts.get(host)
+                    if held is None or held.dead or held.client is None:
                         continue
                     try:
                         self._get_data(host, e, salvage=aborted)
@@ -854,11 +848,14 @@ class Runner:
                 h.client.restore()
             except NetestoError as exc:
                 self._emit(HostError(host=h.lab.name, error=f"restore: {exc}"))
+        self._close_clients()
+
+    def _close_clients(self) -> None:
         for h in self.hosts.values():
             if h.client is not None:
                 try:
                     h.client.close()
-                except Exception:
+                except Exception:  # closing is best effort: the run's outcome is already decided
                     pass
                 h.client = None
 
@@ -935,9 +932,9 @@ def run(
     runner = Runner(the_lab, wd, progress=progress, script=text, **runner_options)
     # A dry plan first: an unknown host fails here, before any agent is touched.
     suffix = the_lab.host_suffix
-    runner.validate(plan(text, file=fname, loader=FileLoader(search), counter=MemoryCounter(),
+    runner.validate(plan(text, file=fname, loader=FileLoader(list(map(str, search))), counter=MemoryCounter(),
                          defines=defs, host_suffix=suffix))
-    interp = Interpreter(loader=FileLoader(search), counter=FileCounter(wd / "counter"), defines=defs,
+    interp = Interpreter(loader=FileLoader(list(map(str, search))), counter=FileCounter(wd / "counter"), defines=defs,
                          host_suffix=suffix)
     return runner.run(interp.run_text(text, file=fname))
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from netesto.errors import TestbedError
 from netesto.testbed.state import proc_alive, proc_start_time
@@ -58,6 +59,62 @@ def create_keys(keys_dir: Path, names: Sequence[str]) -> dict[str, tuple[Path, P
         os.chmod(secret, 0o600)
         out[name] = (Path(public), Path(secret))
     return out
+
+
+@dataclass(frozen=True)
+class LabKeys:
+    """A testbed's fresh key pairs: ``<tb>.keys/`` with the controller's public key authorized."""
+
+    tb_name: str
+    dir: Path
+    keys: dict[str, tuple[Path, Path]]  # name -> (public, secret)
+    authorized: Path
+
+    @property
+    def controller_key(self) -> str:
+        """The controller's secret key, relative to the lab file (which sits beside ``dir``)."""
+        return f"{self.tb_name}.keys/controller.key_secret"
+
+    def public_key(self, name: str) -> str:
+        return f"{self.tb_name}.keys/{name}.key"
+
+
+def create_lab_keys(base: Path, tb_name: str, names: Sequence[str]) -> LabKeys:
+    """Key pairs for the controller and every agent of testbed ``tb_name`` under ``base``."""
+    keys_dir = base / f"{tb_name}.keys"
+    keys = create_keys(keys_dir, ["controller", *names])
+    authorized = keys_dir / "authorized"
+    authorized.mkdir(exist_ok=True)
+    shutil.copy(keys["controller"][0], authorized / "controller.key")
+    return LabKeys(tb_name, keys_dir, keys, authorized)
+
+
+@dataclass(frozen=True)
+class AgentPlace:
+    """Where one testbed agent runs: its name, namespace (None = here), address, port, extra env."""
+
+    name: str
+    ns: str | None
+    bind: str
+    port: int
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def start_agents(base: Path, lab_keys: LabKeys, places: Sequence[AgentPlace], record: Callable[[Started], None],
+                 timeout: float = 20.0) -> None:
+    """Start an agent at every place (all at once, each recorded as it starts), then wait until each listens."""
+    logs = base / f"{lab_keys.tb_name}.logs"
+    waiting = []
+    for pl in places:
+        ready = logs / f"{pl.name}.ready"
+        ready.unlink(missing_ok=True)
+        argv = agent_argv(bind=pl.bind, port=pl.port, name=pl.name, secret_key=lab_keys.keys[pl.name][1],
+                          authorized_dir=lab_keys.authorized, datadir=base / f"{lab_keys.tb_name}.data" / pl.name, ready_file=ready)
+        started = spawn("agent", pl.name, pl.ns, argv, logs / f"{pl.name}.log", env=pl.env)
+        record(started)
+        waiting.append((started, ready))
+    for started, ready in waiting:
+        wait_file(ready, started, timeout=timeout)
 
 
 def spawn(kind: str, name: str, ns: str | None, argv: Sequence[str], log: Path, env: Mapping[str, str] | None = None) -> Started:

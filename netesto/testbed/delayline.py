@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from netesto.errors import TestbedError
 
@@ -316,7 +316,7 @@ class DelayLine:
         out.clear()
 
     def run(self) -> None:
-        fds: list[object] = [self.nfq.sock]
+        fds: list[Any] = [self.nfq.sock]
         if self.control is not None:
             fds.append(self.control)
         out: list[bytes] = []

@@ -1,7 +1,9 @@
 """Writes lab files: the TOML that `netesto run --lab` and the notebook read.
 
 The format is the one in the team contract (``[lab]`` plus one ``[hosts.X]``
-table per agent); key paths are relative to the lab file.
+table per agent); key paths are relative to the lab file. The one writer of
+lab files: the controller's ``Lab.to_toml`` renders through it too (the
+reader is ``netesto.controller.lab``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ class LabHost:
     name: str
     control: str
     port: int = 12870
-    test: str = ""
+    test: str = ""  # the address flows use; empty = control
     public_key: str = ""
     role: str = ""  # "router" for an agent that is not a flow endpoint
     shape_agent: str = ""
@@ -58,7 +60,6 @@ def render_lab(lab: LabFile) -> str:
     [hosts.h1]
     control = "10.1.1.1"
     port = 12870
-    test = "10.1.1.1"
     public_key = "keys/h1.key"
     shape = { agent = "router", dev = "r-h1" }
     <BLANKLINE>
@@ -68,7 +69,7 @@ def render_lab(lab: LabFile) -> str:
         "[lab]",
         f"name = {_q(lab.name)}",
         f"host_suffix = {_q(lab.host_suffix)}",
-        f"controller_key = {_q(lab.controller_key)}",
+        *([f"controller_key = {_q(lab.controller_key)}"] if lab.controller_key else []),
         f"insecure = {'true' if lab.insecure else 'false'}",
         "",
     ]
@@ -78,8 +79,8 @@ def render_lab(lab: LabFile) -> str:
         out.append(f"port = {host.port}")
         if host.role:
             out.append(f"role = {_q(host.role)}")
-        else:
-            out.append(f"test = {_q(host.test or host.control)}")
+        if host.test:  # else the reader takes the control address
+            out.append(f"test = {_q(host.test)}")
         if host.public_key:
             out.append(f"public_key = {_q(host.public_key)}")
         if host.shape_agent:

@@ -197,7 +197,7 @@ def _live_users(users: list[str]) -> list[str]:
 
 def _release_globals(name: str) -> list[str]:
     path = state_dir() / "_globals.json"
-    errors = []
+    errors: list[str] = []
     with machine_lock():
         if not path.exists():
             return errors
@@ -331,33 +331,14 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
     names = [lk.host for lk in topo.links] + ["router"]
     if config.agents and agents.agent_available():
         say(f"agents: fresh CURVE keys in {keys_dir}, one agent per namespace")
-        keys = agents.create_keys(keys_dir, ["controller", *names])
-        authorized = keys_dir / "authorized"
-        authorized.mkdir(exist_ok=True)
-        shutil.copy(keys["controller"][0], authorized / "controller.key")
-        started_list = []
-        logs = base / f"{config.name}.logs"
+        lab_keys = agents.create_lab_keys(base, config.name, names)
         agent_env = {"NETESTO_TESTBED_STATE": str(rec.path)}
-        for lk in topo.links:
-            ready = logs / f"{lk.host}.ready"
-            ready.unlink(missing_ok=True)
-            argv = agents.agent_argv(bind=lk.addr, port=AGENT_PORT, name=lk.host, secret_key=keys[lk.host][1],
-                                     authorized_dir=authorized, datadir=base / f"{config.name}.data" / lk.host, ready_file=ready)
-            st = agents.spawn("agent", lk.host, lk.ns, argv, logs / f"{lk.host}.log", env=agent_env)
-            rec.process(st)
-            started_list.append((st, ready))
-        ready = logs / "router.ready"
-        ready.unlink(missing_ok=True)
-        argv = agents.agent_argv(bind=topo.router_control_addr, port=AGENT_PORT, name="router", secret_key=keys["router"][1],
-                                 authorized_dir=authorized, datadir=base / f"{config.name}.data" / "router", ready_file=ready)
-        env = {"NETESTO_NETEM_FALLBACK": "netesto.testbed.delayline:netem_fallback", **agent_env}
-        st = agents.spawn("agent", "router", topo.router_ns, argv, logs / "router.log", env=env)
-        rec.process(st)
-        started_list.append((st, ready))
-        for st, ready in started_list:
-            agents.wait_file(ready, st, timeout=20)
-        controller_key = f"{config.name}.keys/controller.key_secret"
-        public = {n: f"{config.name}.keys/{n}.key" for n in names}
+        places = [agents.AgentPlace(lk.host, lk.ns, lk.addr, AGENT_PORT, agent_env) for lk in topo.links]
+        places.append(agents.AgentPlace("router", topo.router_ns, topo.router_control_addr, AGENT_PORT,
+                                        {"NETESTO_NETEM_FALLBACK": "netesto.testbed.delayline:netem_fallback", **agent_env}))
+        agents.start_agents(base, lab_keys, places, rec.process)
+        controller_key = lab_keys.controller_key
+        public = {n: lab_keys.public_key(n) for n in names}
     else:
         why = "--no-agents" if not config.agents else f"the agent ({agents.AGENT_MODULE}) is not installed"
         notes.append(f"agents: not started ({why}); the lab file lists where they would listen")

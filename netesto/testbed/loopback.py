@@ -8,7 +8,6 @@ per-host congestion-control defaults, every "host" shares one network stack.
 
 from __future__ import annotations
 
-import shutil
 import socket
 import time
 from pathlib import Path
@@ -75,25 +74,15 @@ def up(config: Any, *, reason: str, progress: Callable[[str], None]) -> Any:
         lab_hosts = []
         controller_key = ""
         if config.agents and agents.agent_available():
-            keys_dir = base / f"{config.name}.keys"
-            keys = agents.create_keys(keys_dir, ["controller", *names])
-            authorized = keys_dir / "authorized"
-            authorized.mkdir(exist_ok=True)
-            shutil.copy(keys["controller"][0], authorized / "controller.key")
-            started = []
-            for name, port in zip(names, ports):
-                ready = base / f"{config.name}.logs" / f"{name}.ready"
-                ready.unlink(missing_ok=True)
-                argv = agents.agent_argv(bind="127.0.0.1", port=port, name=name, secret_key=keys[name][1],
-                                         authorized_dir=authorized, datadir=base / f"{config.name}.data" / name, ready_file=ready)
-                st = agents.spawn("agent", name, None, argv, base / f"{config.name}.logs" / f"{name}.log")
-                state["processes"].append(st.to_dict())
+            lab_keys = agents.create_lab_keys(base, config.name, names)
+
+            def record(started: agents.Started) -> None:
+                state["processes"].append(started.to_dict())
                 save_state(path, state)
-                started.append((st, ready))
-            for st, ready in started:
-                agents.wait_file(ready, st, timeout=20)
-            controller_key = f"{config.name}.keys/controller.key_secret"
-            public = {n: f"{config.name}.keys/{n}.key" for n in names}
+
+            agents.start_agents(base, lab_keys, [agents.AgentPlace(n, None, "127.0.0.1", p) for n, p in zip(names, ports)], record)
+            controller_key = lab_keys.controller_key
+            public = {n: lab_keys.public_key(n) for n in names}
         else:
             state["notes"].append(f"agents: not started (the agent, {agents.AGENT_MODULE}, is not installed or --no-agents)")
             public = {n: "" for n in names}

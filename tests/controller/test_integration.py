@@ -114,7 +114,10 @@ def test_paper_examples_run_end_to_end(veth_pair, tmp_path: Path) -> None:
     f1, f2 = sorted(doc["flows"], key=lambda f: f["flow_id"])
     assert (f1["flow_id"], f2["flow_id"]) == ("h1-h2-1-0", "h2-h1-2-0")
     assert f1["start_at"] == f2["start_at"]
-    assert abs((f1["start_at"] + f1["start_skew"]) - (f2["start_at"] + f2["start_skew"])) < 0.1
+    # Both hosts share this machine's clock: the actual starts meet within a loaded
+    # machine's wake-up slack (flows started in turn, over RPCs, would still pass 0.25 s
+    # only by luck; equal start_at above is the batching itself).
+    assert abs((f1["start_at"] + f1["start_skew"]) - (f2["start_at"] + f2["start_skew"])) < 0.25
     assert (work / "3" / "flows" / "h2-h1-2-0.server.nflow").is_file()
     # the agents kept nothing once the controller stored and acknowledged it
     for a in agents.values():

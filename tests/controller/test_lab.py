@@ -155,3 +155,22 @@ def test_exports() -> None:
     assert c.__all__ == sorted(c.__all__, key=str.lower) or c.__all__ == sorted(c.__all__)
     for name in c.__all__:
         assert hasattr(c, name), name
+
+
+def test_to_toml_escapes_and_round_trips_every_field(tmp_path: Path) -> None:
+    """One writer for lab files (the testbed's): quotes and backslashes in paths survive."""
+    odd = tmp_path / 'we"ird\\dir'
+    odd.mkdir()
+    for n in ("controller.key_secret", "h1.key", "r.key"):
+        (odd / n).write_text("x")
+    lab = Lab.of(
+        h1={"control": "10.0.0.1", "test": "10.1.0.1", "port": 13001, "public_key": str(odd / "h1.key"),
+            "shape": {"agent": "r", "dev": "r-h1"}, "dev": "eth0"},
+        r={"control": "10.0.0.254", "role": "router", "public_key": str(odd / "r.key")},
+        controller_key=odd / "controller.key_secret", host_suffix=".lab", name="odd",
+    )
+    path = tmp_path / "odd.toml"
+    path.write_text(lab.to_toml())
+    back = Lab.from_file(path)
+    assert back.hosts == lab.hosts and back.controller_key == lab.controller_key
+    assert (back.name, back.host_suffix, back.insecure) == ("odd", ".lab", False)

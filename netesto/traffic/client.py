@@ -8,7 +8,7 @@ the server to finish its side, so both ends' byte counts are final.
 
 Scheduled start (``start_at``): the flow connects, sets ca/buffers/pacing
 and handshakes up to :data:`PRESTART_LEAD` ahead; the server holds it. At
-start_at (a loop timer, then a short spin) the client sends the one-byte
+start_at (a loop timer, then a short precise sleep) the client sends the one-byte
 start marker and the data phase begins: ``start_wall`` in the raw file and
 the ``started`` event is the instant the marker went out. The server starts
 its clock and sampling when the marker arrives. TCP_CRR handshakes its
@@ -29,23 +29,21 @@ from typing import Any
 from netesto.errors import TrafficError
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
-from netesto.traffic.flowend import FlowEnd, Worker, describe_error
+from netesto.traffic.flowend import FlowEnd, Worker, describe_error, io_handler, realtime
 from netesto.traffic.loop import ERR, IN, OUT, Timer
 from netesto.traffic.spec import FlowSpec
 
 CONNECT_TIMEOUT = 3.0
 HANDSHAKE_TIMEOUT = 5.0
 DRAIN_TIMEOUT = 10.0
-SEND_CHUNK = 1 << 18
 UDP_DEFAULT_SIZE = 1472  # one 1500-byte IPv4 packet
 UDP_RR_TIMEOUT = 0.2
 PROGRESS_EVERY = 1.0
 PRESTART_LEAD = 5.0  # connect and handshake this long (at most) before a flow's start_at
-SPIN = 0.002  # the last stretch before start_at is busy-waited: a timer can wake ~1 ms late
+AHEAD = 0.002  # the loop timer fires this early (epoll waits in whole ms); a precise sleep does the rest
 _SEQ = struct.Struct("<Q")
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
-_SEND_BUF = memoryview(bytes(SEND_CHUNK))
 
 
 class ClientFlow(FlowEnd):
@@ -194,16 +192,14 @@ class ClientFlow(FlowEnd):
             return
         self._inbuf += data
         try:
-            total = hs.reply_length(self._inbuf)
-            if total is None or len(self._inbuf) < total:
-                return
-            reply = hs.decode_reply(self._inbuf[:total])
+            reply = hs.take_reply(self._inbuf)
         except hs.HandshakeError as exc:
             self.fail(f"bad handshake answer from {self.where}: {exc}")
             return
+        if reply is None:
+            return
         if self._timer is not None:
             self._timer.cancel()
-        del self._inbuf[:total]
         if not reply.get("ok"):
             self.fail(f"{self.where} refused flow {self.spec.flow_id}: {reply.get('error', '?')}")
             return
@@ -213,27 +209,37 @@ class ClientFlow(FlowEnd):
         self.phase = "ready"
         start_at = self.spec.start_at
         wait = 0.0 if start_at is None else start_at - time.time()
-        if wait > SPIN:
-            self.timers.append(self.loop.call_later(wait - SPIN, self._go))
+        if wait > AHEAD:
+            self.timers.append(self.loop.call_later(wait - AHEAD, self._go))
         else:
             self._go()
 
     def _go(self) -> None:
-        """Start the data phase at start_at: spin out the last moments, send the marker."""
+        """Start the data phase at start_at: sleep out the last moments, send the marker.
+
+        The sleep (and the marker's send) run briefly at real-time priority when
+        allowed, so a busy host's scheduler does not add its time slice to the skew
+        (a busy-wait would: several processes spinning at one instant on few
+        cores preempt each other for milliseconds).
+        """
         sock = self.ctl
         assert sock is not None
         start_at = self.spec.start_at
-        if start_at is not None:
-            wall = time.time
-            while wall() < start_at:
-                pass
-        stamp = (time.monotonic(), time.time())
-        if self.reply.get("go"):
-            try:
-                sock.send(hs.GO)  # one byte into an idle connection's empty send buffer
-            except OSError as exc:
-                self.fail(f"cannot start flow {self.spec.flow_id} with {self.where}: {describe_error(exc)}")
-                return
+        error: OSError | None = None
+        with realtime():
+            if start_at is not None:
+                left = start_at - time.time()
+                if left > 0:
+                    time.sleep(left)
+            stamp = (time.monotonic(), time.time())
+            if self.reply.get("go"):
+                try:
+                    sock.send(hs.GO)  # one byte into an idle connection's empty send buffer
+                except OSError as exc:
+                    error = exc
+        if error is not None:
+            self.fail(f"cannot start flow {self.spec.flow_id} with {self.where}: {describe_error(error)}")
+            return
         self.start_mono, self.start_wall = stamp
         # The rest waits behind the start of any other flow of this worker due now
         # (their timers are earlier): opening files must not delay their markers.
@@ -360,33 +366,15 @@ class StreamClient(ClientFlow):
         self.fd = self.sock.fileno()
         self.loop.register(self.fd, IN | (OUT if self.sending else 0), self._on_event)
 
+    @io_handler
     def _on_event(self, events: int) -> None:
         sock = self.sock
         if sock is None:
             return
-        try:
-            if events & OUT and self.sending:
-                send = sock.send
-                for _ in range(4):
-                    n = send(_SEND_BUF)
-                    self.tx += n
-                    if n < SEND_CHUNK:
-                        break
-            if events & (IN | ERR):
-                recv_into = sock.recv_into
-                view = self.worker.rxview
-                for _ in range(4):
-                    n = recv_into(view)
-                    if n == 0:
-                        self.peer_closed()
-                        return
-                    self.rx += n
-                    if n < len(view):
-                        break
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            self.fail_running(exc)
+        if events & OUT and self.sending:
+            self.send_burst(sock)
+        if events & _IN_ERR and not self.recv_burst(sock):
+            self.peer_closed()
 
     def end(self) -> None:
         assert self.sock is not None
@@ -422,7 +410,8 @@ class RRClient(ClientFlow):
         self.t0 = time.perf_counter_ns()
         self._send(self.request)
 
-    def _send(self, data: memoryview) -> None:
+    def _send(self, data: memoryview) -> bool:
+        """Send what fits; the rest waits for EPOLLOUT. True when all of it went out."""
         assert self.sock is not None
         try:
             n = self.sock.send(data)
@@ -432,52 +421,41 @@ class RRClient(ClientFlow):
         if n < len(data):
             self.pending = data[n:]
             self.loop.modify(self.fd, IN | OUT)
+            return False
+        return True
 
+    @io_handler
     def _on_event(self, events: int) -> None:
         sock = self.sock
         if sock is None:
             return
-        try:
-            if events & OUT and self.pending:
-                data, self.pending = self.pending, self.request[:0]
-                self.loop.modify(self.fd, IN)
-                self._send(data)
-            if events & _IN_ERR:
-                want = self.reply_size - self.got
-                n = sock.recv_into(self.view, want if 0 < want < self.viewlen else self.viewlen)
-                if n == 0:
-                    self.peer_closed()
+        if events & OUT and self.pending:
+            data, self.pending = self.pending, self.request[:0]
+            self.loop.modify(self.fd, IN)
+            self._send(data)
+        if events & _IN_ERR:
+            want = self.reply_size - self.got
+            n = sock.recv_into(self.view, want if 0 < want < self.viewlen else self.viewlen)
+            if n == 0:
+                self.peer_closed()
+                return
+            self.rx += n
+            self.got += n
+            if self.got >= self.reply_size and not self.closing:
+                now = _perf_ns()
+                lat = self.lat_raw
+                lat.append(now - self.t0)
+                if len(lat) >= 65536:
+                    self.fold_latency()
+                self.trans += 1
+                self.got -= self.reply_size
+                if self.ending:
+                    sock.shutdown(socket.SHUT_WR)
+                    self.closing = True
                     return
-                self.rx += n
-                self.got += n
-                if self.got >= self.reply_size and not self.closing:
-                    now = _perf_ns()
-                    lat = self.lat_raw
-                    lat.append(now - self.t0)
-                    if len(lat) >= 65536:
-                        self.fold_latency()
-                    self.trans += 1
-                    self.got -= self.reply_size
-                    if self.ending:
-                        sock.shutdown(socket.SHUT_WR)
-                        self.closing = True
-                        return
-                    self.t0 = now
-                    request = self.request
-                    try:
-                        n = sock.send(request)
-                    except BlockingIOError:
-                        n = 0
-                    self.tx += n
-                    if n < len(request):
-                        self.pending = request[n:]
-                        self.loop.modify(self.fd, IN | OUT)
-                    elif self.solo:
-                        self._spin()
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            self.fail_running(exc)
+                self.t0 = now
+                if self._send(self.request) and self.solo:
+                    self._spin()
 
     def _spin(self) -> None:
         """Blocking transactions until a timer is due (see ``solo``); a request is out."""
@@ -630,14 +608,7 @@ class CRRClient(ClientFlow):
 
     def _on_ctl(self, events: int) -> None:
         assert self.ctl is not None
-        try:
-            data = self.ctl.recv(4096)
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            self.fail_running(exc)
-            return
-        if not data:
+        if self.read_ctl(self.ctl) == b"":  # the server's EOF: it saw our end
             self.peer_closed()
 
     def close_sockets(self) -> None:
@@ -736,34 +707,30 @@ class UDPClient(ClientFlow):
     def sending_rr(self) -> bool:
         return not self.closing
 
+    @io_handler
     def _on_udp(self, events: int) -> None:
         sock = self.sock
         if sock is None:
             return
-        try:
-            if events & OUT and self.stream and self.sending:
-                for _ in range(32):
-                    if not self._send_one():
-                        break
-            if events & (IN | ERR):
-                view = self.worker.rxview
-                for _ in range(64):
-                    n = sock.recv_into(view)
-                    self.rx += n
-                    self.udp_received += 1
-                    if self.stream or n < 8:
-                        continue
-                    (seq,) = _SEQ.unpack_from(view)
-                    if seq == self.seq - 1 and not self.closing:
-                        self.record_latency(time.perf_counter_ns() - self.t0)
-                        self.trans += 1
-                        self._rr_send()
-                    else:
-                        self.udp_reord += 1  # a reply we had already given up on
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            self.fail_running(exc)
+        if events & OUT and self.stream and self.sending:
+            for _ in range(32):
+                if not self._send_one():
+                    break
+        if events & _IN_ERR:
+            view = self.worker.rxview
+            for _ in range(64):
+                n = sock.recv_into(view)
+                self.rx += n
+                self.udp_received += 1
+                if self.stream or n < 8:
+                    continue
+                (seq,) = _SEQ.unpack_from(view)
+                if seq == self.seq - 1 and not self.closing:
+                    self.record_latency(time.perf_counter_ns() - self.t0)
+                    self.trans += 1
+                    self._rr_send()
+                else:
+                    self.udp_reord += 1  # a reply we had already given up on
 
     def end(self) -> None:
         self.sending = False
@@ -780,24 +747,19 @@ class UDPClient(ClientFlow):
 
     def _on_ctl(self, events: int) -> None:
         assert self.ctl is not None
-        try:
-            data = self.ctl.recv(hs.MAX_REPLY + 8)
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            self.fail_running(exc)
+        data = self.read_ctl(self.ctl, hs.MAX_REPLY + 8)
+        if data is None:
             return
         if not data:
             self.peer_closed()
             return
         self._inbuf += data
         try:
-            total = hs.reply_length(self._inbuf)
-            if total is None or len(self._inbuf) < total:
-                return
-            final = hs.decode_reply(self._inbuf[:total])
+            final = hs.take_reply(self._inbuf)
         except hs.HandshakeError as exc:
             self.fail(f"bad end message from {self.where}: {exc}")
+            return
+        if final is None:
             return
         self.extra["server"] = {
             k: final.get(k, 0) for k in ("received", "lost", "reordered", "bytes")

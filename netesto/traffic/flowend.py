@@ -9,7 +9,9 @@ one block.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
 import json
 import os
 import re
@@ -20,7 +22,7 @@ import struct
 import time
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from netesto.traffic import tcpinfo
 from netesto.traffic.columns import (
@@ -38,6 +40,8 @@ from netesto.traffic.spec import RR_TESTS, FlowSpec
 if TYPE_CHECKING:
     from netesto.traffic.loop import Loop, Timer
 
+SEND_CHUNK = 1 << 18
+_SEND_BUF = memoryview(bytes(SEND_CHUNK))
 FLUSH_SECONDS = 0.2  # a block per ~0.2 s: a crash loses at most that much
 _SIZES = {"B": 1, "I": 4, "Q": 8, "d": 8}
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,199}$")
@@ -116,6 +120,59 @@ def die_with_parent(parent: int) -> None:
         pass  # not Linux: the parent's forwarding alone stops us
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+_Handler = Callable[["FlowEnd", int], None]
+
+
+def io_handler(method: _Handler) -> _Handler:
+    """Wrap a flow's event handler: would-block means nothing to do, another OSError fails the flow."""
+
+    @functools.wraps(method)
+    def handler(self: "FlowEnd", events: int) -> None:
+        try:
+            method(self, events)
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            self.fail_running(exc)
+
+    return handler
+
+
+_PR_SET_TIMERSLACK = 29
+
+
+def precise_timers() -> None:
+    """Ask for 1 ns timer slack (default 50 us) in this process: sleeps end when asked."""
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.prctl(_PR_SET_TIMERSLACK, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+@contextlib.contextmanager
+def realtime() -> Iterator[None]:
+    """Run the block at SCHED_FIFO priority 1 if allowed (else as is); keep such blocks short."""
+    try:
+        policy = os.sched_getscheduler(0)
+        if policy != os.SCHED_OTHER:
+            policy = -1  # someone chose a policy for us: leave it alone
+        else:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except (OSError, AttributeError):
+        policy = -1
+    try:
+        yield
+    finally:
+        if policy != -1:
+            try:
+                os.sched_setscheduler(0, policy, os.sched_param(0))
+            except OSError:
+                pass
 
 
 def describe_error(exc: BaseException) -> str:
@@ -263,6 +320,44 @@ class FlowEnd:
         self.nrows += 1
         if self.nrows >= self.flush_rows:
             self.flush()
+
+    # moving bytes (shared by both sides)
+
+    def send_burst(self, sock: socket.socket) -> None:
+        """A stream sender's turn: up to four chunks, fewer once the socket is full."""
+        send = sock.send
+        for _ in range(4):
+            n = send(_SEND_BUF)
+            self.tx += n
+            if n < SEND_CHUNK:
+                break
+
+    def recv_burst(self, sock: socket.socket) -> bool:
+        """A stream receiver's turn: up to four reads into the worker's buffer; False at EOF."""
+        recv_into = sock.recv_into
+        view = self.worker.rxview
+        for _ in range(4):
+            n = recv_into(view)
+            if n == 0:
+                return False
+            self.rx += n
+            if n < len(view):
+                break
+        return True
+
+    def read_ctl(self, sock: socket.socket, size: int = 4096) -> bytes | None:
+        """One read of a control connection: None when there is nothing (or it failed the flow)."""
+        try:
+            return sock.recv(size)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            self.fail_running(exc)
+            return None
+
+    def fail_running(self, exc: BaseException) -> None:
+        """End the flow with an error from its sockets (sides say where)."""
+        self.finish(describe_error(exc))
 
     def fold_latency(self) -> None:
         """Move the buffered latencies into this interval's histogram."""
@@ -494,4 +589,4 @@ def json_line(event: dict[str, Any]) -> bytes:
     return (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
 
 
-__all__ = ["die_with_parent", "FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]
+__all__ = ["SEND_CHUNK", "die_with_parent", "io_handler", "precise_timers", "realtime", "FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]

@@ -133,6 +133,16 @@ def reply_length(buf: bytes | bytearray) -> int | None:
     return REPLY_HEAD.size + length
 
 
+def take_reply(buf: bytearray) -> dict[str, Any] | None:
+    """The first complete reply/control message in ``buf``, removed from it; None until complete."""
+    total = reply_length(buf)
+    if total is None or len(buf) < total:
+        return None
+    fields = decode_reply(buf[:total])
+    del buf[:total]
+    return fields
+
+
 def decode_reply(buf: bytes | bytearray) -> dict[str, Any]:
     try:
         fields = msgpack.unpackb(bytes(buf[REPLY_HEAD.size :]), raw=False)
@@ -156,4 +166,5 @@ __all__ = [
     "encode_reply",
     "parse_prefix",
     "reply_length",
+    "take_reply",
 ]

@@ -91,23 +91,7 @@ class Histogram:
 
     def record(self, value: int) -> None:
         """Add one value (negative values count as 0)."""
-        if value < 0:
-            value = 0
-        if value < _EXACT:
-            index = value
-        else:
-            shift = value.bit_length() - _SHIFT0
-            index = SUB * (shift + 1) + (value >> shift) - SUB
-        counts = self.counts
-        counts[index] = counts.get(index, 0) + 1
-        if self.count == 0:
-            self.min = self.max = value
-        elif value < self.min:
-            self.min = value
-        elif value > self.max:
-            self.max = value
-        self.count += 1
-        self.total += value
+        self.record_many((value,))
 
     def record_many(self, values: "Iterable[int]") -> None:
         """Add many values (one tight loop: cheaper than :meth:`record` per value)."""

@@ -29,16 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="read the counter file from DIR instead of the current directory")
 
 
-def _defines(items: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise UsageError(f"-D {item!r}: expected VAR=VALUE")
-        out[key] = value
-    return out
-
-
 def _format_seconds(secs: float) -> str:
     whole = int(round(secs))
     h, rest = divmod(whole, 3600)
@@ -98,7 +88,7 @@ def format_action(action: "Action") -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from netesto.script import FileLoader, Interpreter, MemoryCounter, estimate_seconds
+    from netesto.script import FileLoader, Interpreter, MemoryCounter, estimate_seconds, parse_defines
     from netesto.script.store import read_counter_file
 
     if args.counter is not None:
@@ -106,7 +96,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         start = read_counter_file(Path(args.workdir or ".") / "counter")
     interp = Interpreter(loader=FileLoader(), counter=MemoryCounter(start),
-                         defines=_defines(args.defines))
+                         defines=parse_defines(args.defines))
     if args.script == "-":
         actions = list(interp.run_text(sys.stdin.read(), file="<stdin>"))
     else:

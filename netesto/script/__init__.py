@@ -8,7 +8,7 @@
 from netesto.script.actions import Action, Location
 from netesto.script.interp import Interpreter, estimate_seconds, plan
 from netesto.script.parser import COMMANDS, parse
-from netesto.script.store import FileCounter, FileLoader, MemoryCounter, MemoryLoader
+from netesto.script.store import FileCounter, FileLoader, MemoryCounter, MemoryLoader, parse_defines
 
 __all__ = [
     "Action",
@@ -21,5 +21,6 @@ __all__ = [
     "MemoryLoader",
     "estimate_seconds",
     "parse",
+    "parse_defines",
     "plan",
 ]

@@ -611,12 +611,15 @@ class Interpreter:
             self._value_cache[cache_key] = value
         return value
 
-    def _remote_common(self, node: Command, frame: _Frame, *, consume: bool = True
-                       ) -> tuple[dict[str, tuple[str, Token]], str, int, str]:
-        args = self._kv(node, frame, node.name, ARGS[node.name])
-        host = self._host(frame, node, args)
-        exp = self._exp(frame, node, args, consume=consume)
-        exp_name = self._exp_name(frame, node, args)
+    def _remote_common(self, node: Command, frame: _Frame, *, consume: bool = True,
+                       open_args: bool = False) -> tuple[dict[str, tuple[str, Token]], str, int, str]:
+        """The arguments, host, exp and expName of a command run on a host.
+        ``open_args``: any key is accepted (sysctl names, module parameters)."""
+        args = self._kv(node, frame, node.name, None if open_args else ARGS[node.name])
+        common = {k: v for k, v in args.items() if k in COMMON} if open_args else args
+        host = self._host(frame, node, common)
+        exp = self._exp(frame, node, common, consume=consume)
+        exp_name = self._exp_name(frame, node, common)
         return args, host, exp, exp_name
 
     def _do_server(self, node: Command, frame: _Frame) -> Iterator[Action]:
@@ -697,11 +700,7 @@ class Interpreter:
         yield GetData(loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name)
 
     def _set_sysctl(self, node: Command, frame: _Frame) -> Iterator[Action]:
-        kv = self._kv(node, frame, node.name, None)
-        common = {k: v for k, v in kv.items() if k in COMMON}
-        host = self._host(frame, node, common)
-        exp = self._exp(frame, node, common, consume=False)
-        exp_name = self._exp_name(frame, node, common)
+        kv, host, exp, exp_name = self._remote_common(node, frame, consume=False, open_args=True)
         settings: list[tuple[str, tuple[str, ...]]] = []
         for key, (raw, tok) in kv.items():
             if key in COMMON:
@@ -723,11 +722,7 @@ class Interpreter:
                         settings=tuple(settings))
 
     def _set_module_params(self, node: Command, frame: _Frame) -> Iterator[Action]:
-        kv = self._kv(node, frame, node.name, None)
-        common = {k: v for k, v in kv.items() if k in COMMON}
-        host = self._host(frame, node, common)
-        exp = self._exp(frame, node, common, consume=False)
-        exp_name = self._exp_name(frame, node, common)
+        kv, host, exp, exp_name = self._remote_common(node, frame, consume=False, open_args=True)
         if "module" not in kv:
             raise self._err(frame, node.line, node.col, "SET_MODULE_PARAMS: module= is required",
                             "modules: " + ", ".join(sorted(V.MODULE_PARAMS)))

@@ -1,7 +1,8 @@
-"""Where SOURCE files and the experiment counter come from (both injectable).
+"""Where SOURCE files, the experiment counter and -D variables come from (all injectable).
 
 Loaders resolve ``SOURCE name``; counters hold the original's ``counter`` file
-(the number of the last experiment, used by ``exp=COUNTER``).
+(the number of the last experiment, used by ``exp=COUNTER``); defines are the
+variables a command line sets before the script runs.
 """
 
 from __future__ import annotations
@@ -11,6 +12,22 @@ from pathlib import Path
 from typing import Protocol
 
 import netesto
+from netesto.errors import UsageError
+
+
+def parse_defines(items: list[str] | None) -> dict[str, str]:
+    """``-D VAR=VALUE`` words -> {VAR: VALUE} (later ones win).
+
+    >>> parse_defines(["dur=5", "ca=cubic,bbr", "x="])
+    {'dur': '5', 'ca': 'cubic,bbr', 'x': ''}
+    """
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise UsageError(f"-D {item!r}: expected VAR=VALUE")
+        out[key] = value
+    return out
 
 
 class Loader(Protocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import netesto.script
-from netesto.errors import ScriptError
+from netesto.errors import ScriptError, UsageError
 from netesto.script import Interpreter, MemoryLoader, plan
 
 
@@ -81,9 +81,18 @@ def test_end_stops_only_the_current_text() -> None:
 def test_public_api() -> None:
     assert netesto.script.__all__ == sorted(netesto.script.__all__)
     for name in ("Interpreter", "plan", "FileLoader", "MemoryLoader", "FileCounter",
-                 "MemoryCounter", "estimate_seconds"):
+                 "MemoryCounter", "estimate_seconds", "parse_defines"):
         assert name in netesto.script.__all__
         assert hasattr(netesto.script, name)
+    import doctest
+
+    from netesto.script import lexer, store
+
+    for module in (netesto.script, lexer, store):
+        failed, tried = doctest.testmod(module)
+        assert failed == 0 and tried > 0, module.__name__
+    with pytest.raises(UsageError, match="'novalue': expected VAR=VALUE"):
+        netesto.script.parse_defines(["a=1", "novalue"])
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 from netesto.errors import TrafficError
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
-from netesto.traffic.flowend import FlowEnd, Worker, describe_error, die_with_parent, json_line, safe_flow_id
+from netesto.traffic.flowend import FlowEnd, Worker, describe_error, die_with_parent, io_handler, json_line, safe_flow_id
 from netesto.traffic.loop import ERR, IN, OUT, Loop
 from netesto.traffic.spec import TEST_TYPES, FlowSpec
 
@@ -30,10 +30,8 @@ HANDSHAKE_TIMEOUT = 5.0
 GO_TIMEOUT = 10.0  # a held flow whose start marker is this late after the client's instant ends
 GRACE = 30.0  # a flow whose client vanished silently ends dur + GRACE after it began
 MAX_SIZE = 1 << 30
-SEND_CHUNK = 1 << 18
 _SEQ = struct.Struct("<Q")
 _IN_ERR = IN | ERR
-_SEND_BUF = memoryview(bytes(SEND_CHUNK))
 
 
 class TokenSet:
@@ -164,31 +162,13 @@ class StreamServer(ServerFlow):
         self.sending = self.spec.test in ("TCP_MAERTS", "TCP_BIDIR")
         self.loop.register(self.fd, IN | (OUT if self.sending else 0), self._on_event)
 
+    @io_handler
     def _on_event(self, events: int) -> None:
-        conn = self.conn
-        try:
-            if events & (IN | ERR):
-                recv_into = conn.recv_into
-                view = self.worker.rxview
-                for _ in range(4):
-                    n = recv_into(view)
-                    if n == 0:
-                        self._eof()
-                        return
-                    self.rx += n
-                    if n < len(view):
-                        break
-            if events & OUT and self.sending:
-                send = conn.send
-                for _ in range(4):
-                    n = send(_SEND_BUF)
-                    self.tx += n
-                    if n < SEND_CHUNK:
-                        break
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            self.fail_running(exc)
+        if events & _IN_ERR and not self.recv_burst(self.conn):
+            self._eof()
+            return
+        if events & OUT and self.sending:
+            self.send_burst(self.conn)
 
     def _eof(self) -> None:
         self.sending = False
@@ -212,47 +192,43 @@ class RRServer(ServerFlow):
         self.spinning = False
         self.loop.register(self.fd, IN, self._on_event)
 
+    @io_handler
     def _on_event(self, events: int) -> None:
         conn = self.conn
-        try:
-            if events & OUT and self.pending:
-                n = conn.send(self.pending)
-                self.tx += n
-                self.pending = self.pending[n:]
-                if not self.pending:
-                    self.loop.modify(self.fd, IN)
-            if events & _IN_ERR:
-                n = conn.recv_into(self.view)
-                if n == 0:
-                    self.client_ended()
-                    return
-                self.rx += n
-                got = self.got + n
-                req = self.req
-                if got < req:
-                    self.got = got
-                    return
-                count, self.got = divmod(got, req)
-                self.trans += count
-                reply = self.reply_buf if count == 1 else memoryview(bytes(self.reply_buf) * count)
-                if self.pending:
-                    self.pending = memoryview(bytes(self.pending) + bytes(reply))
-                    return
-                try:
-                    n = conn.send(reply)
-                except BlockingIOError:
-                    n = 0
-                self.tx += n
-                if n < len(reply):
-                    self.pending = reply[n:]
-                    self.loop.modify(self.fd, IN | OUT)
-                elif len(self.sw.flows) == 1 and not self.sw.pending and self.req <= 65536 \
-                        and len(self.reply_buf) <= 65536:
-                    self._spin()
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            self.fail_running(exc)
+        if events & OUT and self.pending:
+            n = conn.send(self.pending)
+            self.tx += n
+            self.pending = self.pending[n:]
+            if not self.pending:
+                self.loop.modify(self.fd, IN)
+        if events & _IN_ERR:
+            n = conn.recv_into(self.view)
+            if n == 0:
+                self.client_ended()
+                return
+            self.rx += n
+            got = self.got + n
+            req = self.req
+            if got < req:
+                self.got = got
+                return
+            count, self.got = divmod(got, req)
+            self.trans += count
+            reply = self.reply_buf if count == 1 else memoryview(bytes(self.reply_buf) * count)
+            if self.pending:
+                self.pending = memoryview(bytes(self.pending) + bytes(reply))
+                return
+            try:
+                n = conn.send(reply)
+            except BlockingIOError:
+                n = 0
+            self.tx += n
+            if n < len(reply):
+                self.pending = reply[n:]
+                self.loop.modify(self.fd, IN | OUT)
+            elif len(self.sw.flows) == 1 and not self.sw.pending and self.req <= 65536 \
+                    and len(self.reply_buf) <= 65536:
+                self._spin()
 
     def _spin(self) -> None:
         """Alone in this server process: serve with blocking recv/send until a timer is due.
@@ -328,14 +304,7 @@ class CRRServer(ServerFlow):
         self.loop.register(self.fd, IN, self._on_ctl)
 
     def _on_ctl(self, events: int) -> None:
-        try:
-            data = self.conn.recv(4096)
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            self.fail_running(exc)
-            return
-        if not data:
+        if self.read_ctl(self.conn) == b"":  # the client's EOF: the flow is over
             self.client_ended()
 
     def close_sockets(self) -> None:
@@ -467,24 +436,19 @@ class UDPServer(ServerFlow):
                 self.fail_running(exc)
 
     def _on_ctl(self, events: int) -> None:
-        try:
-            data = self.conn.recv(4096)
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            self.fail_running(exc)
+        data = self.read_ctl(self.conn)
+        if data is None:
             return
         if not data:
             self.finish("client closed the control connection before the end message")
             return
         self._inbuf += data
         try:
-            total = hs.reply_length(self._inbuf)
-            if total is None or len(self._inbuf) < total:
-                return
-            msg = hs.decode_reply(self._inbuf[:total])
+            msg = hs.take_reply(self._inbuf)
         except hs.HandshakeError as exc:
             self.finish(f"bad end message: {exc}")
+            return
+        if msg is None:
             return
         self._on_udp(IN)  # what is already queued still counts
         sent = int(msg.get("sent", 0))

@@ -16,6 +16,7 @@ PLOTS: tuple[tuple[str, str, tuple[tuple[float, str], ...]], ...] = (
     ("goodput", "Goodput per flow", ((1.0, "bit/s"), (1e3, "kbit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s"))),
     ("cwnd", "Congestion window per flow", ((1.0, "packets"),)),
     ("rtt", "Smoothed RTT per flow", ((1.0, "us"), (1e3, "ms"), (1e6, "s"))),
+    ("lat_p99", "p99 transaction latency per flow (RR tests)", ((1.0, "us"), (1e3, "ms"), (1e6, "s"))),
 )
 
 
@@ -108,6 +109,8 @@ def line_svg(time: np.ndarray, lines: Sequence[tuple[str, np.ndarray]], *, title
             pts = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in seg)
             out.append(f'<polyline class="series" data-flow="{html.escape(label)}" points="{pts}" '
                        f'fill="none" stroke="{color}" stroke-width="1.5"/>')
+            if len(seg) == 1:  # a lone sample between gaps: a line of one point is invisible
+                out.append(f'<circle cx="{px(seg[0][0]):.1f}" cy="{py(seg[0][1]):.1f}" r="2.5" fill="{color}"/>')
         ly = top + 12 + 16 * i
         if ly + 16 >= top + ph and i < len(lines) - 1:
             if ly < top + ph:  # the last legend row says how many are not listed
@@ -132,8 +135,8 @@ def _unit(peak: float, choices: tuple[tuple[float, str], ...]) -> tuple[float, s
 
 
 def experiment_plots(ds: Any, **kw: Any) -> list[TimePlot]:
-    """Goodput, cwnd and RTT of every flow of an experiment Dataset over time
-    (variables that are missing or all NaN are left out)."""
+    """Goodput, cwnd, RTT and (RR tests) p99 latency of every flow of an
+    experiment Dataset over time (variables that are missing or all NaN are left out)."""
     out: list[TimePlot] = []
     if "time" not in ds.coords or ds.sizes.get("time", 0) == 0:
         return out
@@ -145,7 +148,9 @@ def experiment_plots(ds: Any, **kw: Any) -> list[TimePlot]:
         if not np.isfinite(data).any():
             continue
         factor, unit = _unit(float(np.nanmax(np.abs(data))), units)
-        lines = [(str(f), data[i] / factor) for i, f in enumerate(ds["flow"].values)]
+        # Flows without a finite value (e.g. streams in a latency plot) are left out.
+        lines = [(str(f), data[i] / factor) for i, f in enumerate(ds["flow"].values)
+                 if np.isfinite(data[i]).any()]
         out.append(TimePlot(name, title, line_svg(time, lines, title=title, y_label=f"{name} ({unit})", **kw)))
     return out
 

@@ -27,6 +27,7 @@ def test_line_svg_places_points_on_the_axes() -> None:
                    title="t", y_label="y")
     assert _points(svg, "f") == [(70.0, 275.0), (303.3, 152.5), (770.0, 30.0)]
     assert svg.count("<polyline") == 2  # the NaN sample is a gap, not a zero
+    assert '<circle cx="770.0" cy="30.0"' in svg  # the lone last sample is still visible
     assert ">100<" in svg and ">50<" not in svg.split("</text>")[0]
 
 
@@ -55,9 +56,12 @@ def test_experiment_page_has_the_time_series(workdir: Path, tmp_path: Path) -> N
     shown = render(page, tmp_path / "exp1.png")
     svgs = re.findall(r'<svg[^>]*class="timeplot".*?</svg>', shown.dom, re.S)
     assert [re.search(r"font-size=\"14\">([^<]*)<", s).group(1) for s in svgs] == [
-        "Goodput per flow", "Congestion window per flow", "Smoothed RTT per flow"]
-    for svg in svgs:
+        "Goodput per flow", "Congestion window per flow", "Smoothed RTT per flow",
+        "p99 transaction latency per flow (RR tests)"]
+    for svg in svgs[:3]:
         assert {f for f in flows if _points(svg, f)} == set(flows)
+    # Only the RR flow has latencies: the stream flows are not even in the legend.
+    assert {f for f in flows if _points(svgs[3], f)} == {"h1-h2-3-0"} and "h1-h2-1-0" not in svgs[3]
     # The goodput axis is in Gbit/s (loopback) and the highest point is the dataset's peak.
     goodput = svgs[0]
     assert "goodput (Gbit/s)" in goodput

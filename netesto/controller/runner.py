@@ -399,17 +399,11 @@ class Runner:
                                 event=kind, data=dict(data)))
 
     def _remote(self, name: str, what: Callable[[_Host], Any]) -> Any:
-        """Run ``what`` on host ``name``: unreachable -> drop host; refusal -> abort."""
+        """Run ``what`` on host ``name``: unreachable -> drop host; refusal -> abort.
+
+        Opening the session (hello, clock offset) is inside the same handling."""
         try:
-            h = self._session(name)
-        except AgentUnreachable as exc:
-            self._drop(name, exc)
-            return None
-        except AgentError as exc:
-            self._note(str(exc), exc)
-            raise _Abort() from exc
-        try:
-            return what(h)
+            return what(self._session(name))
         except AgentUnreachable as exc:
             self._drop(name, exc)
             return None

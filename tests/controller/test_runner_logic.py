@@ -235,3 +235,19 @@ def test_iperf3_flows_get_one_server_port_each(tmp_path: Path) -> None:
     assert [(s.flow_id, s.port, s.driver) for s in specs] == [
         ("c1-s-1-0", 5201, "iperf3"), ("c1-s-1-1", 5202, "iperf3"), ("c1-s-2-0", 5203, "iperf3")]
     assert [c[2:] for c in calls(agents["s"], "prepare_server")] == [("iperf3", [5201, 5202]), ("iperf3", [5203])]
+
+
+def test_waits_last_as_written(tmp_path: Path) -> None:
+    """WAIT 0.6 and RAND_WAIT 0.3 0.3 sleep that long (not skipped, not stretched by polling)."""
+    import time
+
+    from netesto.controller.progress import ActionFinished
+
+    runner, _, _, rec = make(tmp_path, {"h1": 0.0})
+    t0 = time.monotonic()
+    runner.run([Wait(seconds=0.6), RandWait(low=0.3, high=0.3)])
+    elapsed = time.monotonic() - t0
+    took = [ev.elapsed for ev in rec.events if isinstance(ev, ActionFinished) and ev.kind in ("WAIT", "RAND_WAIT")]
+    assert len(took) == 2 and took[0] >= 0.6 and took[1] >= 0.3, took
+    # A loaded machine can only add; 0.5 s of slack still tells 0.9 s from a doubled 1.8 s.
+    assert 0.9 <= elapsed < 1.4, elapsed

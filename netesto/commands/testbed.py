@@ -92,7 +92,8 @@ def format_status(st: dict) -> str:
     if st.get("mode") == "netns":
         lines.append(
             f"  bottleneck {cfg.get('bw_bps', 0) / 1e6:g} Mbit/s, rtt {cfg.get('rtt_ms')} ms, "
-            f"buffer {cfg.get('buffer_bytes')} B, loss {cfg.get('loss', 0) * 100:g} %, delay by {st.get('delay_mode', '?')}"
+            f"buffer {cfg.get('buffer_bytes')} B, loss {cfg.get('loss', 0) * 100:g} %, jitter {cfg.get('jitter_ms', 0):g} ms, "
+            f"ca {cfg.get('ca', '?')}, delay by {st.get('delay_mode', '?')}"
         )
         lines.append(f"  router {st.get('router_ns')} control {st.get('router_control_addr')} (controller side {st.get('control_addr')})")
         for lk in st.get("links", []):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,8 @@ def test_demo_runs_and_leaves_results_and_nothing_else(tmp_path) -> None:
     assert proc.returncode == 0, out
     assert "100%" in out and "demo finished" in out
     assert f"results in {tmp_path}" in out and f"ok      {tmp_path / 'exp.csv'}" in out
+    took = re.search(r"demo finished in ([\d.]+) s", out)
+    assert took and float(took.group(1)) < 60, out  # up, run, fetch, process, down
     for rel in ("exp.csv", "1/all.exp.out", "1/exp.nc", "1/experiment.json"):
         assert (tmp_path / rel).exists(), f"{rel} missing:\n{out}"
     rows = (tmp_path / "exp.csv").read_text().splitlines()

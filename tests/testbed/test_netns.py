@@ -361,3 +361,34 @@ def test_two_testbeds_coexist_and_status_shows_both(tmp_path) -> None:
             if lifecycle.state_path(name).exists():
                 lifecycle.down(name)
     assert tbutil.leftovers(names[1]) == []
+
+
+def test_up_options_reach_the_kernel(tmp_path) -> None:
+    """Every `up` option lands where it should: htb rate, bfifo bytes, delay line settings, ca, sysctls."""
+    name = tbutil.unique_name()
+    proc = subprocess.run(
+        [sys.executable, "-m", "netesto", "testbed", "up", "--name", name, "--hosts", "1", "--bw", "50mbit", "--rtt", "10ms",
+         "--buffer", "2bdp", "--loss", "0.5", "--jitter", "2ms", "--ca", "reno", "--no-agents", "--dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )
+    try:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        state = lifecycle.status(name)[0]
+        router, (h1,) = state["router_ns"], state["links"]
+        qdiscs = subprocess.run(["tc", "-n", router, "qdisc", "show", "dev", "r-h1"], capture_output=True, text=True).stdout
+        classes = subprocess.run(["tc", "-n", router, "class", "show", "dev", "r-h1"], capture_output=True, text=True).stdout
+        assert "htb 1: root" in qdiscs and "limit 125000b" in qdiscs, qdiscs  # 2 x 50 Mbit/s x 10 ms
+        assert "rate 50Mbit" in classes, classes
+        inside = tbutil.ns_run(h1["ns"], ["cat", "/proc/sys/net/ipv4/tcp_congestion_control",
+                                          "/proc/sys/net/ipv4/tcp_no_metrics_save", "/proc/sys/net/ipv4/tcp_ehash_entries"]).stdout.split()
+        assert inside == ["reno", "1", lifecycle.EHASH_ENTRIES], inside  # its own small TCP hash table
+        assert tbutil.ns_run(router, ["cat", "/proc/sys/net/ipv4/ip_forward"]).stdout.strip() == "1"
+        if state["delay_mode"] == "delayline":
+            settings = send_control(state["delayline_control"], {"op": "stats"})["settings"][str(h1["queue"])]
+            assert settings == {"delay_ms": 5.0, "jitter_ms": 1.0, "loss": 0.005}, settings  # each way
+        status = subprocess.run([sys.executable, "-m", "netesto", "testbed", "status", "--name", name], capture_output=True, text=True)
+        assert "bottleneck 50 Mbit/s, rtt 10.0 ms, buffer 125000 B, loss 0.5 %, jitter 2 ms, ca reno" in status.stdout, status.stdout
+    finally:
+        down = subprocess.run([sys.executable, "-m", "netesto", "testbed", "down", "--name", name], capture_output=True, text=True)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert tbutil.leftovers(name) == []

@@ -217,29 +217,40 @@ class ClientFlow(FlowEnd):
     def _go(self) -> None:
         """Start the data phase at start_at: sleep out the last moments, send the marker.
 
-        The sleep (and the marker's send) run briefly at real-time priority when
-        allowed, so a busy host's scheduler does not add its time slice to the skew
-        (a busy-wait would: several processes spinning at one instant on few
-        cores preempt each other for milliseconds).
+        The sleep and the markers run briefly at real-time priority when allowed,
+        so a busy host's scheduler does not add its time slice to the skew (a
+        busy-wait would: several processes spinning at one instant on few cores
+        preempt each other for milliseconds). Every flow of this worker due by
+        then sends its marker in the same stretch: dropping the priority between
+        two flows would let the scheduler cut in.
         """
-        sock = self.ctl
-        assert sock is not None
+        if self.phase != "ready":
+            return  # another flow's stretch started this one
         start_at = self.spec.start_at
-        error: OSError | None = None
         with realtime():
             if start_at is not None:
                 left = start_at - time.time()
                 if left > 0:
                     time.sleep(left)
-            stamp = (time.monotonic(), time.time())
-            if self.reply.get("go"):
-                try:
-                    sock.send(hs.GO)  # one byte into an idle connection's empty send buffer
-                except OSError as exc:
-                    error = exc
-        if error is not None:
-            self.fail(f"cannot start flow {self.spec.flow_id} with {self.where}: {describe_error(error)}")
-            return
+            self._mark()
+            now = time.time()
+            for flow in list(self.worker.flows):  # a failed start leaves the list
+                if isinstance(flow, ClientFlow) and flow.phase == "ready" \
+                        and (flow.spec.start_at or 0.0) <= now:
+                    flow._mark()
+
+    def _mark(self) -> None:
+        """The data phase starts now: stamp, send the start marker; the rest follows (``_run``)."""
+        sock = self.ctl
+        assert sock is not None
+        stamp = (time.monotonic(), time.time())
+        self.phase = "starting"
+        if self.reply.get("go"):
+            try:
+                sock.send(hs.GO)  # one byte into an idle connection's empty send buffer
+            except OSError as exc:
+                self.fail(f"cannot start flow {self.spec.flow_id} with {self.where}: {describe_error(exc)}")
+                return
         self.start_mono, self.start_wall = stamp
         # The rest waits behind the start of any other flow of this worker due now
         # (their timers are earlier): opening files must not delay their markers.

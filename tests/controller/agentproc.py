@@ -77,6 +77,7 @@ def start_agent(
     port: int = 0,
     timeout: float = 20.0,
     test_bind: str = "",
+    lease: float | None = None,
 ) -> AgentProc:
     """Start ``python -m netesto.agent.cli`` via ``popen`` and wait until it listens.
 
@@ -88,6 +89,8 @@ def start_agent(
     argv = [sys.executable, "-m", "netesto.agent.cli", "--bind", bind, "--port", str(port),
             "--test-bind", test_bind or bind, "--datadir", str(datadir), "--name", name,
             "--ready-file", str(ready), "--log-file", str(log)]
+    if lease is not None:
+        argv += ["--lease", str(lease)]
     if keys is None:
         argv.append("--insecure")
     else:

@@ -22,7 +22,7 @@ from netesto.errors import LabError
 from .agentproc import AgentProc, make_keys, start_agent
 
 
-def start_pair(pair, tmp_path: Path, *, shape_h1: bool = False) -> tuple[Path, dict[str, AgentProc]]:
+def start_pair(pair, tmp_path: Path, *, shape_h1: bool = False, lease: float | None = None) -> tuple[Path, dict[str, AgentProc]]:
     """Agents h1 (pair.a) and h2 (pair.b) with CURVE keys; returns the lab file.
 
     With ``shape_h1`` the lab says h1's traffic is shaped by agent h2 on its veth0.
@@ -30,7 +30,7 @@ def start_pair(pair, tmp_path: Path, *, shape_h1: bool = False) -> tuple[Path, d
     keys = make_keys(tmp_path / "keys")
     popen = {"h1": lambda argv: pair.popen(pair.a, argv), "h2": lambda argv: pair.popen(pair.b, argv)}
     addr = {"h1": pair.addr_a, "h2": pair.addr_b}
-    agents = {n: start_agent(popen[n], n, addr[n], tmp_path, keys=keys) for n in ("h1", "h2")}
+    agents = {n: start_agent(popen[n], n, addr[n], tmp_path, keys=keys, lease=lease) for n in ("h1", "h2")}
     hosts = {
         n: {"control": addr[n], "port": a.port, "public_key": str(keys.agent(n)[0]), "dev": "veth0"}
         for n, a in agents.items()
@@ -271,3 +271,54 @@ def test_qdisc_goes_to_the_shaping_agent_and_is_restored_at_the_end(veth_pair, t
     assert "tbf" in seen["b"] and "rate 100Mbit" in seen["b"]  # on the shaping agent's device
     assert "tbf" not in seen["a"]  # not on h1 itself
     assert "tbf" not in qdiscs(veth_pair.b) and qdiscs(veth_pair.b) == before_b  # restored when the run ended
+
+
+@pytest.mark.netns
+def test_controller_killed_mid_flow_then_a_new_controller_collects(veth_pair, tmp_path: Path) -> None:
+    """`netesto run` dies by SIGKILL while a 30 s flow runs: at lease expiry (8 s) the agents stop
+    the flow and restore h1's sysctl, keep the data; `netesto run --collect` fetches it.
+
+    (8 s, not less: AgentClient's heartbeat skips a beat while its last request is under
+    4 s old, so a live controller would let a shorter lease lapse.)"""
+    import os
+    import signal
+
+    lab, agents = start_pair(veth_pair, tmp_path, lease=8.0)
+    before = veth_pair.run(veth_pair.a, ["cat", "/proc/sys/net/ipv4/tcp_ecn"]).stdout.strip()
+    assert before != "1"
+    script = tmp_path / "long.script"
+    script.write_text(LONG)
+    work = tmp_path / "work"
+    proc = veth_pair.popen(veth_pair.a, [sys.executable, "-m", "netesto", "run", str(script), "--lab", str(lab),
+                                         "--workdir", str(work)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "flow(s) of" in line:
+                break
+        time.sleep(2.5)  # the flow has started (1 s lead) and runs
+        assert _engine_clients(veth_pair.a), f"the flow is not running: {agents['h1'].log.read_text()[-3000:]}"
+        assert veth_pair.run(veth_pair.a, ["cat", "/proc/sys/net/ipv4/tcp_ecn"]).stdout.strip() == "1"
+        os.kill(proc.pid, signal.SIGKILL)  # the controller (ip netns exec execs it: same pid)
+        proc.wait(timeout=5)
+        killed = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = killed + 20
+    while time.monotonic() < deadline and (_engine_clients(veth_pair.a)
+                                           or veth_pair.run(veth_pair.a, ["cat", "/proc/sys/net/ipv4/tcp_ecn"]).stdout.strip() != before):
+        time.sleep(0.2)
+    assert not _engine_clients(veth_pair.a), "the flow still runs after lease expiry"
+    assert veth_pair.run(veth_pair.a, ["cat", "/proc/sys/net/ipv4/tcp_ecn"]).stdout.strip() == before
+    assert time.monotonic() - killed < 20  # long before the 30 s flow would have ended
+    assert all(a.proc.poll() is None for a in agents.values())  # the agents live on
+    assert not (work / "1" / "flows").exists()
+    rc = veth_pair.run(veth_pair.a, [sys.executable, "-m", "netesto", "run", "--collect", "--lab", str(lab), "--workdir", str(work)])
+    assert rc.returncode == 0, rc.stdout + rc.stderr
+    assert "from h1" in rc.stdout and "from h2" in rc.stdout, rc.stdout
+    from netesto.traffic.rawformat import read_flow
+
+    client = read_flow(work / "1" / "flows" / "h1-h2-1-0.client.nflow")
+    assert client.rows > 0 and (work / "1" / "flows" / "h1-h2-1-0.server.nflow").is_file()

@@ -33,6 +33,26 @@ class HtmlPlot:
         return self.html
 
 
+def nice_step(span: float, ticks: int = 5) -> float:
+    """A 1/2/5 x 10^k step giving about ``ticks`` intervals over ``span``."""
+    if not math.isfinite(span) or span <= 0:
+        return 1.0
+    raw = span / ticks
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 5, 10):
+        if m * mag >= raw:
+            return m * mag
+    return 10 * mag
+
+
+def nice_top(peak: float, ticks: int = 5) -> tuple[float, float]:
+    """(axis top, tick step): the first 1/2/5 x 10^k multiple at or above ``peak``."""
+    if not math.isfinite(peak) or peak <= 0:
+        return 1.0, 0.2
+    step = nice_step(peak, ticks)
+    return step * math.ceil(peak / step - 1e-9), step
+
+
 def _list(v: str | Sequence[str] | None) -> list[str]:
     if v is None:
         return []
@@ -97,21 +117,21 @@ def svg_plot(table: "Table", x: str, y1: Any, *, y2: Any = None, series: str | N
 
     def vmax(cols: list[str]) -> float:
         vals = [pd.to_numeric(df[c], errors="coerce").max() for c in cols]
-        m = max([v for v in vals if v is not None and math.isfinite(v)] or [1.0])
-        return float(m) * 1.1 if m > 0 else 1.0
+        # 5% headroom so the tallest bar or diamond does not touch the frame.
+        return 1.05 * float(max([v for v in vals if v is not None and math.isfinite(v)] or [1.0]))
 
-    m1, m2 = vmax(ys), vmax(y2s) if y2s else 1.0
+    (m1, s1), (m2, s2) = nice_top(vmax(ys)), nice_top(vmax(y2s) if y2s else 1.0)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'font-family="sans-serif" font-size="12">',
            f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="15">{html.escape(title)}</text>',
            f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#000"/>']
-    for i in range(6):
-        yv = m1 * i / 5
-        yy = top + ph - ph * i / 5
-        out.append(f'<text x="{left - 5}" y="{yy + 4}" text-anchor="end">{yv:.3g}</text>')
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{yy}" y2="{yy}" stroke="#ddd"/>')
-        if y2s:
-            out.append(f'<text x="{left + pw + 5}" y="{yy + 4}">{m2 * i / 5:.3g}</text>')
+    for i in range(round(m1 / s1) + 1):
+        yy = top + ph - ph * i * s1 / m1
+        out.append(f'<text x="{left - 5}" y="{yy + 4:.1f}" text-anchor="end">{round(i * s1, 12):g}</text>')
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#ddd"/>')
+    for i in range(round(m2 / s2) + 1 if y2s else 0):
+        yy = top + ph - ph * i * s2 / m2
+        out.append(f'<text x="{left + pw + 5}" y="{yy + 4:.1f}">{round(i * s2, 12):g}</text>')
     slot = pw / max(1, len(xs))
     nbars = max(1, len(groups) * len(ys))
     bw = slot * 0.8 / nbars
@@ -167,4 +187,4 @@ def svg_plot(table: "Table", x: str, y1: Any, *, y2: Any = None, series: str | N
     return HtmlPlot("\n".join(out), title)
 
 
-__all__ = ["HtmlPlot", "holoviews_plot", "svg_plot"]
+__all__ = ["HtmlPlot", "holoviews_plot", "nice_step", "nice_top", "svg_plot"]

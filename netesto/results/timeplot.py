@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from netesto.results.plotting import PALETTE
+from netesto.results.plotting import PALETTE, nice_step
 
 # (variable, title, unit choices as (factor, label) from small to large)
 PLOTS: tuple[tuple[str, str, tuple[tuple[float, str], ...]], ...] = (
@@ -27,18 +27,6 @@ class TimePlot:
     id: str
     title: str
     svg: str
-
-
-def nice_step(span: float, ticks: int = 5) -> float:
-    """A 1/2/5 x 10^k step giving about ``ticks`` intervals over ``span``."""
-    if not math.isfinite(span) or span <= 0:
-        return 1.0
-    raw = span / ticks
-    mag = 10 ** math.floor(math.log10(raw))
-    for m in (1, 2, 5, 10):
-        if m * mag >= raw:
-            return m * mag
-    return 10 * mag
 
 
 def downsample(time: np.ndarray, values: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
@@ -155,4 +143,4 @@ def experiment_plots(ds: Any, **kw: Any) -> list[TimePlot]:
     return out
 
 
-__all__ = ["PLOTS", "TimePlot", "downsample", "experiment_plots", "line_svg", "nice_step"]
+__all__ = ["PLOTS", "TimePlot", "downsample", "experiment_plots", "line_svg"]

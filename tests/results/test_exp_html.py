@@ -10,7 +10,8 @@ import pytest
 import xarray as xr
 
 from netesto.results import process_experiment
-from netesto.results.timeplot import downsample, experiment_plots, line_svg, nice_step
+from netesto.results.plotting import nice_step, nice_top
+from netesto.results.timeplot import downsample, experiment_plots, line_svg
 from tests.results.browser import render
 
 
@@ -41,6 +42,7 @@ def test_long_legends_say_how_many_flows_are_not_listed() -> None:
 
 def test_nice_steps_and_downsampling() -> None:
     assert [nice_step(s) for s in (1, 7, 30, 0.9, 0)] == [0.2, 2, 10, 0.2, 1.0]
+    assert [nice_top(p) for p in (0.03, 1.504, 100, 0)] == [(0.03, 0.01), (2.0, 0.5), (100, 20), (1.0, 0.2)]
     t = np.arange(10_000) * 0.01
     v = np.where(np.arange(10_000) < 5_000, 1.0, np.nan)
     ts, vs = downsample(t, v, 100)

@@ -164,3 +164,40 @@ def test_flows_use_the_test_address_control_stays_on_the_control_address(tmp_pat
     finally:
         h1.stop()
         h2.stop()
+
+
+def test_progress_subclass_sees_flow_events_while_flows_run(loopback_lab: Path, tmp_path: Path) -> None:
+    """The callback interface the notebook plugs into: ``on_<event>`` methods, flow progress
+    relayed from the agents during the WAIT (before any GET_DATA), data stored after."""
+    import threading
+
+    from netesto.controller import Progress, run
+
+    class Seen(Progress):
+        def __init__(self) -> None:
+            self.order: list[str] = []
+            self.lock = threading.Lock()
+
+        def _add(self, what: str) -> None:
+            with self.lock:
+                self.order.append(what)
+
+        def on_flow_progress(self, e) -> None:
+            if e.flow == "h1-h2-1-0":
+                self._add(f"flow:{e.event}")
+
+        def on_action_started(self, e) -> None:
+            self._add(f"action:{e.kind}")
+
+        def on_data_stored(self, e) -> None:
+            self._add(f"stored:{e.host}")
+
+    seen = Seen()
+    run(SCRIPT.replace("$dur", "2"), lab=loopback_lab, workdir=tmp_path / "w", progress=seen)
+    order = seen.order
+    first_get = order.index("action:GET_DATA")
+    during = order[:first_get]
+    assert "flow:started" in during and "flow:progress" in during, order
+    assert order.index("action:WAIT") < max(i for i, w in enumerate(during) if w == "flow:progress"), order  # relayed during the WAIT
+    assert "flow:done" in order, order
+    assert {"stored:h1", "stored:h2"} <= set(order[first_get:]), order

@@ -79,8 +79,10 @@ def test_demo_without_root_falls_back_to_a_loopback_lab(tmp_path) -> None:
     """`netesto demo` with euid != 0 (a fresh user namespace: no CAP_NET_ADMIN over this
     machine's network, geteuid() is the overflow uid): loopback lab, a clear note, results."""
     name = tbutil.unique_name()
-    state = tmp_path / "state"
-    env = {**os.environ, "NETESTO_STATE_DIR": str(state)}
+    # The state dir a user without root gets: $XDG_RUNTIME_DIR/netesto/testbeds.
+    env = {k: v for k, v in os.environ.items() if k != "NETESTO_STATE_DIR"}
+    env["XDG_RUNTIME_DIR"] = str(tmp_path / "xdg")
+    state = tmp_path / "xdg" / "netesto" / "testbeds"
     proc = subprocess.run(
         ["unshare", "--user", sys.executable, "-m", "netesto", "demo", "--dir", str(tmp_path / "out"), "--dur", "3", "--name", name],
         capture_output=True, text=True, timeout=90, env=env,
@@ -94,6 +96,7 @@ def test_demo_without_root_falls_back_to_a_loopback_lab(tmp_path) -> None:
     flows = {p.name for p in (tmp_path / "out" / "1" / "flows").iterdir()}
     assert {"h2-h1-1-0.client.nflow", "h3-h1-2-0.client.nflow"} <= flows, flows
     # torn down: no state left, no agent of this testbed still running
+    assert state.is_dir()
     assert [p.name for p in state.iterdir() if p.name != "_lock"] == []
     assert not [ln for ln in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
                 if f"/{name}.keys/" in ln]

@@ -63,9 +63,15 @@ _TC_RATE = re.compile(r"^\d+(?:\.\d+)?(?:[kmgt]?(?:bit|bps)|[kmgt])?$", re.IGNOR
 _TC_SIZE = re.compile(r"^\d+(?:\.\d+)?(?:b|k|kb|m|mb|g|gb|kbit|mbit|gbit)?$", re.IGNORECASE)
 
 
-def to_int(text: str, *, low: int | None = None, high: int | None = None) -> int:
+def _not_huge(text: str, what: str) -> None:
+    """Refuse numbers longer than 40 characters before parsing them (int() of a
+    100,000-digit string takes seconds: scripts must not be able to hang us)."""
     if len(text) > 40:
-        raise ValueError(f"expected an integer, got {text[:40]!r}...")
+        raise ValueError(f"expected {what}, got {text[:40]!r}...")
+
+
+def to_int(text: str, *, low: int | None = None, high: int | None = None) -> int:
+    _not_huge(text, "an integer")
     try:
         value = int(text)
     except ValueError:
@@ -81,8 +87,7 @@ def to_int(text: str, *, low: int | None = None, high: int | None = None) -> int
 
 
 def to_float(text: str, *, low: float | None = None, high: float | None = None) -> float:
-    if len(text) > 40:
-        raise ValueError(f"expected a number, got {text[:40]!r}...")
+    _not_huge(text, "a number")
     try:
         value = float(text)
     except ValueError:

@@ -29,7 +29,7 @@ from typing import Any
 from netesto.errors import TrafficError
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
-from netesto.traffic.flowend import FlowEnd, Worker, describe_error, io_handler, realtime
+from netesto.traffic.flowend import FlowEnd, Worker, describe_error, io_handler
 from netesto.traffic.loop import ERR, IN, OUT, Timer
 from netesto.traffic.spec import FlowSpec
 
@@ -41,6 +41,7 @@ UDP_RR_TIMEOUT = 0.2
 PROGRESS_EVERY = 1.0
 PRESTART_LEAD = 5.0  # connect and handshake this long (at most) before a flow's start_at
 AHEAD = 0.002  # the loop timer fires this early (epoll waits in whole ms); a precise sleep does the rest
+RT_LEAD = 0.05  # real-time priority from this long before start_at (a busy host wakes us late otherwise)
 _SEQ = struct.Struct("<Q")
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
@@ -209,35 +210,42 @@ class ClientFlow(FlowEnd):
         self.phase = "ready"
         start_at = self.spec.start_at
         wait = 0.0 if start_at is None else start_at - time.time()
+        if wait > RT_LEAD:
+            self.timers.append(self.loop.call_later(wait - RT_LEAD, self._hold_rt))
+        else:
+            self._hold_rt()
         if wait > AHEAD:
             self.timers.append(self.loop.call_later(wait - AHEAD, self._go))
         else:
             self._go()
 
+    def _hold_rt(self) -> None:
+        if self.phase == "ready":
+            self.worker.rt.acquire(self)
+
     def _go(self) -> None:
         """Start the data phase at start_at: sleep out the last moments, send the marker.
 
-        The sleep and the markers run briefly at real-time priority when allowed,
-        so a busy host's scheduler does not add its time slice to the skew (a
+        From :data:`RT_LEAD` before start_at until its marker is out the worker
+        runs at real-time priority when allowed (``worker.rt``), so a busy host's
+        scheduler adds neither a late wake-up nor its time slice to the skew (a
         busy-wait would: several processes spinning at one instant on few cores
         preempt each other for milliseconds). Every flow of this worker due by
-        then sends its marker in the same stretch: dropping the priority between
-        two flows would let the scheduler cut in.
+        then sends its marker in the same stretch.
         """
         if self.phase != "ready":
             return  # another flow's stretch started this one
         start_at = self.spec.start_at
-        with realtime():
-            if start_at is not None:
-                left = start_at - time.time()
-                if left > 0:
-                    time.sleep(left)
-            self._mark()
-            now = time.time()
-            for flow in list(self.worker.flows):  # a failed start leaves the list
-                if isinstance(flow, ClientFlow) and flow.phase == "ready" \
-                        and (flow.spec.start_at or 0.0) <= now:
-                    flow._mark()
+        if start_at is not None:
+            left = start_at - time.time()
+            if left > 0:
+                time.sleep(left)
+        self._mark()
+        now = time.time()
+        for flow in list(self.worker.flows):  # a failed start leaves the list
+            if isinstance(flow, ClientFlow) and flow.phase == "ready" \
+                    and (flow.spec.start_at or 0.0) <= now:
+                flow._mark()
 
     def _mark(self) -> None:
         """The data phase starts now: stamp, send the start marker; the rest follows (``_run``)."""
@@ -252,6 +260,7 @@ class ClientFlow(FlowEnd):
                 self.fail(f"cannot start flow {self.spec.flow_id} with {self.where}: {describe_error(exc)}")
                 return
         self.start_mono, self.start_wall = stamp
+        self.worker.rt.release(self)
         # The rest waits behind the start of any other flow of this worker due now
         # (their timers are earlier): opening files must not delay their markers.
         self.timers.append(self.loop.call_at(time.monotonic(), self._run))
@@ -347,6 +356,7 @@ class ClientFlow(FlowEnd):
             self.ctl = None
 
     def finish(self, error: str = "") -> None:
+        self.worker.rt.release(self)
         if self.writer is None and not self.finished:
             # Failed before the data phase: still leave a file saying so.
             if not self.start_mono:

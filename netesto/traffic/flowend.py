@@ -9,7 +9,6 @@ one block.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import json
@@ -22,7 +21,7 @@ import struct
 import time
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 from netesto.traffic import tcpinfo
 from netesto.traffic.columns import (
@@ -154,25 +153,40 @@ def precise_timers() -> None:
         pass
 
 
-@contextlib.contextmanager
-def realtime() -> Iterator[None]:
-    """Run the block at SCHED_FIFO priority 1 if allowed (else as is); keep such blocks short."""
-    try:
-        policy = os.sched_getscheduler(0)
-        if policy != os.SCHED_OTHER:
-            policy = -1  # someone chose a policy for us: leave it alone
-        else:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-    except (OSError, AttributeError):
-        policy = -1
-    try:
-        yield
-    finally:
-        if policy != -1:
+class RealtimeHold:
+    """SCHED_FIFO (priority 1) for this process while any flow is about to start.
+
+    A flow takes the hold :data:`~netesto.traffic.client.RT_LEAD` before its
+    start instant, so the loop's timer wakes on time on a busy host (a normal
+    task's wake-up can be tens of ms late there), and lets go once its start
+    marker is out. Without the privilege nothing changes; a policy somebody
+    chose for us (e.g. chrt) is left alone.
+    """
+
+    def __init__(self) -> None:
+        self.holders: set[object] = set()
+        self._saved = -1  # the policy to go back to; -1: we changed nothing
+
+    def acquire(self, holder: object) -> None:
+        if not self.holders:
             try:
-                os.sched_setscheduler(0, policy, os.sched_param(0))
+                if os.sched_getscheduler(0) == os.SCHED_OTHER:
+                    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+                    self._saved = os.SCHED_OTHER
+            except (OSError, AttributeError):
+                self._saved = -1
+        self.holders.add(holder)
+
+    def release(self, holder: object) -> None:
+        if holder not in self.holders:
+            return
+        self.holders.discard(holder)
+        if not self.holders and self._saved != -1:
+            try:
+                os.sched_setscheduler(0, self._saved, os.sched_param(0))
             except OSError:
                 pass
+            self._saved = -1
 
 
 def describe_error(exc: BaseException) -> str:
@@ -562,6 +576,7 @@ class Worker:
         loop.on_error = self.handler_failed
         self.flows: list[FlowEnd] = []
         self.failed = 0
+        self.rt = RealtimeHold()
         self.rxbuf = bytearray(1 << 18)
         self.rxview = memoryview(self.rxbuf)
 
@@ -589,4 +604,4 @@ def json_line(event: dict[str, Any]) -> bytes:
     return (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
 
 
-__all__ = ["SEND_CHUNK", "die_with_parent", "io_handler", "precise_timers", "realtime", "FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]
+__all__ = ["SEND_CHUNK", "die_with_parent", "io_handler", "precise_timers", "RealtimeHold", "FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]

@@ -67,3 +67,30 @@ def test_held_flow_without_marker_ends_with_error(tmp_path):
         listener.close()
     assert events[-1]["event"] == "error"
     assert "closed the connection before the start" in events[-1]["message"]
+
+
+def test_realtime_hold_lasts_while_any_flow_holds_it():
+    import os
+
+    from netesto.traffic.flowend import RealtimeHold
+
+    if os.sched_getscheduler(0) != os.SCHED_OTHER:
+        pytest.skip("this process already runs under another policy")
+    hold = RealtimeHold()
+    a, b = object(), object()
+    hold.acquire(a)
+    try:
+        if os.sched_getscheduler(0) == os.SCHED_OTHER:
+            pytest.skip("no privilege for SCHED_FIFO here (the hold does nothing)")
+        hold.acquire(b)
+        hold.release(a)
+        assert os.sched_getscheduler(0) == os.SCHED_FIFO
+        hold.release(a)  # twice: no effect
+        assert os.sched_getscheduler(0) == os.SCHED_FIFO
+        hold.release(b)
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    finally:
+        hold.release(a)
+        hold.release(b)
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))

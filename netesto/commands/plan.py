@@ -80,11 +80,20 @@ def plan_args(action: "Action") -> list[tuple[str, object]]:
     return out
 
 
+def _short_path(file: str) -> str:
+    """A file below the current directory as a relative path (library files
+    are found by absolute path); anything else unchanged."""
+    try:
+        return str(Path(file).relative_to(Path.cwd())) if Path(file).is_absolute() else file
+    except ValueError:
+        return file
+
+
 def format_action(action: "Action") -> str:
     """One plan line: ``file:line  HOST  KIND key=value ...`` (non-default arguments)."""
     host = getattr(action, "host", "") or "-"
     parts = " ".join(f"{k}={_value_text(v)}" for k, v in plan_args(action))
-    return f"{action.loc.file}:{action.loc.line}  {host}  {action.kind} {parts}".rstrip()
+    return f"{_short_path(action.loc.file)}:{action.loc.line}  {host}  {action.kind} {parts}".rstrip()
 
 
 def main(args: argparse.Namespace) -> int:

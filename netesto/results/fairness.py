@@ -83,7 +83,7 @@ def convergence_time(
 
     Goodput is smoothed over ``smooth`` seconds first (per-sample goodput of
     TCP is bursty). The fair share is the sum of the running flows' goodput
-    divided by their number. NaN if it never converges.
+    divided by their number. NaN if it never converges while ``flow`` runs.
     """
     dt = float(ds.attrs.get("interval", 0.01))
     gp = ds.goodput
@@ -99,9 +99,13 @@ def convergence_time(
         dev = np.abs(vals - share) / share
     ok = np.all((dev <= tolerance) | ~running.values, axis=0) & (n_run > 0)
     times = ds.time.values
+    # Only while the joining flow runs: once it has ended the others are
+    # trivially "fair" among themselves.
+    alive = np.nonzero(gp.sel(flow=flow).notnull().values)[0]
+    t_last = float(times[alive[-1]]) if alive.size else -math.inf
     need = max(1, int(round(hold / dt)))
     run = 0
-    for i in np.nonzero(times >= t_join)[0]:
+    for i in np.nonzero((times >= t_join) & (times <= t_last))[0]:
         run = run + 1 if ok[i] else 0
         if run >= need:
             return float(times[i - need + 1] - t_join)

@@ -201,6 +201,12 @@ def test_convergence_after_a_join() -> None:
     ds2 = ds.copy()
     ds2["goodput"] = ds.goodput.where(ds.time < 1.5, 10.0).where(ds.flow == "b", 100.0)
     assert math.isnan(convergence_time(ds2, "b", tolerance=0.1, hold=0.3, smooth=0.01))
+    # b leaves at 2 s without ever reaching its share: a alone afterwards is no convergence.
+    a3 = np.full_like(t, 100.0)
+    b3 = np.where((t >= 1.0) & (t < 2.0), 10.0, np.nan)
+    ds3 = ds.copy()
+    ds3["goodput"] = (("flow", "time"), np.vstack([a3, b3]))
+    assert math.isnan(convergence_time(ds3, "b", tolerance=0.1, hold=0.3, smooth=0.01))
 
 
 def test_summaries_of_many_experiments(processed: Path) -> None:

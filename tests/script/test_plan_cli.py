@@ -43,8 +43,15 @@ def test_plan_text(tmp_path: Path) -> None:
     res = run_plan(str(script), "-D", "dur=5", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0] == f"{script}:5  h1  DO_SERVER exp=42 start=1"
-    assert f"{script}:6  h2  DO_CLIENT exp=42 " in lines[1] and "ca=cubic" in lines[1]
+    # Files below the current directory are shown relative to it.
+    assert lines[0] == "two.nts:5  h1  DO_SERVER exp=42 start=1"
+    assert "two.nts:6  h2  DO_CLIENT exp=42 " in lines[1] and "ca=cubic" in lines[1]
+    args = (str(script), "-D", "dur=5", "--counter", "41")
+    elsewhere = run_plan(*args, cwd=tmp_path.parent).stdout.splitlines()
+    assert elsewhere[0] == f"{script.relative_to(tmp_path.parent)}:5  h1  DO_SERVER exp=42 start=1"
+    outside = tmp_path / "sub"
+    outside.mkdir()
+    assert run_plan(*args, cwd=outside).stdout.startswith(f"{script}:5  h1  DO_SERVER")
     assert any("DO_CLIENT exp=43" in ln and "ca=bbr" in ln for ln in lines)
     assert lines[-1] == "# 12 actions, estimated wall time 0:10 (10.5 s)"
     assert (tmp_path / "counter").read_text() == "41\n"  # planning never consumes counter values

@@ -123,8 +123,10 @@ def engine_alone(n: int, rounds: int, dur: float, flow: str, tmp: Path) -> tuple
             specs = [FlowSpec(flow_id=f"h{i}-h{i % n + 1}-1-0", server="127.0.0.1", port=port, ca="cubic", dur=dur,
                               start_at=at, token="b", exp=r + 1, **kind).to_dict() for i in range(1, n + 1)]
             (data / "specs.json").write_text(json.dumps(specs))
-            subprocess.run([sys.executable, "-m", "netesto.traffic", "client", "--specs", str(data / "specs.json"),
-                            "--datadir", str(data)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            client = subprocess.run([sys.executable, "-m", "netesto.traffic", "client", "--specs", str(data / "specs.json"),
+                                     "--datadir", str(data)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if client.returncode != 0:
+                print(f"engine alone, round {r + 1}: client exited {client.returncode}: {client.stderr.strip()[-300:]}", file=sys.stderr)
             starts = []
             for path in (data / str(r + 1) / "flows").glob("*.client.nflow"):
                 starts.append(float(read_flow(path).header["start_wall"]))
@@ -181,6 +183,11 @@ def main() -> int:
             sp = [x * 1e3 for x in spreads]
             print(f"{label:24} {len(a):4d} {pct(a, 50):12.3f} {pct(a, 99):12.3f} {pct(r, 50):13.3f} "
                   f"{pct(r, 99):13.3f} {pct(sp, 50):14.3f} {max(sp, default=float('nan')):11.3f} {took:7.1f}")
+        expected = args.agents * args.rounds
+        for label, (skews, *_rest) in results.items():
+            if len(skews) < expected:  # a broken engine or agent must not pass as "nan"
+                print(f"WARNING: {label}: only {len(skews)} of {expected} flows reported a start "
+                      "(see the flows' errors in <exp>/experiment.json, or the engine's stderr)")
         s_sched = pct([x * 1e3 for x in results["scheduled"][2]], 50)
         s_orig = pct([x * 1e3 for x in results["on receipt (original)"][2]], 50)
         p99 = pct([abs(x) * 1e3 for x in results["scheduled"][1]], 99)

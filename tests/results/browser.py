@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,35 @@ def render(page: Path, png: Path, *, size: str = "1400,2000") -> Rendered:
                        check=True)
     assert png.is_file() and png.stat().st_size > 0, f"no screenshot of {page}"
     return Rendered(dom, png)
+
+
+_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
+                   "source", "track", "wbr"})
+
+
+class _Balance(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.problems: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        if tag not in _VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: object) -> None:
+        pass  # <path .../> and friends close themselves
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.problems.append(f"</{tag}> at {self.getpos()} but open: {self.stack[-3:]}")
+        else:
+            self.stack.pop()
+
+
+def tag_problems(text: str) -> list[str]:
+    """Mis-nested or unclosed tags of a page as written (before any browser repairs it)."""
+    checker = _Balance()
+    checker.feed(text)
+    checker.close()
+    return checker.problems + [f"<{t}> never closed" for t in checker.stack]

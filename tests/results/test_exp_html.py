@@ -12,7 +12,7 @@ import xarray as xr
 from netesto.results import process_experiment
 from netesto.results.plotting import nice_step, nice_top
 from netesto.results.timeplot import downsample, experiment_plots, line_svg
-from tests.results.browser import render
+from tests.results.browser import render, tag_problems
 
 
 def _points(svg: str, flow: str) -> list[tuple[float, float]]:
@@ -55,6 +55,7 @@ def test_experiment_page_has_the_time_series(workdir: Path, tmp_path: Path) -> N
     ds = xr.open_dataset(workdir / "1" / "exp.nc")
     flows = [str(f) for f in ds.flow.values]
     page = workdir / "1" / "exp.html"
+    assert page.read_text().startswith("<!DOCTYPE html>") and tag_problems(page.read_text()) == []
     shown = render(page, tmp_path / "exp1.png")
     svgs = re.findall(r'<svg[^>]*class="timeplot".*?</svg>', shown.dom, re.S)
     assert [re.search(r"font-size=\"14\">([^<]*)<", s).group(1) for s in svgs] == [

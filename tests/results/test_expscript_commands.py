@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from netesto.results import Table, process_experiment, run_script
-from tests.results.browser import render
+from tests.results.browser import render, tag_problems
 
 
 @pytest.fixture
@@ -59,6 +59,7 @@ def test_doplot_page_renders_in_chromium(processed: Path, tmp_path: Path) -> Non
     script = Path(__file__).parent / "data" / "figure8.script"
     page = tmp_path / "fig8.html"
     page.write_text(run_script(script, {"dir": str(processed)}))
+    assert tag_problems(page.read_text()) == []
     shown = render(page, tmp_path / "fig8.png")
     # Chromium parsed the plot as SVG: the anchor div holds an svg with bars and y2 diamonds.
     assert '<div id="plotRate"><div class="netesto-plot"><svg' in shown.dom

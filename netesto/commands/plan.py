@@ -40,7 +40,7 @@ def _value_text(value: object) -> str:
     """Plan-line text of one argument: pairs as k=v, lists comma-joined."""
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(v, (list, tuple)) and len(v) == 2 for v in value):
-            return ";".join(f"{k}={_value_text(v)}" for k, v in value)  # type: ignore[misc]
+            return ";".join(f"{k}={_value_text(v)}" for k, v in value)
         return ",".join(str(v) for v in value)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))

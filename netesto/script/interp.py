@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar, cast
 
 from netesto.errors import ScriptError
 from netesto.script import validate as V
@@ -409,7 +409,7 @@ class Interpreter:
             yield from result
 
     def _value(self, frame: _Frame, node: Command, name: str, key: str, raw: str,
-               tok: Token, conv: Callable[[str], object]) -> object:
+               tok: Token, conv: Callable[[str], _T]) -> _T:
         self._undefined(raw, frame, node.line, tok.col)
         try:
             return conv(raw)
@@ -498,13 +498,13 @@ class Interpreter:
             raise self._err(frame, node.line, node.col, "WAIT takes one number of seconds")
         secs = self._value(frame, node, "WAIT", "seconds", toks[0].text, toks[0],
                            lambda s: V.to_float(s, low=0, high=MAX_SECONDS))
-        yield Wait(loc=self._loc(node, frame), seconds=float(secs))  # type: ignore[arg-type]
+        yield Wait(loc=self._loc(node, frame), seconds=float(secs))
 
     def _rand_wait(self, node: Command, frame: _Frame) -> Iterator[Action]:
         toks = self._tokens(node, frame)
         if len(toks) not in (1, 2):
             raise self._err(frame, node.line, node.col, "RAND_WAIT takes 'max' or 'min max' seconds")
-        nums = [float(self._value(frame, node, "RAND_WAIT", "seconds", t.text, t,  # type: ignore[arg-type]
+        nums = [float(self._value(frame, node, "RAND_WAIT", "seconds", t.text, t,
                                   lambda s: V.to_float(s, low=0, high=MAX_SECONDS))) for t in toks]
         low, high = (0.0, nums[0]) if len(nums) == 1 else (nums[0], nums[1])
         if high < low:
@@ -556,8 +556,8 @@ class Interpreter:
                                     "use exp=COUNTER for the first command of an experiment")
                 value = self.last_exp
             else:
-                value = int(self._value(frame, node, node.name, "exp", raw, tok,  # type: ignore[arg-type]
-                                        lambda s: V.to_int(s, low=0)))
+                value = self._value(frame, node, node.name, "exp", raw, tok,
+                                    lambda s: V.to_int(s, low=0))
         elif self.last_exp is not None:
             value = self.last_exp
         elif consume:
@@ -594,12 +594,12 @@ class Interpreter:
         return self.last_exp_name
 
     def _get(self, frame: _Frame, node: Command, args: dict[str, tuple[str, Token]],
-             key: str, default: str, conv: Callable[[str], object]) -> object:
+             key: str, default: str, conv: Callable[[str], _T]) -> _T:
         if key not in args:
             cache_key = (node.name, key, default)
             if cache_key not in self._value_cache:
                 self._value_cache[cache_key] = conv(default)
-            return self._value_cache[cache_key]
+            return cast(_T, self._value_cache[cache_key])
         raw, tok = args[key]
         # Conversions of a given (command, argument, text) never change: cache them.
         cache_key = (node.name, key, raw)
@@ -609,7 +609,7 @@ class Interpreter:
             if len(self._value_cache) > 20_000:
                 self._value_cache.clear()
             self._value_cache[cache_key] = value
-        return value
+        return cast(_T, value)
 
     def _remote_common(self, node: Command, frame: _Frame, *, consume: bool = True,
                        open_args: bool = False) -> tuple[dict[str, tuple[str, Token]], str, int, str]:
@@ -628,7 +628,7 @@ class Interpreter:
         start = self._get(frame, node, args, "start", "0", lambda s: V.to_int(s, low=0, high=1))
         self._fetched.clear()
         yield DoServer(loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name,
-                       order=order, start=start)  # type: ignore[arg-type]
+                       order=order, start=start)
 
     def _do_client(self, node: Command, frame: _Frame) -> Iterator[Action]:
         args, host, exp, exp_name = self._remote_common(node, frame)
@@ -642,7 +642,7 @@ class Interpreter:
         dur = g("dur", "20", lambda s: V.to_float(s, low=0.001, high=MAX_SECONDS))
         delay = g("delay", "0", lambda s: V.to_float(s, low=0, high=MAX_SECONDS))
         instances = g("instances", "1", lambda s: V.to_int(s, low=1, high=10000))
-        test_raw, test_tok = args.get("test", ("TCP_RR", None))  # type: ignore[arg-type]
+        test_raw, test_tok = args.get("test", ("TCP_RR", None))
         self._undefined(test_raw, frame, node.line, test_tok.col if test_tok else node.col)
         test = test_raw.upper()
         if test not in TEST_TYPES:
@@ -657,13 +657,13 @@ class Interpreter:
             if "req" in args and req_raw not in _STREAM_REQ:
                 g("req", "1M", V.to_size)  # still validated
         elif test == "UDP_STREAM":
-            req = g("req", "1472", V.to_size)  # type: ignore[assignment]
+            req = g("req", "1472", V.to_size)
             req_text = req_raw if "req" in args else "1472"
-            if not 1 <= req <= 65507:  # type: ignore[operator]
+            if not 1 <= req <= 65507:
                 raise self._err(frame, node.line, args["req"][1].col if "req" in args else node.col,
                                 f"DO_CLIENT: UDP datagram size {req} is not in 1..65507")
         else:
-            req = g("req", "1M", V.to_size)  # type: ignore[assignment]
+            req = g("req", "1M", V.to_size)
             req_text = req_raw
         reply = g("reply", "1", V.to_size)
         stats = g("stats", "0", lambda s: V.to_int(s, low=0, high=1))
@@ -690,7 +690,7 @@ class Interpreter:
             reply=reply, stats=stats, local_buffer=local_buffer, remote_buffer=remote_buffer,
             test=test, group=group, driver=driver, pacing=pacing, rate=rate,
             interval=interval,
-        )  # type: ignore[arg-type]
+        )
 
     def _get_data(self, node: Command, frame: _Frame) -> Iterator[Action]:
         args, host, exp, exp_name = self._remote_common(node, frame)
@@ -764,7 +764,7 @@ class Interpreter:
             loss=g("loss", "0", lambda s: V.to_float(s, low=0, high=100)),
             jitter=g("jitter", "0", lambda s: V.to_float(s, low=0, high=60000)),
             rate=g("rate", "0", V.to_bits),
-        )  # type: ignore[arg-type]
+        )
 
     def _set_qdisc(self, node: Command, frame: _Frame) -> Iterator[Action]:
         args, host, exp, exp_name = self._remote_common(node, frame, consume=False)
@@ -796,7 +796,7 @@ class Interpreter:
             burst=g("burst", "", lambda s: V.tc_size(s, "burst") if s else ""),
             limit=g("limit", "", lambda s: V.tc_size(s, "limit") if s else ""),
             other=g("other", "", other_ok),
-        )  # type: ignore[arg-type]
+        )
 
     def _do_tcpdump(self, node: Command, frame: _Frame) -> Iterator[Action]:
         args, host, exp, exp_name = self._remote_common(node, frame)
@@ -809,7 +809,7 @@ class Interpreter:
         packets = self._get(frame, node, args, "packets", "10000",
                             lambda s: V.to_int(s, low=1, high=10**8))
         yield DoTcpdump(loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name,
-                        server=server, packets=packets)  # type: ignore[arg-type]
+                        server=server, packets=packets)
 
     def _process_exp(self, node: Command, frame: _Frame) -> Iterator[Action]:
         args = self._kv(node, frame, node.name, ARGS[node.name])
@@ -830,8 +830,8 @@ class Interpreter:
         name, comma, reps_text = head.text.partition(",")
         reps = 1
         if comma:
-            reps = int(self._value(frame, node, "RUN", "repetitions", reps_text, head,  # type: ignore[arg-type]
-                                   lambda s: V.to_int(s, low=0, high=self.max_loops)))
+            reps = self._value(frame, node, "RUN", "repetitions", reps_text, head,
+                               lambda s: V.to_int(s, low=0, high=self.max_loops))
         macro = self.macros.get(name)
         if macro is None:
             hint = suggest(name, list(self.macros))
@@ -873,6 +873,7 @@ class Interpreter:
 
 
 _MISSING = object()
+_T = TypeVar("_T")
 
 _HANDLERS: dict[str, Callable[[Interpreter, Command, _Frame], Iterator[Action] | None]] = {
     "SET": Interpreter._set,

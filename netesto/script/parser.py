@@ -221,8 +221,8 @@ def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
                 raise error_at(line, tokens[1].col, "DONE takes no arguments")
             block = stack.pop()
             assert block.items is not None
-            node = For(block.line, block.col, block.var, block.items, tuple(block.body))
-            (stack[-1].body if stack else top).append(node)
+            loop = For(block.line, block.col, block.var, block.items, tuple(block.body))
+            (stack[-1].body if stack else top).append(loop)
             continue
         if word == "BEGIN":
             if stack:

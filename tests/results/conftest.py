@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from netesto.results import process_experiment
+
 DATA = Path(__file__).parent / "data"
 
 
@@ -17,3 +19,11 @@ def workdir(tmp_path: Path) -> Path:
         if d.is_dir() and d.name.isdigit():
             shutil.copytree(d, tmp_path / d.name)
     return tmp_path
+
+
+@pytest.fixture
+def processed(workdir: Path) -> Path:
+    """The recorded experiments processed (exp.csv, exp.nc, summaries), OTHER testType=3Stream1."""
+    for exp in (1, 2, 3):
+        process_experiment(workdir, exp, other="testType=3Stream1")
+    return workdir

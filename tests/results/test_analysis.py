@@ -33,13 +33,6 @@ FIG8_COLUMNS = ["exp", "expName", "test", "instances", "ca", "cwnd", "pingRtt", 
                 "rateMin", "rateMax", "retransPkts%", "fairness"]
 
 
-@pytest.fixture
-def processed(workdir: Path) -> Path:
-    for exp in (1, 2, 3):
-        process_experiment(workdir, exp, other="testType=3Stream1")
-    return workdir
-
-
 def test_figure8_table_from_experiments(processed: Path) -> None:
     t = figure8(Table.read(processed))
     df = t.to_pandas()

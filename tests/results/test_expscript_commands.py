@@ -7,15 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from netesto.results import Table, process_experiment, run_script
+from netesto.results import Table, run_script
 from tests.results.browser import render, tag_problems
-
-
-@pytest.fixture
-def processed(workdir: Path) -> Path:
-    for exp in (1, 2, 3):
-        process_experiment(workdir, exp)
-    return workdir
 
 
 def _cells(table_html: str) -> list[list[str]]:

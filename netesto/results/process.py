@@ -138,7 +138,8 @@ def _render_html(ds: Any, groups: list[Any], all_items: list[tuple[str, str]],
         keys=keys,
         overall=dict(all_items),
         errors=result.errors,
-        prev_exp=exp - 1,
+        # The previous experiment's page exists already (or never will); the next one may come later.
+        prev_exp=exp - 1 if (result.directory.parent / str(exp - 1) / "exp.html").is_file() else None,
         next_exp=exp + 1,
         hosts=json.loads(ds.attrs.get("hosts", "{}") or "{}"),
     )

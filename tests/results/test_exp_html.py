@@ -73,6 +73,9 @@ def test_experiment_page_has_the_time_series(workdir: Path, tmp_path: Path) -> N
     peak = float(ds.goodput.max()) / 1e9
     assert 30 + 245 * (1 - peak / max(ticks)) == pytest.approx(top_px, abs=1.5)
     assert "Raw files that could not be read" not in shown.dom
+    assert ">Prev<" not in shown.dom and 'href="../2/exp.html">Next<' in shown.dom  # no experiment 0
+    process_experiment(workdir, 2)
+    assert 'href="../1/exp.html">Prev<' in (workdir / "2" / "exp.html").read_text()
     # The screenshot really shows the lines: the first flow's colour is painted.
     image = pytest.importorskip("PIL.Image", reason="Pillow is needed to read the screenshot")
     pixels = np.asarray(image.open(shown.png).convert("RGB")).reshape(-1, 3)

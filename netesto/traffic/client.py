@@ -488,7 +488,7 @@ class RRClient(ClientFlow):
         reqlen = len(request)
         lat = self.lat_raw
         append = lat.append
-        recv_into, sendall = sock.recv_into, sock.sendall
+        recv_into, send = sock.recv_into, sock.send
         monotonic = time.monotonic
         got, rx, tx, trans, t0 = self.got, self.rx, self.tx, self.trans, self.t0
         last = eof = False
@@ -513,7 +513,9 @@ class RRClient(ClientFlow):
                     last = True
                     break
                 t0 = now
-                sendall(request)
+                n = send(request)
+                if n != reqlen:  # a small send buffer: the rest blocks until it fits
+                    sock.sendall(request[n:])
                 tx += reqlen
                 if trans & 15 == 0:
                     if len(lat) >= 65536:

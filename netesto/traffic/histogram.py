@@ -11,7 +11,11 @@ values up to 2^40 ns (18 minutes) has at most 128 * 33 + 256 buckets.
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
+from array import array
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -95,6 +99,8 @@ class Histogram:
 
     def record_many(self, values: "Iterable[int]") -> None:
         """Add many values (one tight loop: cheaper than :meth:`record` per value)."""
+        if isinstance(values, array) and len(values) >= 64 and self._record_batch(values):
+            return
         counts = self.counts
         get = counts.get
         n = 0
@@ -124,6 +130,36 @@ class Histogram:
             self.max = max(self.max, high)
         self.count += n
         self.total += total
+
+    def _record_batch(self, values: "array[int]") -> bool:
+        """Many values at C speed: count them per ``value >> shift``, then bucket the keys.
+
+        ``shift`` is the bucket shift of the smallest value; every larger value
+        has a shift at least as large and the same bit length as ``key << shift``,
+        so each key falls in exactly the bucket of every value it stands for.
+        Latencies cluster, so there are far fewer keys than values. False (and
+        nothing recorded) when the batch holds values below the exact range.
+        """
+        low = min(values)
+        if low < _EXACT:
+            return False
+        high = max(values)
+        shift = low.bit_length() - _SHIFT0
+        counts = self.counts
+        get = counts.get
+        for key, n in Counter(map(operator.rshift, values, itertools.repeat(shift))).items():
+            value = key << shift
+            vshift = value.bit_length() - _SHIFT0
+            index = SUB * (vshift + 1) + (value >> vshift) - SUB
+            counts[index] = get(index, 0) + n
+        if self.count == 0:
+            self.min, self.max = low, high
+        else:
+            self.min = min(self.min, low)
+            self.max = max(self.max, high)
+        self.count += len(values)
+        self.total += sum(values)
+        return True
 
     def merge(self, other: "Histogram") -> None:
         """Add every count of ``other`` to this histogram."""

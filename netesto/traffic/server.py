@@ -264,16 +264,20 @@ class RRServer(ServerFlow):
                     if got == req:
                         got = 0
                         trans += 1
-                        out = reply
+                        n = send(reply)  # SO_SNDTIMEO: partial count or EAGAIN, never a hang
+                        tx += n
+                        if n != replylen:
+                            out = reply[n:]
                     else:
                         count, got = divmod(got, req)
                         trans += count
                         out = memoryview(bytes(reply) * count)
-                    while out:
-                        n = send(out)  # SO_SNDTIMEO: partial count or EAGAIN, never a hang
-                        tx += n
-                        out = out[n:]
-                    out = None
+                    if out is not None:  # the rare case: several requests or a partial send
+                        while out:
+                            n = send(out)
+                            tx += n
+                            out = out[n:]
+                        out = None
                     if trans & 15 == 0 and monotonic() >= deadline:
                         break
         except BlockingIOError:

@@ -99,3 +99,20 @@ def test_record_many_equals_record():
     many.record_many([])
     assert one.counts == many.counts
     assert (one.count, one.total, one.min, one.max) == (many.count, many.total, many.min, many.max)
+
+
+@pytest.mark.parametrize("low,high", [(5_000, 9_000), (256, 10**9), (0, 2_000), (300, 301)])
+def test_a_batch_counts_exactly_like_one_value_at_a_time(low, high):
+    import random
+    from array import array
+
+    rng = random.Random(low + high)
+    values = array("q", [rng.randint(low, high) for _ in range(3000)])
+    batch, single = Histogram(), Histogram()
+    batch.record(7)  # min/max/count merge with what was there
+    single.record(7)
+    batch.record_many(values)
+    for v in values:
+        single.record(v)
+    assert batch.counts == single.counts
+    assert (batch.count, batch.total, batch.min, batch.max) == (single.count, single.total, single.min, single.max)

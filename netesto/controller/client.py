@@ -221,8 +221,11 @@ class AgentClient:
             return result if ok else self._result(self._stash.pop(rid), type)
 
     def _heartbeat_loop(self) -> None:
-        while not self._hb_stop.wait(min(self._heartbeat, (self.lease or 1e9) / 3)):
-            if time.monotonic() - self._last_request < self._heartbeat * 0.8:
+        # Tick often and compare with the current period: hello() may learn a
+        # lease shorter than the period this thread started with.
+        while not self._hb_stop.wait(0.1):
+            period = min(self._heartbeat, (self.lease or 1e9) / 3)
+            if time.monotonic() - self._last_request < period:
                 continue
             try:
                 self.request("heartbeat")

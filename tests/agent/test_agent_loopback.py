@@ -285,6 +285,15 @@ def test_events_and_heartbeat_keep_the_lease(agents, keys):
     assert wait_for(lambda: "lease expired" in agent.log_text(), timeout=5)
 
 
+def test_default_heartbeat_keeps_a_lease_shorter_than_its_period(agents, keys):
+    # heartbeat=5 s but the agent's lease is 1.5 s: the client must beat every lease/3.
+    agent = agents(keys=keys, extra=("--lease", "1.5"))
+    with agent.client(heartbeat=5.0) as c:
+        c.hello()
+        time.sleep(3.0)
+        assert "lease expired" not in agent.log_text()
+
+
 def test_importing_the_agent_is_light():
     code = ("import sys, netesto.agent, netesto.agent.server, netesto.agent.cli, netesto.controller.client; "
             "print('\\n'.join(sys.modules))")

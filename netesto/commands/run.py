@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from netesto.errors import UsageError
+from netesto.script.store import parse_defines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,15 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run no script: fetch the data the agents still hold (after a controller crash) into --workdir",
     )
 
-
-def _defines(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise UsageError(f"-D {item!r}: expected VAR=VALUE")
-        out[name] = value
-    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -59,5 +51,5 @@ def main(args: argparse.Namespace) -> int:
     script: str | Path = sys.stdin.read() if args.script == "-" else Path(args.script)
     if isinstance(script, Path) and not script.is_file():
         raise UsageError(f"script {script} not found")
-    result = run(script, lab=lab, workdir=args.workdir, defines=_defines(args.defines), progress=progress)
+    result = run(script, lab=lab, workdir=args.workdir, defines=parse_defines(args.defines), progress=progress)
     return 0 if result.ok else 1

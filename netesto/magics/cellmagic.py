@@ -15,14 +15,6 @@ DEFAULT_WORKDIR = "netesto-results"
 DEFAULT_RESULT = "netesto_result"
 
 
-def _defines(items: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise UsageError(f"-D {item!r}: expected NAME=VALUE")
-        out[name] = value
-    return out
 
 
 @magics_class
@@ -81,9 +73,11 @@ class NetestoMagics(Magics):
         ``netesto_result`` (or ``--as NAME``). Script errors show as one
         message with file:line, not a traceback.
         """
+        from netesto.script import parse_defines
+
         args = parse_argstring(self.netesto_cell, line)
-        defines = _defines(args.defines)
         try:
+            defines = parse_defines(args.defines)
             if args.plan:
                 self._show_plan(cell, defines)
                 return None

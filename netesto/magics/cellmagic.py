@@ -62,7 +62,7 @@ class NetestoMagics(Magics):
     @magic_arguments()
     @argument("--lab", help="lab file for this cell (default: the one set with %%netesto lab)")
     @argument("--workdir", help=f"results directory (default: {DEFAULT_WORKDIR})")
-    @argument("-D", dest="defines", action="append", metavar="NAME=VALUE", help="define a variable")
+    @argument("-D", dest="defines", action="append", metavar="VAR=VALUE", help="define a variable")
     @argument("--as", dest="result", default=DEFAULT_RESULT, help="variable that receives the result")
     @argument("--plan", action="store_true", help="only print the plan; contact no agent")
     @cell_magic("netesto")

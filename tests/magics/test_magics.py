@@ -24,7 +24,7 @@ def shell():
 
 def test_help_comes_from_magic_arguments(shell):
     doc = shell.find_cell_magic("netesto").__doc__
-    assert "--plan" in doc and "--as" in doc and "NAME=VALUE" in doc
+    assert "--plan" in doc and "--as" in doc and "VAR=VALUE" in doc
 
 
 def test_plan_only_prints_the_plan(shell, capsys):
@@ -47,7 +47,7 @@ def test_no_lab_is_a_usage_error(shell):
 
 
 def test_bad_define_and_missing_lab_file(shell, tmp_path):
-    with pytest.raises(UsageError, match="NAME=VALUE"):
+    with pytest.raises(UsageError, match="VAR=VALUE"):
         shell.run_cell_magic("netesto", "-D oops", "WAIT 0\n")
     with pytest.raises(UsageError):
         shell.run_line_magic("netesto", f"lab {tmp_path / 'nope.toml'}")

@@ -408,7 +408,7 @@ class HostControl:
         if server != "X":
             argv += ["host", server]
         argv += ["-w", str(target)]
-        from netesto.traffic.toolrun import parent_death_signal
+        from netesto.traffic.procs import parent_death_signal
 
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 preexec_fn=parent_death_signal())

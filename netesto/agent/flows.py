@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
-from netesto.traffic.toolrun import parent_death_signal
+from netesto.traffic.procs import parent_death_signal
 
 log = logging.getLogger("netesto.agent.flows")
 Push = Callable[[str, dict[str, Any]], None]

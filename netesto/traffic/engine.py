@@ -22,7 +22,8 @@ from typing import Any, Callable, Sequence
 
 from netesto.errors import TrafficError
 from netesto.traffic.client import CLIENT_TYPES, check_congestion_control
-from netesto.traffic.flowend import FlowEnd, Worker, die_with_parent, json_line, precise_timers
+from netesto.traffic.flowend import FlowEnd, Worker, json_line
+from netesto.traffic.procs import die_with_parent, precise_timers
 from netesto.traffic.loop import Loop
 from netesto.traffic.spec import FlowSpec
 

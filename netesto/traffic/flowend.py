@@ -9,13 +9,11 @@ one block.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import json
 import os
 import re
 import resource
-import signal
 import socket
 import struct
 import time
@@ -100,27 +98,6 @@ def cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-_PR_SET_PDEATHSIG = 1
-_libc: Any = None
-
-
-def die_with_parent(parent: int) -> None:
-    """In a forked child: get SIGTERM when the parent dies, even by SIGKILL (Linux prctl).
-
-    Checks ``parent`` afterwards: a parent that died before the prctl would
-    otherwise leave this child running with no one to stop it.
-    """
-    global _libc
-    try:
-        if _libc is None:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the parent's forwarding alone stops us
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
 _Handler = Callable[["FlowEnd", int], None]
 
 
@@ -137,20 +114,6 @@ def io_handler(method: _Handler) -> _Handler:
             self.fail_running(exc)
 
     return handler
-
-
-_PR_SET_TIMERSLACK = 29
-
-
-def precise_timers() -> None:
-    """Ask for 1 ns timer slack (default 50 us) in this process: sleeps end when asked."""
-    global _libc
-    try:
-        if _libc is None:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.prctl(_PR_SET_TIMERSLACK, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 class RealtimeHold:
@@ -604,4 +567,4 @@ def json_line(event: dict[str, Any]) -> bytes:
     return (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
 
 
-__all__ = ["SEND_CHUNK", "die_with_parent", "io_handler", "precise_timers", "RealtimeHold", "FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]
+__all__ = ["SEND_CHUNK", "io_handler", "RealtimeHold", "FlowEnd", "Sampler", "Worker", "cpu_seconds", "flow_path", "safe_flow_id"]

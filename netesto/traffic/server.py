@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterable
 from netesto.errors import TrafficError
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
-from netesto.traffic.flowend import FlowEnd, Worker, describe_error, die_with_parent, io_handler, json_line, safe_flow_id
+from netesto.traffic.flowend import FlowEnd, Worker, describe_error, io_handler, json_line, safe_flow_id
+from netesto.traffic.procs import die_with_parent
 from netesto.traffic.loop import ERR, IN, OUT, Loop
 from netesto.traffic.spec import TEST_TYPES, FlowSpec
 
@@ -297,7 +298,7 @@ class CRRServer(ServerFlow):
     """TCP_CRR: the hello connection stays open as control; joins carry the transactions."""
 
     def start(self) -> dict[str, Any]:
-        extra = super().start()
+        super().start()
         # The first byte names the worker process that owns the flow (see ServerWorker.join).
         self.session = bytes([self.sw.index]) + os.urandom(7)
         self.sw.sessions[self.session] = self

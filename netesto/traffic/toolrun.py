@@ -9,7 +9,6 @@ tied to the agent's life (``die_with_parent``).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -18,30 +17,12 @@ from typing import Any, Callable, Sequence
 
 from netesto.errors import TrafficError
 from netesto.traffic.columns import FLOW_COLUMNS
+from netesto.traffic.procs import parent_death_signal
 from netesto.traffic.rawformat import FlowWriter
 from netesto.traffic.spec import FlowSpec
 
 Emit = Callable[[dict[str, Any]], None]
 _NAMES = [c.name for c in FLOW_COLUMNS]
-PR_SET_PDEATHSIG = 1
-
-
-def parent_death_signal(sig: int = signal.SIGTERM) -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child get ``sig`` when the calling process dies,
-    even by SIGKILL (Linux ``PR_SET_PDEATHSIG``), so no server outlives the agent."""
-    parent = os.getpid()
-
-    def preexec() -> None:
-        try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
-        except (OSError, AttributeError):
-            return
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os.kill(os.getpid(), sig)
-
-    return preexec
 
 
 def check_test(spec: FlowSpec, driver: str, supported: Sequence[str]) -> None:
@@ -158,5 +139,5 @@ def stop_server(proc: subprocess.Popen[Any], timeout: float = 5.0) -> None:
             proc.wait()
 
 
-__all__ = ["Emit", "ToolRun", "check_test", "finish", "flow_file", "flow_meta", "parent_death_signal", "run_timed", "spawn_server",
+__all__ = ["Emit", "ToolRun", "check_test", "finish", "flow_file", "flow_meta", "run_timed", "spawn_server",
            "stop_server", "tool_env", "wait_until", "write_nflow"]

@@ -19,7 +19,7 @@ import struct
 import time
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from netesto.traffic import tcpinfo
 from netesto.traffic.columns import (
@@ -98,14 +98,14 @@ def cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-_Handler = Callable[["FlowEnd", int], None]
+_End = TypeVar("_End", bound="FlowEnd")
 
 
-def io_handler(method: _Handler) -> _Handler:
+def io_handler(method: Callable[[_End, int], None]) -> Callable[[_End, int], None]:
     """Wrap a flow's event handler: would-block means nothing to do, another OSError fails the flow."""
 
     @functools.wraps(method)
-    def handler(self: "FlowEnd", events: int) -> None:
+    def handler(self: _End, events: int) -> None:
         try:
             method(self, events)
         except BlockingIOError:

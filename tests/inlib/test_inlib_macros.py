@@ -247,6 +247,10 @@ def test_one_flow_macros():
     (c,) = rr.clients
     assert (c.host, c.server, c.test, c.req, c.reply, c.instances) == ("c", "s", "TCP_RR",
                                                                        64 * K, 8, 1)
+    # without req, the RR macros use DO_CLIENT's own default request size
+    for macro in ("OneFlowRR server=s client=c", "TwoFlowBaseRR server=s client1=a client2=b delay2=1"):
+        (exp,) = experiments(plan(f"SOURCE inlib\nRUN {macro} ca=cubic dur=5 ca1=reno ca2=bbr dur1=5 dur2=5\n"))
+        assert {(c.test, c.req, c.reply) for c in exp.clients} == {("TCP_RR", 1024 * K, 1)}
     (st,) = experiments(plan("SOURCE inlib\nRUN OneFlowStream server=s client=c ca=bbr "
                              "dur=5 instances=2\n"))
     assert [(c.test, c.instances, c.ca) for c in st.clients] == [("TCP_STREAM", 2, "bbr")]

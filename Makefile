@@ -25,7 +25,7 @@ test: install
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS)
 
 bench: install
-	$(PYTHON) -m bench
+	$(PYTHON) -m bench $(BENCH)
 
 clean:
 	rm -rf build *.egg-info .pytest_cache

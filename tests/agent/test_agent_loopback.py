@@ -54,10 +54,12 @@ def test_wrong_key_is_refused_and_the_refusal_logged(agents, keys):
         assert c.hello()["protocol"] == "1.0"
 
 
-def test_address_not_in_allowlist_is_refused(agents, keys, tmp_path):
+@pytest.mark.parametrize("curve", [True, False], ids=["curve", "insecure-loopback"])
+def test_address_not_in_allowlist_is_refused(agents, keys, tmp_path, curve):
+    # With CURVE and in insecure loopback mode alike, the allowlist applies.
     allow = tmp_path / "clients.txt"
     allow.write_text("# only this one\n127.0.0.9\n")
-    agent = agents(keys=keys, extra=("--allow", str(allow)))
+    agent = agents(keys=keys if curve else None, extra=("--allow", str(allow)))
     with agent.client(timeout=1.0) as c:
         with pytest.raises(AgentUnreachable):
             c.hello()
@@ -334,16 +336,6 @@ def test_netesto_keys_creates_a_pair_and_refuses_to_overwrite(tmp_path):
     assert oct((tmp_path / "k" / "h1.key_secret").stat().st_mode & 0o777) == "0o600"
     again = run("--name", "h1")
     assert again.returncode == 2 and "already exists" in again.stderr
-
-
-def test_insecure_loopback_agent_still_applies_the_allowlist(agents, tmp_path):
-    allow = tmp_path / "clients.txt"
-    allow.write_text("127.0.0.5\n")
-    agent = agents(keys=None, extra=("--allow", str(allow)))
-    with agent.client(timeout=1.0) as c:
-        with pytest.raises(AgentUnreachable):
-            c.hello()
-    assert wait_for(lambda: "refused connection from 127.0.0.1: Address not allowed" in agent.log_text())
 
 
 def test_ipv6_loopback_agent(agents):

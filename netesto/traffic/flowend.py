@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 SEND_CHUNK = 1 << 18
 _SEND_BUF = memoryview(bytes(SEND_CHUNK))
 FLUSH_SECONDS = 0.2  # a block per ~0.2 s: a crash loses at most that much
+SPIN_SLICE = 0.002  # a solo receiver's blocking reads give the loop a turn at least this often
+_RCVTIMEO_1MS = struct.pack("ll", 0, 1000)
 _SIZES = {"B": 1, "I": 4, "Q": 8, "d": 8}
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,199}$")
 
@@ -200,6 +202,7 @@ class FlowEnd:
         self.last_info = tcpinfo.ZERO_INFO
         self.last_cc = bytes(_CC_SLOT)  # padded tcp_bbr_info
         self.timers: list[Timer] = []
+        self.spin_ready = False  # SO_RCVTIMEO is set for recv_spin
         self._reset_buffers()
         self._last_mono = 0.0
         self.samples = 0  # rows written
@@ -321,6 +324,38 @@ class FlowEnd:
             if n < len(view):
                 break
         return True
+
+    def recv_spin(self, sock: socket.socket) -> bool:
+        """A receiver alone in its worker: blocking reads for up to :data:`SPIN_SLICE`; False at EOF.
+
+        Each read waits at most 1 ms (SO_RCVTIMEO) and the loop gets a turn
+        when a timer is due or the slice is over, so sampling, new connections
+        and other sockets wait at most ~2 ms. One syscall per read instead of
+        epoll_wait + read: on a 2-vCPU veth pair a blocking reader keeps up
+        with a bbr sender ~20 % better than a polled one (bench_stream).
+        """
+        if not self.spin_ready:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _RCVTIMEO_1MS)
+            self.spin_ready = True
+        monotonic = time.monotonic
+        deadline = min(self.loop.next_deadline(), monotonic() + SPIN_SLICE)
+        recv_into = sock.recv_into
+        view = self.worker.rxview
+        rx = self.rx
+        sock.setblocking(True)
+        try:
+            while True:
+                n = recv_into(view)
+                if n == 0:
+                    return False
+                rx += n
+                if monotonic() >= deadline:
+                    return True
+        except BlockingIOError:
+            return True  # nothing for 1 ms: wait in the loop
+        finally:
+            self.rx = rx
+            sock.setblocking(False)
 
     def read_ctl(self, sock: socket.socket, size: int = 4096) -> bytes | None:
         """One read of a control connection: None when there is nothing (or it failed the flow)."""

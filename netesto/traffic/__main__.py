@@ -18,7 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     srv.add_argument("--datadir", required=True, help="raw files go to DATADIR/<exp>/flows/")
     srv.add_argument("--token", action="append", default=[], help="accepted per-experiment token (repeatable)")
     srv.add_argument("--token-file", help="file of accepted tokens, re-read when it changes")
-    srv.add_argument("--workers", type=int, default=1, help="server processes (SO_REUSEPORT)")
+    srv.add_argument("--workers", type=int, default=0,
+                     help="server processes sharing the port; new flows go to the least loaded "
+                          "(default 0: one per usable CPU, at most 8)")
     srv.add_argument("--handshake-timeout", type=float, default=5.0,
                      help="seconds a new connection has to complete its handshake")
     cli = sub.add_parser("client", help="run the flows of a JSON spec file")

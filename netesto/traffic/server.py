@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable
 from netesto.errors import TrafficError
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
+from netesto.traffic.balance import LoadBoard
 from netesto.traffic.flowend import FlowEnd, Worker, describe_error, io_handler, json_line, safe_flow_id
 from netesto.traffic.procs import die_with_parent
 from netesto.traffic.loop import ERR, IN, OUT, Loop
@@ -33,6 +34,9 @@ GRACE = 30.0  # a flow whose client vanished silently ends dur + GRACE after it 
 MAX_SIZE = 1 << 30
 _SEQ = struct.Struct("<Q")
 _IN_ERR = IN | ERR
+# What one worker hands another over their inbox (SCM_RIGHTS): the first byte says what.
+_HANDED_HELLO = b"H"  # + the raw hello: a new flow for the less-loaded worker
+_HANDED_JOIN = b"J"  # + session (8 bytes) + bytes read after the join: a CRR connection for its owner
 
 
 class TokenSet:
@@ -527,7 +531,8 @@ class Pending:
             if kind == "join":
                 self.worker.join(self.conn, hs.decode_join(self.buf), bytes(self.buf[length:]))
             else:
-                self.worker.hello(self.conn, hs.decode_hello(self.buf[:length]))
+                hello = hs.decode_hello(self.buf[:length])
+                self.worker.route_hello(self.conn, hello, bytes(self.buf[:length]))
         except hs.HandshakeError as exc:
             self.drop(str(exc))
 
@@ -557,6 +562,7 @@ class ServerWorker(Worker):
         self.sessions: dict[bytes, CRRServer] = {}
         self.index = 0
         self.peers: dict[int, socket.socket] = {}
+        self.board: LoadBoard | None = None
         self.dropped = 0
         listener.setblocking(False)
         loop.register(listener.fileno(), IN, self._on_accept)
@@ -575,14 +581,17 @@ class ServerWorker(Worker):
             Pending(self, conn)
 
     def set_peers(self, index: int, inbox: socket.socket | None,
-                  peers: dict[int, socket.socket]) -> None:
-        """Multi-process server: our index, our fd inbox and the other workers' inboxes.
+                  peers: dict[int, socket.socket], board: LoadBoard | None = None) -> None:
+        """Multi-process server: our index, our fd inbox, the other workers' inboxes, the load board.
 
-        With SO_REUSEPORT a CRR transaction connection can land in any
-        worker; it is handed (SCM_RIGHTS) to the worker that owns the session.
+        With SO_REUSEPORT a connection can land in any worker. A new flow's
+        connection is handed (SCM_RIGHTS) to the least-loaded worker, so flows
+        spread evenly over the cores; a CRR transaction connection to the
+        worker that owns the session.
         """
         self.index = index
         self.peers = peers
+        self.board = board
         if inbox is not None:
             self.inbox = inbox
             inbox.setblocking(False)
@@ -601,16 +610,47 @@ class ServerWorker(Worker):
                 extra.close()
             conn = conns[0]
             conn.setblocking(False)
-            if len(msg) < 8:
+            kind, body = msg[:1], msg[1:]
+            if kind == _HANDED_HELLO:
+                if self.board is not None:
+                    self.board.receive(self.index)
+                try:
+                    hello = hs.decode_hello(body)
+                except hs.HandshakeError:
+                    conn.close()
+                    continue
+                self.hello(conn, hello)
+            elif kind == _HANDED_JOIN and len(body) >= 8:
+                self.join(conn, body[:8], body[8:], forwarded=True)
+            else:
                 conn.close()
-                continue
-            self.join(conn, msg[:8], msg[8:], forwarded=True)
+
+    def route_hello(self, conn: socket.socket, hello: hs.Hello, raw: bytes) -> None:
+        """A new flow's hello: serve it here, or hand it to a less-loaded worker."""
+        board = self.board
+        if board is not None:
+            target = board.choose(self.index)
+            peer = self.peers.get(target)
+            if target != self.index and peer is not None:
+                board.hand(self.index, target)
+                try:
+                    socket.send_fds(peer, [_HANDED_HELLO + raw], [conn.fileno()])
+                except OSError:
+                    board.hand(self.index, target, -1)  # that worker is gone or full: serve it here
+                else:
+                    conn.close()
+                    return
+        self.hello(conn, hello)
+
+    def _publish_load(self) -> None:
+        if self.board is not None:
+            self.board.set_live(self.index, len(self.flows))
 
     def join(self, conn: socket.socket, session: bytes, leftover: bytes, forwarded: bool = False) -> None:
         owner = session[0]
         if not forwarded and owner != self.index and owner in self.peers:
             try:
-                socket.send_fds(self.peers[owner], [session + leftover], [conn.fileno()])
+                socket.send_fds(self.peers[owner], [_HANDED_JOIN + session + leftover], [conn.fileno()])
             except OSError:
                 self.dropped += 1
             conn.close()
@@ -650,6 +690,7 @@ class ServerWorker(Worker):
             flow = cls(self, spec, conn)
             extra = flow.start()
             self.flows.append(flow)
+            self._publish_load()
             if hold is None:
                 flow.begin_server()
         except (TrafficError, OSError) as exc:
@@ -735,6 +776,7 @@ class ServerWorker(Worker):
             conn.close()
 
     def on_flow_done(self, flow: FlowEnd, summary: dict[str, Any]) -> None:
+        self._publish_load()
         self.emit({"event": "done" if not flow.error else "error", "flow": flow.spec.flow_id,
                    "side": "server", "message": flow.error,
                    "bytes_rx": flow.rx, "bytes_tx": flow.tx, "transactions": flow.trans})
@@ -787,17 +829,17 @@ def _stdout_emit(event: dict[str, Any]) -> None:
 def _serve_one(listener: socket.socket, datadir: str, tokens: TokenSet,
                emit: Callable[[dict[str, Any]], None], handshake_timeout: float,
                index: int = 0, inbox: socket.socket | None = None,
-               peers: dict[int, socket.socket] | None = None) -> None:
+               peers: dict[int, socket.socket] | None = None, board: LoadBoard | None = None) -> None:
     loop = Loop()
     worker = ServerWorker(loop, datadir, emit, listener, tokens, handshake_timeout)
-    worker.set_peers(index, inbox, peers or {})
+    worker.set_peers(index, inbox, peers or {}, board)
 
     def on_signal(signum: int, frame: object) -> None:
         raise _Stop()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
+    try:  # a signal may arrive while the handlers are being installed
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
         loop.run(lambda: False)
     except _Stop:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -805,13 +847,27 @@ def _serve_one(listener: socket.socket, datadir: str, tokens: TokenSet,
         worker.stop("server stopped")
 
 
+def default_workers() -> int:
+    """Server processes when none are asked for: one per usable CPU (at most 8)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(8, cpus))
+
+
 def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
           token_file: str | None = None, workers: int = 1,
           handshake_timeout: float = HANDSHAKE_TIMEOUT,
           emit: Callable[[dict[str, Any]], None] = _stdout_emit) -> int:
-    """Run the server until SIGTERM/SIGINT (flows in progress end with status error)."""
+    """Run the server until SIGTERM/SIGINT (flows in progress end with status error).
+
+    ``workers`` processes share the port (SO_REUSEPORT); new flows go to the
+    least-loaded one (:class:`~netesto.traffic.balance.LoadBoard`); 0 means
+    :func:`default_workers`.
+    """
     token_set = TokenSet(tokens, token_file)
-    workers = max(1, workers)
+    workers = default_workers() if workers <= 0 else workers
     first = make_listener(bind, port, workers > 1)
     port = first.getsockname()[1]
     emit({"event": "listening", "bind": bind, "port": port, "workers": workers, "pid": os.getpid()})
@@ -820,6 +876,7 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
         return 0
     children = []
     inboxes = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(workers)]
+    board = LoadBoard(workers)
     parent = os.getpid()
     for index in range(workers):
         listener = first if index == 0 else make_listener(bind, port, True)
@@ -830,7 +887,7 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
             peers = {j: pair[0] for j, pair in enumerate(inboxes) if j != index}
             try:
                 _serve_one(listener, datadir, token_set, emit, handshake_timeout,
-                           index, inboxes[index][1], peers)
+                           index, inboxes[index][1], peers, board)
             except BaseException:
                 code = 1
             os._exit(code)
@@ -863,4 +920,4 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
     return int(status)
 
 
-__all__ = ["SERVER_TYPES", "ServerWorker", "TokenSet", "make_listener", "serve"]
+__all__ = ["SERVER_TYPES", "ServerWorker", "TokenSet", "default_workers", "make_listener", "serve"]

@@ -47,7 +47,6 @@ RT_LEAD = 0.05  # real-time priority from this long before start_at (a busy host
 _SEQ = struct.Struct("<Q")
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
-_fast = fastloop.ext  # None: the pure-Python loop
 
 
 class ClientFlow(FlowEnd):
@@ -432,6 +431,9 @@ class RRClient(ClientFlow):
         self.solo = len(self.worker.flows) == 1 and self.spec.req <= 65536
         if self.solo:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
+            if fastloop.ext is not None:  # where the C loop leaves latencies for lat_raw
+                self.latbuf = array("q", [0]) * fastloop.LAT_CAPACITY
+                self.latview = memoryview(self.latbuf).cast("B")  # frombytes takes bytes, not 'q' items
         self.loop.register(self.fd, IN, self._on_event)
         self.t0 = time.perf_counter_ns()
         self._send(self.request)
@@ -485,7 +487,7 @@ class RRClient(ClientFlow):
 
     def _spin(self) -> None:
         """Blocking transactions until a timer is due (see ``solo``); a request is out."""
-        if _fast is not None and not self.ending:
+        if fastloop.ext is not None and not self.ending:
             self._spin_c()
             return
         self.extra["rr_loop"] = "python"
@@ -551,19 +553,16 @@ class RRClient(ClientFlow):
         state array is written back even when it raises (an error, or the
         SIGTERM handler's exception), so the counters stay exact.
         """
-        sock = self.sock
-        assert sock is not None and _fast is not None
+        sock, fast = self.sock, fastloop.ext
+        assert sock is not None and fast is not None
         self.extra["rr_loop"] = "C"
         deadline = self.loop.next_deadline()
-        if not hasattr(self, "_latbuf"):
-            self._latbuf = array("q", [0]) * fastloop.LAT_CAPACITY
-            self._latview = memoryview(self._latbuf).cast("B")  # frombytes takes bytes, not 'q' items
-        latbuf, latview, lat = self._latbuf, self._latview, self.lat_raw
+        latbuf, latview, lat = self.latbuf, self.latview, self.lat_raw
         st = array("q", (self.got, self.rx, self.tx, self.trans, self.t0, 0, 0))
         fd, request, reply_size = self.fd, self.request, self.reply_size
         reqlen = len(request)
-        rr_client, monotonic = _fast.rr_client, time.monotonic
-        status = _fast.AGAIN
+        rr_client, monotonic = fast.rr_client, time.monotonic
+        status = fast.AGAIN
         sock.setblocking(True)  # SO_RCVTIMEO bounds each recv
         try:
             while True:
@@ -575,17 +574,17 @@ class RRClient(ClientFlow):
                         st[5] = 0
                 if len(lat) >= 65536:
                     self.fold_latency()
-                if status == _fast.PARTIAL:
+                if status == fast.PARTIAL:
                     sock.sendall(request[st[6]:])
                     st[2] += reqlen
-                elif status != _fast.LATFULL:
+                elif status != fast.LATFULL:
                     break
                 if monotonic() >= deadline:
                     break
         finally:
             self.got, self.rx, self.tx, self.trans, self.t0 = st[0], st[1], st[2], st[3], st[4]
         sock.setblocking(False)
-        if status == _fast.EOF:
+        if status == fast.EOF:
             self.peer_closed()
 
     def end(self) -> None:

@@ -100,6 +100,22 @@ def test_client_stops_on_full_latency_buffer_and_deadline():
 
 
 @needs_ext
+def test_client_returns_a_partial_request_to_python():
+    ext = fastloop.ext
+    a, b = _pair()
+    with a, b:
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 20_000))
+        b.sendall(bytes(1))  # one reply; b never reads the 64 KiB request that follows
+        st = _client_state()
+        assert ext.rr_client(a.fileno(), 65536, 1, INF, st, _lat(8)) == ext.PARTIAL
+        got, rx, tx, trans, _, nlat, sent = st
+        assert (got, rx, trans, nlat) == (0, 1, 1, 1)
+        assert tx == 0 and 0 < sent < 65536  # the caller sends the rest, then counts the request
+        assert len(_drain(b)) == sent
+
+
+@needs_ext
 def test_client_error_raises_oserror_with_state_written_back():
     ext = fastloop.ext
     a, b = _pair()
@@ -212,7 +228,7 @@ def path(request, monkeypatch):
 
 
 @pytest.mark.netns
-@pytest.mark.parametrize("req,reply", [(1, 1), (100, 2000)])
+@pytest.mark.parametrize("req,reply", [(1, 1), (100, 2000), (65536, 65536)])
 def test_solo_rr_flow_both_ends_agree(veth_pair, tmp_path, path, req, reply):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")

@@ -11,7 +11,6 @@ setup(
         Extension(
             "netesto.traffic._fastloop",
             ["netesto/traffic/_fastloop.c"],
-            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"],
             optional=True,
         )
     ]

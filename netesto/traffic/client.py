@@ -24,9 +24,11 @@ import os
 import socket
 import struct
 import time
+from array import array
 from typing import Any
 
 from netesto.errors import TrafficError
+from netesto.traffic import fastloop
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
 from netesto.traffic.flowend import FlowEnd, Worker, describe_error, io_handler
@@ -429,6 +431,9 @@ class RRClient(ClientFlow):
         self.solo = len(self.worker.flows) == 1 and self.spec.req <= 65536
         if self.solo:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
+            if fastloop.ext is not None:  # where the C loop leaves latencies for lat_raw
+                self.latbuf = array("q", [0]) * fastloop.LAT_CAPACITY
+                self.latview = memoryview(self.latbuf).cast("B")  # frombytes takes bytes, not 'q' items
         self.loop.register(self.fd, IN, self._on_event)
         self.t0 = time.perf_counter_ns()
         self._send(self.request)
@@ -482,6 +487,10 @@ class RRClient(ClientFlow):
 
     def _spin(self) -> None:
         """Blocking transactions until a timer is due (see ``solo``); a request is out."""
+        if fastloop.ext is not None and not self.ending:
+            self._spin_c()
+            return
+        self.extra["rr_loop"] = "python"
         sock = self.sock
         assert sock is not None
         deadline = self.loop.next_deadline()
@@ -534,6 +543,49 @@ class RRClient(ClientFlow):
         elif last:
             sock.shutdown(socket.SHUT_WR)  # the last reply is in
             self.closing = True
+
+    def _spin_c(self) -> None:
+        """:meth:`_spin` with the transactions in C (``fastloop``): same syscalls, same counters.
+
+        The C loop returns at the same points as the Python one (timer due, no
+        reply within 1 ms, EOF) and also when its latency buffer is full or a
+        request went out partly (sent here, as the Python loop does). Its
+        state array is written back even when it raises (an error, or the
+        SIGTERM handler's exception), so the counters stay exact.
+        """
+        sock, fast = self.sock, fastloop.ext
+        assert sock is not None and fast is not None
+        self.extra["rr_loop"] = "C"
+        deadline = self.loop.next_deadline()
+        latbuf, latview, lat = self.latbuf, self.latview, self.lat_raw
+        st = array("q", (self.got, self.rx, self.tx, self.trans, self.t0, 0, 0))
+        fd, request, reply_size = self.fd, self.request, self.reply_size
+        reqlen = len(request)
+        rr_client, monotonic = fast.rr_client, time.monotonic
+        status = fast.AGAIN
+        sock.setblocking(True)  # SO_RCVTIMEO bounds each recv
+        try:
+            while True:
+                try:
+                    status = rr_client(fd, reqlen, reply_size, deadline, st, latbuf)
+                finally:
+                    if st[5]:
+                        lat.frombytes(latview[:st[5] * 8])
+                        st[5] = 0
+                if len(lat) >= 65536:
+                    self.fold_latency()
+                if status == fast.PARTIAL:
+                    sock.sendall(request[st[6]:])
+                    st[2] += reqlen
+                elif status != fast.LATFULL:
+                    break
+                if monotonic() >= deadline:
+                    break
+        finally:
+            self.got, self.rx, self.tx, self.trans, self.t0 = st[0], st[1], st[2], st[3], st[4]
+        sock.setblocking(False)
+        if status == fast.EOF:
+            self.peer_closed()
 
     def end(self) -> None:
         self.ending = True  # half-close once the outstanding reply is in

@@ -1,0 +1,285 @@
+/* The solo TCP_RR loops of netesto's flow engine in C (see fastloop.py, RRClient._spin, RRServer._spin).
+ *
+ * Each function runs blocking transactions on a socket whose SO_RCVTIMEO is
+ * set (1 ms) until something needs Python: the loop's next timer is due, no
+ * data within the receive timeout (EAGAIN), EOF, a full latency buffer or a
+ * partial send. The flow's counters live in a caller-owned int64 state
+ * buffer that is written back on every exit, exceptions included, so Python
+ * always sees exactly what went over the wire. Payloads are zeros, like the
+ * Python loops send. Single-threaded callers: the GIL is kept.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define CHUNK 65536
+#define CHECK_EVERY 16 /* transactions (client) or reads (server) between deadline/signal checks */
+
+enum { ST_AGAIN = 0, ST_EOF = 1, ST_DEADLINE = 2, ST_LATFULL = 3, ST_PARTIAL = 4 };
+
+/* client state: got, rx, tx, trans, t0 (ns) in; the same out, plus nlat and sent (of a partial request) */
+enum { C_GOT, C_RX, C_TX, C_TRANS, C_T0, C_NLAT, C_SENT, C_N };
+/* server state: got, rx, tx, trans in/out; pending (bytes of replies still to send) out */
+enum { S_GOT, S_RX, S_TX, S_TRANS, S_PENDING, S_N };
+
+static const char zeros[CHUNK];
+static char scratch[CHUNK]; /* received payload is discarded */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* time.monotonic and time.perf_counter on Linux */
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t deadline_ns(double deadline)
+{
+    /* a loop with no timer gives inf */
+    if (!(deadline < 9.0e9)) return INT64_MAX;
+    return (int64_t)(deadline * 1e9);
+}
+
+static int get_state(PyObject *obj, Py_buffer *view, Py_ssize_t n, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->len < n * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(PyExc_ValueError, "%s needs room for %zd int64 values", what, n);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(rr_client_doc,
+"rr_client(fd, reqlen, replylen, deadline, state, lat) -> status\n\n"
+"Run TCP_RR client transactions on blocking fd (a request is out).\n"
+"state: writable int64 buffer [got, rx, tx, trans, t0_ns, nlat, sent];\n"
+"lat: writable int64 buffer that receives latencies (ns), nlat of them.\n"
+"deadline: time.monotonic() seconds. Returns AGAIN, EOF, DEADLINE, LATFULL\n"
+"or PARTIAL (sent bytes of the next request went out; tx not counted yet).");
+
+static PyObject *rr_client(PyObject *self, PyObject *args)
+{
+    int fd;
+    Py_ssize_t reqlen, replylen;
+    double deadline;
+    PyObject *state_obj, *lat_obj;
+    Py_buffer sv, lv;
+    if (!PyArg_ParseTuple(args, "inndOO", &fd, &reqlen, &replylen, &deadline, &state_obj, &lat_obj))
+        return NULL;
+    if (reqlen < 1 || reqlen > CHUNK || replylen < 1) {
+        PyErr_SetString(PyExc_ValueError, "reqlen must be 1..65536 and replylen >= 1");
+        return NULL;
+    }
+    if (get_state(state_obj, &sv, C_N, "state") < 0) return NULL;
+    if (PyObject_GetBuffer(lat_obj, &lv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&sv);
+        return NULL;
+    }
+    int64_t *st = sv.buf;
+    int64_t *lat = lv.buf;
+    Py_ssize_t cap = lv.len / (Py_ssize_t)sizeof(int64_t);
+    int64_t got = st[C_GOT], rx = st[C_RX], tx = st[C_TX], trans = st[C_TRANS], t0 = st[C_T0];
+    int64_t until = deadline_ns(deadline);
+    Py_ssize_t nlat = 0;
+    int64_t sent = 0;
+    int status = -1; /* -1: an exception is set */
+
+    if (cap < 1) {
+        PyErr_SetString(PyExc_ValueError, "the latency buffer is empty");
+        goto out;
+    }
+    for (;;) {
+        while (got < replylen) {
+            int64_t want = replylen - got;
+            ssize_t n = recv(fd, scratch, want < CHUNK ? (size_t)want : CHUNK, 0);
+            if (n > 0) {
+                rx += n;
+                got += n;
+            } else if (n == 0) {
+                status = ST_EOF;
+                goto out;
+            } else if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto out; /* e.g. SIGTERM's handler raised */
+            } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                status = ST_AGAIN; /* nothing within SO_RCVTIMEO: the loop waits */
+                goto out;
+            } else {
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto out;
+            }
+        }
+        int64_t now = now_ns();
+        lat[nlat++] = now - t0;
+        trans++;
+        got -= replylen;
+        t0 = now;
+        for (;;) {
+            ssize_t n = send(fd, zeros, (size_t)reqlen, MSG_NOSIGNAL);
+            if (n == reqlen) break;
+            if (n < 0 && errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto out;
+                continue;
+            }
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto out;
+            }
+            sent = n < 0 ? 0 : n; /* Python sends the rest and counts the request */
+            status = ST_PARTIAL;
+            goto out;
+        }
+        tx += reqlen;
+        if (nlat == cap) {
+            status = ST_LATFULL;
+            goto out;
+        }
+        if (now >= until) {
+            status = ST_DEADLINE;
+            goto out;
+        }
+        if (trans % CHECK_EVERY == 0 && PyErr_CheckSignals() < 0) goto out;
+    }
+out:
+    st[C_GOT] = got;
+    st[C_RX] = rx;
+    st[C_TX] = tx;
+    st[C_TRANS] = trans;
+    st[C_T0] = t0;
+    st[C_NLAT] = nlat;
+    st[C_SENT] = sent;
+    PyBuffer_Release(&lv);
+    PyBuffer_Release(&sv);
+    return status < 0 ? NULL : PyLong_FromLong(status);
+}
+
+PyDoc_STRVAR(rr_server_doc,
+"rr_server(fd, reqlen, replylen, deadline, state) -> status\n\n"
+"Answer every reqlen bytes with replylen zero bytes on blocking fd.\n"
+"state: writable int64 buffer [got, rx, tx, trans, pending].\n"
+"Returns AGAIN, EOF, DEADLINE or PARTIAL (pending bytes of replies not sent;\n"
+"their transactions are counted).");
+
+static PyObject *rr_server(PyObject *self, PyObject *args)
+{
+    int fd;
+    Py_ssize_t reqlen, replylen;
+    double deadline;
+    PyObject *state_obj;
+    Py_buffer sv;
+    if (!PyArg_ParseTuple(args, "inndO", &fd, &reqlen, &replylen, &deadline, &state_obj))
+        return NULL;
+    if (reqlen < 1 || replylen < 1 || replylen > CHUNK) {
+        PyErr_SetString(PyExc_ValueError, "reqlen must be >= 1 and replylen 1..65536");
+        return NULL;
+    }
+    if (get_state(state_obj, &sv, S_N, "state") < 0) return NULL;
+    int64_t *st = sv.buf;
+    int64_t got = st[S_GOT], rx = st[S_RX], tx = st[S_TX], trans = st[S_TRANS];
+    int64_t until = deadline_ns(deadline);
+    int64_t pending = 0;
+    unsigned reads = 0;
+    int status = -1;
+
+    for (;;) {
+        ssize_t n = recv(fd, scratch, CHUNK, 0);
+        if (n == 0) {
+            status = ST_EOF;
+            goto out;
+        }
+        if (n < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto out;
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                status = ST_AGAIN;
+                goto out;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto out;
+        }
+        rx += n;
+        got += n;
+        if (got >= reqlen) {
+            int64_t count = got / reqlen;
+            got -= count * reqlen;
+            trans += count;
+            int64_t left = count * replylen;
+            while (left > 0) {
+                /* SO_SNDTIMEO bounds a blocked send: a partial count or EAGAIN, never a hang */
+                size_t size = left < CHUNK ? (size_t)left : CHUNK;
+                ssize_t m = send(fd, zeros, size, MSG_NOSIGNAL);
+                if (m < 0 && errno == EINTR) {
+                    if (PyErr_CheckSignals() < 0) {
+                        pending = left;
+                        goto out;
+                    }
+                    continue;
+                }
+                if (m < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                    pending = left;
+                    PyErr_SetFromErrno(PyExc_OSError);
+                    goto out;
+                }
+                if (m > 0) {
+                    tx += m;
+                    left -= m;
+                }
+                if (m == (ssize_t)size) continue;
+                pending = left; /* the rare case: Python sends the rest (blocking, as before) */
+                status = ST_PARTIAL;
+                goto out;
+            }
+        }
+        if (++reads % CHECK_EVERY == 0) {
+            if (now_ns() >= until) {
+                status = ST_DEADLINE;
+                goto out;
+            }
+            if (PyErr_CheckSignals() < 0) goto out;
+        }
+    }
+out:
+    st[S_GOT] = got;
+    st[S_RX] = rx;
+    st[S_TX] = tx;
+    st[S_TRANS] = trans;
+    st[S_PENDING] = pending;
+    PyBuffer_Release(&sv);
+    return status < 0 ? NULL : PyLong_FromLong(status);
+}
+
+static PyMethodDef methods[] = {
+    {"rr_client", rr_client, METH_VARARGS, rr_client_doc},
+    {"rr_server", rr_server, METH_VARARGS, rr_server_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fastloop", "The solo TCP_RR loops of the flow engine in C.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastloop(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "AGAIN", ST_AGAIN) < 0 || PyModule_AddIntConstant(m, "EOF", ST_EOF) < 0
+        || PyModule_AddIntConstant(m, "DEADLINE", ST_DEADLINE) < 0
+        || PyModule_AddIntConstant(m, "LATFULL", ST_LATFULL) < 0
+        || PyModule_AddIntConstant(m, "PARTIAL", ST_PARTIAL) < 0
+        || PyModule_AddIntConstant(m, "CLIENT_STATE", C_N) < 0
+        || PyModule_AddIntConstant(m, "SERVER_STATE", S_N) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,4 +1,4 @@
-"""Stream goodput of the built-in engine vs iperf3 on one veth pair (1 flow cubic/bbr, 4 flows).
+"""Stream goodput of the built-in engine vs iperf3 on one veth pair (1 and 4 flows, cubic and bbr).
 
 Run as root from the repository root: ``python3 -m bench.bench_stream [--dur 4] [--reps 2]``.
 Both tools run in the same run on the same pair of namespaces (alternating),
@@ -102,7 +102,8 @@ def main() -> int:
         print(f"# stream goodput, {args.dur} s runs, median of {args.reps}, veth pair {pair.a}/{pair.b} "
               "(shared noisy 2-vCPU machine)")
         print(f"{'case':<28}{'engine Gbit/s':>15}{'iperf3 Gbit/s':>15}{'ratio':>8}")
-        for label, ca, n in (("1 flow cubic", "cubic", 1), ("1 flow bbr", "bbr", 1), ("4 flows bbr (-P 4)", "bbr", 4)):
+        for label, ca, n in (("1 flow cubic", "cubic", 1), ("1 flow bbr", "bbr", 1),
+                             ("4 flows cubic (-P 4)", "cubic", 4), ("4 flows bbr (-P 4)", "bbr", 4)):
             ours, theirs = [], []
             for _ in range(args.reps):
                 ours.append(engine_stream(engine, args.dur, ca, n))

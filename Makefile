@@ -3,7 +3,8 @@
 # Python package with its extras), so they work on a fresh Debian machine.
 
 PYTHON ?= python3
-APT_PACKAGES = iproute2 iptables iputils-ping ethtool tcpdump iperf3 sockperf sysstat chromium
+# gcc, libc6-dev and python3-dev build the engine's optional C loops (netesto/traffic/_fastloop.c)
+APT_PACKAGES = iproute2 iptables iputils-ping ethtool tcpdump iperf3 sockperf sysstat chromium gcc libc6-dev python3-dev
 PYTEST_ARGS ?=
 
 .PHONY: install demo test bench clean
@@ -28,4 +29,4 @@ bench: install
 	$(PYTHON) -m bench $(BENCH)
 
 clean:
-	rm -rf build *.egg-info .pytest_cache
+	rm -rf build *.egg-info .pytest_cache netesto/traffic/_fastloop*.so

@@ -21,7 +21,7 @@ import struct
 import time
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from netesto.traffic import tcpinfo
 from netesto.traffic.columns import (
@@ -391,7 +391,7 @@ class FlowEnd:
         if n == 0 or self.writer is None:
             return
         rec = self.b_rec
-        self._spacing(memoryview(rec).cast("d")[1 :: self.rec_len // 8].tolist())
+        self._spacing(cast("list[float]", memoryview(rec).cast("d")[1 :: self.rec_len // 8].tolist()))
         self.writer.write_records(n, rec)
         self.samples += n
         self._reset_buffers()

@@ -373,7 +373,7 @@ def _add_records(
         )
     offsets = dict(record.offsets)
     whole = memoryview(rec)
-    views: dict[str, memoryview] = {}
+    views: dict[str, memoryview[Any]] = {}
     for col in cols:
         size = _ITEMSIZE[col.typecode]
         part = array(col.typecode)
@@ -383,7 +383,7 @@ def _add_records(
         else:
             view = views.get(col.typecode)
             if view is None:
-                view = views[col.typecode] = whole.cast(col.typecode)
+                view = views[col.typecode] = whole.cast(col.typecode)  # type: ignore[call-overload]
             part.frombytes(view[off // size :: record.length // size].tobytes())
             if swap:
                 part.byteswap()

@@ -14,7 +14,9 @@ the CPU the sampler of 100 flows at 100 Hz uses.
 3. ``--cost``: what one sample costs, us per flow per tick, split into its parts
    (getsockopt TCP_INFO, the bbr TCP_CC_INFO getsockopt, time.time(), the old
    pack/append, the flush, the Sampler's whole tick) on 64 idle established
-   loopback connections (cubic, then bbr). ``--cost-only`` runs just this part.
+   loopback connections (cubic, then bbr), and what one NETLINK sock_diag dump
+   of the namespace's sockets would cost per flow instead (the kernel walks
+   its whole TCP hash table). ``--cost-only`` runs just this part.
 
 Part 1 also prints the bytes moved per CPU second of the engine's own processes
 (client workers and server, sampled / unsampled): with other load on the
@@ -102,6 +104,30 @@ def connections(n: int, ca: str) -> tuple[socket.socket, list[socket.socket], li
     return lsock, conns, peers
 
 
+def sock_diag_dump(nl: socket.socket, seq: int) -> dict[tuple[int, int], bytes]:
+    """The alternative to a getsockopt per flow: one NETLINK_SOCK_DIAG dump of every IPv4 TCP
+    socket of this namespace with its tcp_info, as {(sport, dport): raw tcp_info}."""
+    req = struct.pack("=BBBxI", socket.AF_INET, socket.IPPROTO_TCP, 1 << (2 - 1), 0xFFFFFFFF) + bytes(48)
+    # nlmsghdr: SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP; inet_diag_req_v2 asking for INET_DIAG_INFO
+    nl.send(struct.pack("=IHHII", 16 + len(req), 20, 0x301, seq, 0) + req)
+    out: dict[tuple[int, int], bytes] = {}
+    while True:
+        data = nl.recv(1 << 20)
+        pos = 0
+        while pos < len(data):
+            length, kind = struct.unpack_from("=IH", data, pos)
+            if kind in (2, 3):  # NLMSG_ERROR, NLMSG_DONE
+                return out
+            ports = struct.unpack_from(">HH", data, pos + 20)
+            attr, end = pos + 16 + 72, pos + length  # after nlmsghdr and inet_diag_msg
+            while attr < end:
+                alen, atype = struct.unpack_from("=HH", data, attr)
+                if atype == 2:  # INET_DIAG_INFO
+                    out[ports] = data[attr + 4 : attr + alen]
+                attr += (alen + 3) & ~3
+            pos += (length + 3) & ~3
+
+
 def _per_call_us(fn, items: list, reps: int) -> float:
     """Median over 5 rounds of us per call of ``fn(item)`` over ``items`` x ``reps``."""
     rounds = []
@@ -121,6 +147,10 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
     out["getsockopt TCP_INFO"] = _per_call_us(lambda s: s.getsockopt(6, tcpinfo.TCP_INFO, 280), conns, 200)
     out["getsockopt TCP_CC_INFO"] = _per_call_us(lambda s: s.getsockopt(6, tcpinfo.TCP_CC_INFO, 20), conns, 200)
     out["time.time()"] = _per_call_us(lambda s: time.time(), conns, 200)
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4) as nl:  # NETLINK_SOCK_DIAG
+        sockets = len(sock_diag_dump(nl, 0))
+        out[f"(alternative) sock_diag dump of {sockets} sockets / {flows}"] = (
+            _per_call_us(lambda k: sock_diag_dump(nl, k), [1], 50) / flows)
     head, info, cc = struct.Struct("=dd6Q"), bytes(280), bytes(24)
     rec = bytearray()
 

@@ -217,6 +217,7 @@ class FlowEnd:
 
     def _reset_buffers(self) -> None:
         self.nrows = 0
+        self.flush_at = self.flush_rows  # the Sampler makes a flow end's first block shorter
         self.b_rec = bytearray()  # one record per row (see _record_layout)
 
     def open_writer(self, datadir: str, extra_meta: dict[str, Any] | None = None) -> None:
@@ -273,6 +274,7 @@ class FlowEnd:
                           self.conns, self.udp_lost if self.udp_lost > 0 else 0, self.udp_reord)
         if self.is_tcp:
             sock = self.sock
+            info = self.last_info
             if sock is not None:
                 try:
                     info = sock.getsockopt(6, _TCP_INFO, _INFO_LEN)
@@ -284,13 +286,13 @@ class FlowEnd:
                         self.last_cc = (cc + tcpinfo.ZERO_CC)[:tcpinfo.CC_INFO_LEN] + _CC_PAD
                 except OSError:
                     pass
-            rec += self.last_info
+            rec += info
             if self.rec_cc:
                 rec += self.last_cc
         if self.is_rr:
             rec += self._latency_record()
         self.nrows += 1
-        if self.nrows >= self.flush_rows:
+        if self.nrows >= self.flush_at:
             self.flush()
 
     def _latency_record(self) -> bytes:
@@ -528,6 +530,11 @@ class Sampler:
             self.next[interval] = when
             self.loop.call_at(when, lambda: self._tick(interval))
         group.append(flow)
+        # Spread the flushes of a group over the ticks (flows that start
+        # together would all write their block in the same tick): this flow's
+        # first block is 1..flush_rows rows, the later ones flush_rows.
+        if flow.nrows == 0:
+            flow.flush_at = 1 + (len(group) - 1) % flow.flush_rows
         flow.sample(time.monotonic())  # a row at t=0: the baseline of every counter
 
     def remove(self, flow: FlowEnd) -> None:

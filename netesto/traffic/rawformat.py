@@ -278,18 +278,29 @@ def decode_flow(data: bytes, *, path: str = "<bytes>") -> RawFlow:
     flow.units = {c.name: c.unit for c in cols}
     swap = header.get("byteorder", sys.byteorder) != sys.byteorder
     record = _header_record(header, cols, path)
+    records: list[bytes] = []  # consecutive records blocks are split into columns together
+
+    def add_records() -> None:
+        if records:
+            assert record is not None  # a records block without a layout was refused
+            _add_records(flow, cols, record, b"".join(records), swap)
+            records.clear()
+
     for index, block in enumerate(blocks[1:], start=1):
         kind = block.get("type")
-        if kind == "samples":
-            _add_samples(flow, cols, block, swap, index)
-        elif kind == "records":
+        if kind == "records":
             if record is None:
                 raise RawDataError(f"block {index}: records block but the header has no record layout", path=path)
-            _add_records(flow, cols, record, block, swap, index)
+            records.append(_records_of(block, record, index, path))
+            continue
+        add_records()
+        if kind == "samples":
+            _add_samples(flow, cols, block, swap, index)
         elif kind == "summary":
             flow.summary = {k: v for k, v in block.items() if k != "type"}
         else:
             raise RawDataError(f"block {index}: unknown type {kind!r}", path=path)
+    add_records()
     return flow
 
 
@@ -360,17 +371,19 @@ def _add_samples(
         flow.columns[col.name].extend(part)
 
 
-def _add_records(
-    flow: RawFlow, cols: Iterable[Column], record: RecordLayout, block: dict[str, Any], swap: bool, index: int
-) -> None:
+def _records_of(block: dict[str, Any], record: RecordLayout, index: int, path: str) -> bytes:
     n = block.get("n")
     rec = block.get("rec")
     if not isinstance(n, int) or n < 0 or not isinstance(rec, bytes):
-        raise RawDataError(f"block {index}: malformed records block", path=flow.path)
+        raise RawDataError(f"block {index}: malformed records block", path=path)
     if len(rec) != n * record.length:
-        raise RawDataError(
-            f"block {index}: {len(rec)} bytes of records, expected {n} x {record.length}", path=flow.path
-        )
+        raise RawDataError(f"block {index}: {len(rec)} bytes of records, expected {n} x {record.length}", path=path)
+    return rec
+
+
+def _add_records(flow: RawFlow, cols: Iterable[Column], record: RecordLayout, rec: bytes, swap: bool) -> None:
+    """Append the rows of whole records (one strided slice per column)."""
+    n = len(rec) // record.length
     offsets = dict(record.offsets)
     whole = memoryview(rec)
     views: dict[str, memoryview[Any]] = {}

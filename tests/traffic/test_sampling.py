@@ -176,10 +176,41 @@ def test_a_killed_writer_loses_at_most_one_flush_period(tmp_path):
     flush_rows = round(FLUSH_SECONDS / 0.01)
     sampled = 2 * flush_rows + flush_rows // 2
     assert flow.summary is None and not flow.truncated
-    assert flow.rows == 2 * flush_rows  # two whole blocks on disk, the last half block lost
+    # on disk: the baseline row (the first flow of a group writes it at once),
+    # then two whole blocks; the 9 rows of the unfinished block are lost
+    assert flow.rows == 1 + 2 * flush_rows
     assert sampled - flow.rows < flush_rows
     assert list(flow.columns["app_bytes_tx"][:3]) == [0, 100, 200]
     assert flow.columns["app_bytes_tx"][-1] == (flow.rows - 1) * 100
+
+
+def test_the_flushes_of_a_group_are_spread_over_the_ticks(tmp_path):
+    socks, peers = _connections(45)
+    loop = Loop()
+    worker = Worker(loop, str(tmp_path), lambda event: None)
+    ends = [_end(worker, sock, f"f-{i}") for i, sock in enumerate(socks)]
+    flush_rows = ends[0].flush_rows
+    try:
+        for end in ends:
+            end.begin()  # one row each
+        for tick in range(1, 2 * flush_rows + 1):
+            worker.sampler._tick(0.01)
+            # flow i writes its first block after 1 + i % flush_rows rows, then every flush_rows rows
+            for i, end in enumerate(ends):
+                first = 1 + i % flush_rows
+                want = 0 if tick + 1 < first else first + (tick + 1 - first) // flush_rows * flush_rows
+                assert end.samples == want, (tick, i)
+            flushed = sum(end.nrows == 0 for end in ends)
+            assert flushed <= -(-len(ends) // flush_rows)
+        for end in ends:
+            end.finish()
+    finally:
+        for s in socks + peers:
+            s.close()
+        loop.close()
+    for end in ends:
+        flow = _file(tmp_path, end)
+        assert flow.rows == 2 * flush_rows + 2 and flow.summary["samples"] == flow.rows
 
 
 COLS = (Column("a", "I", "1"), Column("b", "d", "s"), Column("c", "B", "1"), Column("z", "Q", "1"))
@@ -196,13 +227,14 @@ def test_records_blocks_round_trip_after_column_rows(tmp_path):
         with pytest.raises(RawDataError, match="16 bytes"):
             writer.write_records(2, rec.pack(1.0, 1, 1))
         assert writer.rows == 4
+        writer.append([13, 4.5, 5, 6])  # a samples block after the records blocks (at close)
     flow = read_flow(path)
     assert flow.header["format"] == [1, 1]
     assert flow.header["record"] == {"length": 16, "offsets": [["b", 0], ["a", 8], ["c", 12]]}
-    assert list(flow.columns["a"]) == [9, 10, 11, 12]
-    assert list(flow.columns["b"]) == [0.5, 1.5, 2.5, 3.5]
-    assert list(flow.columns["c"]) == [1, 200, 201, 202]
-    assert list(flow.columns["z"]) == [4, 0, 0, 0]
+    assert list(flow.columns["a"]) == [9, 10, 11, 12, 13]
+    assert list(flow.columns["b"]) == [0.5, 1.5, 2.5, 3.5, 4.5]
+    assert list(flow.columns["c"]) == [1, 200, 201, 202, 5]
+    assert list(flow.columns["z"]) == [4, 0, 0, 0, 6]
     assert path.read_bytes()[8:12] == struct.pack("<HH", 1, 1)
 
 

@@ -192,7 +192,7 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
     finally:
         FlowEnd.flush = real_flush  # type: ignore[method-assign]
     rows = ticks * len(ends)
-    out["flush (column split + block write), per row"] = flush_ns / 1e3 / rows
+    out["flush (1.0: column split; block write), per row"] = flush_ns / 1e3 / rows
     out["whole Sampler tick, per flow (all of the above)"] = tick_ns / 1e3 / rows
     for end in ends:
         end.finish()

@@ -283,7 +283,9 @@ class FlowEnd:
                     self.last_info = info
                     if self.rec_cc:
                         cc = sock.getsockopt(6, _TCP_CC_INFO, tcpinfo.CC_INFO_LEN)
-                        self.last_cc = (cc + tcpinfo.ZERO_CC)[:tcpinfo.CC_INFO_LEN] + _CC_PAD
+                        if len(cc) != tcpinfo.CC_INFO_LEN:
+                            cc = (cc + tcpinfo.ZERO_CC)[:tcpinfo.CC_INFO_LEN]
+                        self.last_cc = cc + _CC_PAD
                 except OSError:
                     pass
             rec += info

@@ -2,15 +2,17 @@
 
 :class:`FlowEnd` is the base of every client- and server-side flow. The
 worker's :class:`Sampler` calls :meth:`FlowEnd.sample` on a fixed grid; a
-sample appends a few numbers and the raw ``tcp_info`` bytes (no decoding),
-and every ~0.15 s the buffered rows are turned into columns and written as
-one block.
+sample appends one fixed-length record (stamps, counters, the raw
+``tcp_info`` bytes, no decoding) and every ~0.2 s the buffered records are
+written as they are, as one ``records`` block (the reader splits them into
+columns, so that costs the sampling host nothing).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import operator
 import os
 import re
 import resource
@@ -19,7 +21,7 @@ import struct
 import time
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from netesto.traffic import tcpinfo
 from netesto.traffic.columns import (
@@ -31,7 +33,7 @@ from netesto.traffic.columns import (
     TIME_COLUMNS,
 )
 from netesto.traffic.histogram import Histogram
-from netesto.traffic.rawformat import FlowWriter
+from netesto.traffic.rawformat import FlowWriter, RecordLayout
 from netesto.traffic.spec import RR_TESTS, FlowSpec
 
 if TYPE_CHECKING:
@@ -47,37 +49,39 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,199}$")
 
 _TCP_INFO = tcpinfo.TCP_INFO
 _TCP_CC_INFO = tcpinfo.TCP_CC_INFO
+_INFO_LEN = tcpinfo.TCP_INFO_LEN
 _HEAD = struct.Struct("=dd6Q")  # t_wall, t_mono and the six APP_COLUMNS counters
-
-
+_LAT = struct.Struct("=I4x7d")  # lat_count, then lat_min .. lat_p999 (8-byte aligned)
+_ZERO_LAT = bytes(_LAT.size)
 _CC_SLOT = 24  # tcp_bbr_info (20 bytes) padded so every record stays 8-byte aligned
-
-
-def _record_layout() -> tuple[int, list[tuple[str, str, int]]]:
-    """A sample row's byte layout: head, struct tcp_info, tcp_bbr_info (padded).
-
-    Returns the record length and (column, typecode, offset) for every
-    column; every field is aligned to its size, so a column of a block of
-    records is one strided slice of a typed memoryview (see :meth:`FlowEnd.flush`).
-    """
-    layout = [(c.name, c.typecode, i * 8) for i, c in enumerate(TIME_COLUMNS + APP_COLUMNS)]
-    base = _HEAD.size
-    for fields, length in ((tcpinfo.TCP_INFO_FIELDS, tcpinfo.TCP_INFO_LEN),
-                           (tcpinfo.CC_INFO_FIELDS, _CC_SLOT)):
-        for name, (off, size) in fields.items():
-            assert (base + off) % size == 0, name
-            layout.append((name, {1: "B", 4: "I", 8: "Q"}[size], base + off))
-        base += length
-    return base, layout
-
-
-_REC_LEN, _LAYOUT = _record_layout()
-# (column, view index in B/I/Q/d order, first item, stride) for FlowEnd.flush
-_SLICES = [(name, "BIQd".index(tc), off // _SIZES[tc], _REC_LEN // _SIZES[tc]) for name, tc, off in _LAYOUT]
 _CC_PAD = bytes(_CC_SLOT - tcpinfo.CC_INFO_LEN)
-assert _REC_LEN % 8 == 0
-assert {n for n, _, _ in _LAYOUT} | {c.name for c in LATENCY_COLUMNS} == {c.name for c in FLOW_COLUMNS}
-assert all(tc == {c.name: c.typecode for c in FLOW_COLUMNS}[n] for n, tc, _ in _LAYOUT)
+
+
+def _record_layout(tcp: bool, cc: bool, lat: bool) -> RecordLayout:
+    """A sample record: head, [struct tcp_info], [tcp_bbr_info, padded], [latency].
+
+    Only the parts a flow end can have are in its records (a UDP flow has no
+    tcp_info, only bbr has cc info, only RR tests latency); the reader zero-fills
+    the columns its layout leaves out. Every field is aligned to its size.
+    """
+    offsets = [(c.name, i * 8) for i, c in enumerate(TIME_COLUMNS + APP_COLUMNS)]
+    base = _HEAD.size
+    parts = [(tcpinfo.TCP_INFO_FIELDS, _INFO_LEN)] if tcp else []
+    parts += [(tcpinfo.CC_INFO_FIELDS, _CC_SLOT)] if cc else []
+    for fields, length in parts:
+        offsets += [(name, base + off) for name, (off, _) in fields.items()]
+        base += length
+    if lat:
+        offsets += [(c.name, base + (8 * i if i else 0)) for i, c in enumerate(LATENCY_COLUMNS)]
+        base += _LAT.size
+    layout = RecordLayout(base, tuple(offsets))
+    assert layout.problem(FLOW_COLUMNS) is None, layout
+    return layout
+
+
+# (tcp, bbr, rr) -> layout; bbr implies tcp
+_LAYOUTS = {(t, b, r): _record_layout(t, b, r) for t in (False, True) for b in {False, t} for r in (False, True)}
+assert {n for n, _ in _LAYOUTS[True, True, True].offsets} == {c.name for c in FLOW_COLUMNS}
 # The raw-record layouts must agree with the column contract (typecode sizes).
 for _col in TCP_INFO_COLUMNS + CC_COLUMNS:
     _fields = tcpinfo.TCP_INFO_FIELDS if _col in TCP_INFO_COLUMNS else tcpinfo.CC_INFO_FIELDS
@@ -201,6 +205,8 @@ class FlowEnd:
         self.flush_rows = max(1, round(FLUSH_SECONDS / spec.interval))
         self.last_info = tcpinfo.ZERO_INFO
         self.last_cc = bytes(_CC_SLOT)  # padded tcp_bbr_info
+        self.rec_cc = False  # records carry cc info (bbr): fixed when the file is opened
+        self.rec_len = _LAYOUTS[self.is_tcp, False, self.is_rr].length
         self.timers: list[Timer] = []
         self.spin_ready = False  # SO_RCVTIMEO is set for recv_spin
         self._reset_buffers()
@@ -211,8 +217,8 @@ class FlowEnd:
 
     def _reset_buffers(self) -> None:
         self.nrows = 0
-        self.b_rec = bytearray()  # one RECORD per row: times, app counters, tcp_info, cc info
-        self.b_lat: list[Any] | None = [array("I")] + [array("d") for _ in range(7)] if self.is_rr else None
+        self.flush_at = self.flush_rows  # the Sampler makes a flow end's first block shorter
+        self.b_rec = bytearray()  # one record per row (see _record_layout)
 
     def open_writer(self, datadir: str, extra_meta: dict[str, Any] | None = None) -> None:
         spec = self.spec.to_dict()
@@ -233,7 +239,12 @@ class FlowEnd:
         }
         meta.update(extra_meta or {})
         path = flow_path(datadir, self.spec.exp, self.spec.flow_id, self.side)
-        self.writer = FlowWriter(path, FLOW_COLUMNS, meta, flush_rows=self.flush_rows)
+        # The record layout is fixed for the file: rows already buffered keep theirs.
+        if self.nrows == 0:
+            self.rec_cc = self.is_tcp and self.is_bbr
+        layout = _LAYOUTS[self.is_tcp, self.rec_cc, self.is_rr]
+        self.rec_len = layout.length
+        self.writer = FlowWriter(path, FLOW_COLUMNS, meta, flush_rows=self.flush_rows, record=layout)
 
     def read_info(self) -> tuple[bytes, bytes]:
         """Raw tcp_info and cc info of the sampled socket (the last ones if it is gone)."""
@@ -251,55 +262,52 @@ class FlowEnd:
                 pass
         return self.last_info, self.last_cc
 
-    def sample(self, mono: float) -> None:
-        """Append one row (called by the Sampler, and once more at the end).
+    def sample(self, mono: float, wall: float | None = None) -> None:
+        """Append one row stamped ``mono``/``wall`` (the Sampler's tick instant;
+        ``wall`` defaults to now). Called by the Sampler, and once more at the end.
 
-        Kept lean: one getsockopt (two for bbr) and three bytearray appends;
-        the row is split into columns when the block is flushed.
+        Kept lean: one getsockopt (two for bbr) and two to four bytearray
+        appends; the block of records is written as it is (see :meth:`flush`).
         """
-        sock = self.sock
-        if sock is not None and self.is_tcp:
-            try:
-                info = sock.getsockopt(6, _TCP_INFO, 280)
-                if len(info) != 280:
-                    info = (info + tcpinfo.ZERO_INFO)[:280]
-                self.last_info = info
-                if self.is_bbr:
-                    cc = sock.getsockopt(6, _TCP_CC_INFO, 20)
-                    self.last_cc = (cc + tcpinfo.ZERO_CC)[:20] + _CC_PAD
-            except OSError:
-                info = self.last_info
-        else:
-            info = self.last_info
         rec = self.b_rec
-        rec += _HEAD.pack(time.time(), mono, self.tx, self.rx, self.trans, self.conns,
-                          self.udp_lost if self.udp_lost > 0 else 0, self.udp_reord)
-        rec += info
-        rec += self.last_cc
-        lat = self.b_lat
-        if lat is not None:
-            ih = self.ihist
-            if self.lat_raw:
-                self.fold_latency()
-            if ih.count:
-                s = ih.summary(0.001)
-                lat[0].append(s.count)
-                lat[1].append(s.min)
-                lat[2].append(s.mean)
-                lat[3].append(s.max)
-                lat[4].append(s.p50)
-                lat[5].append(s.p90)
-                lat[6].append(s.p99)
-                lat[7].append(s.p999)
-                self.hist.merge(ih)
-                ih.clear()
-            else:
-                lat[0].append(0)
-                for a in lat[1:]:
-                    a.append(0.0)
+        rec += _HEAD.pack(time.time() if wall is None else wall, mono, self.tx, self.rx, self.trans,
+                          self.conns, self.udp_lost if self.udp_lost > 0 else 0, self.udp_reord)
+        if self.is_tcp:
+            sock = self.sock
+            info = self.last_info
+            if sock is not None:
+                try:
+                    info = sock.getsockopt(6, _TCP_INFO, _INFO_LEN)
+                    if len(info) != _INFO_LEN:
+                        info = (info + tcpinfo.ZERO_INFO)[:_INFO_LEN]
+                    self.last_info = info
+                    if self.rec_cc:
+                        cc = sock.getsockopt(6, _TCP_CC_INFO, tcpinfo.CC_INFO_LEN)
+                        if len(cc) != tcpinfo.CC_INFO_LEN:
+                            cc = (cc + tcpinfo.ZERO_CC)[:tcpinfo.CC_INFO_LEN]
+                        self.last_cc = cc + _CC_PAD
+                except OSError:
+                    pass
+            rec += info
+            if self.rec_cc:
+                rec += self.last_cc
+        if self.is_rr:
+            rec += self._latency_record()
         self.nrows += 1
-        if self.nrows >= self.flush_rows:
+        if self.nrows >= self.flush_at:
             self.flush()
+
+    def _latency_record(self) -> bytes:
+        """The latency part of a row: this interval's histogram summary, then a new interval."""
+        if self.lat_raw:
+            self.fold_latency()
+        ih = self.ihist
+        if not ih.count:
+            return _ZERO_LAT
+        s = ih.summary(0.001)
+        self.hist.merge(ih)
+        ih.clear()
+        return _LAT.pack(s.count, s.min, s.mean, s.max, s.p50, s.p90, s.p99, s.p999)
 
     # moving bytes (shared by both sides)
 
@@ -382,40 +390,27 @@ class FlowEnd:
             self.fold_latency()
 
     def flush(self) -> None:
+        """Write the buffered rows as one ``records`` block (about every 0.2 s)."""
         n = self.nrows
         if n == 0 or self.writer is None:
             return
-        rec = memoryview(self.b_rec)
-        views: list[memoryview[Any]] = [rec, rec.cast("I"), rec.cast("Q"), rec.cast("d")]
-        cols: dict[str, bytes] = {
-            name: views[which][start::step].tobytes() for name, which, start, step in _SLICES
-        }
-        for view in views:
-            view.release()
-        mono = array("d")
-        mono.frombytes(cols["t_mono"])
-        self._spacing(mono)
-        if self.b_lat is not None:
-            for col, arr in zip(LATENCY_COLUMNS, self.b_lat):
-                cols[col.name] = arr.tobytes()
-        else:
-            for col in LATENCY_COLUMNS:
-                cols[col.name] = bytes(_SIZES[col.typecode] * n)
-        self.writer.write_columns(n, cols)
+        rec = self.b_rec
+        self._spacing(cast("list[float]", memoryview(rec).cast("d")[1 :: self.rec_len // 8].tolist()))
+        self.writer.write_records(n, rec)
         self.samples += n
         self._reset_buffers()
 
-    def _spacing(self, mono: array) -> None:
+    def _spacing(self, mono: list[float]) -> None:
         """Running min/mean/max of the time between samples (the sampling jitter)."""
         if self._last_mono:
             mono.insert(0, self._last_mono)
         self._last_mono = mono[-1]
-        gaps = [b - a for a, b in zip(mono, mono[1:])]
-        if not gaps:
+        if len(mono) < 2:
             return
+        gaps = list(map(operator.sub, mono[1:], mono))
         sp = self.spacing
         sp["count"] += len(gaps)
-        sp["sum"] += sum(gaps)
+        sp["sum"] += mono[-1] - mono[0]
         low, high = min(gaps), max(gaps)
         sp["min"] = low if sp["min"] is None else min(sp["min"], low)
         sp["max"] = max(sp["max"], high)
@@ -537,6 +532,11 @@ class Sampler:
             self.next[interval] = when
             self.loop.call_at(when, lambda: self._tick(interval))
         group.append(flow)
+        # Spread the flushes of a group over the ticks (flows that start
+        # together would all write their block in the same tick): this flow's
+        # first block is 1..flush_rows rows, the later ones flush_rows.
+        if flow.nrows == 0:
+            flow.flush_at = 1 + (len(group) - 1) % flow.flush_rows
         flow.sample(time.monotonic())  # a row at t=0: the baseline of every counter
 
     def remove(self, flow: FlowEnd) -> None:
@@ -549,10 +549,12 @@ class Sampler:
         if not group:
             self.groups.pop(interval, None)
             return
+        # One instant per tick: every row of the tick carries the same stamps.
         now = time.monotonic()
+        wall = time.time()
         for flow in list(group):
             try:
-                flow.sample(now)
+                flow.sample(now, wall)
             except Exception as exc:  # e.g. the disk is full: end this flow, sample the others
                 flow.writer = None if isinstance(exc, OSError) else flow.writer
                 flow.finish(f"sampling failed: {type(exc).__name__}: {exc}")

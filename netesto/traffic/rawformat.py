@@ -18,6 +18,13 @@ Every block payload is a msgpack map with a ``"type"``:
     as a :mod:`array` of the header's typecode. Blocks are written as the
     flow runs (every ``flush_interval`` seconds), so a crash loses at most the
     last flush period.
+``records`` (any number; format 1.1, needs the header's ``record``)
+    ``n`` rows as ``rec``: ``n`` fixed-length row records back to back. The
+    header's ``record`` = {``length``, ``offsets``: [[column, byte offset],
+    ...]} says where each column's value sits in a record (aligned to its
+    size, header byte order); columns it does not name are zero in those rows.
+    The engine writes these: a block is its buffered rows as they are, with
+    no per-column work on the sampling host.
 ``summary`` (at most one, last)
     free map: totals, latency histogram, end status, error text.
 
@@ -44,7 +51,8 @@ import msgpack
 from netesto.errors import RawDataError
 
 MAGIC = b"NETESTO\x00"
-FORMAT_VERSION = (1, 0)
+FORMAT_VERSION = (1, 1)  # the newest written and read; files without ``records`` blocks say (1, 0)
+_COLUMNS_ONLY = (1, 0)
 SUFFIX = ".nflow"
 MAX_BLOCK = 64 * 1024 * 1024
 _PREAMBLE = struct.Struct("<8sHH")
@@ -66,6 +74,33 @@ class Column:
             raise ValueError(f"column {self.name!r}: bad typecode {self.typecode!r}")
 
 
+@dataclass(frozen=True)
+class RecordLayout:
+    """Byte offsets of columns in a fixed-length row record (``records`` blocks).
+
+    ``length`` is the record size; ``offsets`` pairs a column name with where
+    its value starts. Offsets must be aligned to the column's item size and
+    ``length`` to 8 bytes, so a column of a block is one strided slice.
+    """
+
+    length: int
+    offsets: tuple[tuple[str, int], ...]
+
+    def problem(self, columns: Sequence[Column]) -> str | None:
+        """What is wrong with this layout for ``columns`` (None: it fits)."""
+        types = {c.name: c.typecode for c in columns}
+        if not isinstance(self.length, int) or self.length <= 0 or self.length % 8:
+            return f"record length {self.length!r} is not a positive multiple of 8"
+        for name, off in self.offsets:
+            tc = types.get(name)
+            if tc is None:
+                return f"record names unknown column {name!r}"
+            size = _ITEMSIZE[tc]
+            if not isinstance(off, int) or off < 0 or off % size or off + size > self.length:
+                return f"column {name!r} at record offset {off!r} is misaligned or out of range"
+        return None
+
+
 class FlowWriter:
     """Appends one flow's samples to a ``.nflow`` file as the flow runs.
 
@@ -82,21 +117,28 @@ class FlowWriter:
         meta: dict[str, Any] | None = None,
         *,
         flush_rows: int = 64,
+        record: RecordLayout | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.columns = tuple(columns)
+        self.record = record
+        if record is not None and (why := record.problem(self.columns)):
+            raise ValueError(why)
+        version = FORMAT_VERSION if record is not None else _COLUMNS_ONLY
         self._names = [c.name for c in self.columns]
         self._buf: list[array[Any]] = [array(c.typecode) for c in self.columns]
         self._flush_rows = max(1, flush_rows)
         self._fh: BinaryIO | None = open(self.path, "wb")
-        self._fh.write(_PREAMBLE.pack(MAGIC, *FORMAT_VERSION))
+        self._fh.write(_PREAMBLE.pack(MAGIC, *version))
         header = dict(meta or {})
         header.update(
             type="header",
-            format=list(FORMAT_VERSION),
+            format=list(version),
             columns=[[c.name, c.typecode, c.unit] for c in self.columns],
             byteorder=sys.byteorder,
         )
+        if record is not None:
+            header["record"] = {"length": record.length, "offsets": [list(o) for o in record.offsets]}
         self._write_block(header)
         self._fh.flush()
         self.rows = 0
@@ -138,6 +180,25 @@ class FlowWriter:
                 )
         self.flush()
         self._write_block({"type": "samples", "n": n, "cols": cols})
+        self._fh.flush()
+        self.rows += n
+
+    def write_records(self, n: int, rec: bytes | bytearray) -> None:
+        """Write ``n`` rows as one ``records`` block: ``n`` records laid out as
+        the writer's :class:`RecordLayout` says (rows buffered by
+        :meth:`append` go first). A wrong length raises
+        :class:`~netesto.errors.RawDataError`.
+        """
+        if n == 0 or self._fh is None:
+            return
+        if self.record is None or len(rec) != n * self.record.length:
+            raise RawDataError(
+                f"{self.path}: a {n}-row records block of {len(rec)} bytes "
+                + ("(the writer has no record layout)" if self.record is None
+                   else f"(records are {self.record.length} bytes)")
+            )
+        self.flush()
+        self._write_block({"type": "records", "n": n, "rec": rec})
         self._fh.flush()
         self.rows += n
 
@@ -216,15 +277,45 @@ def decode_flow(data: bytes, *, path: str = "<bytes>") -> RawFlow:
     flow.columns = {c.name: array(c.typecode) for c in cols}
     flow.units = {c.name: c.unit for c in cols}
     swap = header.get("byteorder", sys.byteorder) != sys.byteorder
+    record = _header_record(header, cols, path)
+    records: list[bytes] = []  # consecutive records blocks are split into columns together
+
+    def add_records() -> None:
+        if records:
+            assert record is not None  # a records block without a layout was refused
+            _add_records(flow, cols, record, b"".join(records), swap)
+            records.clear()
+
     for index, block in enumerate(blocks[1:], start=1):
         kind = block.get("type")
+        if kind == "records":
+            if record is None:
+                raise RawDataError(f"block {index}: records block but the header has no record layout", path=path)
+            records.append(_records_of(block, record, index, path))
+            continue
+        add_records()
         if kind == "samples":
             _add_samples(flow, cols, block, swap, index)
         elif kind == "summary":
             flow.summary = {k: v for k, v in block.items() if k != "type"}
         else:
             raise RawDataError(f"block {index}: unknown type {kind!r}", path=path)
+    add_records()
     return flow
+
+
+def _header_record(header: dict[str, Any], cols: Sequence[Column], path: str) -> RecordLayout | None:
+    spec = header.get("record")
+    if spec is None:
+        return None
+    try:
+        record = RecordLayout(spec["length"], tuple((str(n), o) for n, o in spec["offsets"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RawDataError(f"bad record layout in header: {exc}", path=path) from exc
+    why = record.problem(cols)
+    if why:
+        raise RawDataError(f"bad record layout in header: {why}", path=path)
+    return record
 
 
 def _split_blocks(data: bytes, pos: int, path: str) -> tuple[list[dict[str, Any]], bool]:
@@ -280,12 +371,48 @@ def _add_samples(
         flow.columns[col.name].extend(part)
 
 
+def _records_of(block: dict[str, Any], record: RecordLayout, index: int, path: str) -> bytes:
+    n = block.get("n")
+    rec = block.get("rec")
+    if not isinstance(n, int) or n < 0 or not isinstance(rec, bytes):
+        raise RawDataError(f"block {index}: malformed records block", path=path)
+    if len(rec) != n * record.length:
+        raise RawDataError(f"block {index}: {len(rec)} bytes of records, expected {n} x {record.length}", path=path)
+    return rec
+
+
+def _add_records(flow: RawFlow, cols: Iterable[Column], record: RecordLayout, rec: bytes, swap: bool) -> None:
+    """Append the rows of whole records (one strided slice per column)."""
+    n = len(rec) // record.length
+    offsets = dict(record.offsets)
+    whole = memoryview(rec)
+    views: dict[str, memoryview[Any]] = {}
+    for col in cols:
+        size = _ITEMSIZE[col.typecode]
+        part = array(col.typecode)
+        off = offsets.get(col.name)
+        if off is None:
+            part.frombytes(bytes(n * size))
+        else:
+            view = views.get(col.typecode)
+            if view is None:
+                view = views[col.typecode] = whole.cast(col.typecode)  # type: ignore[call-overload]
+            part.frombytes(view[off // size :: record.length // size].tobytes())
+            if swap:
+                part.byteswap()
+        flow.columns[col.name].extend(part)
+    for view in views.values():
+        view.release()
+    whole.release()
+
+
 __all__ = [
     "Column",
     "FORMAT_VERSION",
     "FlowWriter",
     "MAGIC",
     "RawFlow",
+    "RecordLayout",
     "SUFFIX",
     "decode_flow",
     "read_flow",

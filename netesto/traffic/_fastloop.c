@@ -343,14 +343,18 @@ static PyObject *hist_record(PyObject *self, PyObject *args)
         sum_lo += (uint64_t)x;
         sum_hi += sum_lo < before;
     }
-    /* pass 2: bucket_of is monotonic, so every value's bucket lies in [first, last] */
+    /* pass 2: bucket_of is monotonic, so a value in [low, high] has its bucket in [first, last];
+     * the clamp keeps that true even if something outside the GIL rewrote the buffer meanwhile */
     Py_ssize_t first = bucket_of(low), span = bucket_of(high) - first + 1;
     uint64_t *tally = PyMem_Calloc((size_t)span, sizeof(uint64_t));
     if (tally == NULL) {
         PyBuffer_Release(&vv);
         return PyErr_NoMemory();
     }
-    for (Py_ssize_t i = 0; i < n; i++) tally[bucket_of(v[i] < 0 ? 0 : v[i]) - first]++;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t x = v[i] < low ? low : v[i];
+        tally[bucket_of(x > high ? high : x) - first]++;
+    }
     PyBuffer_Release(&vv);
 
     /* fold the tallies into the dict: one dict update per bucket hit, not per value */

@@ -7,6 +7,7 @@
  * buffer that is written back on every exit, exceptions included, so Python
  * always sees exactly what went over the wire. Payloads are zeros, like the
  * Python loops send. Single-threaded callers: the GIL is kept.
+ * Also hist_record: the latencies' histogram counting (Histogram.record_many).
  */
 
 #define PY_SSIZE_T_CLEAN

@@ -13,8 +13,10 @@ the CPU the sampler of 100 flows at 100 Hz uses.
    3), next to the same loop waking at 100 Hz with nothing to sample.
 3. ``--cost``: what one sample costs, us per flow per tick, split into its parts
    (getsockopt TCP_INFO, the bbr TCP_CC_INFO getsockopt, time.time(), the old
-   pack/append, the flush, the Sampler's whole tick) on 64 idle established
-   loopback connections (cubic, then bbr), and what one NETLINK sock_diag dump
+   pack/append, one ``records`` block write (FlowWriter.write_records next to
+   the old packb + copy + buffered write + flush), the flush, the Sampler's
+   whole tick) on 64 idle established loopback connections (cubic, then
+   bbr), and what one NETLINK sock_diag dump
    of the namespace's sockets would cost per flow instead (the kernel walks
    its whole TCP hash table). ``--cost-only`` runs just this part.
 
@@ -37,14 +39,18 @@ import struct
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
+
+import msgpack
 
 from bench.bench_stream import Engine
 from netesto.traffic.client import StreamClient
 from netesto.traffic import tcpinfo
-from netesto.traffic.flowend import FlowEnd, Worker
+from netesto.traffic.columns import FLOW_COLUMNS
+from netesto.traffic.flowend import _LAYOUTS, FlowEnd, Worker
 from netesto.traffic.loop import Loop
-from netesto.traffic.rawformat import read_flow
+from netesto.traffic.rawformat import _BLOCK, FlowWriter, read_flow
 from netesto.traffic.spec import FlowSpec
 from tests import netns
 
@@ -163,6 +169,7 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
             rec = bytearray()
 
     out["pack + 3 bytearray appends (a 1.0 row)"] = _per_call_us(pack_append, conns, 200)
+    out.update(block_cost(workdir, 20, len(head.pack(0, 0, 0, 0, 0, 0, 0, 0) + info + (cc if ca == "bbr" else b""))))
     loop = Loop()
     worker = Worker(loop, str(workdir), lambda event: None)
     ends = []
@@ -201,6 +208,27 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
     lsock.close()
     shutil.rmtree(workdir, ignore_errors=True)
     return out
+
+
+def block_cost(workdir: Path, rows: int, rec_len: int) -> dict[str, float]:
+    """us per ``records`` block of ``rows`` records: FlowWriter.write_records (one writev,
+    no copy of the records) next to the way it was written before (msgpack.packb, header +
+    data, a buffered file's write and flush), both to a real file."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    record = next(layout for layout in _LAYOUTS.values() if layout.length == rec_len)
+    blocks = [bytearray(os.urandom(rows * rec_len)) for _ in range(8)]
+    writer = FlowWriter(workdir / "blocks.nflow", FLOW_COLUMNS, {}, record=record)
+    new = _per_call_us(lambda b: writer.write_records(rows, b), blocks, 100)
+    writer.close()
+    with open(workdir / "old.nflow", "wb") as fh:
+        def old_write(b: bytearray) -> None:
+            data = msgpack.packb({"type": "records", "n": rows, "rec": b}, use_bin_type=True)
+            fh.write(_BLOCK.pack(len(data), zlib.crc32(data)) + data)
+            fh.flush()
+
+        old = _per_call_us(old_write, blocks, 100)
+    return {f"records block of {rows} x {rec_len} B, us per block: write_records": new,
+            f"  (before: packb + concat + buffered write + flush)": old}
 
 
 def print_cost(flows: int, workdir: Path) -> None:

@@ -15,7 +15,9 @@ import select
 import signal
 import socket
 import struct
+import sys
 import time
+import traceback
 from array import array
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -935,7 +937,8 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
             try:
                 _serve_one(listener, datadir, token_set, emit, handshake_timeout,
                            index, inboxes[index][1], peers, board)
-            except BaseException:
+            except BaseException:  # say what ended this worker: its exit status alone cannot
+                traceback.print_exc()
                 code = 1
             os._exit(code)
         children.append(pid)
@@ -963,7 +966,11 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
                 break
             except InterruptedError:
                 continue
-        status |= os.waitstatus_to_exitcode(st) != 0
+        code = os.waitstatus_to_exitcode(st)
+        if code:
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+            print(f"netesto.traffic server: worker {pid} ended with {how}", file=sys.stderr, flush=True)
+            status = 1
     return int(status)
 
 

@@ -1,6 +1,6 @@
 """Stream goodput of the built-in engine vs iperf3 on one veth pair (1 and 4 flows, cubic and bbr).
 
-Run as root from the repository root: ``python3 -m bench.bench_stream [--dur 4] [--reps 2]``.
+Run as root from the repository root: ``python3 -m bench.bench_stream [--dur 4] [--reps 5]``.
 Both tools run in the same run on the same pair of namespaces (alternating),
 unpinned; the machine is shared, so read the ratios, not the absolute numbers.
 """
@@ -90,7 +90,7 @@ def engine_stream(engine: Engine, dur: float, ca: str, flows: int = 1, interval:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dur", type=float, default=4.0)
-    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
     if shutil.which("iperf3") is None:
         print("iperf3 is not installed")
@@ -101,7 +101,7 @@ def main() -> int:
         engine = Engine(pair, workdir)
         print(f"# stream goodput, {args.dur} s runs, median of {args.reps}, veth pair {pair.a}/{pair.b} "
               "(shared noisy 2-vCPU machine)")
-        print(f"{'case':<28}{'engine Gbit/s':>15}{'iperf3 Gbit/s':>15}{'ratio':>8}")
+        print(f"{'case':<28}{'engine Gbit/s':>15}{'iperf3 Gbit/s':>15}{'ratio':>8}   (of medians; each run pair's ratio)")
         for label, ca, n in (("1 flow cubic", "cubic", 1), ("1 flow bbr", "bbr", 1),
                              ("4 flows cubic (-P 4)", "cubic", 4), ("4 flows bbr (-P 4)", "bbr", 4)):
             ours, theirs = [], []
@@ -109,7 +109,9 @@ def main() -> int:
                 ours.append(engine_stream(engine, args.dur, ca, n))
                 theirs.append(iperf3(pair, args.dur, ca, n))
             a, b = statistics.median(ours), statistics.median(theirs)
-            print(f"{label:<28}{a / 1e9:>15.2f}{b / 1e9:>15.2f}{a / b:>8.2f}", flush=True)
+            pairs = sorted(x / y for x, y in zip(ours, theirs))
+            print(f"{label:<28}{a / 1e9:>15.2f}{b / 1e9:>15.2f}{a / b:>8.2f}"
+                  f"   [pairs {pairs[0]:.2f}-{pairs[-1]:.2f}]", flush=True)
         engine.close()
     finally:
         pair.close()

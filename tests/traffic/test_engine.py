@@ -52,6 +52,14 @@ def run_client(pair, ns: str, tmp: Path, specs: list[dict], timeout: float = 60)
     return proc.returncode, events
 
 
+def start_client(pair, ns: str, tmp: Path, specs: list[dict]) -> subprocess.Popen:
+    """The engine's client running ``specs`` in the background, its events on stdout."""
+    path = tmp / f"specs-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps(specs))
+    return pair.popen(ns, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp / "cli")],
+                      stdout=subprocess.PIPE, text=True)
+
+
 def spec(server: Server, flow_id: str, test: str, **kw) -> dict:
     return dict(flow_id=flow_id, test=test, server=server.addr, port=server.port, **kw)
 
@@ -254,10 +262,7 @@ def test_server_killed_mid_flow(veth_pair, tmp_path):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
     specs = [spec(server, "a-b-st-0", "TCP_STREAM", dur=3.0), spec(server, "a-b-rr-0", "TCP_RR", dur=3.0)]
-    path = tmp_path / "specs.json"
-    path.write_text(json.dumps(specs))
-    client = pair.popen(pair.a, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp_path / "cli")],
-                        stdout=subprocess.PIPE, text=True)
+    client = start_client(pair, pair.a, tmp_path, specs)
     early = wait_started(client, 2)
     time.sleep(1.0)
     server.proc.kill()
@@ -281,10 +286,7 @@ def test_garbage_on_the_test_port_does_not_disturb_flows(veth_pair, tmp_path):
                     "--handshake-timeout", "0.5")
     specs = [spec(server, "a-b-st-0", "TCP_STREAM", dur=2.0, token="s3cret"),
              spec(server, "a-b-rr-0", "TCP_RR", dur=2.0, token="s3cret")]
-    path = tmp_path / "specs.json"
-    path.write_text(json.dumps(specs))
-    client = pair.popen(pair.a, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp_path / "cli")],
-                        stdout=subprocess.PIPE, text=True)
+    client = start_client(pair, pair.a, tmp_path, specs)
     wait_started(client, 2)
     # junk, a short hello that never completes, a hello with a wrong token, a flood of random bytes
     junk = (
@@ -352,10 +354,7 @@ def test_sigterm_ends_flows_with_their_data(veth_pair, tmp_path):
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
     specs = [spec(server, "a-b-st-0", "TCP_STREAM", dur=10.0), spec(server, "a-b-rr-0", "TCP_RR", dur=10.0),
              spec(server, "a-b-late-0", "TCP_RR", dur=1.0, start_at=time.time() + 60)]
-    path = tmp_path / "specs.json"
-    path.write_text(json.dumps(specs))
-    client = pair.popen(pair.a, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp_path / "cli")],
-                        stdout=subprocess.PIPE, text=True)
+    client = start_client(pair, pair.a, tmp_path, specs)
     early = wait_started(client, 2)
     time.sleep(0.8)
     client.send_signal(signal.SIGTERM)

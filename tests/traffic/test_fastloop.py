@@ -16,7 +16,8 @@ import pytest
 
 from netesto.traffic import fastloop
 from netesto.traffic.rawformat import read_flow
-from tests.traffic.test_engine import ENGINE, Server, ends, run_client, spec, terminal, wait_for_summary, wait_started
+from tests.traffic.test_engine import (Server, ends, run_client, spec, start_client, terminal,
+                                      wait_for_summary, wait_started)
 
 needs_ext = pytest.mark.skipif(
     not fastloop.AVAILABLE,
@@ -256,10 +257,7 @@ def test_server_killed_mid_flow_is_reported_and_data_kept(veth_pair, tmp_path, p
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
     specs = [spec(server, "a-b-rr-0", "TCP_RR", dur=4.0)]
-    specs_path = tmp_path / "specs.json"
-    specs_path.write_text(json.dumps(specs))
-    client = pair.popen(pair.a, [*ENGINE, "client", "--specs", str(specs_path), "--datadir", str(tmp_path / "cli")],
-                        stdout=subprocess.PIPE, text=True)
+    client = start_client(pair, pair.a, tmp_path, specs)
     early = wait_started(client, 1)
     time.sleep(1.0)
     server.proc.kill()
@@ -281,10 +279,7 @@ def test_sigterm_stops_a_spinning_client_promptly(veth_pair, tmp_path, path):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
     specs = [spec(server, "a-b-rr-0", "TCP_RR", dur=30.0)]
-    specs_path = tmp_path / "specs.json"
-    specs_path.write_text(json.dumps(specs))
-    client = pair.popen(pair.a, [*ENGINE, "client", "--specs", str(specs_path), "--datadir", str(tmp_path / "cli")],
-                        stdout=subprocess.PIPE, text=True)
+    client = start_client(pair, pair.a, tmp_path, specs)
     early = wait_started(client, 1)
     time.sleep(1.0)
     client.send_signal(signal.SIGTERM)
@@ -311,10 +306,7 @@ def test_sigterm_stops_a_spinning_server_promptly(veth_pair, tmp_path, path):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
     specs = [spec(server, "a-b-rr-0", "TCP_RR", dur=30.0)]
-    specs_path = tmp_path / "specs.json"
-    specs_path.write_text(json.dumps(specs))
-    client = pair.popen(pair.a, [*ENGINE, "client", "--specs", str(specs_path), "--datadir", str(tmp_path / "cli")],
-                        stdout=subprocess.PIPE, text=True)
+    client = start_client(pair, pair.a, tmp_path, specs)
     wait_started(client, 1)
     time.sleep(1.0)
     events = server.events()  # SIGTERM; waits at most 10 s for the server to exit

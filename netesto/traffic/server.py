@@ -299,10 +299,14 @@ class RRServer(ServerFlow):
             pass  # nothing within 1 ms (or the client stopped reading): back to the loop
         finally:
             self.got, self.rx, self.tx, self.trans = got, rx, tx, trans
+        self._spin_ended(eof, out)
+
+    def _spin_ended(self, eof: bool, out: memoryview | None) -> None:
+        """After a spin (either loop): the client's EOF ends the flow; an unsent reply waits for EPOLLOUT."""
         if eof:
             self.client_ended()
             return
-        conn.setblocking(False)
+        self.conn.setblocking(False)
         if out:
             self.pending = bytes(out)
             self.loop.modify(self.fd, IN | OUT)
@@ -340,13 +344,7 @@ class RRServer(ServerFlow):
             pass  # the client stopped reading: back to the loop
         finally:
             self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
-        if status == fast.EOF:
-            self.client_ended()
-            return
-        conn.setblocking(False)
-        if out:
-            self.pending = bytes(out)
-            self.loop.modify(self.fd, IN | OUT)
+        self._spin_ended(status == fast.EOF, out)
 
 
 class CRRServer(ServerFlow):

@@ -69,6 +69,35 @@ def test_held_flow_without_marker_ends_with_error(tmp_path):
     assert "closed the connection before the start" in events[-1]["message"]
 
 
+def test_a_started_flow_runs_past_the_start_marker_timeout(tmp_path, monkeypatch):
+    """The wait for the marker ends once the marker is in: a flow longer than GO_TIMEOUT runs to its end
+    (the timer used to end every held flow GO_TIMEOUT after its instant, even a running one)."""
+    from netesto.traffic import server as server_mod
+    from netesto.traffic.loop import Loop
+    from netesto.traffic.server import ServerWorker, TokenSet
+
+    monkeypatch.setattr(server_mod, "GO_TIMEOUT", 0.2)
+    events: list[dict] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    worker = ServerWorker(Loop(), str(tmp_path), events.append, listener, TokenSet())
+    theirs = socket.create_connection(listener.getsockname())
+    ours, _ = listener.accept()
+    ours.setblocking(False)
+    try:
+        worker.hello(ours, hs.Hello({"flow": "a-b-2-0", "test": "TCP_STREAM", "dur": 0.6, "interval": 0.01,
+                                     "go": 0.05, "kind": "main"}))
+        assert hs.decode_reply(theirs.recv(4096))["go"] is True
+        theirs.sendall(hs.GO)
+        for at in (0.1, 0.3, 0.5):
+            worker.loop.call_later(at, lambda: theirs.sendall(bytes(1000)))
+        worker.loop.call_later(0.65, theirs.close)  # past dur: the normal end
+        worker.loop.run(lambda: not worker.flows)
+    finally:
+        listener.close()
+    assert events[-1]["event"] == "done", events[-1]
+    assert events[-1]["bytes_rx"] == 3000
+
+
 def test_realtime_hold_lasts_while_any_flow_holds_it():
     import os
 

@@ -1,7 +1,7 @@
 """What sampling costs: goodput of 64 flows sampled every 10 ms vs (nearly) unsampled, and
 the CPU the sampler of 100 flows at 100 Hz uses.
 
-``python3 -m bench.bench_sampling [--dur 3] [--reps 2]`` (root, repository root).
+``python3 -m bench.bench_sampling [--dur 10] [--reps 6]`` (root, repository root).
 
 1. 64 TCP_STREAM flows on a veth pair with ``interval=0.01`` vs ``interval=60``
    (one sample at the start and one at the end: the engine's way of "not
@@ -12,10 +12,11 @@ the CPU the sampler of 100 flows at 100 Hz uses.
    real event loop for a few seconds: process CPU time / wall time (median of
    3), next to the same loop waking at 100 Hz with nothing to sample.
 3. ``--cost``: what one sample costs, us per flow per tick, split into its parts
-   (getsockopt TCP_INFO, the bbr TCP_CC_INFO getsockopt, time.time(), the old
-   pack/append, one ``records`` block write (FlowWriter.write_records next to
-   the old packb + copy + buffered write + flush), the flush, the Sampler's
-   whole tick) on 64 idle established loopback connections (cubic, then
+   (getsockopt TCP_INFO, the bbr TCP_CC_INFO getsockopt, time.time(), one
+   row as the Sampler builds it (fastloop.sample_row, or its Python twin with
+   NETESTO_PURE_PYTHON=1), one ``records`` block write (FlowWriter.write_records
+   next to the old packb + copy + buffered write + flush), the flush, the
+   Sampler's whole tick) on 64 idle established loopback connections (cubic, then
    bbr), and what one NETLINK sock_diag dump
    of the namespace's sockets would cost per flow instead (the kernel walks
    its whole TCP hash table). ``--cost-only`` runs just this part.
@@ -48,7 +49,7 @@ from bench.bench_stream import Engine
 from netesto.traffic.client import StreamClient
 from netesto.traffic import tcpinfo
 from netesto.traffic.columns import FLOW_COLUMNS
-from netesto.traffic.flowend import _LAYOUTS, FlowEnd, Worker
+from netesto.traffic.flowend import _HEAD, _LAYOUTS, FlowEnd, Worker, _sample_row
 from netesto.traffic.loop import Loop
 from netesto.traffic.rawformat import _BLOCK, FlowWriter, read_flow
 from netesto.traffic.spec import FlowSpec
@@ -78,6 +79,21 @@ def tree_cpu(root: int) -> float:
         except (OSError, IndexError, ValueError):
             pass
     return total / 1e9
+
+
+def sampling_share(engine: Engine) -> float:
+    """The sampler's share of the engine's CPU in the last run, from both ends' flow summaries:
+    per worker process (a file header's pid), the largest ``sampling_seconds`` and ``seconds``
+    of its flows (they ran side by side), summed over the workers."""
+    workers: dict[tuple[str, int], tuple[float, float]] = {}
+    for side in ("cli", "srv"):
+        for path in (engine.workdir / side / str(engine.runs) / "flows").glob("*.nflow"):
+            flow = read_flow(path)
+            cpu = flow.summary["cpu"]
+            key = (side, flow.header["pid"])
+            had = workers.get(key, (0.0, 0.0))
+            workers[key] = (max(had[0], cpu["sampling_seconds"]), max(had[1], cpu["seconds"]))
+    return sum(w[0] for w in workers.values()) / sum(w[1] for w in workers.values())
 
 
 def goodput(engine: Engine, dur: float, interval: float, flows: int) -> tuple[float, float]:
@@ -157,19 +173,14 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
         sockets = len(sock_diag_dump(nl, 0))
         out[f"(alternative) sock_diag dump of {sockets} sockets / {flows}"] = (
             _per_call_us(lambda k: sock_diag_dump(nl, k), [1], 50) / flows)
-    head, info, cc = struct.Struct("=dd6Q"), bytes(280), bytes(24)
-    rec = bytearray()
+    parts = 2 if ca == "bbr" else 1
+    last, gaps = bytearray(280 + 24), bytearray(40)
 
-    def pack_append(_: object) -> None:
-        nonlocal rec
-        rec += head.pack(1.0, 2.0, 3, 4, 5, 6, 0, 0)
-        rec += info
-        rec += cc
-        if len(rec) > 1 << 20:
-            rec = bytearray()
+    def row(sock: socket.socket) -> None:
+        _sample_row(bytearray(), sock, parts, 1.0, 2.0, 3, 4, 5, 6, 0, 0, last, gaps)
 
-    out["pack + 3 bytearray appends (a 1.0 row)"] = _per_call_us(pack_append, conns, 200)
-    out.update(block_cost(workdir, 20, len(head.pack(0, 0, 0, 0, 0, 0, 0, 0) + info + (cc if ca == "bbr" else b""))))
+    out[f"one row: stamps, counters, getsockopt ({_sample_row.__module__})"] = _per_call_us(row, conns, 200)
+    out.update(block_cost(workdir, 20, _HEAD.size + 280 + (24 if ca == "bbr" else 0)))
     loop = Loop()
     worker = Worker(loop, str(workdir), lambda event: None)
     ends = []
@@ -199,7 +210,7 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
     finally:
         FlowEnd.flush = real_flush  # type: ignore[method-assign]
     rows = ticks * len(ends)
-    out["flush (1.0: column split; block write), per row"] = flush_ns / 1e3 / rows
+    out["flush (one records block), per row"] = flush_ns / 1e3 / rows
     out["whole Sampler tick, per flow (all of the above)"] = tick_ns / 1e3 / rows
     for end in ends:
         end.finish()
@@ -311,7 +322,8 @@ def sampler_part(workdir: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--dur", type=float, default=3.0)
+    parser.add_argument("--dur", type=float, default=10.0,
+                        help="seconds per run (3 s runs swing by +-10 %%: a start transient and the neighbours)")
     parser.add_argument("--reps", type=int, default=6)
     parser.add_argument("--flows", type=int, default=64)
     parser.add_argument("--cost", action="store_true", help="also print the per-sample cost split")
@@ -334,18 +346,23 @@ def main() -> int:
         print(f"# sampling cost ({args.dur} s runs, {args.reps} pairs in ABBA order after a discarded warm-up "
               "run; shared noisy 2-vCPU machine)")
         goodput(engine, args.dur, 0.01, args.flows)  # warm-up: the first run after the server starts is slower
-        sampled, unsampled, eff = [], [], []
+        sampled, unsampled, eff, share = [], [], [], []
         for k in range(args.reps):
             # ABBA: which run of a pair goes first alternates, so a drift or an
             # order effect does not favour one side
             order = (60.0, 0.01) if k % 2 == 0 else (0.01, 60.0)
-            got = {interval: goodput(engine, args.dur, interval, args.flows) for interval in order}
+            got = {}
+            for interval in order:
+                got[interval] = goodput(engine, args.dur, interval, args.flows)
+                if interval == 0.01:
+                    share.append(sampling_share(engine))
             unsampled.append(got[60.0][0])
             sampled.append(got[0.01][0])
             eff.append(got[0.01][1] / got[60.0][1])
             print(f"  pair {k + 1} ({'unsampled first' if k % 2 == 0 else 'sampled first'}): unsampled "
                   f"{unsampled[-1] / 1e9:.2f} Gbit/s, sampled {sampled[-1] / 1e9:.2f} Gbit/s, "
-                  f"ratio {sampled[-1] / unsampled[-1]:.3f}; bytes per engine CPU second ratio {eff[-1]:.3f}",
+                  f"ratio {sampled[-1] / unsampled[-1]:.3f}; bytes per engine CPU second ratio {eff[-1]:.3f}; "
+                  f"sampler {100 * share[-1]:.2f} % of the engine's CPU",
                   flush=True)
         engine.close()
         a, b = statistics.median(sampled), statistics.median(unsampled)
@@ -357,6 +374,11 @@ def main() -> int:
         print(f"bytes moved per CPU second of the engine (client + server processes), sampled / unsampled: "
               f"median {statistics.median(eff):.3f} [{eff[0]:.3f}-{eff[-1]:.3f}] (less sensitive to other "
               "load on the machine than goodput; kernel work done in ksoftirqd is not in it)", flush=True)
+        share.sort()
+        print(f"the sampler's ticks took {100 * statistics.median(share):.2f} % [{100 * share[0]:.2f}-"
+              f"{100 * share[-1]:.2f}] of the engine's CPU in the sampled runs (thread CPU time of the ticks "
+              "over the workers' CPU, from the flow summaries; on a CPU-bound pair the goodput lost to "
+              "sampling is about this share)", flush=True)
         sampler_part(workdir)
     finally:
         pair.close()

@@ -7,7 +7,8 @@
  * buffer that is written back on every exit, exceptions included, so Python
  * always sees exactly what went over the wire. Payloads are zeros, like the
  * Python loops send. Single-threaded callers: the GIL is kept.
- * Also hist_record: the latencies' histogram counting (Histogram.record_many).
+ * Also hist_record: the latencies' histogram counting (Histogram.record_many),
+ * and sample_row: one sampler row of a flow end (FlowEnd.sample).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -15,7 +16,9 @@
 
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -387,10 +390,119 @@ done:
     return out;
 }
 
+/* A sampler row (flowend._record_layout): t_wall, t_mono and six uint64 counters, then
+ * struct tcp_info, then tcp_bbr_info padded to 8-byte alignment. */
+#define ROW_HEAD (2 * 8 + 6 * 8)
+#define ROW_INFO 280 /* tcpinfo.TCP_INFO_LEN */
+#define ROW_CC 20    /* tcpinfo.CC_INFO_LEN */
+#define ROW_CC_SLOT 24
+#define SOCKOPT_TCP_INFO 11
+#define SOCKOPT_TCP_CC_INFO 26
+
+/* Read one socket option into dst (size bytes, zero-filled past what the kernel gave);
+ * on failure copy the last known value instead. Returns 1 when read. */
+static int read_opt(int fd, int opt, char *dst, socklen_t want, socklen_t size, char *last)
+{
+    socklen_t len = want;
+    if (fd >= 0 && getsockopt(fd, IPPROTO_TCP, opt, dst, &len) == 0) {
+        if (len < size) memset(dst + len, 0, (size_t)(size - len));
+        memcpy(last, dst, size);
+        return 1;
+    }
+    memcpy(dst, last, size);
+    return 0;
+}
+
+PyDoc_STRVAR(sample_row_doc,
+"sample_row(rec, sock, parts, wall, mono, tx, rx, trans, conns, lost, reordered, last, gaps) -> read\n\n"
+"Append one sampler row to the bytearray rec: wall, mono, the six counters\n"
+"(negative ones as 0), then for parts >= 1 the socket's struct tcp_info and\n"
+"for parts == 2 its TCP_CC_INFO padded to 24 bytes. last (a bytearray of\n"
+"280 + 24 bytes) holds the last values read: a read refreshes it, and when\n"
+"sock is None, closed or cannot be read the row gets last's values instead.\n"
+"gaps (a bytearray of 5 doubles: first, last, count, min, max of the mono\n"
+"stamps' gaps) takes in this row's stamp. Returns the number of options read.");
+
+static PyObject *sample_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 13) {
+        PyErr_Format(PyExc_TypeError, "sample_row takes 13 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *rec = args[0], *sock = args[1], *last = args[11], *gaps = args[12];
+    if (!PyByteArray_Check(rec) || !PyByteArray_Check(last) || !PyByteArray_Check(gaps)) {
+        PyErr_SetString(PyExc_TypeError, "sample_row: rec, last and gaps must be bytearrays");
+        return NULL;
+    }
+    if (PyByteArray_GET_SIZE(gaps) != 5 * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "sample_row: gaps must hold 5 doubles");
+        return NULL;
+    }
+    long parts = PyLong_AsLong(args[2]);
+    if (parts == -1 && PyErr_Occurred()) return NULL;
+    if (parts < 0 || parts > 2) {
+        PyErr_SetString(PyExc_ValueError, "sample_row: parts must be 0, 1 or 2");
+        return NULL;
+    }
+    if (parts > 0 && PyByteArray_GET_SIZE(last) != ROW_INFO + ROW_CC_SLOT) {
+        PyErr_SetString(PyExc_ValueError, "sample_row: last must hold 304 bytes");
+        return NULL;
+    }
+    double stamps[2];
+    uint64_t counters[6];
+    for (int i = 0; i < 2; i++) {
+        stamps[i] = PyFloat_AsDouble(args[3 + i]);
+        if (stamps[i] == -1.0 && PyErr_Occurred()) return NULL;
+    }
+    for (int i = 0; i < 6; i++) {
+        long long v = PyLong_AsLongLong(args[5 + i]);
+        if (v == -1 && PyErr_Occurred()) return NULL;
+        counters[i] = v < 0 ? 0 : (uint64_t)v; /* udp_lost is negative while late datagrams are ahead */
+    }
+    int fd = -1;
+    if (parts > 0 && sock != Py_None) {
+        fd = PyObject_AsFileDescriptor(sock);
+        if (fd < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
+            PyErr_Clear(); /* a closed socket's fileno() is -1: use the last values */
+            fd = -1;
+        }
+    }
+    Py_ssize_t size = PyByteArray_GET_SIZE(rec);
+    Py_ssize_t add = ROW_HEAD + (parts > 0 ? ROW_INFO : 0) + (parts == 2 ? ROW_CC_SLOT : 0);
+    if (PyByteArray_Resize(rec, size + add) < 0) return NULL;
+    char *row = PyByteArray_AS_STRING(rec) + size;
+    memcpy(row, stamps, sizeof stamps);
+    memcpy(row + sizeof stamps, counters, sizeof counters);
+    double g[5]; /* first, last, count, min, max: the sampling jitter, kept per row so flushes need not */
+    memcpy(g, PyByteArray_AS_STRING(gaps), sizeof g);
+    if (g[2] == 0.0 && g[0] == 0.0 && g[1] == 0.0) {
+        g[0] = g[1] = stamps[1];
+    } else {
+        double gap = stamps[1] - g[1];
+        g[3] = g[2] == 0.0 || gap < g[3] ? gap : g[3];
+        g[4] = g[2] == 0.0 || gap > g[4] ? gap : g[4];
+        g[2] += 1.0;
+        g[1] = stamps[1];
+    }
+    memcpy(PyByteArray_AS_STRING(gaps), g, sizeof g);
+    long read = 0;
+    if (parts > 0) {
+        char *known = PyByteArray_AS_STRING(last);
+        int ok = read_opt(fd, SOCKOPT_TCP_INFO, row + ROW_HEAD, ROW_INFO, ROW_INFO, known);
+        read += ok;
+        if (parts == 2)
+            read += read_opt(ok ? fd : -1, SOCKOPT_TCP_CC_INFO, row + ROW_HEAD + ROW_INFO, ROW_CC, ROW_CC_SLOT,
+                             known + ROW_INFO);
+    }
+    return PyLong_FromLong(read);
+}
+
 static PyMethodDef methods[] = {
     {"rr_client", rr_client, METH_VARARGS, rr_client_doc},
     {"rr_server", rr_server, METH_VARARGS, rr_server_doc},
     {"hist_record", hist_record, METH_VARARGS, hist_record_doc},
+    {"sample_row", (PyCFunction)(void (*)(void))sample_row, METH_FASTCALL, sample_row_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -409,7 +521,10 @@ PyMODINIT_FUNC PyInit__fastloop(void)
         || PyModule_AddIntConstant(m, "PARTIAL", ST_PARTIAL) < 0
         || PyModule_AddIntConstant(m, "CLIENT_STATE", C_N) < 0
         || PyModule_AddIntConstant(m, "SERVER_STATE", S_N) < 0
-        || PyModule_AddIntConstant(m, "HIST_BUCKETS", HIST_BUCKETS) < 0) {
+        || PyModule_AddIntConstant(m, "HIST_BUCKETS", HIST_BUCKETS) < 0
+        || PyModule_AddIntConstant(m, "ROW_HEAD", ROW_HEAD) < 0
+        || PyModule_AddIntConstant(m, "ROW_INFO", ROW_INFO) < 0
+        || PyModule_AddIntConstant(m, "ROW_CC_SLOT", ROW_CC_SLOT) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -607,7 +607,6 @@ class CRRClient(ClientFlow):
         assert self.ctl is not None
         # The control connection only tells the server when the flow ends.
         self.loop.register(self.ctl.fileno(), IN, self._on_ctl)
-        self.last_info_sock = None
         self._next()
 
     def _next(self) -> None:

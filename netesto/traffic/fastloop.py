@@ -5,7 +5,8 @@
 or when ``time.perf_counter`` is not CLOCK_MONOTONIC (the C latencies must
 be on the same clock as the Python ones). ``hist_record`` is the
 extension's histogram counter (``Histogram.record_many``), or None: it needs
-no clock, only the extension (built with it) and no ``NETESTO_PURE_PYTHON``.
+no clock, only the extension (built with it) and no ``NETESTO_PURE_PYTHON``;
+``sample_row`` (the sampler's row builder, ``FlowEnd.sample``) likewise.
 """
 
 from __future__ import annotations
@@ -30,19 +31,26 @@ def _load() -> ModuleType | None:
     return _fastloop
 
 
-def _load_hist_record() -> Callable[[Any, dict[int, int]], tuple[int, int, int] | None] | None:
+def _load_clockless() -> ModuleType | None:
+    """The extension for its parts that need no clock (None: not built or ``NETESTO_PURE_PYTHON``)."""
     if os.environ.get("NETESTO_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
         from netesto.traffic import _fastloop  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return getattr(_fastloop, "hist_record", None)  # None from an extension built before it existed
+    return _fastloop
 
 
 ext = _load()
 AVAILABLE = ext is not None
 PATH = "C" if AVAILABLE else "python"
-hist_record = _load_hist_record()
+_clockless = _load_clockless()
+# None where an extension built before them lacks them
+hist_record: Callable[[Any, dict[int, int]], tuple[int, int, int] | None] | None = getattr(
+    _clockless, "hist_record", None)
+sample_row: Callable[..., int] | None = getattr(_clockless, "sample_row", None)
+# (head, tcp_info, cc slot) bytes of the rows sample_row builds: the engine checks them against its layout
+ROW_LAYOUT = tuple(getattr(_clockless, k) for k in ("ROW_HEAD", "ROW_INFO", "ROW_CC_SLOT")) if sample_row else None
 
-__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ext", "hist_record"]
+__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "sample_row"]

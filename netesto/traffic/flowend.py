@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import operator
 import os
 import re
 import resource
@@ -21,9 +20,9 @@ import struct
 import time
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from netesto.traffic import tcpinfo
+from netesto.traffic import fastloop, tcpinfo
 from netesto.traffic.columns import (
     APP_COLUMNS,
     CC_COLUMNS,
@@ -53,8 +52,8 @@ _INFO_LEN = tcpinfo.TCP_INFO_LEN
 _HEAD = struct.Struct("=dd6Q")  # t_wall, t_mono and the six APP_COLUMNS counters
 _LAT = struct.Struct("=I4x7d")  # lat_count, then lat_min .. lat_p999 (8-byte aligned)
 _ZERO_LAT = bytes(_LAT.size)
+_GAPS = struct.Struct("=5d")  # first and last sample stamp, gaps between samples: count, min, max
 _CC_SLOT = 24  # tcp_bbr_info (20 bytes) padded so every record stays 8-byte aligned
-_CC_PAD = bytes(_CC_SLOT - tcpinfo.CC_INFO_LEN)
 
 
 def _record_layout(tcp: bool, cc: bool, lat: bool) -> RecordLayout:
@@ -86,6 +85,39 @@ assert {n for n, _ in _LAYOUTS[True, True, True].offsets} == {c.name for c in FL
 for _col in TCP_INFO_COLUMNS + CC_COLUMNS:
     _fields = tcpinfo.TCP_INFO_FIELDS if _col in TCP_INFO_COLUMNS else tcpinfo.CC_INFO_FIELDS
     assert _fields[_col.name][1] == _SIZES[_col.typecode], _col
+
+
+def _sample_row_py(rec: bytearray, sock: socket.socket | None, parts: int, wall: float, mono: float, tx: int,
+                   rx: int, trans: int, conns: int, lost: int, reordered: int, last: bytearray,
+                   gaps: bytearray) -> int:
+    """fastloop.sample_row in Python (see there): one row appended to ``rec``; options read."""
+    rec += _HEAD.pack(wall, mono, tx, rx, trans, conns, lost if lost > 0 else 0, reordered)
+    first, prev, count, low, high = _GAPS.unpack(gaps)
+    if count == 0 and first == 0 and prev == 0:
+        _GAPS.pack_into(gaps, 0, mono, mono, 0, 0, 0)
+    else:
+        gap = mono - prev
+        _GAPS.pack_into(gaps, 0, first, mono, count + 1, gap if count == 0 or gap < low else low,
+                        gap if count == 0 or gap > high else high)
+    if not parts:
+        return 0
+    read = 0
+    if sock is not None:
+        try:
+            last[:_INFO_LEN] = sock.getsockopt(6, _TCP_INFO, _INFO_LEN).ljust(_INFO_LEN, b"\0")
+            read = 1
+            if parts == 2:
+                last[_INFO_LEN:] = sock.getsockopt(6, _TCP_CC_INFO, tcpinfo.CC_INFO_LEN).ljust(_CC_SLOT, b"\0")
+                read = 2
+        except OSError:
+            pass  # closed or gone: the row carries the last values
+    rec += last if parts == 2 else memoryview(last)[:_INFO_LEN]
+    return read
+
+
+# The C row builder, unless an extension built from other sources lays rows out differently.
+_sample_row = (fastloop.sample_row if fastloop.sample_row and fastloop.ROW_LAYOUT == (_HEAD.size, _INFO_LEN, _CC_SLOT)
+               else _sample_row_py)
 
 
 def safe_flow_id(flow_id: str) -> bool:
@@ -189,7 +221,7 @@ class FlowEnd:
         self.hist = Histogram()  # overall latency, ns
         self.ihist = Histogram()  # this interval's latency, ns
         self.lat_raw = array("q")  # latencies (ns) not yet in ihist: appending is the cheapest hot path
-        self.spacing: dict[str, Any] = {"count": 0, "sum": 0.0, "min": None, "max": 0.0}
+        self.gaps = bytearray(_GAPS.size)  # the sampling jitter, see _GAPS
         self.ca = ""
         self.local: tuple[str, int] = ("", 0)
         self.remote: tuple[str, int] = ("", 0)
@@ -197,20 +229,20 @@ class FlowEnd:
         self.start_mono = 0.0
         self.end_mono = 0.0
         self.cpu0 = 0.0
+        self.sampling_cpu0 = 0  # the worker's Sampler.cpu_ns when this flow end began
         self.finished = False
         self.status = ""
         self.error = ""
         self.extra: dict[str, Any] = {}
         self.writer: FlowWriter | None = None
         self.flush_rows = max(1, round(FLUSH_SECONDS / spec.interval))
-        self.last_info = tcpinfo.ZERO_INFO
-        self.last_cc = bytes(_CC_SLOT)  # padded tcp_bbr_info
+        self.last_tcp = bytearray(_INFO_LEN + _CC_SLOT)  # the last tcp_info and padded tcp_bbr_info read
         self.rec_cc = False  # records carry cc info (bbr): fixed when the file is opened
+        self.rec_parts = 1 if self.is_tcp else 0  # what sample_row puts after the head: 0, 1 (+tcp_info), 2 (+cc)
         self.rec_len = _LAYOUTS[self.is_tcp, False, self.is_rr].length
         self.timers: list[Timer] = []
         self.spin_ready = False  # SO_RCVTIMEO is set for recv_spin
         self._reset_buffers()
-        self._last_mono = 0.0
         self.samples = 0  # rows written
 
     # recording
@@ -242,55 +274,31 @@ class FlowEnd:
         # The record layout is fixed for the file: rows already buffered keep theirs.
         if self.nrows == 0:
             self.rec_cc = self.is_tcp and self.is_bbr
+            self.rec_parts = 2 if self.rec_cc else int(self.is_tcp)
         layout = _LAYOUTS[self.is_tcp, self.rec_cc, self.is_rr]
         self.rec_len = layout.length
         self.writer = FlowWriter(path, FLOW_COLUMNS, meta, flush_rows=self.flush_rows, record=layout)
 
-    def read_info(self) -> tuple[bytes, bytes]:
-        """Raw tcp_info and cc info of the sampled socket (the last ones if it is gone)."""
+    def read_info(self) -> None:
+        """Keep the sampled socket's tcp_info and cc info as the last known values
+        (CRR: the connection is about to close; its rows until the next one carry them).
+        Read by the row builder, into a row that is thrown away."""
         sock = self.sock
         if sock is not None and self.is_tcp:
-            try:
-                raw = sock.getsockopt(6, tcpinfo.TCP_INFO, 280)
-                if len(raw) != 280:
-                    raw = (raw + tcpinfo.ZERO_INFO)[:280]
-                self.last_info = raw
-                if self.is_bbr:
-                    cc = sock.getsockopt(6, tcpinfo.TCP_CC_INFO, 20)
-                    self.last_cc = (cc + tcpinfo.ZERO_CC)[:20] + _CC_PAD
-            except OSError:
-                pass
-        return self.last_info, self.last_cc
+            _sample_row(bytearray(), sock, 2 if self.is_bbr else 1, 0.0, 0.0, 0, 0, 0, 0, 0, 0, self.last_tcp,
+                        bytearray(_GAPS.size))
 
     def sample(self, mono: float, wall: float | None = None) -> None:
         """Append one row stamped ``mono``/``wall`` (the Sampler's tick instant;
         ``wall`` defaults to now). Called by the Sampler, and once more at the end.
 
-        Kept lean: one getsockopt (two for bbr) and two to four bytearray
-        appends; the block of records is written as it is (see :meth:`flush`).
+        Kept lean: the row (stamps, counters, one getsockopt, two for bbr) is
+        built by one call (in C when the extension is built); the block of
+        records is written as it is (see :meth:`flush`).
         """
         rec = self.b_rec
-        rec += _HEAD.pack(time.time() if wall is None else wall, mono, self.tx, self.rx, self.trans,
-                          self.conns, self.udp_lost if self.udp_lost > 0 else 0, self.udp_reord)
-        if self.is_tcp:
-            sock = self.sock
-            info = self.last_info
-            if sock is not None:
-                try:
-                    info = sock.getsockopt(6, _TCP_INFO, _INFO_LEN)
-                    if len(info) != _INFO_LEN:
-                        info = (info + tcpinfo.ZERO_INFO)[:_INFO_LEN]
-                    self.last_info = info
-                    if self.rec_cc:
-                        cc = sock.getsockopt(6, _TCP_CC_INFO, tcpinfo.CC_INFO_LEN)
-                        if len(cc) != tcpinfo.CC_INFO_LEN:
-                            cc = (cc + tcpinfo.ZERO_CC)[:tcpinfo.CC_INFO_LEN]
-                        self.last_cc = cc + _CC_PAD
-                except OSError:
-                    pass
-            rec += info
-            if self.rec_cc:
-                rec += self.last_cc
+        _sample_row(rec, self.sock, self.rec_parts, time.time() if wall is None else wall, mono, self.tx,
+                    self.rx, self.trans, self.conns, self.udp_lost, self.udp_reord, self.last_tcp, self.gaps)
         if self.is_rr:
             rec += self._latency_record()
         self.nrows += 1
@@ -394,26 +402,9 @@ class FlowEnd:
         n = self.nrows
         if n == 0 or self.writer is None:
             return
-        rec = self.b_rec
-        self._spacing(cast("list[float]", memoryview(rec).cast("d")[1 :: self.rec_len // 8].tolist()))
-        self.writer.write_records(n, rec)
+        self.writer.write_records(n, self.b_rec)
         self.samples += n
         self._reset_buffers()
-
-    def _spacing(self, mono: list[float]) -> None:
-        """Running min/mean/max of the time between samples (the sampling jitter)."""
-        if self._last_mono:
-            mono.insert(0, self._last_mono)
-        self._last_mono = mono[-1]
-        if len(mono) < 2:
-            return
-        gaps = list(map(operator.sub, mono[1:], mono))
-        sp = self.spacing
-        sp["count"] += len(gaps)
-        sp["sum"] += mono[-1] - mono[0]
-        low, high = min(gaps), max(gaps)
-        sp["min"] = low if sp["min"] is None else min(sp["min"], low)
-        sp["max"] = max(sp["max"], high)
 
     # lifecycle
 
@@ -421,6 +412,7 @@ class FlowEnd:
         """The data phase starts now (or at ``stamp``, (mono, wall)): stamp, open the file, sample."""
         self.start_mono, self.start_wall = stamp or (time.monotonic(), time.time())
         self.cpu0 = cpu_seconds()
+        self.sampling_cpu0 = self.worker.sampler.cpu_ns
         if self.sock is not None and self.is_tcp:
             try:
                 self.ca = tcpinfo.congestion_control(self.sock)
@@ -471,7 +463,9 @@ class FlowEnd:
     def summary(self) -> dict[str, Any]:
         dur = (self.end_mono - self.start_mono) if self.start_mono else 0.0
         cpu = cpu_seconds() - self.cpu0 if self.start_mono else 0.0
+        sampling = (self.worker.sampler.cpu_ns - self.sampling_cpu0) / 1e9 if self.start_mono else 0.0
         lat = self.hist.summary(0.001)
+        first, last, gaps, low, high = _GAPS.unpack(self.gaps)
         out: dict[str, Any] = {
             "status": self.status,
             "error": self.error,
@@ -494,14 +488,17 @@ class FlowEnd:
                 "scope": "worker process",
                 "seconds": cpu,
                 "percent": 100.0 * cpu / dur if dur > 0 else 0.0,
+                # of which the worker's sampler ticks (all its flows'), the cost of sampling
+                "sampling_seconds": sampling,
+                "sampling_percent": 100.0 * sampling / cpu if cpu > 0 else 0.0,
             },
             "samples": self.samples,
             "interval": self.spec.interval,
             "sample_spacing_us": {
-                "count": self.spacing["count"],
-                "min": (self.spacing["min"] or 0.0) * 1e6,
-                "mean": self.spacing["sum"] / self.spacing["count"] * 1e6 if self.spacing["count"] else 0.0,
-                "max": self.spacing["max"] * 1e6,
+                "count": int(gaps),
+                "min": low * 1e6,
+                "mean": (last - first) / gaps * 1e6 if gaps else 0.0,
+                "max": high * 1e6,
             },
         }
         if self.spec.test.startswith("UDP"):
@@ -516,12 +513,17 @@ class FlowEnd:
 
 
 class Sampler:
-    """Samples every live flow end of a worker on a grid per interval (one timer per interval)."""
+    """Samples every live flow end of a worker on a grid per interval (one timer per interval).
+
+    ``cpu_ns`` counts the thread CPU time spent in ticks (two clock reads per
+    tick): flow summaries report it as what sampling cost their worker.
+    """
 
     def __init__(self, loop: "Loop") -> None:
         self.loop = loop
         self.groups: dict[float, list[FlowEnd]] = {}
         self.next: dict[float, float] = {}
+        self.cpu_ns = 0
 
     def add(self, flow: FlowEnd) -> None:
         interval = flow.spec.interval
@@ -549,6 +551,7 @@ class Sampler:
         if not group:
             self.groups.pop(interval, None)
             return
+        cpu0 = time.thread_time_ns()
         # One instant per tick: every row of the tick carries the same stamps.
         now = time.monotonic()
         wall = time.time()
@@ -558,6 +561,7 @@ class Sampler:
             except Exception as exc:  # e.g. the disk is full: end this flow, sample the others
                 flow.writer = None if isinstance(exc, OSError) else flow.writer
                 flow.finish(f"sampling failed: {type(exc).__name__}: {exc}")
+        self.cpu_ns += time.thread_time_ns() - cpu0
         when = self.next[interval] + interval
         if when <= now:  # we fell behind: skip the missed grid points
             when += ((now - when) // interval + 1) * interval

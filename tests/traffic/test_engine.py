@@ -164,6 +164,26 @@ def test_every_test_type_both_ends_agree(veth_pair, tmp_path):
     assert sum(e["event"] == "done" for e in server_events) == len(specs)
 
 
+def test_many_busy_senders_per_worker_are_sampled_at_the_interval(veth_pair, tmp_path):
+    """64 stream senders on two client workers: one round of a worker's sends can take longer
+    than the 10 ms interval, and the ticks still come on the grid (they used to wait for the
+    round's end and skip grid points: 16 ms between samples on average)."""
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    specs = [spec(server, f"a-b-0-{i}", "TCP_STREAM", dur=1.5, interval=0.01, exp=4) for i in range(64)]
+    path = tmp_path / "specs.json"
+    path.write_text(json.dumps(specs))
+    proc = pair.run(pair.a, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp_path / "cli"),
+                             "--workers", "2"], timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    means = []
+    for s in specs:
+        cli, _ = ends(tmp_path, s["flow_id"], exp=4)
+        means.append(cli.summary["sample_spacing_us"]["mean"])
+    assert statistics.median(means) < 11_500, means
+    server.events()
+
+
 def test_congestion_control_is_what_was_asked(veth_pair, tmp_path):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import statistics
@@ -10,6 +11,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
 import zlib
 from array import array
 from pathlib import Path
@@ -95,6 +97,35 @@ def test_rows_of_one_tick_share_their_stamps_and_jitter_stats_match_the_file(tmp
         assert sp["max"] == pytest.approx(max(gaps) * 1e6, abs=0.01)
         assert sp["mean"] == pytest.approx(statistics.mean(gaps) * 1e6, rel=1e-6)
         assert not flow.truncated
+
+
+def test_due_timers_run_between_the_handlers_of_one_poll():
+    """A round of slow handlers (busy senders: ~10 ms of copying for 32 flows) does not hold a
+    due timer (the sampler's tick) back to the end of the round."""
+    loop = Loop()
+    pipes = [os.pipe() for _ in range(3)]
+    order: list[str] = []
+
+    def handler(name: str):
+        def on_ready(events: int) -> None:
+            order.append(name)
+            time.sleep(0.02)  # longer than the timer's delay
+
+        return on_ready
+
+    try:
+        for i, (r, w) in enumerate(pipes):
+            os.write(w, b"x")
+            loop.register(r, select.EPOLLIN, handler(f"fd{i}"))
+        loop.call_later(0.005, lambda: order.append("timer"))
+        time.sleep(0.001)
+        loop.run(lambda: len(order) >= 4)
+    finally:
+        loop.close()
+        for r, w in pipes:
+            os.close(r)
+            os.close(w)
+    assert order == ["fd0", "timer", "fd1", "fd2"]
 
 
 def test_record_parts_follow_the_flow_end(tmp_path):

@@ -22,8 +22,11 @@ the CPU the sampler of 100 flows at 100 Hz uses.
    its whole TCP hash table). ``--cost-only`` runs just this part.
 
 Part 1 also prints the bytes moved per CPU second of the engine's own processes
-(client workers and server, sampled / unsampled): with other load on the
-machine the goodput of a run swings by tens of percent, that ratio much less.
+(client workers and server, sampled / unsampled), and the sampler's share of
+the engine's CPU in each sampled run (``cpu.sampling_seconds`` of the flow
+summaries: the thread CPU time of the ticks). Runs of the same thing differ by
+several percent on this machine (a start transient, the neighbours), more than
+the 1 % the target allows, so the share is the steadier reading of the cost.
 
 Shared noisy machine: read the ratio, not the absolute numbers.
 """

@@ -43,59 +43,61 @@ def test_every_type_starts_at_its_instant(veth_pair, tmp_path):
     server.events()
 
 
+class HeldFlow:
+    """An in-process server worker and a client socket that said hello with ``go``: the server holds the flow."""
+
+    def __init__(self, tmp_path, flow: str, test: str, dur: float, go: float) -> None:
+        from netesto.traffic.loop import Loop
+        from netesto.traffic.server import ServerWorker, TokenSet
+
+        self.events: list[dict] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.worker = ServerWorker(Loop(), str(tmp_path), self.events.append, self.listener, TokenSet())
+        self.theirs = socket.create_connection(self.listener.getsockname())
+        ours, _ = self.listener.accept()
+        ours.setblocking(False)
+        self.worker.hello(ours, hs.Hello({"flow": flow, "test": test, "dur": dur, "interval": 0.01, "go": go,
+                                          "kind": "main"}))
+        self.reply = hs.decode_reply(self.theirs.recv(4096))
+
+    def run(self) -> dict:
+        """Run the worker until its flow ends; the last event."""
+        try:
+            self.worker.loop.run(lambda: not self.worker.flows)
+        finally:
+            self.listener.close()
+            self.theirs.close()
+        return self.events[-1]
+
+
 def test_held_flow_without_marker_ends_with_error(tmp_path):
     """A client that handshakes ahead and then closes before its instant: the server ends the flow."""
-    from netesto.traffic.loop import Loop
-    from netesto.traffic.server import ServerWorker, TokenSet
-
-    events: list[dict] = []
-    listener = socket.create_server(("127.0.0.1", 0))
-    worker = ServerWorker(Loop(), str(tmp_path), events.append, listener, TokenSet())
-    theirs = socket.create_connection(listener.getsockname())
-    ours, _ = listener.accept()
-    ours.setblocking(False)
-    try:
-        worker.hello(ours, hs.Hello({"flow": "a-b-1-0", "test": "TCP_RR", "dur": 1, "interval": 0.01,
-                                     "go": 0.5, "kind": "main"}))
-        reply = hs.decode_reply(theirs.recv(4096))
-        assert reply["ok"] is True and reply["go"] is True
-        flow = worker.flows[0]
-        assert flow.start_mono == 0 and flow.writer is None  # held: nothing started
-        theirs.close()
-        worker.loop.run(lambda: not worker.flows)
-    finally:
-        listener.close()
-    assert events[-1]["event"] == "error"
-    assert "closed the connection before the start" in events[-1]["message"]
+    held = HeldFlow(tmp_path, "a-b-1-0", "TCP_RR", dur=1, go=0.5)
+    assert held.reply["ok"] is True and held.reply["go"] is True
+    flow = held.worker.flows[0]
+    assert flow.start_mono == 0 and flow.writer is None  # held: nothing started
+    held.theirs.close()
+    last = held.run()
+    assert last["event"] == "error"
+    assert "closed the connection before the start" in last["message"]
 
 
 def test_a_started_flow_runs_past_the_start_marker_timeout(tmp_path, monkeypatch):
     """The wait for the marker ends once the marker is in: a flow longer than GO_TIMEOUT runs to its end
     (the timer used to end every held flow GO_TIMEOUT after its instant, even a running one)."""
     from netesto.traffic import server as server_mod
-    from netesto.traffic.loop import Loop
-    from netesto.traffic.server import ServerWorker, TokenSet
 
     monkeypatch.setattr(server_mod, "GO_TIMEOUT", 0.2)
-    events: list[dict] = []
-    listener = socket.create_server(("127.0.0.1", 0))
-    worker = ServerWorker(Loop(), str(tmp_path), events.append, listener, TokenSet())
-    theirs = socket.create_connection(listener.getsockname())
-    ours, _ = listener.accept()
-    ours.setblocking(False)
-    try:
-        worker.hello(ours, hs.Hello({"flow": "a-b-2-0", "test": "TCP_STREAM", "dur": 0.6, "interval": 0.01,
-                                     "go": 0.05, "kind": "main"}))
-        assert hs.decode_reply(theirs.recv(4096))["go"] is True
-        theirs.sendall(hs.GO)
-        for at in (0.1, 0.3, 0.5):
-            worker.loop.call_later(at, lambda: theirs.sendall(bytes(1000)))
-        worker.loop.call_later(0.65, theirs.close)  # past dur: the normal end
-        worker.loop.run(lambda: not worker.flows)
-    finally:
-        listener.close()
-    assert events[-1]["event"] == "done", events[-1]
-    assert events[-1]["bytes_rx"] == 3000
+    held = HeldFlow(tmp_path, "a-b-2-0", "TCP_STREAM", dur=0.6, go=0.05)
+    assert held.reply["go"] is True
+    theirs = held.theirs
+    theirs.sendall(hs.GO)
+    for at in (0.1, 0.3, 0.5):
+        held.worker.loop.call_later(at, lambda: theirs.sendall(bytes(1000)))
+    held.worker.loop.call_later(0.65, theirs.close)  # past dur: the normal end
+    last = held.run()
+    assert last["event"] == "done", last
+    assert last["bytes_rx"] == 3000
 
 
 def test_realtime_hold_lasts_while_any_flow_holds_it():

@@ -528,7 +528,7 @@ class RRClient(ClientFlow):
                 if n != reqlen:  # a small send buffer: the rest blocks until it fits
                     sock.sendall(request[n:])
                 tx += reqlen
-                if trans & 15 == 0:
+                if trans & 3 == 0:  # every 4: at ~15k/s across CPUs 16 let a 1 ms tick slip ~1 ms
                     if len(lat) >= 65536:
                         self.fold_latency()
                     if monotonic() >= deadline:

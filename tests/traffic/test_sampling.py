@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -15,6 +16,7 @@ import time
 import zlib
 from array import array
 from pathlib import Path
+from typing import Iterator
 
 import msgpack
 import pytest
@@ -51,28 +53,36 @@ def _end(worker: Worker, sock: socket.socket | None, flow_id: str, test: str = "
     return end
 
 
-def _file(tmp_path: Path, end: FlowEnd):
-    return read_flow(tmp_path / "1" / "flows" / f"{end.spec.flow_id}.client.nflow")
-
-
-def test_rows_of_one_tick_share_their_stamps_and_jitter_stats_match_the_file(tmp_path):
-    socks, peers = _connections(5)
+@contextlib.contextmanager
+def _loopback_ends(tmp_path: Path, n: int) -> Iterator[tuple[Worker, list[FlowEnd]]]:
+    """A worker with ``n`` stream flow ends on established loopback connections; every end is
+    finished (its file closed) and every socket closed on the way out."""
+    socks, peers = _connections(n)
     loop = Loop()
     worker = Worker(loop, str(tmp_path), lambda event: None)
     ends = [_end(worker, sock, f"f-{i}") for i, sock in enumerate(socks)]
     try:
-        for end in ends:
-            end.begin()
-            end.sock.sendall(b"x" * 5000)
-            end.tx = 5000
-        deadline = ends[0].start_mono + 0.5
-        loop.run(lambda: ends[0].elapsed() >= 0.5)
+        yield worker, ends
         for end in ends:
             end.finish()
     finally:
         for s in socks + peers:
             s.close()
         loop.close()
+
+
+def _file(tmp_path: Path, end: FlowEnd):
+    return read_flow(tmp_path / "1" / "flows" / f"{end.spec.flow_id}.client.nflow")
+
+
+def test_rows_of_one_tick_share_their_stamps_and_jitter_stats_match_the_file(tmp_path):
+    with _loopback_ends(tmp_path, 5) as (worker, ends):
+        for end in ends:
+            end.begin()
+            end.sock.sendall(b"x" * 5000)
+            end.tx = 5000
+        deadline = ends[0].start_mono + 0.5
+        worker.loop.run(lambda: ends[0].elapsed() >= 0.5)
     flows = [_file(tmp_path, end) for end in ends]
     assert all(f.header["format"] == [1, 1] and "record" in f.header for f in flows)
     # every row but the first (joining) and the last (ending) comes from a tick
@@ -216,12 +226,8 @@ def test_a_killed_writer_loses_at_most_one_flush_period(tmp_path):
 
 
 def test_the_flushes_of_a_group_are_spread_over_the_ticks(tmp_path):
-    socks, peers = _connections(45)
-    loop = Loop()
-    worker = Worker(loop, str(tmp_path), lambda event: None)
-    ends = [_end(worker, sock, f"f-{i}") for i, sock in enumerate(socks)]
-    flush_rows = ends[0].flush_rows
-    try:
+    with _loopback_ends(tmp_path, 45) as (worker, ends):
+        flush_rows = ends[0].flush_rows
         for end in ends:
             end.begin()  # one row each
         for tick in range(1, 2 * flush_rows + 1):
@@ -233,12 +239,6 @@ def test_the_flushes_of_a_group_are_spread_over_the_ticks(tmp_path):
                 assert end.samples == want, (tick, i)
             flushed = sum(end.nrows == 0 for end in ends)
             assert flushed <= -(-len(ends) // flush_rows)
-        for end in ends:
-            end.finish()
-    finally:
-        for s in socks + peers:
-            s.close()
-        loop.close()
     for end in ends:
         flow = _file(tmp_path, end)
         assert flow.rows == 2 * flush_rows + 2 and flow.summary["samples"] == flow.rows

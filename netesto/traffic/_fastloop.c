@@ -416,69 +416,19 @@ static int read_opt(int fd, int opt, char *dst, socklen_t want, socklen_t size, 
     return 0;
 }
 
-PyDoc_STRVAR(sample_row_doc,
-"sample_row(rec, sock, parts, wall, mono, tx, rx, trans, conns, lost, reordered, last, gaps) -> read\n\n"
-"Append one sampler row to the bytearray rec: wall, mono, the six counters\n"
-"(negative ones as 0), then for parts >= 1 the socket's struct tcp_info and\n"
-"for parts == 2 its TCP_CC_INFO padded to 24 bytes. last (a bytearray of\n"
-"280 + 24 bytes) holds the last values read: a read refreshes it, and when\n"
-"sock is None, closed or cannot be read the row gets last's values instead.\n"
-"gaps (a bytearray of 5 doubles: first, last, count, min, max of the mono\n"
-"stamps' gaps) takes in this row's stamp. Returns the number of options read.");
-
-static PyObject *sample_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* Put one row at row (room for ROW_HEAD plus the parts): the stamps, the counters (negative
+ * ones as 0), then for parts >= 1 the socket's tcp_info and for parts == 2 its cc info, or the
+ * last values (known) where fd is -1 or cannot be read. g (first, last, count, min, max of the
+ * gaps between rows' mono stamps) takes in the row's stamp. Returns the number of options read. */
+static long build_row(char *row, int fd, long parts, const double stamps[2], const long long counters[6],
+                      char *known, char *gaps)
 {
-    if (nargs != 13) {
-        PyErr_Format(PyExc_TypeError, "sample_row takes 13 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    PyObject *rec = args[0], *sock = args[1], *last = args[11], *gaps = args[12];
-    if (!PyByteArray_Check(rec) || !PyByteArray_Check(last) || !PyByteArray_Check(gaps)) {
-        PyErr_SetString(PyExc_TypeError, "sample_row: rec, last and gaps must be bytearrays");
-        return NULL;
-    }
-    if (PyByteArray_GET_SIZE(gaps) != 5 * (Py_ssize_t)sizeof(double)) {
-        PyErr_SetString(PyExc_ValueError, "sample_row: gaps must hold 5 doubles");
-        return NULL;
-    }
-    long parts = PyLong_AsLong(args[2]);
-    if (parts == -1 && PyErr_Occurred()) return NULL;
-    if (parts < 0 || parts > 2) {
-        PyErr_SetString(PyExc_ValueError, "sample_row: parts must be 0, 1 or 2");
-        return NULL;
-    }
-    if (parts > 0 && PyByteArray_GET_SIZE(last) != ROW_INFO + ROW_CC_SLOT) {
-        PyErr_SetString(PyExc_ValueError, "sample_row: last must hold 304 bytes");
-        return NULL;
-    }
-    double stamps[2];
-    uint64_t counters[6];
-    for (int i = 0; i < 2; i++) {
-        stamps[i] = PyFloat_AsDouble(args[3 + i]);
-        if (stamps[i] == -1.0 && PyErr_Occurred()) return NULL;
-    }
-    for (int i = 0; i < 6; i++) {
-        long long v = PyLong_AsLongLong(args[5 + i]);
-        if (v == -1 && PyErr_Occurred()) return NULL;
-        counters[i] = v < 0 ? 0 : (uint64_t)v; /* udp_lost is negative while late datagrams are ahead */
-    }
-    int fd = -1;
-    if (parts > 0 && sock != Py_None) {
-        fd = PyObject_AsFileDescriptor(sock);
-        if (fd < 0) {
-            if (!PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
-            PyErr_Clear(); /* a closed socket's fileno() is -1: use the last values */
-            fd = -1;
-        }
-    }
-    Py_ssize_t size = PyByteArray_GET_SIZE(rec);
-    Py_ssize_t add = ROW_HEAD + (parts > 0 ? ROW_INFO : 0) + (parts == 2 ? ROW_CC_SLOT : 0);
-    if (PyByteArray_Resize(rec, size + add) < 0) return NULL;
-    char *row = PyByteArray_AS_STRING(rec) + size;
-    memcpy(row, stamps, sizeof stamps);
-    memcpy(row + sizeof stamps, counters, sizeof counters);
-    double g[5]; /* first, last, count, min, max: the sampling jitter, kept per row so flushes need not */
-    memcpy(g, PyByteArray_AS_STRING(gaps), sizeof g);
+    uint64_t c[6];
+    for (int i = 0; i < 6; i++) c[i] = counters[i] < 0 ? 0 : (uint64_t)counters[i]; /* udp_lost is negative while late datagrams are ahead */
+    memcpy(row, stamps, 2 * sizeof(double));
+    memcpy(row + 2 * sizeof(double), c, sizeof c);
+    double g[5]; /* kept per row so flushes need not */
+    memcpy(g, gaps, sizeof g);
     if (g[2] == 0.0 && g[0] == 0.0 && g[1] == 0.0) {
         g[0] = g[1] = stamps[1];
     } else {
@@ -488,17 +438,205 @@ static PyObject *sample_row(PyObject *self, PyObject *const *args, Py_ssize_t na
         g[2] += 1.0;
         g[1] = stamps[1];
     }
-    memcpy(PyByteArray_AS_STRING(gaps), g, sizeof g);
+    memcpy(gaps, g, sizeof g);
     long read = 0;
     if (parts > 0) {
-        char *known = PyByteArray_AS_STRING(last);
         int ok = read_opt(fd, SOCKOPT_TCP_INFO, row + ROW_HEAD, ROW_INFO, ROW_INFO, known);
         read += ok;
         if (parts == 2)
             read += read_opt(ok ? fd : -1, SOCKOPT_TCP_CC_INFO, row + ROW_HEAD + ROW_INFO, ROW_CC, ROW_CC_SLOT,
                              known + ROW_INFO);
     }
-    return PyLong_FromLong(read);
+    return read;
+}
+
+static Py_ssize_t row_size(long parts)
+{
+    return ROW_HEAD + (parts > 0 ? ROW_INFO : 0) + (parts == 2 ? ROW_CC_SLOT : 0);
+}
+
+/* The socket's fd, or -1 for None or a closed socket (fileno() -1); -2 with an exception set. */
+static int sock_fd(PyObject *sock)
+{
+    if (sock == Py_None) return -1;
+    int fd = PyObject_AsFileDescriptor(sock);
+    if (fd >= 0) return fd;
+    if (!PyErr_ExceptionMatches(PyExc_ValueError)) return -2;
+    PyErr_Clear();
+    return -1;
+}
+
+/* The checks both row builders make on rec, last and gaps; parts out. 0 or -1 with an exception set. */
+static int check_row_args(const char *fn, PyObject *rec, PyObject *parts_obj, PyObject *last, PyObject *gaps,
+                          long *parts)
+{
+    if (!PyByteArray_Check(rec) || !PyByteArray_Check(last) || !PyByteArray_Check(gaps)) {
+        PyErr_Format(PyExc_TypeError, "%s: rec, last and gaps must be bytearrays", fn);
+        return -1;
+    }
+    if (PyByteArray_GET_SIZE(gaps) != 5 * (Py_ssize_t)sizeof(double)) {
+        PyErr_Format(PyExc_ValueError, "%s: gaps must hold 5 doubles", fn);
+        return -1;
+    }
+    *parts = PyLong_AsLong(parts_obj);
+    if (*parts == -1 && PyErr_Occurred()) return -1;
+    if (*parts < 0 || *parts > 2) {
+        PyErr_Format(PyExc_ValueError, "%s: parts must be 0, 1 or 2", fn);
+        return -1;
+    }
+    if (*parts > 0 && PyByteArray_GET_SIZE(last) != ROW_INFO + ROW_CC_SLOT) {
+        PyErr_Format(PyExc_ValueError, "%s: last must hold %d bytes", fn, ROW_INFO + ROW_CC_SLOT);
+        return -1;
+    }
+    return 0;
+}
+
+/* Room for size bytes at offset at of rec (at <= len(rec); rec grows, never shrinks): the row's address. */
+static char *row_at(PyObject *rec, Py_ssize_t at, Py_ssize_t size)
+{
+    Py_ssize_t have = PyByteArray_GET_SIZE(rec);
+    if (at < 0 || at > have) {
+        PyErr_Format(PyExc_ValueError, "a row at %zd of a %zd-byte buffer", at, have);
+        return NULL;
+    }
+    if (at + size > have && PyByteArray_Resize(rec, at + size) < 0) return NULL;
+    return PyByteArray_AS_STRING(rec) + at;
+}
+
+PyDoc_STRVAR(sample_row_doc,
+"sample_row(rec, at, sock, parts, wall, mono, tx, rx, trans, conns, lost, reordered, last, gaps) -> read\n\n"
+"Put one sampler row at byte offset at (<= len(rec)) of the bytearray rec,\n"
+"which grows when the row does not fit: wall, mono, the six counters\n"
+"(negative ones as 0), then for parts >= 1 the socket's struct tcp_info and\n"
+"for parts == 2 its TCP_CC_INFO padded to 24 bytes. last (a bytearray of\n"
+"280 + 24 bytes) holds the last values read: a read refreshes it, and when\n"
+"sock is None, closed or cannot be read the row gets last's values instead.\n"
+"gaps (a bytearray of 5 doubles: first, last, count, min, max of the mono\n"
+"stamps' gaps) takes in this row's stamp. Returns the number of options read.");
+
+static PyObject *sample_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 14) {
+        PyErr_Format(PyExc_TypeError, "sample_row takes 14 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *rec = args[0], *last = args[12], *gaps = args[13];
+    long parts;
+    if (check_row_args("sample_row", rec, args[3], last, gaps, &parts) < 0) return NULL;
+    Py_ssize_t at = PyLong_AsSsize_t(args[1]);
+    if (at == -1 && PyErr_Occurred()) return NULL;
+    double stamps[2];
+    long long counters[6];
+    for (int i = 0; i < 2; i++) {
+        stamps[i] = PyFloat_AsDouble(args[4 + i]);
+        if (stamps[i] == -1.0 && PyErr_Occurred()) return NULL;
+    }
+    for (int i = 0; i < 6; i++) {
+        counters[i] = PyLong_AsLongLong(args[6 + i]);
+        if (counters[i] == -1 && PyErr_Occurred()) return NULL;
+    }
+    int fd = parts > 0 ? sock_fd(args[2]) : -1;
+    if (fd == -2) return NULL;
+    char *row = row_at(rec, at, row_size(parts));
+    if (row == NULL) return NULL;
+    return PyLong_FromLong(build_row(row, fd, parts, stamps, counters, PyByteArray_AS_STRING(last),
+                                     PyByteArray_AS_STRING(gaps)));
+}
+
+/* FlowEnd attributes sample_tick reads (interned once) */
+enum { A_SOCK, A_PARTS, A_TX, A_RX, A_TRANS, A_CONNS, A_LOST, A_REORD, A_LAST, A_GAPS, A_REC, A_NROWS,
+       A_RECLEN, A_FLUSHAT, A_N };
+static const char *const attr_names[A_N] = {"sock", "rec_parts", "tx", "rx", "trans", "conns", "udp_lost",
+                                            "udp_reord", "last_tcp", "gaps", "b_rec", "nrows", "rec_len",
+                                            "flush_at"};
+static PyObject *attrs[A_N];
+
+/* One flow end's row of a tick (see sample_tick). 1: its block is due, 0: not yet, -1: an exception is set. */
+static int tick_one(PyObject *flow, const double stamps[2])
+{
+    PyObject *v[A_N] = {NULL};
+    int out = -1;
+    for (int i = 0; i < A_N; i++)
+        if ((v[i] = PyObject_GetAttr(flow, attrs[i])) == NULL) goto done;
+    long parts;
+    if (check_row_args("sample_tick", v[A_REC], v[A_PARTS], v[A_LAST], v[A_GAPS], &parts) < 0) goto done;
+    long long counters[6];
+    for (int i = 0; i < 6; i++) {
+        counters[i] = PyLong_AsLongLong(v[A_TX + i]);
+        if (counters[i] == -1 && PyErr_Occurred()) goto done;
+    }
+    Py_ssize_t nrows = PyLong_AsSsize_t(v[A_NROWS]), rec_len = PyLong_AsSsize_t(v[A_RECLEN]);
+    Py_ssize_t flush_at = PyLong_AsSsize_t(v[A_FLUSHAT]);
+    if (PyErr_Occurred()) goto done;
+    if (rec_len != row_size(parts)) {
+        PyErr_Format(PyExc_ValueError, "sample_tick: %zd-byte records, but rows of %zd bytes", rec_len,
+                     row_size(parts));
+        goto done;
+    }
+    int fd = parts > 0 ? sock_fd(v[A_SOCK]) : -1;
+    if (fd == -2) goto done;
+    char *row = row_at(v[A_REC], nrows * rec_len, rec_len);
+    if (row == NULL) goto done;
+    build_row(row, fd, parts, stamps, counters, PyByteArray_AS_STRING(v[A_LAST]), PyByteArray_AS_STRING(v[A_GAPS]));
+    PyObject *n = PyLong_FromSsize_t(nrows + 1);
+    if (n == NULL) goto done;
+    int failed = PyObject_SetAttr(flow, attrs[A_NROWS], n);
+    Py_DECREF(n);
+    if (failed < 0) goto done;
+    out = nrows + 1 >= flush_at;
+done:
+    for (int i = 0; i < A_N; i++) Py_XDECREF(v[i]);
+    return out;
+}
+
+PyDoc_STRVAR(sample_tick_doc,
+"sample_tick(flows, wall, mono) -> (due, failed)\n\n"
+"One sampler tick over a list of flow ends without latency columns: for each,\n"
+"the row sample_row would build, put at nrows * rec_len of its b_rec (from\n"
+"its sock, rec_parts, counters, last_tcp and gaps), and nrows + 1.\n"
+"due lists the flow ends whose nrows reached flush_at (their block is due);\n"
+"failed lists (flow end, exception) for those whose row could not be built\n"
+"(the others are sampled all the same).");
+
+static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "sample_tick takes a list of flow ends, wall and mono");
+        return NULL;
+    }
+    double stamps[2];
+    for (int i = 0; i < 2; i++) {
+        stamps[i] = PyFloat_AsDouble(args[1 + i]);
+        if (stamps[i] == -1.0 && PyErr_Occurred()) return NULL;
+    }
+    PyObject *flows = args[0], *due = PyList_New(0), *failed = PyList_New(0);
+    if (due == NULL || failed == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(flows); i++) {
+        PyObject *flow = PyList_GET_ITEM(flows, i);
+        Py_INCREF(flow); /* a failing getter could drop it from the list */
+        int got = tick_one(flow, stamps);
+        int bad = 0;
+        if (got == 1) {
+            bad = PyList_Append(due, flow) < 0;
+        } else if (got < 0) {
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            PyErr_NormalizeException(&type, &value, &tb);
+            PyObject *pair = value != NULL ? PyTuple_Pack(2, flow, value) : NULL;
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+            bad = pair == NULL || PyList_Append(failed, pair) < 0;
+            Py_XDECREF(pair);
+        }
+        Py_DECREF(flow);
+        if (bad) goto fail;
+    }
+    return Py_BuildValue("(NN)", due, failed);
+fail:
+    Py_XDECREF(due);
+    Py_XDECREF(failed);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
@@ -506,6 +644,7 @@ static PyMethodDef methods[] = {
     {"rr_server", rr_server, METH_VARARGS, rr_server_doc},
     {"hist_record", hist_record, METH_VARARGS, hist_record_doc},
     {"sample_row", (PyCFunction)(void (*)(void))sample_row, METH_FASTCALL, sample_row_doc},
+    {"sample_tick", (PyCFunction)(void (*)(void))sample_tick, METH_FASTCALL, sample_tick_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -518,6 +657,12 @@ PyMODINIT_FUNC PyInit__fastloop(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
+    for (int i = 0; i < A_N; i++) {
+        if (attrs[i] == NULL && (attrs[i] = PyUnicode_InternFromString(attr_names[i])) == NULL) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
     if (PyModule_AddIntConstant(m, "AGAIN", ST_AGAIN) < 0 || PyModule_AddIntConstant(m, "EOF", ST_EOF) < 0
         || PyModule_AddIntConstant(m, "DEADLINE", ST_DEADLINE) < 0
         || PyModule_AddIntConstant(m, "LATFULL", ST_LATFULL) < 0

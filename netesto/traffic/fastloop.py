@@ -6,7 +6,9 @@ or when ``time.perf_counter`` is not CLOCK_MONOTONIC (the C latencies must
 be on the same clock as the Python ones). ``hist_record`` is the
 extension's histogram counter (``Histogram.record_many``), or None: it needs
 no clock, only the extension (built with it) and no ``NETESTO_PURE_PYTHON``;
-``sample_row`` (the sampler's row builder, ``FlowEnd.sample``) likewise.
+``sample_row`` (the sampler's row builder, ``FlowEnd.sample``) and
+``sample_tick`` (the Sampler's tick over the flow ends without latency
+columns) likewise.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ _clockless = _load_clockless()
 hist_record: Callable[[Any, dict[int, int]], tuple[int, int, int] | None] | None = getattr(
     _clockless, "hist_record", None)
 sample_row: Callable[..., int] | None = getattr(_clockless, "sample_row", None)
+sample_tick: Callable[..., tuple[list[Any], list[tuple[Any, BaseException]]]] | None = getattr(
+    _clockless, "sample_tick", None)
 # (head, tcp_info, cc slot) bytes of the rows sample_row builds: the engine checks them against its layout
 ROW_LAYOUT = tuple(getattr(_clockless, k) for k in ("ROW_HEAD", "ROW_INFO", "ROW_CC_SLOT")) if sample_row else None
 
-__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "sample_row"]
+__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "sample_row", "sample_tick"]

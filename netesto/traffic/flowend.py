@@ -87,11 +87,20 @@ for _col in TCP_INFO_COLUMNS + CC_COLUMNS:
     assert _fields[_col.name][1] == _SIZES[_col.typecode], _col
 
 
-def _sample_row_py(rec: bytearray, sock: socket.socket | None, parts: int, wall: float, mono: float, tx: int,
-                   rx: int, trans: int, conns: int, lost: int, reordered: int, last: bytearray,
+def _row_size(parts: int) -> int:
+    return _HEAD.size + (_INFO_LEN if parts else 0) + (_CC_SLOT if parts == 2 else 0)
+
+
+def _sample_row_py(rec: bytearray, at: int, sock: socket.socket | None, parts: int, wall: float, mono: float,
+                   tx: int, rx: int, trans: int, conns: int, lost: int, reordered: int, last: bytearray,
                    gaps: bytearray) -> int:
-    """fastloop.sample_row in Python (see there): one row appended to ``rec``; options read."""
-    rec += _HEAD.pack(wall, mono, tx, rx, trans, conns, lost if lost > 0 else 0, reordered)
+    """fastloop.sample_row in Python (see there): one row put at byte ``at`` of ``rec``; options read."""
+    if not 0 <= at <= len(rec):
+        raise ValueError(f"a row at {at} of a {len(rec)}-byte buffer")
+    grow = at + _row_size(parts) - len(rec)
+    if grow > 0:
+        rec += bytes(grow)
+    _HEAD.pack_into(rec, at, wall, mono, tx, rx, trans, conns, lost if lost > 0 else 0, reordered)
     first, prev, count, low, high = _GAPS.unpack(gaps)
     if count == 0 and first == 0 and prev == 0:
         _GAPS.pack_into(gaps, 0, mono, mono, 0, 0, 0)
@@ -111,13 +120,17 @@ def _sample_row_py(rec: bytearray, sock: socket.socket | None, parts: int, wall:
                 read = 2
         except OSError:
             pass  # closed or gone: the row carries the last values
-    rec += last if parts == 2 else memoryview(last)[:_INFO_LEN]
+    at += _HEAD.size
+    size = _INFO_LEN + (_CC_SLOT if parts == 2 else 0)
+    rec[at:at + size] = memoryview(last)[:size]
     return read
 
 
-# The C row builder, unless an extension built from other sources lays rows out differently.
-_sample_row = (fastloop.sample_row if fastloop.sample_row and fastloop.ROW_LAYOUT == (_HEAD.size, _INFO_LEN, _CC_SLOT)
-               else _sample_row_py)
+# The C row builder and tick, unless an extension built from other sources lays rows out differently.
+_sample_row: Callable[..., int] = _sample_row_py
+_sample_tick = None
+if fastloop.sample_row and fastloop.sample_tick and fastloop.ROW_LAYOUT == (_HEAD.size, _INFO_LEN, _CC_SLOT):
+    _sample_row, _sample_tick = fastloop.sample_row, fastloop.sample_tick
 
 
 def safe_flow_id(flow_id: str) -> bool:
@@ -242,6 +255,10 @@ class FlowEnd:
         self.rec_len = _LAYOUTS[self.is_tcp, False, self.is_rr].length
         self.timers: list[Timer] = []
         self.spin_ready = False  # SO_RCVTIMEO is set for recv_spin
+        self.sampling_ok = True  # False once a row could not be built: no last row at the end
+        # The rows of the next block, one record each (see _record_layout), row i at i * rec_len: allocated
+        # once for a block and kept (rows written in place; a growing bytearray would be copied on append).
+        self.b_rec = bytearray()
         self._reset_buffers()
         self.samples = 0  # rows written
 
@@ -250,7 +267,6 @@ class FlowEnd:
     def _reset_buffers(self) -> None:
         self.nrows = 0
         self.flush_at = self.flush_rows  # the Sampler makes a flow end's first block shorter
-        self.b_rec = bytearray()  # one record per row (see _record_layout)
 
     def open_writer(self, datadir: str, extra_meta: dict[str, Any] | None = None) -> None:
         spec = self.spec.to_dict()
@@ -277,6 +293,8 @@ class FlowEnd:
             self.rec_parts = 2 if self.rec_cc else int(self.is_tcp)
         layout = _LAYOUTS[self.is_tcp, self.rec_cc, self.is_rr]
         self.rec_len = layout.length
+        if len(self.b_rec) < (self.flush_rows + 1) * self.rec_len:  # a block and the last row of a flow end
+            self.b_rec.extend(bytes((self.flush_rows + 1) * self.rec_len - len(self.b_rec)))
         self.writer = FlowWriter(path, FLOW_COLUMNS, meta, flush_rows=self.flush_rows, record=layout)
 
     def read_info(self) -> None:
@@ -285,7 +303,7 @@ class FlowEnd:
         Read by the row builder, into a row that is thrown away."""
         sock = self.sock
         if sock is not None and self.is_tcp:
-            _sample_row(bytearray(), sock, 2 if self.is_bbr else 1, 0.0, 0.0, 0, 0, 0, 0, 0, 0, self.last_tcp,
+            _sample_row(bytearray(), 0, sock, 2 if self.is_bbr else 1, 0.0, 0.0, 0, 0, 0, 0, 0, 0, self.last_tcp,
                         bytearray(_GAPS.size))
 
     def sample(self, mono: float, wall: float | None = None) -> None:
@@ -297,10 +315,12 @@ class FlowEnd:
         records is written as it is (see :meth:`flush`).
         """
         rec = self.b_rec
-        _sample_row(rec, self.sock, self.rec_parts, time.time() if wall is None else wall, mono, self.tx,
+        at = self.nrows * self.rec_len
+        _sample_row(rec, at, self.sock, self.rec_parts, time.time() if wall is None else wall, mono, self.tx,
                     self.rx, self.trans, self.conns, self.udp_lost, self.udp_reord, self.last_tcp, self.gaps)
         if self.is_rr:
-            rec += self._latency_record()
+            at += self.rec_len - _LAT.size
+            rec[at:at + _LAT.size] = self._latency_record()
         self.nrows += 1
         if self.nrows >= self.flush_at:
             self.flush()
@@ -402,7 +422,11 @@ class FlowEnd:
         n = self.nrows
         if n == 0 or self.writer is None:
             return
-        self.writer.write_records(n, self.b_rec)
+        rows = memoryview(self.b_rec)[:n * self.rec_len]
+        try:
+            self.writer.write_records(n, rows)
+        finally:
+            rows.release()  # b_rec may grow again (a bytearray with a live view cannot)
         self.samples += n
         self._reset_buffers()
 
@@ -439,7 +463,8 @@ class FlowEnd:
         now = time.monotonic()
         self.end_mono = now
         if self.writer is not None:
-            self.sample(now)
+            if self.sampling_ok:
+                self.sample(now)
             self.flush()
         self.close_sockets()
         self.status = "error" if error else "ok"
@@ -512,16 +537,26 @@ class FlowEnd:
         return out
 
 
+# For bench_sampling's within-run comparison only: with NETESTO_BENCH_SAMPLE_DUTY=W (seconds), ticks in
+# the odd W-second windows of the wall clock sample nothing (the flows' goodput is compared between windows).
+_BENCH_DUTY = float(os.environ.get("NETESTO_BENCH_SAMPLE_DUTY") or 0)
+
+
 class Sampler:
     """Samples every live flow end of a worker on a grid per interval (one timer per interval).
 
-    ``cpu_ns`` counts the thread CPU time spent in ticks (two clock reads per
-    tick): flow summaries report it as what sampling cost their worker.
+    A tick builds the rows of the flow ends without latency columns in one
+    call of the C ``sample_tick`` when the extension is built, and calls
+    :meth:`FlowEnd.sample` for the others (RR ends, or all of them without
+    the extension). ``cpu_ns`` counts the thread CPU time spent in ticks (two
+    clock reads per tick): flow summaries report it as what sampling cost
+    their worker.
     """
 
     def __init__(self, loop: "Loop") -> None:
         self.loop = loop
         self.groups: dict[float, list[FlowEnd]] = {}
+        self.fast: dict[float, list[FlowEnd]] = {}  # of a group, the flow ends sample_tick samples
         self.next: dict[float, float] = {}
         self.cpu_ns = 0
 
@@ -530,10 +565,13 @@ class Sampler:
         group = self.groups.get(interval)
         if group is None:
             group = self.groups[interval] = []
+            self.fast[interval] = []
             when = time.monotonic() + interval
             self.next[interval] = when
             self.loop.call_at(when, lambda: self._tick(interval))
         group.append(flow)
+        if _sample_tick is not None and not flow.is_rr:
+            self.fast[interval].append(flow)
         # Spread the flushes of a group over the ticks (flows that start
         # together would all write their block in the same tick): this flow's
         # first block is 1..flush_rows rows, the later ones flush_rows.
@@ -542,31 +580,54 @@ class Sampler:
         flow.sample(time.monotonic())  # a row at t=0: the baseline of every counter
 
     def remove(self, flow: FlowEnd) -> None:
-        group = self.groups.get(flow.spec.interval)
-        if group is not None and flow in group:
-            group.remove(flow)
+        interval = flow.spec.interval
+        for flows in (self.groups.get(interval), self.fast.get(interval)):
+            if flows is not None and flow in flows:
+                flows.remove(flow)
 
     def _tick(self, interval: float) -> None:
         group = self.groups.get(interval)
         if not group:
             self.groups.pop(interval, None)
+            self.fast.pop(interval, None)
             return
         cpu0 = time.thread_time_ns()
         # One instant per tick: every row of the tick carries the same stamps.
         now = time.monotonic()
         wall = time.time()
-        for flow in list(group):
-            try:
-                flow.sample(now, wall)
-            except Exception as exc:  # e.g. the disk is full: end this flow, sample the others
-                flow.writer = None if isinstance(exc, OSError) else flow.writer
-                flow.finish(f"sampling failed: {type(exc).__name__}: {exc}")
+        if not (_BENCH_DUTY and int(wall / _BENCH_DUTY) % 2):
+            self._sample(group, self.fast[interval], now, wall)
         self.cpu_ns += time.thread_time_ns() - cpu0
         when = self.next[interval] + interval
         if when <= now:  # we fell behind: skip the missed grid points
             when += ((now - when) // interval + 1) * interval
         self.next[interval] = when
         self.loop.call_at(when, lambda: self._tick(interval))
+
+    def _sample(self, group: list[FlowEnd], fast: list[FlowEnd], now: float, wall: float) -> None:
+        if fast:
+            assert _sample_tick is not None
+            due, failed = _sample_tick(fast, wall, now)
+            for flow, exc in failed:
+                self._failed(flow, exc)
+            for flow in due:
+                self._guarded(flow, flow.flush)
+        for flow in list(group) if not fast else [f for f in group if f.is_rr]:  # finish() removes from group
+            self._guarded(flow, lambda: flow.sample(now, wall))
+
+    def _guarded(self, flow: FlowEnd, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except Exception as exc:  # e.g. the disk is full: end this flow, sample the others
+            self._failed(flow, exc)
+
+    @staticmethod
+    def _failed(flow: FlowEnd, exc: BaseException) -> None:
+        if flow.finished:
+            return
+        flow.writer = None if isinstance(exc, OSError) else flow.writer  # e.g. a full disk: write no more
+        flow.sampling_ok = False  # the same would fail again for the last row
+        flow.finish(f"sampling failed: {type(exc).__name__}: {exc}")
 
 
 class Worker:

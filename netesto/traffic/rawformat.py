@@ -211,7 +211,7 @@ class FlowWriter:
         self._write_block({"type": "samples", "n": n, "cols": cols})
         self.rows += n
 
-    def write_records(self, n: int, rec: bytes | bytearray) -> None:
+    def write_records(self, n: int, rec: bytes | bytearray | memoryview) -> None:
         """Write ``n`` rows as one ``records`` block: ``n`` records laid out as
         the writer's :class:`RecordLayout` says (rows buffered by
         :meth:`append` go first). A wrong length raises

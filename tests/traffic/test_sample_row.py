@@ -1,4 +1,5 @@
-"""The sampler's row builder: the C one (fastloop.sample_row) and the Python one build the same rows."""
+"""The sampler's row builder: the C one (fastloop.sample_row) and the Python one build the same rows;
+the C tick (fastloop.sample_tick) builds the rows FlowEnd.sample builds."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import struct
 import pytest
 
 from netesto.traffic import fastloop, tcpinfo
-from netesto.traffic.flowend import _GAPS, _HEAD, _INFO_LEN, _sample_row_py
+from netesto.traffic.client import StreamClient
+from netesto.traffic.flowend import _GAPS, _HEAD, _INFO_LEN, Worker, _sample_row_py
+from netesto.traffic.loop import Loop
+from netesto.traffic.spec import FlowSpec
 
 _ext = pytest.importorskip("netesto.traffic._fastloop")
 BUILDERS = {"C": _ext.sample_row, "python": _sample_row_py}
@@ -32,7 +36,7 @@ def conn():
 
 def build(name: str, sock, parts: int, counters=(1, 2, 3, 4, 5, 6), last=None, gaps=None, mono=2.5):
     rec, last = bytearray(), last if last is not None else bytearray(LAST)
-    read = BUILDERS[name](rec, sock, parts, 1.25, mono, *counters, last, gaps or bytearray(_GAPS.size))
+    read = BUILDERS[name](rec, 0, sock, parts, 1.25, mono, *counters, last, gaps or bytearray(_GAPS.size))
     return rec, last, read
 
 
@@ -101,7 +105,7 @@ def test_both_builders_keep_the_same_gaps():
     for name, fn in BUILDERS.items():
         gaps = bytearray(_GAPS.size)
         for mono in stamps:
-            fn(bytearray(), None, 0, 0.0, mono, 0, 0, 0, 0, 0, 0, bytearray(LAST), gaps)
+            fn(bytearray(), 0, None, 0, 0.0, mono, 0, 0, 0, 0, 0, 0, bytearray(LAST), gaps)
         kept[name] = gaps
     assert kept["C"] == kept["python"]
     first, last, count, low, high = _GAPS.unpack(kept["C"])
@@ -110,13 +114,75 @@ def test_both_builders_keep_the_same_gaps():
 
 
 @pytest.mark.parametrize("args, error", [
-    ((bytes(0), None, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(40)), TypeError),
-    ((bytearray(), None, 3, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(40)), ValueError),
-    ((bytearray(), None, 1, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(10), bytearray(40)), ValueError),
-    ((bytearray(), None, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(8)), ValueError),
-    ((bytearray(), None, 0, "x", 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(40)), TypeError),
-    ((bytearray(), None, 0, 0.0, 0.0, 0, 0), TypeError),
+    ((bytes(0), 0, None, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(40)), TypeError),
+    ((bytearray(), 0, None, 3, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(40)), ValueError),
+    ((bytearray(), 0, None, 1, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(10), bytearray(40)), ValueError),
+    ((bytearray(), 0, None, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(8)), ValueError),
+    ((bytearray(), 0, None, 0, "x", 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(40)), TypeError),
+    ((bytearray(), 0, None, 0, 0.0, 0.0, 0, 0), TypeError),
 ])
 def test_bad_arguments_raise(args, error):
     with pytest.raises(error):
         _ext.sample_row(*args)
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_rows_go_in_place_and_the_buffer_grows_only_past_its_end(name):
+    size = _HEAD.size + _INFO_LEN
+    rec, last = bytearray(2 * size), bytearray(range(256)) + bytearray(LAST - 256)
+    for i in range(2):
+        BUILDERS[name](rec, i * size, None, 1, 1.0, 2.0 + i, i, 0, 0, 0, 0, 0, last, bytearray(_GAPS.size))
+    assert len(rec) == 2 * size  # preallocated: written in place
+    assert [_HEAD.unpack_from(rec, i * size)[1:3] for i in range(2)] == [(2.0, 0), (3.0, 1)]
+    BUILDERS[name](rec, 2 * size, None, 1, 1.0, 4.0, 2, 0, 0, 0, 0, 0, last, bytearray(_GAPS.size))
+    assert len(rec) == 3 * size and rec[2 * size + _HEAD.size:] == last[:_INFO_LEN]
+    for at in (-1, 3 * size + 1):
+        with pytest.raises(ValueError, match="a row at"):
+            BUILDERS[name](rec, at, None, 0, 1.0, 1.0, 0, 0, 0, 0, 0, 0, last, bytearray(_GAPS.size))
+    assert len(rec) == 3 * size
+
+
+@pytest.fixture
+def ends(tmp_path):
+    """Three begun stream flow ends of one worker without sockets (their rows repeat the last values)."""
+    loop = Loop()
+    worker = Worker(loop, str(tmp_path), lambda event: None)
+    made = []
+    for i in range(3):
+        end = StreamClient(worker, FlowSpec(flow_id=f"t-{i}", test="TCP_STREAM", server="127.0.0.1", port=1,
+                                            interval=0.01, exp=1))
+        end.begin()  # one row, through FlowEnd.sample
+        end.flush()  # no rows buffered, the next block in flush_rows rows
+        end.last_tcp[:] = bytes(range(256)) + bytes(LAST - 256)
+        made.append(end)
+    yield worker, made
+    for end in made:
+        end.finish()
+    loop.close()
+
+
+def test_the_c_tick_builds_the_rows_flowend_sample_builds(ends):
+    _, (a, b, _c) = ends
+    for end in (a, b):
+        end.tx, end.rx, end.trans, end.conns, end.udp_lost, end.udp_reord = 7, 8, 9, 10, -1, 12
+    b.gaps[:] = a.gaps
+    due, failed = _ext.sample_tick([a], 100.5, 50.25)
+    b.sample(50.25, 100.5)
+    assert (due, failed) == ([], []) and (a.nrows, a.gaps) == (b.nrows, b.gaps) == (1, b.gaps)
+    assert a.b_rec[:a.rec_len] == b.b_rec[:b.rec_len]
+    assert _HEAD.unpack_from(a.b_rec) == (100.5, 50.25, 7, 8, 9, 10, 0, 12)
+    assert a.b_rec[_HEAD.size:a.rec_len] == a.last_tcp[:_INFO_LEN]
+
+
+def test_a_flow_end_the_c_tick_cannot_sample_is_reported_and_the_others_are_sampled(ends):
+    worker, (a, bad, c) = ends
+    bad.b_rec = bytes(bad.rec_len)  # not a bytearray
+    a.flush_at = a.nrows + 1  # a's block is due after this tick
+    due, failed = _ext.sample_tick([a, bad, c], 1.0, 2.0)
+    assert due == [a] and [(f, type(e)) for f, e in failed] == [(bad, TypeError)]
+    assert (a.nrows, bad.nrows, c.nrows) == (1, 0, 1)
+    # the Sampler ends the flow it could not sample, flushes a's block and goes on with the others
+    worker.sampler._tick(0.01)
+    assert bad.finished and bad.error.startswith("sampling failed: TypeError")
+    assert not a.finished and not c.finished and c.nrows == 2
+    assert (a.samples, a.nrows) == (3, 0)  # begin()'s row, then the rows of both ticks in one block

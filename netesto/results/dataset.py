@@ -85,6 +85,12 @@ def _cpu(flow: RawFlow | None) -> float:
     return math.nan
 
 
+def _sampling_cpu(flow: RawFlow | None) -> float:
+    """The share of the worker's CPU its sampler took (built-in engine summaries only)."""
+    cpu = _summary(flow).get("cpu")
+    return _num(cpu.get("sampling_percent")) if isinstance(cpu, dict) else math.nan
+
+
 def _latency(flow: RawFlow | None) -> dict[str, Any] | None:
     s = _summary(flow)
     for key in ("latency_us", "latency"):
@@ -227,6 +233,8 @@ def _flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.
                 out[f"lat_{n}_total"] = math.nan
     out["local_cpu"] = _cpu(client)
     out["remote_cpu"] = _cpu(server)
+    out["local_sampling_cpu"] = _sampling_cpu(client)
+    out["remote_sampling_cpu"] = _sampling_cpu(server)
     return out
 
 

@@ -110,6 +110,8 @@ FLOW_SUMMARIES: tuple[VarSpec, ...] = (
     VarSpec("lat_p999_total", "us", "99.9th percentile transaction latency"),
     VarSpec("local_cpu", "percent", "CPU use of the client side of the flow"),
     VarSpec("remote_cpu", "percent", "CPU use of the server side of the flow"),
+    VarSpec("local_sampling_cpu", "percent", "share of the client worker's CPU its sampler ticks took"),
+    VarSpec("remote_sampling_cpu", "percent", "share of the server worker's CPU its sampler ticks took"),
     VarSpec("ping_rtt_mean", "us", "mean ping RTT of the flow's host pair"),
 )
 

@@ -71,6 +71,8 @@ def test_values_match_what_was_sent(workdir: Path) -> None:
     assert tps == pytest.approx(client.summary["transactions"] / float(rr.duration), rel=0.15)
     # Stream flows have no latency samples.
     assert np.isnan(ds.lat_p50.sel(flow="h1-h2-1-0")).all()
+    # These recordings predate the sampler's CPU in the summaries: NaN, not 0.
+    assert np.isnan(ds.local_sampling_cpu.values).all() and np.isnan(ds.remote_sampling_cpu.values).all()
     # bbr's pacing rate is finite and positive; ping RTT of the pair is there.
     assert float(ds.pacing_rate.sel(flow="h1-h2-2-0").max()) > 0
     assert float(ds.ping_rtt_mean[0]) > 0

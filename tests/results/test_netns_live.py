@@ -33,13 +33,19 @@ def test_live_flows_between_namespaces(veth_pair, tmp_path: Path) -> None:
         assert int(f.remote_port) > 0 and int(f.local_port) > 0
         bits = float(f.goodput.fillna(0).sum()) * ds.attrs["interval"]
         assert bits == pytest.approx(float(f.bytes) * 8, rel=1e-6)
+    # what sampling cost each end's worker, from the flow summaries
+    from netesto.results import load_experiment
+
+    for rec in load_experiment(tmp_path / "7").flows:
+        for var, end in (("local_sampling_cpu", rec.client), ("remote_sampling_cpu", rec.server)):
+            got = float(ds[var].sel(flow=rec.flow_id))
+            assert got == end.summary["cpu"]["sampling_percent"] and 0 < got < 100
     # veth0 carried the flows: the client's interface counters saw them.
     v = dict(parse_exp_out((tmp_path / "7" / "h1-h2-1.exp.out").read_text())[0])
     assert int(v["client-tx-bytes"]) >= float(ds.bytes.sel(flow="h1-h2-1-0"))
     assert int(v["pingRtt"]) > 0
     assert float(ds.host_delta.sel(node="h1", counter="Tcp.OutSegs")) > 0
     # packetsSent is the kernel's data segment count when the engine records it.
-    from netesto.results import load_experiment
     from netesto.traffic.columns import FLOW_COLUMNS
 
     recorded = "data_segs_out" in {c.name for c in FLOW_COLUMNS}

@@ -1,8 +1,19 @@
 """What sampling costs: goodput of 64 flows sampled every 10 ms vs (nearly) unsampled, and
 the CPU the sampler of 100 flows at 100 Hz uses.
 
-``python3 -m bench.bench_sampling [--dur 10] [--reps 6]`` (root, repository root).
+``python3 -m bench.bench_sampling [--dur 10] [--reps 6] [--within-dur 60] [--within-runs 2]``
+(root, repository root).
 
+0. Within runs (the target's reading): 64 TCP_STREAM flows for 60 s on a
+   fresh veth pair, the engine's sampler on (10 ms) in the even 1 s windows
+   of the wall clock and off in the odd ones (``NETESTO_BENCH_SAMPLE_DUTY=1``,
+   a bench-only switch read by the Sampler); the client veth's byte counter
+   read 20 times a second gives each window's goodput, and each sampled
+   window is divided by the mean of its two unsampled neighbours. Drift and
+   the neighbours' load change slowly, so this pairs far better than whole
+   runs do: a standard error of ~0.3-2 % in one run where run pairs spread
+   +-8 %. A control run (sampled in no window) shows the estimator has no
+   bias of its own. ``--within-only`` runs just this part.
 1. 64 TCP_STREAM flows on a veth pair with ``interval=0.01`` vs ``interval=60``
    (one sample at the start and one at the end: the engine's way of "not
    sampling"), the same flows, pairs of runs in ABBA order after one discarded
@@ -40,6 +51,7 @@ import shutil
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -113,6 +125,80 @@ def goodput(engine: Engine, dur: float, interval: float, flows: int) -> tuple[fl
     return total * 8 / max(s["duration"] for s in summaries), total / cpu
 
 
+_COUNTER = """
+import sys, time
+end = time.time() + float(sys.argv[1])
+with open("/sys/class/net/veth0/statistics/tx_bytes") as fh:
+    while time.time() < end:
+        fh.seek(0)
+        print(time.time(), fh.read().strip(), flush=True)
+        time.sleep(0.05)
+"""
+
+
+def window_rates(points: list[tuple[float, int]], window: float, skip: float) -> list[tuple[int, float]]:
+    """(window number, bit/s) of every whole ``window``-second window of the wall clock between
+    ``skip`` s after the first point and ``skip`` s before the last: the byte counter interpolated
+    0.1 s inside each edge (a tick in flight at an edge counts for neither window)."""
+    def at(t: float) -> float | None:
+        for (t0, b0), (t1, b1) in zip(points, points[1:]):
+            if t0 <= t <= t1:
+                return b0 + (b1 - b0) * (t - t0) / (t1 - t0) if t1 > t0 else b0
+        return None
+
+    out = []
+    k = int((points[0][0] + skip) / window) + 1
+    while (k + 1) * window <= points[-1][0] - skip:
+        lo, hi = at(k * window + 0.1), at((k + 1) * window - 0.1)
+        if lo is not None and hi is not None:
+            out.append((k, (hi - lo) * 8 / (window - 0.2)))
+        k += 1
+    return out
+
+
+def duty_ratios(rates: list[tuple[int, float]]) -> list[float]:
+    """Each even (sampled) window's rate over the mean of its two odd (unsampled) neighbours."""
+    return [rates[i][1] / ((rates[i - 1][1] + rates[i + 1][1]) / 2) for i in range(1, len(rates) - 1)
+            if rates[i][0] % 2 == 0 and rates[i - 1][0] == rates[i][0] - 1 and rates[i + 1][0] == rates[i][0] + 1]
+
+
+def within_run(dur: float, flows: int, window: float, interval: float) -> list[float]:
+    """One run of ``flows`` flows for ``dur`` s on a fresh veth pair, with the engine's sampler
+    on in the even ``window``-second windows and off in the odd ones (NETESTO_BENCH_SAMPLE_DUTY);
+    the client's veth byte counter read 20 times a second. Returns :func:`duty_ratios`."""
+    os.environ["NETESTO_BENCH_SAMPLE_DUTY"] = str(window)  # inherited by the engine's server and client
+    pair = netns.make_veth_pair()
+    workdir = Path(tempfile.mkdtemp(prefix="bench_duty"))
+    try:
+        engine = Engine(pair, workdir)
+        counter = pair.popen(pair.a, [sys.executable, "-c", _COUNTER, str(dur + 3)], stdout=subprocess.PIPE,
+                             text=True)
+        engine.run([dict(flow_id=f"a-b-0-{i}", test="TCP_STREAM", dur=dur, ca="cubic", interval=interval)
+                    for i in range(flows)])
+        out = counter.communicate(timeout=30)[0]
+        engine.close()
+    finally:
+        del os.environ["NETESTO_BENCH_SAMPLE_DUTY"]
+        pair.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    points = [(float(t), int(b)) for t, b in (line.split() for line in out.splitlines())]
+    return duty_ratios(window_rates(points, window, 3.0))
+
+
+def within_run_part(dur: float, flows: int, runs: int) -> None:
+    """The sampling cost measured inside runs (see the module docstring), and its control."""
+    print(f"# within-run: {flows} flows for {dur:.0f} s, sampled at 10 ms in even 1 s windows and not at all "
+          "in odd ones; each sampled window's goodput over its two neighbours' mean", flush=True)
+    for label, interval, reps in (("control: sampled in no window", 60.0, 1), ("sampled", 0.01, runs)):
+        for _ in range(reps):
+            ratios = within_run(dur, flows, 1.0, interval)
+            mean = statistics.mean(ratios)
+            se = statistics.stdev(ratios) / len(ratios) ** 0.5
+            print(f"  {label}: window ratio mean {mean:.4f} +- {se:.4f} (standard error), median "
+                  f"{statistics.median(ratios):.4f}, {len(ratios)} windows"
+                  + (" (target >= 0.99)" if interval == 0.01 else " (should be 1 within its error)"), flush=True)
+
+
 def connections(n: int, ca: str) -> tuple[socket.socket, list[socket.socket], list[socket.socket]]:
     """``n`` established loopback TCP connections using ``ca``: (listener, client ends, server ends)."""
     lsock = socket.create_server(("127.0.0.1", 0), backlog=n)
@@ -180,7 +266,7 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
     last, gaps = bytearray(280 + 24), bytearray(40)
 
     def row(sock: socket.socket) -> None:
-        _sample_row(bytearray(), sock, parts, 1.0, 2.0, 3, 4, 5, 6, 0, 0, last, gaps)
+        _sample_row(bytearray(), 0, sock, parts, 1.0, 2.0, 3, 4, 5, 6, 0, 0, last, gaps)
 
     out[f"one row: stamps, counters, getsockopt ({_sample_row.__module__})"] = _per_call_us(row, conns, 200)
     out.update(block_cost(workdir, 20, _HEAD.size + 280 + (24 if ca == "bbr" else 0)))
@@ -332,6 +418,9 @@ def main() -> int:
     parser.add_argument("--cost", action="store_true", help="also print the per-sample cost split")
     parser.add_argument("--cost-only", action="store_true", help="only print the per-sample cost split")
     parser.add_argument("--cpu-only", action="store_true", help="only measure the sampler's CPU (part 2)")
+    parser.add_argument("--within-dur", type=float, default=60.0, help="seconds of each within-run run")
+    parser.add_argument("--within-runs", type=int, default=2, help="within-run runs sampled (0: none)")
+    parser.add_argument("--within-only", action="store_true", help="only the within-run measurement")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench_sampling"))
     if args.cost or args.cost_only:
@@ -343,6 +432,11 @@ def main() -> int:
         sampler_part(workdir)
         shutil.rmtree(workdir, ignore_errors=True)
         return 0
+    if args.within_runs:
+        within_run_part(args.within_dur, args.flows, args.within_runs)
+        if args.within_only:
+            shutil.rmtree(workdir, ignore_errors=True)
+            return 0
     pair = netns.make_veth_pair()
     try:
         engine = Engine(pair, workdir / "engine")

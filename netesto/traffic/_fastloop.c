@@ -13,6 +13,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX: how __slots__ members are typed */
 
 #include <errno.h>
 #include <math.h>
@@ -550,14 +551,59 @@ static const char *const attr_names[A_N] = {"sock", "rec_parts", "tx", "rx", "tr
                                             "udp_reord", "last_tcp", "gaps", "b_rec", "nrows", "rec_len",
                                             "flush_at"};
 static PyObject *attrs[A_N];
+/* FlowEnd (sample_setup) and where its __slots__ for those attributes are in an instance: a tick reads
+ * them directly (getattr through the instance dict would cost as much as the Python loop it replaces) */
+static PyTypeObject *flow_type;
+static Py_ssize_t slot_at[A_N];
+
+PyDoc_STRVAR(sample_setup_doc,
+"sample_setup(cls)\n\n"
+"Let sample_tick sample instances of cls, whose __slots__ must include every\n"
+"attribute sample_tick reads (subclasses must not redefine them).");
+
+static PyObject *sample_setup(PyObject *self, PyObject *cls)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "sample_setup takes a class");
+        return NULL;
+    }
+    Py_ssize_t at[A_N];
+    for (int i = 0; i < A_N; i++) {
+        PyObject *d = PyObject_GetAttr(cls, attrs[i]);
+        if (d == NULL) return NULL;
+        int slot = Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX
+                   && !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
+        if (slot) at[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!slot) {
+            PyErr_Format(PyExc_TypeError, "sample_setup: %s.%s is not a slot", ((PyTypeObject *)cls)->tp_name,
+                         attr_names[i]);
+            return NULL;
+        }
+    }
+    memcpy(slot_at, at, sizeof at);
+    Py_INCREF(cls);
+    Py_XSETREF(flow_type, (PyTypeObject *)cls);
+    Py_RETURN_NONE;
+}
 
 /* One flow end's row of a tick (see sample_tick). 1: its block is due, 0: not yet, -1: an exception is set. */
 static int tick_one(PyObject *flow, const double stamps[2])
 {
     PyObject *v[A_N] = {NULL};
     int out = -1;
-    for (int i = 0; i < A_N; i++)
-        if ((v[i] = PyObject_GetAttr(flow, attrs[i])) == NULL) goto done;
+    if (!PyObject_TypeCheck(flow, flow_type)) {
+        PyErr_Format(PyExc_TypeError, "sample_tick: a %s is not a %s", Py_TYPE(flow)->tp_name, flow_type->tp_name);
+        return -1;
+    }
+    for (int i = 0; i < A_N; i++) {
+        v[i] = *(PyObject **)((char *)flow + slot_at[i]);
+        if (v[i] == NULL) {
+            PyErr_Format(PyExc_AttributeError, "sample_tick: %s has no %s", Py_TYPE(flow)->tp_name, attr_names[i]);
+            goto done;
+        }
+        Py_INCREF(v[i]); /* fileno() below runs code: keep what we read alive */
+    }
     long parts;
     if (check_row_args("sample_tick", v[A_REC], v[A_PARTS], v[A_LAST], v[A_GAPS], &parts) < 0) goto done;
     long long counters[6];
@@ -580,9 +626,7 @@ static int tick_one(PyObject *flow, const double stamps[2])
     build_row(row, fd, parts, stamps, counters, PyByteArray_AS_STRING(v[A_LAST]), PyByteArray_AS_STRING(v[A_GAPS]));
     PyObject *n = PyLong_FromSsize_t(nrows + 1);
     if (n == NULL) goto done;
-    int failed = PyObject_SetAttr(flow, attrs[A_NROWS], n);
-    Py_DECREF(n);
-    if (failed < 0) goto done;
+    Py_XSETREF(*(PyObject **)((char *)flow + slot_at[A_NROWS]), n);
     out = nrows + 1 >= flush_at;
 done:
     for (int i = 0; i < A_N; i++) Py_XDECREF(v[i]);
@@ -591,7 +635,8 @@ done:
 
 PyDoc_STRVAR(sample_tick_doc,
 "sample_tick(flows, wall, mono) -> (due, failed)\n\n"
-"One sampler tick over a list of flow ends without latency columns: for each,\n"
+"One sampler tick over a list of flow ends (instances of the class given to\n"
+"sample_setup) without latency columns: for each,\n"
 "the row sample_row would build, put at nrows * rec_len of its b_rec (from\n"
 "its sock, rec_parts, counters, last_tcp and gaps), and nrows + 1.\n"
 "due lists the flow ends whose nrows reached flush_at (their block is due);\n"
@@ -602,6 +647,10 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
 {
     if (nargs != 3 || !PyList_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "sample_tick takes a list of flow ends, wall and mono");
+        return NULL;
+    }
+    if (flow_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "sample_tick: no sample_setup(cls) yet");
         return NULL;
     }
     double stamps[2];
@@ -645,6 +694,7 @@ static PyMethodDef methods[] = {
     {"hist_record", hist_record, METH_VARARGS, hist_record_doc},
     {"sample_row", (PyCFunction)(void (*)(void))sample_row, METH_FASTCALL, sample_row_doc},
     {"sample_tick", (PyCFunction)(void (*)(void))sample_tick, METH_FASTCALL, sample_tick_doc},
+    {"sample_setup", sample_setup, METH_O, sample_setup_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -127,10 +127,9 @@ def _sample_row_py(rec: bytearray, at: int, sock: socket.socket | None, parts: i
 
 
 # The C row builder and tick, unless an extension built from other sources lays rows out differently.
-_sample_row: Callable[..., int] = _sample_row_py
-_sample_tick = None
-if fastloop.sample_row and fastloop.sample_tick and fastloop.ROW_LAYOUT == (_HEAD.size, _INFO_LEN, _CC_SLOT):
-    _sample_row, _sample_tick = fastloop.sample_row, fastloop.sample_tick
+_C_ROWS = fastloop.ROW_LAYOUT == (_HEAD.size, _INFO_LEN, _CC_SLOT)
+_sample_row: Callable[..., int] = fastloop.sample_row if fastloop.sample_row and _C_ROWS else _sample_row_py
+_sample_tick = fastloop.sample_tick if _C_ROWS and fastloop.sample_setup else None  # set up after FlowEnd
 
 
 def safe_flow_id(flow_id: str) -> bool:
@@ -211,8 +210,14 @@ def describe_error(exc: BaseException) -> str:
 
 
 class FlowEnd:
-    """Counters and samples of one flow end; subclasses move the bytes."""
+    """Counters and samples of one flow end; subclasses move the bytes.
 
+    What the C sampler tick reads is in slots (it reads them in place), so
+    subclasses must not redefine these names as properties or class values.
+    """
+
+    __slots__ = ("sock", "rec_parts", "tx", "rx", "trans", "conns", "udp_lost", "udp_reord", "last_tcp", "gaps",
+                 "b_rec", "nrows", "rec_len", "flush_at", "__dict__", "__weakref__")
     side = "client"
 
     def __init__(self, worker: "Worker", spec: FlowSpec) -> None:
@@ -535,6 +540,10 @@ class FlowEnd:
             )
         out.update(self.extra)
         return out
+
+
+if _sample_tick is not None and fastloop.sample_setup is not None:
+    fastloop.sample_setup(FlowEnd)
 
 
 # For bench_sampling's within-run comparison only: with NETESTO_BENCH_SAMPLE_DUTY=W (seconds), ticks in

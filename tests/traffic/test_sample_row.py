@@ -10,6 +10,7 @@ import pytest
 
 from netesto.traffic import fastloop, tcpinfo
 from netesto.traffic.client import StreamClient
+from netesto.traffic import flowend
 from netesto.traffic.flowend import _GAPS, _HEAD, _INFO_LEN, Worker, _sample_row_py
 from netesto.traffic.loop import Loop
 from netesto.traffic.spec import FlowSpec
@@ -142,6 +143,10 @@ def test_rows_go_in_place_and_the_buffer_grows_only_past_its_end(name):
     assert len(rec) == 3 * size
 
 
+# the engine's Sampler uses the C tick (not with NETESTO_PURE_PYTHON=1)
+c_tick = pytest.mark.skipif(flowend._sample_tick is None, reason="the engine samples in Python here")
+
+
 @pytest.fixture
 def ends(tmp_path):
     """Three begun stream flow ends of one worker without sockets (their rows repeat the last values)."""
@@ -161,6 +166,7 @@ def ends(tmp_path):
     loop.close()
 
 
+@c_tick
 def test_the_c_tick_builds_the_rows_flowend_sample_builds(ends):
     _, (a, b, _c) = ends
     for end in (a, b):
@@ -174,6 +180,7 @@ def test_the_c_tick_builds_the_rows_flowend_sample_builds(ends):
     assert a.b_rec[_HEAD.size:a.rec_len] == a.last_tcp[:_INFO_LEN]
 
 
+@c_tick
 def test_a_flow_end_the_c_tick_cannot_sample_is_reported_and_the_others_are_sampled(ends):
     worker, (a, bad, c) = ends
     bad.b_rec = bytes(bad.rec_len)  # not a bytearray
@@ -186,3 +193,22 @@ def test_a_flow_end_the_c_tick_cannot_sample_is_reported_and_the_others_are_samp
     assert bad.finished and bad.error.startswith("sampling failed: TypeError")
     assert not a.finished and not c.finished and c.nrows == 2
     assert (a.samples, a.nrows) == (3, 0)  # begin()'s row, then the rows of both ticks in one block
+
+
+@c_tick
+def test_the_c_tick_reads_only_flow_ends_with_their_slots(ends):
+    _, (a, _b, _c) = ends
+
+    class NoSlots:
+        sock = None
+
+    with pytest.raises(TypeError, match="is not a slot"):
+        _ext.sample_setup(NoSlots)
+    with pytest.raises(TypeError):
+        _ext.sample_setup(42)
+    due, failed = _ext.sample_tick([NoSlots(), a], 1.0, 2.0)
+    assert due == [] and [type(e) for _, e in failed] == [TypeError] and a.nrows == 1
+    del a.gaps
+    due, failed = _ext.sample_tick([a], 1.0, 3.0)
+    assert [(f, type(e)) for f, e in failed] == [(a, AttributeError)] and "gaps" in str(failed[0][1])
+    a.gaps = bytearray(_GAPS.size)  # the fixture's teardown finishes it

@@ -565,7 +565,9 @@ class Sampler:
     def __init__(self, loop: "Loop") -> None:
         self.loop = loop
         self.groups: dict[float, list[FlowEnd]] = {}
-        self.fast: dict[float, list[FlowEnd]] = {}  # of a group, the flow ends sample_tick samples
+        # a group's flow ends in two lists: those sample_tick samples, and the others
+        self.fast: dict[float, list[FlowEnd]] = {}
+        self.slow: dict[float, list[FlowEnd]] = {}
         self.next: dict[float, float] = {}
         self.cpu_ns = 0
 
@@ -574,13 +576,12 @@ class Sampler:
         group = self.groups.get(interval)
         if group is None:
             group = self.groups[interval] = []
-            self.fast[interval] = []
+            self.fast[interval], self.slow[interval] = [], []
             when = time.monotonic() + interval
             self.next[interval] = when
             self.loop.call_at(when, lambda: self._tick(interval))
         group.append(flow)
-        if _sample_tick is not None and not flow.is_rr:
-            self.fast[interval].append(flow)
+        (self.fast if _sample_tick is not None and not flow.is_rr else self.slow)[interval].append(flow)
         # Spread the flushes of a group over the ticks (flows that start
         # together would all write their block in the same tick): this flow's
         # first block is 1..flush_rows rows, the later ones flush_rows.
@@ -590,22 +591,22 @@ class Sampler:
 
     def remove(self, flow: FlowEnd) -> None:
         interval = flow.spec.interval
-        for flows in (self.groups.get(interval), self.fast.get(interval)):
+        for flows in (self.groups.get(interval), self.fast.get(interval), self.slow.get(interval)):
             if flows is not None and flow in flows:
                 flows.remove(flow)
 
     def _tick(self, interval: float) -> None:
         group = self.groups.get(interval)
         if not group:
-            self.groups.pop(interval, None)
-            self.fast.pop(interval, None)
+            for groups in (self.groups, self.fast, self.slow):
+                groups.pop(interval, None)
             return
         cpu0 = time.thread_time_ns()
         # One instant per tick: every row of the tick carries the same stamps.
         now = time.monotonic()
         wall = time.time()
         if not (_BENCH_DUTY and int(wall / _BENCH_DUTY) % 2):
-            self._sample(group, self.fast[interval], now, wall)
+            self._sample(self.fast[interval], self.slow[interval], now, wall)
         self.cpu_ns += time.thread_time_ns() - cpu0
         when = self.next[interval] + interval
         if when <= now:  # we fell behind: skip the missed grid points
@@ -613,7 +614,7 @@ class Sampler:
         self.next[interval] = when
         self.loop.call_at(when, lambda: self._tick(interval))
 
-    def _sample(self, group: list[FlowEnd], fast: list[FlowEnd], now: float, wall: float) -> None:
+    def _sample(self, fast: list[FlowEnd], slow: list[FlowEnd], now: float, wall: float) -> None:
         if fast:
             assert _sample_tick is not None
             due, failed = _sample_tick(fast, wall, now)
@@ -621,7 +622,7 @@ class Sampler:
                 self._failed(flow, exc)
             for flow in due:
                 self._guarded(flow, flow.flush)
-        for flow in list(group) if not fast else [f for f in group if f.is_rr]:  # finish() removes from group
+        for flow in list(slow):  # finish() removes from it
             self._guarded(flow, lambda: flow.sample(now, wall))
 
     def _guarded(self, flow: FlowEnd, step: Callable[[], None]) -> None:

@@ -492,6 +492,16 @@ static int check_row_args(const char *fn, PyObject *rec, PyObject *parts_obj, Py
     return 0;
 }
 
+/* The six counters of a row from six ints. 0 or -1 with an exception set. */
+static int get_counters(PyObject *const *objs, long long counters[6])
+{
+    for (int i = 0; i < 6; i++) {
+        counters[i] = PyLong_AsLongLong(objs[i]);
+        if (counters[i] == -1 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
 /* Room for size bytes at offset at of rec (at <= len(rec); rec grows, never shrinks): the row's address. */
 static char *row_at(PyObject *rec, Py_ssize_t at, Py_ssize_t size)
 {
@@ -532,10 +542,7 @@ static PyObject *sample_row(PyObject *self, PyObject *const *args, Py_ssize_t na
         stamps[i] = PyFloat_AsDouble(args[4 + i]);
         if (stamps[i] == -1.0 && PyErr_Occurred()) return NULL;
     }
-    for (int i = 0; i < 6; i++) {
-        counters[i] = PyLong_AsLongLong(args[6 + i]);
-        if (counters[i] == -1 && PyErr_Occurred()) return NULL;
-    }
+    if (get_counters(args + 6, counters) < 0) return NULL;
     int fd = parts > 0 ? sock_fd(args[2]) : -1;
     if (fd == -2) return NULL;
     char *row = row_at(rec, at, row_size(parts));
@@ -544,13 +551,12 @@ static PyObject *sample_row(PyObject *self, PyObject *const *args, Py_ssize_t na
                                      PyByteArray_AS_STRING(gaps)));
 }
 
-/* FlowEnd attributes sample_tick reads (interned once) */
+/* FlowEnd attributes sample_tick reads (the six counters in a row, as get_counters takes them) */
 enum { A_SOCK, A_PARTS, A_TX, A_RX, A_TRANS, A_CONNS, A_LOST, A_REORD, A_LAST, A_GAPS, A_REC, A_NROWS,
        A_RECLEN, A_FLUSHAT, A_N };
 static const char *const attr_names[A_N] = {"sock", "rec_parts", "tx", "rx", "trans", "conns", "udp_lost",
                                             "udp_reord", "last_tcp", "gaps", "b_rec", "nrows", "rec_len",
                                             "flush_at"};
-static PyObject *attrs[A_N];
 /* FlowEnd (sample_setup) and where its __slots__ for those attributes are in an instance: a tick reads
  * them directly (getattr through the instance dict would cost as much as the Python loop it replaces) */
 static PyTypeObject *flow_type;
@@ -569,7 +575,7 @@ static PyObject *sample_setup(PyObject *self, PyObject *cls)
     }
     Py_ssize_t at[A_N];
     for (int i = 0; i < A_N; i++) {
-        PyObject *d = PyObject_GetAttr(cls, attrs[i]);
+        PyObject *d = PyObject_GetAttrString(cls, attr_names[i]);
         if (d == NULL) return NULL;
         int slot = Py_IS_TYPE(d, &PyMemberDescr_Type) && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX
                    && !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
@@ -607,10 +613,7 @@ static int tick_one(PyObject *flow, const double stamps[2])
     long parts;
     if (check_row_args("sample_tick", v[A_REC], v[A_PARTS], v[A_LAST], v[A_GAPS], &parts) < 0) goto done;
     long long counters[6];
-    for (int i = 0; i < 6; i++) {
-        counters[i] = PyLong_AsLongLong(v[A_TX + i]);
-        if (counters[i] == -1 && PyErr_Occurred()) goto done;
-    }
+    if (get_counters(v + A_TX, counters) < 0) goto done;
     Py_ssize_t nrows = PyLong_AsSsize_t(v[A_NROWS]), rec_len = PyLong_AsSsize_t(v[A_RECLEN]);
     Py_ssize_t flush_at = PyLong_AsSsize_t(v[A_FLUSHAT]);
     if (PyErr_Occurred()) goto done;
@@ -662,7 +665,7 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (due == NULL || failed == NULL) goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(flows); i++) {
         PyObject *flow = PyList_GET_ITEM(flows, i);
-        Py_INCREF(flow); /* a failing getter could drop it from the list */
+        Py_INCREF(flow); /* fileno() runs code, which could drop it from the list */
         int got = tick_one(flow, stamps);
         int bad = 0;
         if (got == 1) {
@@ -707,12 +710,6 @@ PyMODINIT_FUNC PyInit__fastloop(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    for (int i = 0; i < A_N; i++) {
-        if (attrs[i] == NULL && (attrs[i] = PyUnicode_InternFromString(attr_names[i])) == NULL) {
-            Py_DECREF(m);
-            return NULL;
-        }
-    }
     if (PyModule_AddIntConstant(m, "AGAIN", ST_AGAIN) < 0 || PyModule_AddIntConstant(m, "EOF", ST_EOF) < 0
         || PyModule_AddIntConstant(m, "DEADLINE", ST_DEADLINE) < 0
         || PyModule_AddIntConstant(m, "LATFULL", ST_LATFULL) < 0

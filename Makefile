@@ -4,7 +4,7 @@
 
 PYTHON ?= python3
 # gcc, libc6-dev and python3-dev build the engine's optional C loops (netesto/traffic/_fastloop.c)
-APT_PACKAGES = iproute2 iptables iputils-ping ethtool tcpdump iperf3 sockperf sysstat chromium gcc libc6-dev python3-dev
+APT_PACKAGES = iproute2 iptables iputils-ping ethtool tcpdump iperf3 sockperf sysstat chromium gcc libc6-dev python3-dev zlib1g-dev
 PYTEST_ARGS ?=
 
 .PHONY: install demo test bench clean

@@ -1,16 +1,30 @@
-"""Build the optional C accelerator of the engine's solo TCP_RR loops (the rest is in pyproject.toml).
+"""Build the optional C accelerator of the engine (the rest is in pyproject.toml).
 
 Without a C compiler the build skips it (``optional=True``) and the engine
-runs its pure-Python loops.
+runs its pure-Python loops. With zlib's header (``zlib1g-dev``) the sampler's
+tick also writes the flows' blocks in C (``_fastloop.TICK_WRITES``).
 """
 
+import os
+import sysconfig
+
 from setuptools import Extension, setup
+
+
+def _have_zlib() -> bool:
+    dirs = {sysconfig.get_config_var("INCLUDEDIR") or "/usr/include", "/usr/include", "/usr/local/include"}
+    return any(os.path.exists(os.path.join(d, "zlib.h")) for d in dirs)
+
+
+ZLIB = _have_zlib()
 
 setup(
     ext_modules=[
         Extension(
             "netesto.traffic._fastloop",
             ["netesto/traffic/_fastloop.c"],
+            define_macros=[("NETESTO_ZLIB", "1")] if ZLIB else [],
+            libraries=["z"] if ZLIB else [],
             optional=True,
         )
     ]

@@ -5,18 +5,22 @@ the CPU the sampler of 100 flows at 100 Hz uses.
 [--within-window 0.5]`` (root, repository root).
 
 0. Within runs (the target's reading): 64 TCP_STREAM flows for 60 s on a
-   fresh veth pair, the engine's sampler on (10 ms) in the even 0.5 s windows
-   of the wall clock and off in the odd ones (``NETESTO_BENCH_SAMPLE_DUTY``,
-   a bench-only switch read by the Sampler); the client veth's byte counter
-   read 20 times a second gives each window's goodput, and each sampled
-   window is divided by the mean of its two unsampled neighbours. Drift and
-   the neighbours' load change slowly, so this pairs far better than whole
-   runs do: a standard error of ~0.3-2 % in one run where run pairs spread
-   +-8 % (0.5 s windows pair better than 1 s ones: the control's error was
-   0.3 % against 1-2 %). Runs still differ by ~1-2 %, more than their errors, so the
-   target's reading is the mean of the runs (``--within-runs``, 2 by
-   default; 5 or more to tell 1 %). A control run (sampled in no window)
-   shows the estimator has no bias of its own. ``--within-only`` runs just
+   fresh veth pair, the wall clock cut in pairs of 0.5 s windows and the
+   engine's sampler on (10 ms) in one window of each pair and off in the
+   other (``NETESTO_BENCH_SAMPLE_DUTY``, a bench-only switch read by the
+   Sampler; which window of a pair follows the Thue-Morse sequence,
+   ``flowend.bench_window_sampled``); the client veth's byte counter read
+   20 times a second gives each window's goodput, and each sampled window
+   is divided by its pair's unsampled one. Drift and the neighbours' load
+   change slowly, so this pairs far better than whole runs do: a standard
+   error of ~0.3-0.7 % in one run where run pairs spread +-8 %. Sampling
+   the even windows of every second instead (as this bench did before)
+   gave control runs of 1.005-1.014: the flows' once-a-second progress
+   events land at a fixed phase of each second, in one parity of windows.
+   Runs still differ by ~1 %, more than their errors, so the target's
+   reading is the mean of the runs (``--within-runs``, 2 by default; 5 or
+   more to tell 1 %). A control run (sampled in no window) shows the
+   estimator has no bias of its own. ``--within-only`` runs just
    this part.
 1. 64 TCP_STREAM flows on a veth pair with ``interval=0.01`` vs ``interval=60``
    (one sample at the start and one at the end: the engine's way of "not
@@ -68,7 +72,7 @@ from bench.bench_stream import Engine
 from netesto.traffic.client import StreamClient
 from netesto.traffic import tcpinfo
 from netesto.traffic.columns import FLOW_COLUMNS
-from netesto.traffic.flowend import _HEAD, _LAYOUTS, FlowEnd, Worker, _sample_row
+from netesto.traffic.flowend import _HEAD, _LAYOUTS, FlowEnd, Worker, _sample_row, bench_window_sampled
 from netesto.traffic.loop import Loop
 from netesto.traffic.rawformat import _BLOCK, FlowWriter, read_flow
 from netesto.traffic.spec import FlowSpec
@@ -160,15 +164,24 @@ def window_rates(points: list[tuple[float, int]], window: float, skip: float) ->
     return out
 
 
-def duty_ratios(rates: list[tuple[int, float]]) -> list[float]:
-    """Each even (sampled) window's rate over the mean of its two odd (unsampled) neighbours."""
-    return [rates[i][1] / ((rates[i - 1][1] + rates[i + 1][1]) / 2) for i in range(1, len(rates) - 1)
-            if rates[i][0] % 2 == 0 and rates[i - 1][0] == rates[i][0] - 1 and rates[i + 1][0] == rates[i][0] + 1]
+def duty_ratios(rates: list[tuple[int, float]], window: float) -> list[float]:
+    """For each pair of windows (see ``bench_window_sampled``) with both windows measured: the
+    sampled window's rate over the unsampled one's. Next to each other, they share the slow drift
+    and the neighbours' load; which one is sampled is as often the first as the second, so a drift
+    inside a pair and the flows' own once-a-second work cancel out over the pairs."""
+    got = dict(rates)
+    out = []
+    for k in sorted(got):
+        if k % 2 == 0 and k + 1 in got:
+            first_sampled = bench_window_sampled((k + 0.5) * window, window)
+            on, off = (got[k], got[k + 1]) if first_sampled else (got[k + 1], got[k])
+            out.append(on / off)
+    return out
 
 
 def within_run(dur: float, flows: int, window: float, interval: float) -> list[float]:
     """One run of ``flows`` flows for ``dur`` s on a fresh veth pair, with the engine's sampler
-    on in the even ``window``-second windows and off in the odd ones (NETESTO_BENCH_SAMPLE_DUTY);
+    on in one ``window``-second window of each pair and off in the other (NETESTO_BENCH_SAMPLE_DUTY);
     the client's veth byte counter read 20 times a second. Returns :func:`duty_ratios`."""
     os.environ["NETESTO_BENCH_SAMPLE_DUTY"] = str(window)  # inherited by the engine's server and client
     pair = netns.make_veth_pair()
@@ -186,13 +199,13 @@ def within_run(dur: float, flows: int, window: float, interval: float) -> list[f
         pair.close()
         shutil.rmtree(workdir, ignore_errors=True)
     points = [(float(t), int(b)) for t, b in (line.split() for line in out.splitlines())]
-    return duty_ratios(window_rates(points, window, 3.0))
+    return duty_ratios(window_rates(points, window, 3.0), window)
 
 
 def within_run_part(dur: float, flows: int, runs: int, window: float) -> None:
     """The sampling cost measured inside runs (see the module docstring), and its control."""
-    print(f"# within-run: {flows} flows for {dur:.0f} s, sampled at 10 ms in even {window:g} s windows and not at "
-          "all in odd ones; each sampled window's goodput over its two neighbours' mean", flush=True)
+    print(f"# within-run: {flows} flows for {dur:.0f} s, sampled at 10 ms in one {window:g} s window of each pair "
+          "and not at all in the other; each sampled window's goodput over its pair's unsampled one", flush=True)
     means = []
     for label, interval, reps in (("control: sampled in no window", 60.0, 1), ("sampled", 0.01, runs)):
         for _ in range(reps):
@@ -308,8 +321,11 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
     finally:
         FlowEnd.flush = real_flush  # type: ignore[method-assign]
     rows = ticks * len(ends)
-    out["flush (one records block), per row"] = flush_ns / 1e3 / rows
-    out["whole Sampler tick, per flow (all of the above)"] = tick_ns / 1e3 / rows
+    if flush_ns:  # Python wrote the blocks (FlowEnd.flush)
+        out["flush (one records block), per row"] = flush_ns / 1e3 / rows
+        out["whole Sampler tick, per flow (all of the above)"] = tick_ns / 1e3 / rows
+    else:  # the C tick wrote them (fastloop.TICK_WRITES)
+        out["whole Sampler tick, per flow (all of the above; the C tick writes the blocks)"] = tick_ns / 1e3 / rows
     for end in ends:
         end.finish()
     for s in conns + peers:

@@ -8,7 +8,8 @@
  * always sees exactly what went over the wire. Payloads are zeros, like the
  * Python loops send. Single-threaded callers: the GIL is kept.
  * Also hist_record: the latencies' histogram counting (Histogram.record_many),
- * and sample_row: one sampler row of a flow end (FlowEnd.sample).
+ * sample_row: one sampler row of a flow end (FlowEnd.sample), and sample_tick: one sampler tick
+ * over many flow ends, their due blocks written (FlowWriter.write_records' bytes) when zlib is there.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -22,7 +23,14 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <time.h>
+#ifdef NETESTO_ZLIB
+#include <zlib.h> /* crc32 of the records blocks (setup.py defines NETESTO_ZLIB when it finds zlib.h) */
+#define TICK_WRITES 1 /* sample_tick writes the due blocks itself */
+#else
+#define TICK_WRITES 0
+#endif
 
 #define CHUNK 65536
 #define CHECK_EVERY 16 /* transactions (client) or reads (server) between signal checks */
@@ -561,6 +569,9 @@ static const char *const attr_names[A_N] = {"sock", "rec_parts", "tx", "rx", "tr
  * them directly (getattr through the instance dict would cost as much as the Python loop it replaces) */
 static PyTypeObject *flow_type;
 static Py_ssize_t slot_at[A_N];
+static Py_ssize_t slot_end; /* bytes of an instance up to the end of the last of those slots */
+
+#define SLOT(flow, i) (*(PyObject **)((char *)(flow) + slot_at[i]))
 
 PyDoc_STRVAR(sample_setup_doc,
 "sample_setup(cls)\n\n"
@@ -573,7 +584,7 @@ static PyObject *sample_setup(PyObject *self, PyObject *cls)
         PyErr_SetString(PyExc_TypeError, "sample_setup takes a class");
         return NULL;
     }
-    Py_ssize_t at[A_N];
+    Py_ssize_t at[A_N], end = 0;
     for (int i = 0; i < A_N; i++) {
         PyObject *d = PyObject_GetAttrString(cls, attr_names[i]);
         if (d == NULL) return NULL;
@@ -586,24 +597,166 @@ static PyObject *sample_setup(PyObject *self, PyObject *cls)
                          attr_names[i]);
             return NULL;
         }
+        if (at[i] + (Py_ssize_t)sizeof(PyObject *) > end) end = at[i] + (Py_ssize_t)sizeof(PyObject *);
     }
     memcpy(slot_at, at, sizeof at);
+    slot_end = end;
     Py_INCREF(cls);
     Py_XSETREF(flow_type, (PyTypeObject *)cls);
     Py_RETURN_NONE;
 }
 
-/* One flow end's row of a tick (see sample_tick). 1: its block is due, 0: not yet, -1: an exception is set. */
-static int tick_one(PyObject *flow, const double stamps[2])
+/* A tick's memory is cold: the flows' bulk data went through the caches since the last tick, and each
+ * flow end's reads (instance, slots' objects) and row depend on one another, with a system call between
+ * flow ends that no out-of-order window crosses. So the tick first walks its flow ends three times, asking
+ * for the next level of that memory each time (instances; their counters, buffers and socket; the rows'
+ * place), and the misses of all flow ends overlap instead of coming one by one. Only prefetches: no
+ * value read here is trusted, tick_one checks everything again. */
+static void prefetch_tick(PyObject *const *flows, Py_ssize_t nflows, Py_ssize_t cap)
+{
+    Py_ssize_t n = nflows < cap ? nflows : cap;
+    for (Py_ssize_t i = 0; i < n; i++)
+        for (Py_ssize_t off = 0; off < slot_end; off += 64) __builtin_prefetch((char *)flows[i] + off, 0, 3);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (Py_TYPE(flows[i]) != flow_type) continue;
+        for (int k = 0; k < A_N; k++) {
+            PyObject *v = SLOT(flows[i], k);
+            if (v != NULL) __builtin_prefetch(v, 0, 3);
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (Py_TYPE(flows[i]) != flow_type) continue;
+        PyObject *rec = SLOT(flows[i], A_REC), *nrows = SLOT(flows[i], A_NROWS), *len = SLOT(flows[i], A_RECLEN);
+        if (rec == NULL || nrows == NULL || len == NULL || !PyByteArray_CheckExact(rec) || !PyLong_CheckExact(nrows)
+            || !PyLong_CheckExact(len))
+            continue;
+        Py_ssize_t at = PyLong_AsSsize_t(nrows) * PyLong_AsSsize_t(len), rlen = PyLong_AsSsize_t(len);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            continue;
+        }
+        if (at < 0 || rlen <= 0 || at + rlen > PyByteArray_GET_SIZE(rec)) continue;
+        for (Py_ssize_t off = 0; off < rlen; off += 64) __builtin_prefetch(PyByteArray_AS_STRING(rec) + at + off, 1, 3);
+        PyObject *last = SLOT(flows[i], A_LAST), *gaps = SLOT(flows[i], A_GAPS);
+        if (last != NULL && PyByteArray_CheckExact(last)) __builtin_prefetch(PyByteArray_AS_STRING(last), 1, 3);
+        if (gaps != NULL && PyByteArray_CheckExact(gaps)) __builtin_prefetch(PyByteArray_AS_STRING(gaps), 1, 3);
+    }
+}
+
+#ifdef NETESTO_ZLIB
+static PyObject *s_writer, *s_direct_fd, *s_rows, *s_samples, *s_flush_rows; /* names the flush uses */
+
+static unsigned char *put_be(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = bytes - 1; i >= 0; i--) *p++ = (unsigned char)(v >> (8 * i));
+    return p;
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* What FlowWriter.write_records puts before n records of size bytes: the block's length and crc32
+ * (little-endian), then msgpack's {"type": "records", "n": n, "rec": and the bin's header (shortest
+ * encodings, as msgpack writes them). h has room for 40 bytes; returns how many it holds. */
+static size_t block_head(unsigned char *h, uint64_t n, uint64_t size, const char *rec)
+{
+    static const char rec_map[] = "\x83\xa4type\xa7records\xa1n", rec_key[] = "\xa3rec";
+    unsigned char *p = h + 8;
+    memcpy(p, rec_map, sizeof rec_map - 1);
+    p += sizeof rec_map - 1;
+    if (n < 0x80) p = put_be(p, n, 1);
+    else if (n < 0x100) *p++ = 0xcc, p = put_be(p, n, 1);
+    else if (n < 0x10000) *p++ = 0xcd, p = put_be(p, n, 2);
+    else *p++ = 0xce, p = put_be(p, n, 4);
+    memcpy(p, rec_key, sizeof rec_key - 1);
+    p += sizeof rec_key - 1;
+    if (size < 0x100) *p++ = 0xc4, p = put_be(p, size, 1);
+    else if (size < 0x10000) *p++ = 0xc5, p = put_be(p, size, 2);
+    else *p++ = 0xc6, p = put_be(p, size, 4);
+    size_t plen = (size_t)(p - (h + 8));
+    uLong crc = crc32(crc32(0L, h + 8, (uInt)plen), (const Bytef *)rec, (uInt)size);
+    put_le32(h, (uint32_t)(plen + size));
+    put_le32(h + 4, (uint32_t)crc);
+    return 8 + plen;
+}
+
+/* obj.name += n. 0 or -1 with an exception set. */
+static int add_attr(PyObject *obj, PyObject *name, Py_ssize_t n)
+{
+    PyObject *old = PyObject_GetAttr(obj, name);
+    if (old == NULL) return -1;
+    PyObject *by = PyLong_FromSsize_t(n), *sum = by != NULL ? PyNumber_Add(old, by) : NULL;
+    int rc = sum != NULL ? PyObject_SetAttr(obj, name, sum) : -1;
+    Py_DECREF(old);
+    Py_XDECREF(by);
+    Py_XDECREF(sum);
+    return rc;
+}
+
+/* FlowEnd.flush in C for a flow end whose block is due: its n rows (rec_len bytes each, at the start of
+ * b_rec) go to its writer's fd as one records block (FlowWriter.write_records' bytes), then writer.rows and
+ * samples grow by n, nrows is 0 and flush_at flush_rows again. 1: done; 0: Python must write the block,
+ * *written bytes of it already gone out (no writer fd for these records, or a short or failed writev:
+ * FlowWriter.write_records goes on from there and raises what the OS said); -1: an exception is set. */
+static int flush_one(PyObject *flow, PyObject *b_rec, Py_ssize_t n, Py_ssize_t rec_len, Py_ssize_t *written)
+{
+    *written = 0;
+    PyObject *writer = PyObject_GetAttr(flow, s_writer);
+    if (writer == NULL) return -1;
+    int out = 0;
+    PyObject *len = NULL, *fdo = NULL;
+    if (writer == Py_None) goto done;
+    len = PyLong_FromSsize_t(rec_len);
+    fdo = len != NULL ? PyObject_CallMethodOneArg(writer, s_direct_fd, len) : NULL;
+    if (fdo == NULL) goto fail;
+    if (fdo == Py_None) goto done;
+    int overflow;
+    long fd = PyLong_AsLongAndOverflow(fdo, &overflow);
+    if (fd == -1 && PyErr_Occurred()) goto fail;
+    if (overflow || fd < 0 || fd > INT_MAX) goto done;
+    Py_ssize_t size = n * rec_len;
+    if (size > PyByteArray_GET_SIZE(b_rec) || size > 0x7fffffff - 64) goto done;
+    unsigned char head[40];
+    const char *rec = PyByteArray_AS_STRING(b_rec);
+    size_t hlen = block_head(head, (uint64_t)n, (uint64_t)size, rec);
+    struct iovec iov[2] = {{head, hlen}, {(void *)rec, (size_t)size}};
+    ssize_t sent = writev((int)fd, iov, 2);
+    if (sent != (ssize_t)hlen + size) {
+        *written = sent > 0 ? sent : 0;
+        goto done;
+    }
+    if (add_attr(writer, s_rows, n) < 0 || add_attr(flow, s_samples, n) < 0) goto fail;
+    PyObject *flush_rows = PyObject_GetAttr(flow, s_flush_rows);
+    if (flush_rows == NULL) goto fail;
+    Py_XSETREF(SLOT(flow, A_FLUSHAT), flush_rows);
+    Py_XSETREF(SLOT(flow, A_NROWS), PyLong_FromLong(0));
+    out = 1;
+    goto done;
+fail:
+    out = -1;
+done:
+    Py_DECREF(writer);
+    Py_XDECREF(len);
+    Py_XDECREF(fdo);
+    return out;
+}
+#endif
+
+/* One flow end's row of a tick (see sample_tick). 1: its block is due, 0: not yet, -1: an exception is set.
+ * A due block is written here (flush_one) when it can be: then 0, or 1 with *written bytes of it out. */
+static int tick_one(PyObject *flow, const double stamps[2], Py_ssize_t *written)
 {
     PyObject *v[A_N] = {NULL};
     int out = -1;
+    *written = 0;
     if (!PyObject_TypeCheck(flow, flow_type)) {
         PyErr_Format(PyExc_TypeError, "sample_tick: a %s is not a %s", Py_TYPE(flow)->tp_name, flow_type->tp_name);
         return -1;
     }
     for (int i = 0; i < A_N; i++) {
-        v[i] = *(PyObject **)((char *)flow + slot_at[i]);
+        v[i] = SLOT(flow, i);
         if (v[i] == NULL) {
             PyErr_Format(PyExc_AttributeError, "sample_tick: %s has no %s", Py_TYPE(flow)->tp_name, attr_names[i]);
             goto done;
@@ -629,8 +782,14 @@ static int tick_one(PyObject *flow, const double stamps[2])
     build_row(row, fd, parts, stamps, counters, PyByteArray_AS_STRING(v[A_LAST]), PyByteArray_AS_STRING(v[A_GAPS]));
     PyObject *n = PyLong_FromSsize_t(nrows + 1);
     if (n == NULL) goto done;
-    Py_XSETREF(*(PyObject **)((char *)flow + slot_at[A_NROWS]), n);
+    Py_XSETREF(SLOT(flow, A_NROWS), n);
     out = nrows + 1 >= flush_at;
+#ifdef NETESTO_ZLIB
+    if (out == 1) {
+        int flushed = flush_one(flow, v[A_REC], nrows + 1, rec_len, written);
+        out = flushed < 0 ? -1 : !flushed;
+    }
+#endif
 done:
     for (int i = 0; i < A_N; i++) Py_XDECREF(v[i]);
     return out;
@@ -642,9 +801,17 @@ PyDoc_STRVAR(sample_tick_doc,
 "sample_setup) without latency columns: for each,\n"
 "the row sample_row would build, put at nrows * rec_len of its b_rec (from\n"
 "its sock, rec_parts, counters, last_tcp and gaps), and nrows + 1.\n"
-"due lists the flow ends whose nrows reached flush_at (their block is due);\n"
-"failed lists (flow end, exception) for those whose row could not be built\n"
-"(the others are sampled all the same).");
+"A flow end whose nrows reaches flush_at has a block due: built with zlib,\n"
+"the tick writes it as FlowEnd.flush would (the block to its writer's\n"
+"direct_fd(rec_len), then writer.rows and samples + n, nrows 0, flush_at\n"
+"flush_rows). due lists (flow end, bytes written) for the blocks Python must\n"
+"write (FlowEnd.flush(written)): every due block without zlib, else those\n"
+"with no direct fd or whose writev fell short. failed lists (flow end,\n"
+"exception) for those whose row could not be built or written (the others\n"
+"are sampled all the same).");
+
+/* at most this many flow ends' memory is asked for ahead of a tick (their lines fit in the L2 cache) */
+#define PREFETCH_FLOWS 64
 
 static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -663,24 +830,28 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     PyObject *flows = args[0], *due = PyList_New(0), *failed = PyList_New(0);
     if (due == NULL || failed == NULL) goto fail;
+    prefetch_tick(((PyListObject *)flows)->ob_item, PyList_GET_SIZE(flows), PREFETCH_FLOWS);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(flows); i++) {
         PyObject *flow = PyList_GET_ITEM(flows, i);
         Py_INCREF(flow); /* fileno() runs code, which could drop it from the list */
-        int got = tick_one(flow, stamps);
+        Py_ssize_t written;
+        int got = tick_one(flow, stamps, &written);
+        PyObject *pair = NULL;
         int bad = 0;
         if (got == 1) {
-            bad = PyList_Append(due, flow) < 0;
+            pair = Py_BuildValue("(On)", flow, written);
+            bad = pair == NULL || PyList_Append(due, pair) < 0;
         } else if (got < 0) {
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
             PyErr_NormalizeException(&type, &value, &tb);
-            PyObject *pair = value != NULL ? PyTuple_Pack(2, flow, value) : NULL;
+            pair = value != NULL ? PyTuple_Pack(2, flow, value) : NULL;
             Py_XDECREF(type);
             Py_XDECREF(value);
             Py_XDECREF(tb);
             bad = pair == NULL || PyList_Append(failed, pair) < 0;
-            Py_XDECREF(pair);
         }
+        Py_XDECREF(pair);
         Py_DECREF(flow);
         if (bad) goto fail;
     }
@@ -719,9 +890,20 @@ PyMODINIT_FUNC PyInit__fastloop(void)
         || PyModule_AddIntConstant(m, "HIST_BUCKETS", HIST_BUCKETS) < 0
         || PyModule_AddIntConstant(m, "ROW_HEAD", ROW_HEAD) < 0
         || PyModule_AddIntConstant(m, "ROW_INFO", ROW_INFO) < 0
-        || PyModule_AddIntConstant(m, "ROW_CC_SLOT", ROW_CC_SLOT) < 0) {
+        || PyModule_AddIntConstant(m, "ROW_CC_SLOT", ROW_CC_SLOT) < 0
+        || PyModule_AddIntConstant(m, "TICK_WRITES", TICK_WRITES) < 0) {
         Py_DECREF(m);
         return NULL;
     }
+#ifdef NETESTO_ZLIB
+    if ((s_writer = PyUnicode_InternFromString("writer")) == NULL
+        || (s_direct_fd = PyUnicode_InternFromString("direct_fd")) == NULL
+        || (s_rows = PyUnicode_InternFromString("rows")) == NULL
+        || (s_samples = PyUnicode_InternFromString("samples")) == NULL
+        || (s_flush_rows = PyUnicode_InternFromString("flush_rows")) == NULL) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
     return m;
 }

@@ -422,14 +422,15 @@ class FlowEnd:
         if len(self.lat_raw) >= 65536:  # bounded memory even with long intervals
             self.fold_latency()
 
-    def flush(self) -> None:
-        """Write the buffered rows as one ``records`` block (about every 0.2 s)."""
+    def flush(self, written: int = 0) -> None:
+        """Write the buffered rows as one ``records`` block (about every 0.2 s);
+        ``written`` bytes of it are already out (the C tick's writev fell short)."""
         n = self.nrows
         if n == 0 or self.writer is None:
             return
         rows = memoryview(self.b_rec)[:n * self.rec_len]
         try:
-            self.writer.write_records(n, rows)
+            self.writer.write_records(n, rows, written)
         finally:
             rows.release()  # b_rec may grow again (a bytearray with a live view cannot)
         self.samples += n
@@ -546,9 +547,19 @@ if _sample_tick is not None and fastloop.sample_setup is not None:
     fastloop.sample_setup(FlowEnd)
 
 
-# For bench_sampling's within-run comparison only: with NETESTO_BENCH_SAMPLE_DUTY=W (seconds), ticks in
-# the odd W-second windows of the wall clock sample nothing (the flows' goodput is compared between windows).
+# For bench_sampling's within-run comparison only: with NETESTO_BENCH_SAMPLE_DUTY=W (seconds), ticks
+# sample in one W-second window of each pair of the wall clock and not in the other (bench_window_sampled).
 _BENCH_DUTY = float(os.environ.get("NETESTO_BENCH_SAMPLE_DUTY") or 0)
+
+
+def bench_window_sampled(wall: float, window: float) -> bool:
+    """Whether the ``window``-second window of the wall clock holding ``wall`` is sampled under
+    NETESTO_BENCH_SAMPLE_DUTY: windows go in pairs (k // 2), and the Thue-Morse sequence (the
+    parity of the pair number's one bits) says which of the two: as often the first as the second,
+    with no period, so work the flows do at a fixed phase of each second (progress events, which
+    all flows started together send together) lands as often in sampled windows as in the others."""
+    k = int(wall / window)
+    return k % 2 == bin(k // 2).count("1") % 2
 
 
 class Sampler:
@@ -605,7 +616,7 @@ class Sampler:
         # One instant per tick: every row of the tick carries the same stamps.
         now = time.monotonic()
         wall = time.time()
-        if not (_BENCH_DUTY and int(wall / _BENCH_DUTY) % 2):
+        if not _BENCH_DUTY or bench_window_sampled(wall, _BENCH_DUTY):
             self._sample(self.fast[interval], self.slow[interval], now, wall)
         self.cpu_ns += time.thread_time_ns() - cpu0
         when = self.next[interval] + interval
@@ -617,13 +628,14 @@ class Sampler:
     def _sample(self, fast: list[FlowEnd], slow: list[FlowEnd], now: float, wall: float) -> None:
         if fast:
             assert _sample_tick is not None
-            due, failed = _sample_tick(fast, wall, now)
+            due, failed = _sample_tick(fast, wall, now)  # writes the due blocks too (TICK_WRITES)
             for flow, exc in failed:
                 self._failed(flow, exc)
-            for flow in due:
-                self._guarded(flow, flow.flush)
-        for flow in list(slow):  # finish() removes from it
-            self._guarded(flow, lambda: flow.sample(now, wall))
+            for flow, written in due:
+                self._guarded(flow, lambda: flow.flush(written))
+        if slow:
+            for flow in list(slow):  # finish() removes from it
+                self._guarded(flow, lambda: flow.sample(now, wall))
 
     def _guarded(self, flow: FlowEnd, step: Callable[[], None]) -> None:
         try:
@@ -635,7 +647,9 @@ class Sampler:
     def _failed(flow: FlowEnd, exc: BaseException) -> None:
         if flow.finished:
             return
-        flow.writer = None if isinstance(exc, OSError) else flow.writer  # e.g. a full disk: write no more
+        if isinstance(exc, OSError) and flow.writer is not None:  # e.g. a full disk: write no more
+            flow.writer.abandon()
+            flow.writer = None
         flow.sampling_ok = False  # the same would fail again for the last row
         flow.finish(f"sampling failed: {type(exc).__name__}: {exc}")
 

@@ -211,18 +211,21 @@ class FlowWriter:
         self._write_block({"type": "samples", "n": n, "cols": cols})
         self.rows += n
 
-    def write_records(self, n: int, rec: bytes | bytearray | memoryview) -> None:
+    def write_records(self, n: int, rec: bytes | bytearray | memoryview, written: int = 0) -> None:
         """Write ``n`` rows as one ``records`` block: ``n`` records laid out as
         the writer's :class:`RecordLayout` says (rows buffered by
         :meth:`append` go first). A wrong length raises
-        :class:`~netesto.errors.RawDataError`.
+        :class:`~netesto.errors.RawDataError`. ``written``: bytes of this very
+        block already written to :meth:`direct_fd` (the C sampler tick's
+        writev fell short); the rest goes out from there.
 
         The engine's hot path (a block per flow end every ~0.2 s): the bytes
         are exactly what msgpack writes for ``{"type": "records", "n": n,
         "rec": rec}``, but the map's few header bytes are built here, the
         checksum runs over them and then over ``rec`` in place, and one
         ``writev`` hands block header, map header and ``rec`` to the kernel
-        without copying ``rec``.
+        without copying ``rec``. The C tick (``fastloop.sample_tick``)
+        writes the same bytes.
         """
         if n == 0 or self._fd is None:
             return
@@ -237,13 +240,24 @@ class FlowWriter:
             self.flush()
         prefix = _REC_MAP + _msgpack_uint(n) + _REC_KEY + _msgpack_bin_header(size)
         head = _BLOCK.pack(len(prefix) + size, zlib.crc32(rec, zlib.crc32(prefix))) + prefix
-        try:
-            done = os.writev(self._fd, (head, rec))
-        except BlockingIOError:
-            done = 0
+        done = written
+        if not done:
+            try:
+                done = os.writev(self._fd, (head, rec))
+            except BlockingIOError:
+                done = 0
         if done != len(head) + size:
             self._write_rest([head, rec], done)  # a short write (a pipe, a signal, a full disk): go on
         self.rows += n
+
+    def direct_fd(self, record_length: int) -> int | None:
+        """The fd a ``records`` block of ``record_length``-byte records may go
+        to as is (the C sampler tick writes :meth:`write_records`' bytes there
+        and adds to :attr:`rows`), or None: the writer is closed, has another
+        record layout, or holds rows of :meth:`append` that must go first."""
+        if self._fd is None or self.record is None or self.record.length != record_length or self._buf[0]:
+            return None
+        return self._fd
 
     def close(self, summary: dict[str, Any] | None = None) -> None:
         """Flush, write the ``summary`` block (if any) and close the file."""
@@ -256,6 +270,14 @@ class FlowWriter:
         finally:
             os.close(self._fd)
             self._fd = None
+
+    def abandon(self) -> None:
+        """Close the file as it is, writing nothing more (a write failed: a
+        full disk, a bad fd). The blocks already written stay readable; with
+        no summary, readers see a writer that stopped."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
 
     def _write_block(self, payload: dict[str, Any]) -> None:
         data = msgpack.packb(payload, use_bin_type=True)

@@ -1,10 +1,14 @@
 """The sampler's row builder: the C one (fastloop.sample_row) and the Python one build the same rows;
-the C tick (fastloop.sample_tick) builds the rows FlowEnd.sample builds."""
+the C tick (fastloop.sample_tick) builds the rows FlowEnd.sample builds and writes the blocks
+FlowEnd.flush writes."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import socket
 import struct
+import threading
 
 import pytest
 
@@ -13,6 +17,7 @@ from netesto.traffic.client import StreamClient
 from netesto.traffic import flowend
 from netesto.traffic.flowend import _GAPS, _HEAD, _INFO_LEN, Worker, _sample_row_py
 from netesto.traffic.loop import Loop
+from netesto.traffic.rawformat import read_flow
 from netesto.traffic.spec import FlowSpec
 
 _ext = pytest.importorskip("netesto.traffic._fastloop")
@@ -186,13 +191,96 @@ def test_a_flow_end_the_c_tick_cannot_sample_is_reported_and_the_others_are_samp
     bad.b_rec = bytes(bad.rec_len)  # not a bytearray
     a.flush_at = a.nrows + 1  # a's block is due after this tick
     due, failed = _ext.sample_tick([a, bad, c], 1.0, 2.0)
-    assert due == [a] and [(f, type(e)) for f, e in failed] == [(bad, TypeError)]
-    assert (a.nrows, bad.nrows, c.nrows) == (1, 0, 1)
-    # the Sampler ends the flow it could not sample, flushes a's block and goes on with the others
+    assert [(f, type(e)) for f, e in failed] == [(bad, TypeError)]
+    if _ext.TICK_WRITES:  # the tick wrote a's block itself
+        assert due == [] and (a.nrows, a.samples, a.writer.rows) == (0, 2, 2)
+    else:
+        assert due == [(a, 0)] and a.nrows == 1
+        a.flush()
+    assert (bad.nrows, c.nrows) == (0, 1)
+    # the Sampler ends the flow it could not sample and goes on with the others
     worker.sampler._tick(0.01)
     assert bad.finished and bad.error.startswith("sampling failed: TypeError")
-    assert not a.finished and not c.finished and c.nrows == 2
-    assert (a.samples, a.nrows) == (3, 0)  # begin()'s row, then the rows of both ticks in one block
+    assert not a.finished and not c.finished and c.nrows == 2 and a.nrows == 1
+
+
+def _last_block(path) -> bytes:
+    """The bytes of the last block of a .nflow file (length, crc and payload)."""
+    data, at, last = open(path, "rb").read(), 12, b""
+    while at < len(data):
+        end = at + 8 + struct.unpack_from("<I", data, at)[0]
+        last, at = data[at:end], end
+    return last
+
+
+def _twins(ends, rows: int):
+    """Flow ends a and b of the fixture with the same state, rows rows buffered, a block due."""
+    _, (a, b, _c) = ends
+    for end in (a, b):
+        end.tx, end.rx, end.trans, end.conns, end.udp_lost, end.udp_reord = 7, 8, 9, 10, 11, 12
+        end.flush_at = rows
+    b.gaps[:] = a.gaps
+    for i in range(rows - 1):
+        for end in (a, b):
+            end.sample(60.0 + i, 30.0 + i)
+    return a, b
+
+
+tick_writes = pytest.mark.skipif(flowend._sample_tick is None or not getattr(_ext, "TICK_WRITES", 0),
+                                 reason="the C tick does not write blocks here (no zlib at build time)")
+
+
+@tick_writes
+def test_the_c_tick_writes_the_block_flowend_flush_writes(ends):
+    a, b = _twins(ends, 20)
+    due, failed = _ext.sample_tick([a], 100.0, 70.0)
+    b.sample(70.0, 100.0)
+    b.flush()
+    assert (due, failed) == ([], [])
+    assert (a.nrows, a.flush_at, a.samples, a.writer.rows) == (0, a.flush_rows, 21, 21)
+    assert _last_block(a.writer.path) == _last_block(b.writer.path)  # byte for byte: length, crc, msgpack
+    path = a.writer.path
+    a.finish()
+    flow = read_flow(path)  # the tick's block, then finish()'s last row and summary
+    assert not flow.truncated and flow.summary["samples"] == 22 and list(flow.columns["t_mono"][-3:-1]) == [78.0, 70.0]
+
+
+@tick_writes
+def test_a_short_write_of_the_c_tick_goes_on_in_python(ends):
+    a, b = _twins(ends, 40)  # a block of 40 rows: more than a small pipe takes at once
+    rd, wr = os.pipe()
+    fcntl.fcntl(wr, fcntl.F_SETPIPE_SZ, 4096)
+    os.set_blocking(wr, False)
+    a.writer._fd, file_fd = wr, a.writer._fd
+    try:
+        due, failed = _ext.sample_tick([a], 100.0, 70.0)
+        assert failed == [] and [f for f, _ in due] == [a] and 0 < due[0][1] < 40 * a.rec_len
+        got = bytearray()
+        reader = threading.Thread(target=lambda: [got.extend(chunk) for chunk in iter(lambda: os.read(rd, 65536), b"")])
+        reader.start()
+        a.flush(due[0][1])  # the Sampler's way: Python writes the rest
+        os.close(wr)
+        reader.join(5)
+    finally:
+        a.writer._fd = file_fd
+        os.close(rd)
+    b.sample(70.0, 100.0)
+    b.flush()
+    assert bytes(got) == _last_block(b.writer.path) and (a.nrows, a.samples) == (0, 41)
+
+
+@tick_writes
+def test_a_block_the_c_tick_cannot_write_ends_its_flow_and_keeps_the_file(ends, tmp_path):
+    worker, (a, _b, c) = ends
+    a.flush_at = a.nrows + 1
+    writer = a.writer
+    os.close(writer._fd)
+    writer._fd = os.open(tmp_path, os.O_RDONLY)  # writev fails: EBADF
+    due, failed = _ext.sample_tick([a, c], 1.0, 2.0)
+    assert failed == [] and due == [(a, 0)] and c.nrows == 1
+    worker.sampler._sample([a], [], 2.0, 1.0)  # the Sampler hands it to FlowEnd.flush: OSError
+    assert a.finished and a.error.startswith("sampling failed: OSError") and not c.finished
+    assert a.writer is None and writer._fd is None  # the file is closed, not leaked
 
 
 @c_tick

@@ -569,7 +569,6 @@ static const char *const attr_names[A_N] = {"sock", "rec_parts", "tx", "rx", "tr
  * them directly (getattr through the instance dict would cost as much as the Python loop it replaces) */
 static PyTypeObject *flow_type;
 static Py_ssize_t slot_at[A_N];
-static Py_ssize_t slot_end; /* bytes of an instance up to the end of the last of those slots */
 
 #define SLOT(flow, i) (*(PyObject **)((char *)(flow) + slot_at[i]))
 
@@ -584,7 +583,7 @@ static PyObject *sample_setup(PyObject *self, PyObject *cls)
         PyErr_SetString(PyExc_TypeError, "sample_setup takes a class");
         return NULL;
     }
-    Py_ssize_t at[A_N], end = 0;
+    Py_ssize_t at[A_N];
     for (int i = 0; i < A_N; i++) {
         PyObject *d = PyObject_GetAttrString(cls, attr_names[i]);
         if (d == NULL) return NULL;
@@ -597,50 +596,11 @@ static PyObject *sample_setup(PyObject *self, PyObject *cls)
                          attr_names[i]);
             return NULL;
         }
-        if (at[i] + (Py_ssize_t)sizeof(PyObject *) > end) end = at[i] + (Py_ssize_t)sizeof(PyObject *);
     }
     memcpy(slot_at, at, sizeof at);
-    slot_end = end;
     Py_INCREF(cls);
     Py_XSETREF(flow_type, (PyTypeObject *)cls);
     Py_RETURN_NONE;
-}
-
-/* A tick's memory is cold: the flows' bulk data went through the caches since the last tick, and each
- * flow end's reads (instance, slots' objects) and row depend on one another, with a system call between
- * flow ends that no out-of-order window crosses. So the tick first walks its flow ends three times, asking
- * for the next level of that memory each time (instances; their counters, buffers and socket; the rows'
- * place), and the misses of all flow ends overlap instead of coming one by one. Only prefetches: no
- * value read here is trusted, tick_one checks everything again. */
-static void prefetch_tick(PyObject *const *flows, Py_ssize_t nflows, Py_ssize_t cap)
-{
-    Py_ssize_t n = nflows < cap ? nflows : cap;
-    for (Py_ssize_t i = 0; i < n; i++)
-        for (Py_ssize_t off = 0; off < slot_end; off += 64) __builtin_prefetch((char *)flows[i] + off, 0, 3);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (Py_TYPE(flows[i]) != flow_type) continue;
-        for (int k = 0; k < A_N; k++) {
-            PyObject *v = SLOT(flows[i], k);
-            if (v != NULL) __builtin_prefetch(v, 0, 3);
-        }
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (Py_TYPE(flows[i]) != flow_type) continue;
-        PyObject *rec = SLOT(flows[i], A_REC), *nrows = SLOT(flows[i], A_NROWS), *len = SLOT(flows[i], A_RECLEN);
-        if (rec == NULL || nrows == NULL || len == NULL || !PyByteArray_CheckExact(rec) || !PyLong_CheckExact(nrows)
-            || !PyLong_CheckExact(len))
-            continue;
-        Py_ssize_t at = PyLong_AsSsize_t(nrows) * PyLong_AsSsize_t(len), rlen = PyLong_AsSsize_t(len);
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            continue;
-        }
-        if (at < 0 || rlen <= 0 || at + rlen > PyByteArray_GET_SIZE(rec)) continue;
-        for (Py_ssize_t off = 0; off < rlen; off += 64) __builtin_prefetch(PyByteArray_AS_STRING(rec) + at + off, 1, 3);
-        PyObject *last = SLOT(flows[i], A_LAST), *gaps = SLOT(flows[i], A_GAPS);
-        if (last != NULL && PyByteArray_CheckExact(last)) __builtin_prefetch(PyByteArray_AS_STRING(last), 1, 3);
-        if (gaps != NULL && PyByteArray_CheckExact(gaps)) __builtin_prefetch(PyByteArray_AS_STRING(gaps), 1, 3);
-    }
 }
 
 #ifdef NETESTO_ZLIB
@@ -727,11 +687,12 @@ static int flush_one(PyObject *flow, PyObject *b_rec, Py_ssize_t n, Py_ssize_t r
         *written = sent > 0 ? sent : 0;
         goto done;
     }
-    if (add_attr(writer, s_rows, n) < 0 || add_attr(flow, s_samples, n) < 0) goto fail;
-    PyObject *flush_rows = PyObject_GetAttr(flow, s_flush_rows);
-    if (flush_rows == NULL) goto fail;
-    Py_XSETREF(SLOT(flow, A_FLUSHAT), flush_rows);
-    Py_XSETREF(SLOT(flow, A_NROWS), PyLong_FromLong(0));
+    /* the rows are out: the buffer starts again whatever fails below (no block is written twice) */
+    PyObject *zero = PyLong_FromLong(0), *flush_rows = PyObject_GetAttr(flow, s_flush_rows);
+    if (zero != NULL) Py_XSETREF(SLOT(flow, A_NROWS), zero);
+    if (flush_rows != NULL) Py_XSETREF(SLOT(flow, A_FLUSHAT), flush_rows);
+    if (zero == NULL || flush_rows == NULL || add_attr(writer, s_rows, n) < 0 || add_attr(flow, s_samples, n) < 0)
+        goto fail;
     out = 1;
     goto done;
 fail:
@@ -810,9 +771,6 @@ PyDoc_STRVAR(sample_tick_doc,
 "exception) for those whose row could not be built or written (the others\n"
 "are sampled all the same).");
 
-/* at most this many flow ends' memory is asked for ahead of a tick (their lines fit in the L2 cache) */
-#define PREFETCH_FLOWS 64
-
 static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3 || !PyList_Check(args[0])) {
@@ -830,7 +788,6 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     PyObject *flows = args[0], *due = PyList_New(0), *failed = PyList_New(0);
     if (due == NULL || failed == NULL) goto fail;
-    prefetch_tick(((PyListObject *)flows)->ob_item, PyList_GET_SIZE(flows), PREFETCH_FLOWS);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(flows); i++) {
         PyObject *flow = PyList_GET_ITEM(flows, i);
         Py_INCREF(flow); /* fileno() runs code, which could drop it from the list */

@@ -7,7 +7,7 @@ from typing import Callable
 
 import pytest
 
-from bench.bench_sampling import duty_ratios, window_rates
+from bench.bench_sampling import duty_ratios, median_ci, window_rates
 from netesto.traffic.flowend import bench_window_sampled
 
 
@@ -55,3 +55,12 @@ def test_a_pair_missing_a_window_is_left_out():
     order = {k: bench_window_sampled((k + 0.5) * window, window) for k in range(8, 16)}
     rates = [(k, 2.0 if order[k] else 1.0) for k in (8, 9, 10, 12, 13, 15)]
     assert duty_ratios(rates, window) == [2.0, 2.0]  # pairs 8-9 and 12-13; 10 lacks 11, 15 lacks 14
+
+
+def test_the_reading_is_a_median_with_its_interval_and_a_stalled_pair_does_not_move_it():
+    ratios = [0.98 + 0.001 * (i % 5 - 2) for i in range(100)]
+    mid, lo, hi = median_ci(ratios)
+    assert mid == pytest.approx(0.98) and lo <= mid <= hi and hi - lo <= 0.0021
+    stalled = ratios[:-1] + [3.0]  # the unsampled window of one pair stalled
+    assert median_ci(stalled)[0] == pytest.approx(0.98) and sum(stalled) / 100 > 1.0
+    assert median_ci([1.0, 2.0, 3.0]) == (2.0, 1.0, 3.0)  # few pairs: the interval is all of them

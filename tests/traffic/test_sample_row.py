@@ -227,7 +227,7 @@ def _twins(ends, rows: int):
 
 
 tick_writes = pytest.mark.skipif(flowend._sample_tick is None or not getattr(_ext, "TICK_WRITES", 0),
-                                 reason="the C tick does not write blocks here (no zlib at build time)")
+                                 reason="the C tick does not write blocks here (pure Python, or built without zlib)")
 
 
 @tick_writes

@@ -17,8 +17,9 @@ from netesto.traffic.client import StreamClient
 from netesto.traffic import flowend
 from netesto.traffic.flowend import _GAPS, _HEAD, _INFO_LEN, Worker, _sample_row_py
 from netesto.traffic.loop import Loop
-from netesto.traffic.rawformat import read_flow
+from netesto.traffic.rawformat import _PREAMBLE, read_flow
 from netesto.traffic.spec import FlowSpec
+from tests.traffic.test_blocks import blocks
 
 _ext = pytest.importorskip("netesto.traffic._fastloop")
 BUILDERS = {"C": _ext.sample_row, "python": _sample_row_py}
@@ -204,15 +205,6 @@ def test_a_flow_end_the_c_tick_cannot_sample_is_reported_and_the_others_are_samp
     assert not a.finished and not c.finished and c.nrows == 2 and a.nrows == 1
 
 
-def _last_block(path) -> bytes:
-    """The bytes of the last block of a .nflow file (length, crc and payload)."""
-    data, at, last = open(path, "rb").read(), 12, b""
-    while at < len(data):
-        end = at + 8 + struct.unpack_from("<I", data, at)[0]
-        last, at = data[at:end], end
-    return last
-
-
 def _twins(ends, rows: int):
     """Flow ends a and b of the fixture with the same state, rows rows buffered, a block due."""
     _, (a, b, _c) = ends
@@ -230,19 +222,27 @@ tick_writes = pytest.mark.skipif(flowend._sample_tick is None or not getattr(_ex
                                  reason="the C tick does not write blocks here (pure Python, or built without zlib)")
 
 
+def _last_block(path) -> bytes:
+    """The payload of the last block of a .nflow file (its checksum verified)."""
+    return blocks(open(path, "rb").read())[-1]
+
+
+# 20 rows: n a fixint, the rows a bin16; 200 rows (1 ms sampling): n a uint8, the rows a bin32
 @tick_writes
-def test_the_c_tick_writes_the_block_flowend_flush_writes(ends):
-    a, b = _twins(ends, 20)
+@pytest.mark.parametrize("rows", [20, 200])
+def test_the_c_tick_writes_the_block_flowend_flush_writes(ends, rows):
+    a, b = _twins(ends, rows)
     due, failed = _ext.sample_tick([a], 100.0, 70.0)
     b.sample(70.0, 100.0)
     b.flush()
     assert (due, failed) == ([], [])
-    assert (a.nrows, a.flush_at, a.samples, a.writer.rows) == (0, a.flush_rows, 21, 21)
-    assert _last_block(a.writer.path) == _last_block(b.writer.path)  # byte for byte: length, crc, msgpack
+    assert (a.nrows, a.flush_at, a.samples, a.writer.rows) == (0, a.flush_rows, rows + 1, rows + 1)
+    assert _last_block(a.writer.path) == _last_block(b.writer.path)  # byte for byte: crc, msgpack, rows
     path = a.writer.path
     a.finish()
     flow = read_flow(path)  # the tick's block, then finish()'s last row and summary
-    assert not flow.truncated and flow.summary["samples"] == 22 and list(flow.columns["t_mono"][-3:-1]) == [78.0, 70.0]
+    assert not flow.truncated and flow.summary["samples"] == rows + 2
+    assert list(flow.columns["t_mono"][-3:-1]) == [60.0 + rows - 2, 70.0]
 
 
 @tick_writes
@@ -266,7 +266,8 @@ def test_a_short_write_of_the_c_tick_goes_on_in_python(ends):
         os.close(rd)
     b.sample(70.0, 100.0)
     b.flush()
-    assert bytes(got) == _last_block(b.writer.path) and (a.nrows, a.samples) == (0, 41)
+    assert blocks(bytes(_PREAMBLE.size) + got) == [_last_block(b.writer.path)]  # exactly one whole block
+    assert (a.nrows, a.samples) == (0, 41)
 
 
 @tick_writes

@@ -3,20 +3,88 @@
 from __future__ import annotations
 
 import argparse
+import re
+import socket
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
+from netesto.errors import UsageError
 from netesto.traffic.__main__ import add_arguments as _engine_arguments
+from netesto.traffic.spec import TEST_TYPES, FlowSpec
+
+DATADIR = "netesto-flows"
+PORT = 12867  # the flow server's default test port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    _engine_arguments(parser)
-    parser.add_argument("--json", action="store_true",
-                        help="print the raw JSON event lines instead of a summary")
-    parser.epilog = (
-        "example: netesto flow server --datadir /tmp/d &  "
-        "netesto flow client --specs flows.json --datadir /tmp/d"
+    srv, cli = _engine_arguments(parser, datadir=DATADIR)
+    for where in (parser, srv, cli):  # before or after the role: SUPPRESS keeps the role's from resetting it
+        where.add_argument("--json", action="store_true", default=False if where is parser else argparse.SUPPRESS,
+                           help="print the raw JSON event lines instead of a summary")
+    quick = cli.add_argument_group(
+        "flows from the command line (instead of --specs)",
+        "sizes take K/M/G (2^10...) or k/m/g (10^3...); rates are bits/s with k/M/G (10^3...)",
     )
+    quick.add_argument("-H", "--host", help="the flow server's address")
+    quick.add_argument("-p", "--port", type=int, default=PORT, help=f"its test port (default {PORT})")
+    quick.add_argument("-t", "--test", default="TCP_STREAM", type=str.upper,
+                       help=f"one of {', '.join(TEST_TYPES)} (default TCP_STREAM)")
+    quick.add_argument("-l", "--dur", type=float, default=10.0, help="seconds (default 10)")
+    quick.add_argument("-P", "--instances", type=int, default=1, help="parallel flows (default 1)")
+    quick.add_argument("--ca", default="cubic", help="congestion control (default cubic)")
+    quick.add_argument("--req", default="1", help="RR request size (default 1)")
+    quick.add_argument("--reply", default="1", help="RR reply size (default 1)")
+    quick.add_argument("--buffer", default="0", help="local socket buffer (default 0: the kernel's)")
+    quick.add_argument("--remote-buffer", default="0", help="the server end's socket buffer")
+    quick.add_argument("--pacing", default="0", help="max pacing rate (default 0: none)")
+    quick.add_argument("--rate", default="0", help="UDP_STREAM target rate")
+    quick.add_argument("--interval", type=float, default=0.01, help="sampling interval, s (default 0.01)")
+    quick.add_argument("--token", default="", help="the experiment token the server accepts")
+    quick.add_argument("--exp", type=int, default=None,
+                       help="experiment number of the raw files (default: the next free one in DATADIR)")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (
+        "examples:\n"
+        "  netesto flow server &\n"
+        "  netesto flow client -H 127.0.0.1 -t TCP_RR -l 5 --ca bbr\n"
+        "  netesto flow client -H 10.0.0.2 -P 4 --pacing 1G\n"
+        "  netesto flow client --specs flows.json --datadir /tmp/d\n"
+        f"raw files go to DATADIR/<exp>/flows/ (default ./{DATADIR})"
+    )
+
+
+def _value(text: str, what: str, parse: Callable[[str], int]) -> int:
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise UsageError(f"--{what}: {exc}") from None
+
+
+def next_exp(datadir: str | Path) -> int:
+    """The smallest experiment number from 1 up with no directory under ``datadir`` yet."""
+    used = {int(p.name) for p in Path(datadir).glob("*") if p.name.isdigit()}
+    return next(n for n in range(1, len(used) + 2) if n not in used)
+
+
+def command_line_specs(args: argparse.Namespace) -> list[FlowSpec]:
+    """The FlowSpecs of ``-H host [-t test ...]``: ``--instances`` flows, ids ``<here>-<host>-1-<i>``."""
+    from netesto.script.validate import to_bits, to_size
+
+    if args.instances < 1:
+        raise UsageError(f"--instances must be >= 1, got {args.instances}")
+    here = socket.gethostname().split(".", 1)[0] or "client"
+    there = re.sub(r"[^A-Za-z0-9_]+", "_", args.host).strip("_") or "server"
+    exp = next_exp(args.datadir) if args.exp is None else args.exp
+    common = dict(
+        test=args.test, server=args.host, port=args.port, ca=args.ca, dur=args.dur,
+        req=_value(args.req, "req", to_size), reply=_value(args.reply, "reply", to_size),
+        local_buffer=_value(args.buffer, "buffer", to_size),
+        remote_buffer=_value(args.remote_buffer, "remote-buffer", to_size),
+        pacing=_value(args.pacing, "pacing", to_bits), rate=_value(args.rate, "rate", to_bits),
+        interval=args.interval, token=args.token, exp=exp,
+    )
+    return [FlowSpec(flow_id=f"{here}-{there}-1-{i}", **common) for i in range(args.instances)]
 
 
 def _rate(bps: float) -> str:
@@ -97,7 +165,13 @@ def main(args: argparse.Namespace) -> int:
                      handshake_timeout=args.handshake_timeout, emit=out)
     from netesto.traffic.engine import load_specs, run_client
 
-    code = run_client(load_specs(args.specs), args.datadir, workers=args.workers, out=out)
+    if (args.specs is None) == (args.host is None):
+        raise UsageError("give the flows with --specs FILE or -H HOST, not both or neither")
+    specs = load_specs(args.specs) if args.specs else command_line_specs(args)
+    code = run_client(specs, args.datadir, workers=args.workers, out=out)
     if code:
         print("some flows failed", file=sys.stderr)
+    if not args.json:
+        dirs = sorted({str(Path(args.datadir) / str(s.exp) / "flows") for s in specs})
+        print(f"raw data in {', '.join(dirs)}")
     return code

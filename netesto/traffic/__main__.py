@@ -9,13 +9,18 @@ from typing import Sequence
 from netesto.errors import NetestoError
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``server`` and ``client`` subcommands (shared with ``netesto flow``)."""
+def add_arguments(
+    parser: argparse.ArgumentParser, datadir: str | None = None
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The ``server`` and ``client`` subcommands (shared with ``netesto flow``); returns their
+    parsers. ``datadir``: a default for ``--datadir`` (None: the option is required, as agents give it).
+    """
     sub = parser.add_subparsers(dest="role", required=True, metavar="server|client")
+    where = {"default": datadir} if datadir else {"required": True}
     srv = sub.add_parser("server", help="serve flows of every test type (the netserver)")
     srv.add_argument("--bind", default="0.0.0.0", help="address to listen on (default all)")
     srv.add_argument("--port", type=int, default=12867, help="test port (0 = any, printed)")
-    srv.add_argument("--datadir", required=True, help="raw files go to DATADIR/<exp>/flows/")
+    srv.add_argument("--datadir", **where, help="raw files go to DATADIR/<exp>/flows/")
     srv.add_argument("--token", action="append", default=[], help="accepted per-experiment token (repeatable)")
     srv.add_argument("--token-file", help="file of accepted tokens, re-read when it changes")
     srv.add_argument("--workers", type=int, default=0,
@@ -24,9 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     srv.add_argument("--handshake-timeout", type=float, default=5.0,
                      help="seconds a new connection has to complete its handshake")
     cli = sub.add_parser("client", help="run the flows of a JSON spec file")
-    cli.add_argument("--specs", required=True, help="JSON list of FlowSpec dicts")
-    cli.add_argument("--datadir", required=True, help="raw files go to DATADIR/<exp>/flows/")
+    cli.add_argument("--specs", required=datadir is None, help="JSON list of FlowSpec dicts")
+    cli.add_argument("--datadir", **where, help="raw files go to DATADIR/<exp>/flows/")
     cli.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, flows))")
+    return srv, cli
 
 
 def run(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ from netesto.errors import TrafficError
 from netesto.traffic import fastloop
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
-from netesto.traffic.flowend import FlowEnd, Worker, describe_error, io_handler
+from netesto.traffic.flowend import FlowEnd, Worker, cpu_seconds, describe_error, io_handler
 from netesto.traffic.loop import ERR, IN, OUT, Timer
 from netesto.traffic.spec import FlowSpec
 
@@ -364,6 +364,9 @@ class ClientFlow(FlowEnd):
             if not self.start_mono:
                 self.start_wall = getattr(self, "requested_start", time.time())
                 self.start_mono = time.monotonic()
+                # and no CPU yet: what the process spent before is not this flow's
+                self.cpu0 = cpu_seconds()
+                self.sampling_cpu0 = self.worker.sampler.cpu_ns
             try:
                 self.open_writer(self.worker.datadir)
             except OSError:

@@ -246,8 +246,9 @@ class FlowEnd:
         self.start_wall = 0.0
         self.start_mono = 0.0
         self.end_mono = 0.0
-        self.cpu0 = 0.0
+        self.cpu0 = self.cpu_end = 0.0
         self.sampling_cpu0 = 0  # the worker's Sampler.cpu_ns when this flow end began
+        self.sampling_cpu_end = 0
         self.finished = False
         self.status = ""
         self.error = ""
@@ -468,6 +469,8 @@ class FlowEnd:
         self.worker.sampler.remove(self)
         now = time.monotonic()
         self.end_mono = now
+        self.cpu_end = cpu_seconds()  # the CPU over the same span as the duration
+        self.sampling_cpu_end = self.worker.sampler.cpu_ns
         if self.writer is not None:
             if self.sampling_ok:
                 self.sample(now)
@@ -493,8 +496,10 @@ class FlowEnd:
 
     def summary(self) -> dict[str, Any]:
         dur = (self.end_mono - self.start_mono) if self.start_mono else 0.0
-        cpu = cpu_seconds() - self.cpu0 if self.start_mono else 0.0
-        sampling = (self.worker.sampler.cpu_ns - self.sampling_cpu0) / 1e9 if self.start_mono else 0.0
+        ended = self.finished
+        cpu = (self.cpu_end if ended else cpu_seconds()) - self.cpu0 if self.start_mono else 0.0
+        sampling_ns = self.sampling_cpu_end if ended else self.worker.sampler.cpu_ns
+        sampling = (sampling_ns - self.sampling_cpu0) / 1e9 if self.start_mono else 0.0
         lat = self.hist.summary(0.001)
         first, last, gaps, low, high = _GAPS.unpack(self.gaps)
         out: dict[str, Any] = {

@@ -256,6 +256,10 @@ def test_unknown_congestion_control_lists_available(veth_pair, tmp_path):
     assert "nosuchca" in err["message"]
     for name in open("/proc/sys/net/ipv4/tcp_available_congestion_control").read().split():
         assert name in err["message"]
+    # the flow never ran: its CPU is what it used over its (tiny) span, not the worker's until then
+    cpu = err["summary"]["cpu"]
+    assert 0 <= cpu["seconds"] <= err["summary"]["duration"] + 0.0005, err["summary"]
+    assert cpu["percent"] <= 105, err["summary"]
 
 
 def test_unreachable_server_names_host_port(veth_pair, tmp_path):

@@ -64,3 +64,40 @@ def test_engine_over_ipv6_loopback(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_flow_client_takes_one_flow_from_the_command_line(tmp_path):
+    """``-H host -t ... -P n`` instead of a spec file, as netperf and iperf3 users type it."""
+    server = subprocess.Popen([*NETESTO, "flow", "server", "--bind", "127.0.0.1", "--port", "0",
+                               "--datadir", str(tmp_path / "srv")], stdout=subprocess.PIPE, text=True)
+    data = tmp_path / "cli"
+    try:
+        port = re.match(r"listening on 127\.0\.0\.1:(\d+)", server.stdout.readline()).group(1)
+        quick = [*NETESTO, "flow", "client", "--datadir", str(data), "-H", "127.0.0.1", "-p", port]
+        proc = subprocess.run([*quick, "--json", "-t", "tcp_rr", "-l", "1", "-P", "2", "--ca", "reno",
+                               "--req", "1K", "--reply", "64"], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        done = {e["flow"]: e["summary"] for e in map(json.loads, proc.stdout.splitlines())
+                if e["event"] == "done"}
+        assert len(done) == 2
+        for flow_id, summary in done.items():
+            assert flow_id.endswith(("-127_0_0_1-1-0", "-127_0_0_1-1-1"))
+            assert summary["test"] == "TCP_RR" and summary["ca"] == "reno"
+            # 1K requests, 64-byte replies: the bytes per transaction say the sizes arrived
+            assert 1024 <= summary["bytes_tx"] / summary["transactions"] < 1025
+            assert 64 <= summary["bytes_rx"] / summary["transactions"] < 65
+            assert (data / "1" / "flows" / f"{flow_id}.client.nflow").exists()
+        # the next run takes the next experiment number, and says where its data went
+        again = subprocess.run([*quick, "-l", "0.5"], capture_output=True, text=True, timeout=30)
+        assert again.returncode == 0, again.stderr
+        assert f"raw data in {data / '2' / 'flows'}" in again.stdout
+        # bad input: both or neither way of giving flows, a bad size
+        for argv, what in (([*quick, "--specs", "x.json"], "--specs FILE or -H HOST"),
+                           ([*NETESTO, "flow", "client"], "--specs FILE or -H HOST"),
+                           ([*quick, "--req", "1Q"], "--req: expected a size")):
+            bad = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            assert bad.returncode == 2 and what in bad.stderr, bad.stderr
+            assert "Traceback" not in bad.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -22,9 +22,9 @@ from typing import Any, Callable, Sequence
 
 from netesto.errors import TrafficError
 from netesto.traffic.client import CLIENT_TYPES, check_congestion_control
-from netesto.traffic.flowend import FlowEnd, Worker, json_line
+from netesto.traffic.flowend import FlowEnd, Worker, check_datadir, json_line
 from netesto.traffic.procs import die_with_parent, precise_timers
-from netesto.traffic.loop import Loop
+from netesto.traffic.loop import Loop, stop_on_signals
 from netesto.traffic.spec import FlowSpec
 
 
@@ -48,11 +48,7 @@ def run_worker(specs: Sequence[FlowSpec], datadir: str, emit: Callable[[dict[str
     worker = ClientWorker(loop, datadir, emit)
     precise_timers()  # flows start at their instant to the microsecond, not to the 50 us slack
 
-    def on_signal(signum: int, frame: object) -> None:
-        raise _Stop(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop_on_signals(lambda signum: _Stop(signal.Signals(signum).name))
     for spec in specs:
         flow = CLIENT_TYPES[spec.test](worker, spec)
         worker.flows.append(flow)
@@ -153,6 +149,7 @@ def run_client(
             except BrokenPipeError:
                 pass  # nobody listens any more; the flows still finish and write their files
 
+    check_datadir(datadir)
     builtin = [s for s in specs if s.driver == "builtin"]
     drivers = [s for s in specs if s.driver != "builtin"]
     nworkers = max(1, min(workers or 2, len(builtin))) if builtin else 0

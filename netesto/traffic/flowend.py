@@ -22,6 +22,7 @@ from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from netesto.errors import TrafficError
 from netesto.traffic import fastloop, tcpinfo
 from netesto.traffic.columns import (
     APP_COLUMNS,
@@ -205,8 +206,18 @@ class RealtimeHold:
 def describe_error(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         text = exc.strerror.lower()
-        return text
+        return f"{text} ({exc.filename})" if exc.filename else text
     return str(exc) or type(exc).__name__
+
+
+def check_datadir(datadir: str | os.PathLike[str]) -> None:
+    """Make ``datadir`` if need be; TrafficError, before any flow starts, when raw files cannot go there."""
+    try:
+        os.makedirs(datadir, exist_ok=True)
+    except OSError as exc:
+        raise TrafficError(f"cannot keep raw files in {os.fspath(datadir)}: {(exc.strerror or str(exc)).lower()}") from None
+    if not os.access(datadir, os.W_OK | os.X_OK):
+        raise TrafficError(f"cannot keep raw files in {os.fspath(datadir)}: not writable")
 
 
 class FlowEnd:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import select
+import signal
 import time
 from typing import Callable
 
@@ -13,6 +14,25 @@ OUT = select.EPOLLOUT
 ERR = select.EPOLLERR | select.EPOLLHUP
 # Sockets are polled level-triggered: a busy sender sees EPOLLOUT on every
 # poll, so timers are checked between every round of sends.
+
+
+def stop_on_signals(make: Callable[[int], BaseException]) -> None:
+    """On SIGTERM or SIGINT raise ``make(signum)`` once, and ignore the signals after it.
+
+    Ctrl-C reaches a worker twice (from the terminal, and forwarded by its
+    parent): a second exception raised while the first is being handled would
+    cut the flows' orderly end short with a traceback.
+    """
+    fired = False
+
+    def handler(signum: int, frame: object) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise make(signum)
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
 
 
 class Timer:
@@ -117,4 +137,4 @@ class Loop:
         self._ep.close()
 
 
-__all__ = ["ERR", "IN", "Loop", "OUT", "Timer"]
+__all__ = ["ERR", "IN", "Loop", "OUT", "Timer", "stop_on_signals"]

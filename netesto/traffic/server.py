@@ -27,9 +27,11 @@ from netesto.traffic import fastloop
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
 from netesto.traffic.balance import LoadBoard
-from netesto.traffic.flowend import FlowEnd, Worker, describe_error, io_handler, json_line, safe_flow_id
+from netesto.traffic.flowend import (
+    FlowEnd, Worker, check_datadir, describe_error, io_handler, json_line, safe_flow_id,
+)
 from netesto.traffic.procs import die_with_parent
-from netesto.traffic.loop import ERR, IN, OUT, Loop
+from netesto.traffic.loop import ERR, IN, OUT, Loop, stop_on_signals
 from netesto.traffic.spec import TEST_TYPES, FlowSpec
 
 HANDSHAKE_TIMEOUT = 5.0
@@ -883,12 +885,8 @@ def _serve_one(listener: socket.socket, datadir: str, tokens: TokenSet,
     worker = ServerWorker(loop, datadir, emit, listener, tokens, handshake_timeout)
     worker.set_peers(index, inbox, peers or {}, board)
 
-    def on_signal(signum: int, frame: object) -> None:
-        raise _Stop()
-
     try:  # a signal may arrive while the handlers are being installed
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        stop_on_signals(lambda signum: _Stop())
         loop.run(lambda: False)
     except _Stop:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -915,8 +913,11 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
     least-loaded one (:class:`~netesto.traffic.balance.LoadBoard`); 0 means
     :func:`default_workers`.
     """
+    if workers < 0:
+        raise TrafficError(f"workers must be >= 0 (0: one per usable CPU), got {workers}")
+    check_datadir(datadir)
     token_set = TokenSet(tokens, token_file)
-    workers = default_workers() if workers <= 0 else workers
+    workers = default_workers() if workers == 0 else workers
     first = make_listener(bind, port, workers > 1)
     port = first.getsockname()[1]
     emit({"event": "listening", "bind": bind, "port": port, "workers": workers, "pid": os.getpid()})

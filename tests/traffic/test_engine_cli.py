@@ -101,3 +101,69 @@ def test_flow_client_takes_one_flow_from_the_command_line(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _start(argv, **kw):
+    # a session of its own: Ctrl-C reaches a whole process group, as from a terminal
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **kw)
+
+
+def test_ctrl_c_ends_server_and_client_cleanly_and_keeps_the_data(tmp_path):
+    """SIGINT to the process group (what Ctrl-C does) reaches every worker twice: from the
+    terminal and forwarded by its parent. The second must not cut the orderly end short."""
+    import os
+    import signal
+    import time
+
+    from netesto.traffic.rawformat import read_flow
+
+    for attempt in range(3):  # the double signal was a race: try it a few times
+        server = _start([*NETESTO, "flow", "server", "--bind", "127.0.0.1", "--port", "0", "--workers", "2",
+                         "--datadir", str(tmp_path / "srv")])
+        try:
+            port = re.match(r"listening on 127\.0\.0\.1:(\d+)", server.stdout.readline()).group(1)
+            client = None
+            if attempt == 0:
+                client = _start([*NETESTO, "flow", "client", "--datadir", str(tmp_path / "cli"),
+                                 "-H", "127.0.0.1", "-p", port, "-l", "20", "-P", "2", "--pacing", "50M"])
+                assert "started" in client.stdout.readline()
+                time.sleep(1.0)
+                os.killpg(client.pid, signal.SIGINT)
+                out, err = client.communicate(timeout=20)
+                assert client.returncode == 1, err
+                assert "Traceback" not in err, err
+                assert out.count("stopped by SIGINT after") == 2, out
+            else:
+                time.sleep(0.3)
+            os.killpg(server.pid, signal.SIGINT)
+            out, err = server.communicate(timeout=20)
+            assert server.returncode == 0, err
+            assert "Traceback" not in err and "ended with" not in err, err
+        finally:
+            for proc in (server, client):
+                if proc is not None and proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+    # what was measured before the stop is kept, with the summary, on both ends
+    for side, where in (("client", "cli"), ("server", "srv")):
+        files = sorted((tmp_path / where / "1" / "flows").glob(f"*.{side}.nflow"))
+        assert len(files) == 2, files
+        for path in files:
+            flow = read_flow(path)
+            assert flow.summary is not None and flow.rows > 50 and not flow.truncated
+            assert flow.summary["bytes_tx" if side == "client" else "bytes_rx"] > 1_000_000
+
+
+def test_a_datadir_that_cannot_hold_raw_files_is_an_error_before_any_flow(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for role, extra in (("server", ["--port", "0"]), ("client", ["-H", "127.0.0.1", "-p", "9", "-l", "1"])):
+        proc = subprocess.run([*NETESTO, "flow", role, "--datadir", str(blocker / "d"), *extra],
+                              capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 1, proc
+        assert f"cannot keep raw files in {blocker / 'd'}: not a directory" in proc.stderr
+        assert "listening" not in proc.stdout and "started" not in proc.stdout
+    bad = subprocess.run([*NETESTO, "flow", "server", "--port", "0", "--workers", "-2"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 1 and "workers must be >= 0" in bad.stderr

@@ -86,11 +86,16 @@ class ProgressBar:
         self._thread.start()
         return self
 
-    def finish(self) -> None:
+    def finish(self, stopped: str = "") -> None:
+        """The last line: full and "done", or where it was and why it ``stopped``."""
         self._stop.set()
         self._thread.join()
         elapsed = time.monotonic() - self.t0
-        line = f"[{'#' * self.width}] 100% {elapsed:.0f}/{elapsed:.0f}s done"
+        if stopped:
+            self.label = stopped
+            line = self.render(elapsed)
+        else:
+            line = f"[{'#' * self.width}] 100% {elapsed:.0f}/{elapsed:.0f}s done"
         self.out.write(("\r" + line.ljust(self.width + 40) if self.tty else line) + "\n")
         self.out.flush()
 
@@ -124,6 +129,12 @@ def run_demo(
         say(f"  note: {note}")
     try:
         _run_experiment(result, up, dur1=dur1, dur2=dur2, delay2=delay2, bw=bw, rtt=rtt, say=say, out=out)
+    except KeyboardInterrupt:
+        # the controller stops the flows without fetching; the agents' copies stay on this disk
+        kept = Path(cfg.dir) / f"{name}.data"
+        if kept.is_dir():
+            say(f"interrupted: what the agents collected is kept in {kept}/<host>/<exp>/")
+        raise
     finally:
         if keep:
             say(f"testbed {name} kept up (--keep): lab {up.lab}; `netesto testbed down --name {name}` removes it")
@@ -157,8 +168,13 @@ def _run_experiment(result: DemoResult, up: lifecycle.UpResult, *, dur1: int, du
     progress = demo_progress(bar, errors, result.notes)
     try:
         run_result = run(result.workdir / "demo.nts", lab=up.lab, workdir=result.workdir, progress=progress)
-    finally:
-        bar.finish()
+    except KeyboardInterrupt:
+        bar.finish("interrupted")
+        raise
+    except BaseException:
+        bar.finish("failed")
+        raise
+    bar.finish()
     result.exps = list(run_result.exps)
     for err in dict.fromkeys((*errors, *run_result.errors)):
         say(f"  error: {err}")

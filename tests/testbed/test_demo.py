@@ -39,6 +39,44 @@ def test_demo_runs_and_leaves_results_and_nothing_else(tmp_path) -> None:
     assert tbutil.leftovers(name) == []
 
 
+@pytest.mark.netns
+def test_ctrl_c_during_the_demo_tears_the_testbed_down_and_says_so(tmp_path) -> None:
+    """SIGINT to the demo's process group (Ctrl-C) while its flows run: exit 130, the bar stops
+    where it was ("interrupted", never "100% ... done"), and no namespace or agent is left."""
+    import signal
+    import time
+
+    name = tbutil.unique_name()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "netesto", "demo", "--dir", str(tmp_path), "--dur", "10", "--name", name],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "flows running" in line:
+                break
+        time.sleep(1.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = "".join(lines) + rest
+    assert proc.returncode == 130, out
+    assert re.search(r"\] +\d+% \d+/\d+s interrupted", out) and "s done" not in out, out
+    assert f"testbed {name} torn down" in out and "netesto demo: interrupted" in out, out
+    assert "Traceback" not in out, out
+    assert tbutil.leftovers(name) == []
+    # what ran until then is still on disk, and the demo said where
+    kept = tmp_path / "testbed" / f"{name}.data"
+    assert f"what the agents collected is kept in {kept}/" in out, out
+    assert list(kept.glob("h2/*/flows/*.client.nflow")), sorted(kept.rglob("*"))
+
+
 def test_demo_progress_keeps_notices_apart_from_errors() -> None:
     """A Notice (leftover data, late start, results failing) is a note; a HostError an error."""
     import io

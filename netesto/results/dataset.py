@@ -452,8 +452,10 @@ def open_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
         try:
             with xr.open_dataset(nc, engine="netcdf4") as ds:
                 return ds.load()
-        except (OSError, ValueError) as exc:
-            raise ResultsError(f"{nc}: cannot open dataset: {exc}") from exc
+        # A damaged file makes netCDF4/HDF5 raise RuntimeError, AttributeError,
+        # KeyError, ... besides OSError: all of them mean "this file is unreadable".
+        except Exception as exc:
+            raise ResultsError(f"{nc}: cannot open dataset: {type(exc).__name__}: {exc}") from exc
     if p.is_dir():
         return build_dataset(load_experiment(p))
     raise ResultsError(f"{p}: no such experiment (expected a directory or an exp.nc file)")

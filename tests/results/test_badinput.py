@@ -157,3 +157,25 @@ def test_killed_writer_never_leaves_a_half_written_exp_csv(tmp_path: Path) -> No
     append_rows(path, parse_fields("exp:one\nrate:sum\ndesc:one\n"), [{"exp": "9.0", "rate": "1", "desc": "d"}])
     assert not list(tmp_path.glob(".exp.csv.*.tmp"))
     assert path.read_text().splitlines()[-1] == "9.0,1,d"
+
+
+def test_corrupted_exp_nc_is_a_results_error_naming_it(processed: Path) -> None:
+    """Flipped bytes anywhere in exp.nc: the dataset opens or the error names
+    the file (netCDF/HDF5 also raise RuntimeError and AttributeError)."""
+    from netesto.results import open_experiment, open_experiments
+
+    nc = processed / "2" / "exp.nc"
+    good = nc.read_bytes()
+    refused = 0
+    for start in range(0, len(good), max(1, len(good) // 80)):
+        data = bytearray(good)
+        for i in range(start, min(len(data), start + 512), 7):
+            data[i] ^= 0x5A
+        nc.write_bytes(bytes(data))
+        for opener in (lambda: open_experiment(nc), lambda: open_experiments(processed)[2]):
+            try:
+                opener()
+            except ResultsError as exc:
+                assert str(nc) in str(exc)
+                refused += 1
+    assert refused > 0

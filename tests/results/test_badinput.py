@@ -179,3 +179,58 @@ def test_corrupted_exp_nc_is_a_results_error_naming_it(processed: Path) -> None:
                 assert str(nc) in str(exc)
                 refused += 1
     assert refused > 0
+
+
+def test_a_missing_flow_end_is_named(workdir: Path) -> None:
+    """One end's file of a flow is gone (its host died, a fetch failed): the
+    error names the file; the flow is still built from the other end."""
+    flows = workdir / "2" / "flows"
+    (flows / "h1-h2-1-0.client.nflow").unlink()
+    (flows / "h1-h2-1-1.server.nflow").unlink()
+    res = process_experiment(workdir, 2)
+    assert not res.ok
+    joined = "\n".join(res.errors)
+    assert f"{flows / 'h1-h2-1-0.client.nflow'}: missing" in joined
+    assert f"{flows / 'h1-h2-1-1.server.nflow'}: missing" in joined
+    assert "h1-h2-1-0.server.nflow" not in joined and "h1-h2-1-1.client.nflow" not in joined
+    assert "h1-h2-1-0.client.nflow: missing" in (workdir / "2" / "errors.txt").read_text()
+    from netesto.results import open_experiment
+
+    ds = open_experiment(workdir / "2")
+    assert ds.sizes["flow"] == 2 and (ds.rate.values > 0).all()
+
+
+def test_a_driver_without_server_file_is_not_an_error(workdir: Path) -> None:
+    """netperf writes no server file: its absence loses nothing."""
+    import json
+
+    meta_path = workdir / "2" / "experiment.json"
+    meta = json.loads(meta_path.read_text())
+    for f in meta["flows"]:
+        f["driver"] = "netperf"
+    meta_path.write_text(json.dumps(meta))
+    for p in (workdir / "2" / "flows").glob("*.server.nflow"):
+        p.unlink()
+    res = process_experiment(workdir, 2)
+    assert res.ok, res.errors
+
+
+def test_a_missing_host_snapshot_is_named(workdir: Path) -> None:
+    """The experiment died before its after-snapshots (1/ never written), or
+    one snapshot file is gone: the errors name what is missing and where; the
+    rows are still written."""
+    import shutil
+
+    shutil.rmtree(workdir / "2" / "1")
+    (workdir / "3" / "1" / "h1.ifstat").unlink()
+    (workdir / "3" / "0" / "h2.snmp").write_text("")
+    res2 = process_experiment(workdir, 2)
+    joined = "\n".join(res2.errors)
+    for host in ("h1", "h2"):
+        assert f"{workdir / '2' / '1' / host}.*: missing" in joined
+    res3 = process_experiment(workdir, 3)
+    joined = "\n".join(res3.errors)
+    assert f"{workdir / '3' / '1' / 'h1.ifstat'}: missing" in joined
+    assert f"{workdir / '3' / '0' / 'h2.snmp'}: empty" in joined
+    assert len(res3.errors) == 2
+    assert len((workdir / "exp.csv").read_text().splitlines()) == 3

@@ -186,7 +186,7 @@ class Table:
             if mod == "int":
                 s = np.floor(pd.to_numeric(s, errors="coerce"))
             elif mod:
-                s = s.astype(str).str.contains(mod[4:], regex=False)
+                s = s.map(safeexpr.cell_text).str.contains(mod[4:], regex=False)
             keys.append((name, s))
         if not keys:
             raise ResultsError("average: no columns given")

@@ -32,6 +32,7 @@ import pandas as pd
 
 from netesto.errors import ResultsError
 from netesto.results.analysis import Table
+from netesto.results.safeexpr import cell_text
 
 _VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _SELECT_OPS = ("[hasnot]", "[has]", "==", "!=", ">=", "<=", "<>", ">", "<")
@@ -82,8 +83,7 @@ def _select_mask(df: pd.DataFrame, spec: str) -> pd.Series:
             if name not in df.columns:
                 continue
             col = df[name]
-            text = col.map(lambda v: "" if isinstance(v, float) and np.isnan(v) else
-                           (f"{v:g}" if isinstance(v, float) else str(v)))
+            text = col.map(cell_text)
             num = pd.to_numeric(col, errors="coerce")
             try:
                 fval = float(value)

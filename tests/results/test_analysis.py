@@ -216,3 +216,24 @@ def test_open_experiments_is_lazy(processed: Path) -> None:
         exps[9]
     assert list(exps.combine().exp.values) == [1, 2, 3]
     assert list(exps.summaries().df["exp"]) == ["1.0", "2.0", "3.0"]
+
+
+def test_has_matches_large_numbers_as_the_csv_writes_them(processed: Path, tmp_path: Path) -> None:
+    """``[has]``/``has()`` look at a number's digits (33554432), never at a
+    scientific form (3.35544e+07) or one cut to 6 digits."""
+    t = Table.read(processed)
+    text = (processed / "exp.csv").read_text()
+    tcp_rmem = str(int(t.df["tcpRmem"].iloc[0]))
+    assert len(tcp_rmem) > 6 and f",{tcp_rmem}.0," in text
+    rows = len(t)
+    assert len(t.select(f'has(tcpRmem, "{tcp_rmem}")')) == rows
+    assert len(t.select('has(rate, ".")')) == rows  # no row's rate is a whole number
+    assert len(t.select(f'startswith(tcpRmem, "{tcp_rmem[:4]}")')) == rows
+    s = tmp_path / "s.script"
+    s.write_text(f"File={processed}/exp\nSelect=tcpRmem[has]{tcp_rmem}\nCols=exp\ndoTable\n"
+                 f"Select=all\nSelect=tcpRmem[hasnot]{tcp_rmem}\nCols=exp\ndoTable\n"
+                 f"Select=all\nAverage=tcpRmem[has:{tcp_rmem}]\nCols=exp,avgCnt\ndoTable\n")
+    tables = run_script(s).split("<table")[1:]
+    assert tables[0].count("<tr") == rows + 1
+    assert tables[1].count("<tr") == 1
+    assert f">{rows}<" in tables[2]

@@ -101,6 +101,11 @@ def _try_read(path: Path, raw: ExperimentRaw) -> RawFlow | None:
         return None
     if flow.truncated:
         raw.warnings.append(f"{path}: truncated (last block cut short); kept {flow.rows} samples")
+    elif flow.summary is None:
+        # Every writer ends its file with a summary: a file that stops on a
+        # block boundary without one was cut as surely as a truncated one.
+        raw.warnings.append(f"{path}: no summary block (its writer stopped before the end); "
+                            f"kept {flow.rows} samples")
     return flow
 
 

@@ -234,3 +234,36 @@ def test_a_missing_host_snapshot_is_named(workdir: Path) -> None:
     assert f"{workdir / '3' / '0' / 'h2.snmp'}: empty" in joined
     assert len(res3.errors) == 2
     assert len((workdir / "exp.csv").read_text().splitlines()) == 3
+
+
+def _blocks(data: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each block of a .nflow file (docs/raw-format.md:
+    a 12-byte preamble, then blocks of u32 length, u32 crc32, payload)."""
+    import struct
+
+    out, pos = [], 12
+    while pos < len(data):
+        length, _crc = struct.unpack_from("<II", data, pos)
+        out.append((pos, pos + 8 + length))
+        pos += 8 + length
+    return out
+
+
+def test_a_writer_killed_between_blocks_is_named(workdir: Path) -> None:
+    """A writer killed between two blocks leaves a file that ends on a block
+    boundary, with no summary: it is not "truncated", but it is incomplete,
+    and the warning says so; its samples are kept."""
+    p = workdir / "2" / "flows" / "h1-h2-1-0.client.nflow"
+    data = p.read_bytes()
+    blocks = _blocks(data)
+    assert len(blocks) > 4 and blocks[-1][1] == len(data)
+    p.write_bytes(data[: blocks[len(blocks) // 2][1]])  # no summary, half the samples
+    res = process_experiment(workdir, 2)
+    assert res.ok
+    hits = [w for w in res.warnings if w.startswith(f"{p}: ")]
+    assert len(hits) == 1 and "no summary" in hits[0], res.warnings
+    assert "no summary" in (workdir / "2" / "errors.txt").read_text()
+    from netesto.results import open_experiment
+
+    ds = open_experiment(workdir / "2")
+    assert ds.sizes["flow"] == 2 and float(ds.rate.sel(flow="h1-h2-1-0")) > 0

@@ -428,11 +428,17 @@ def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:
 
 
 def write_netcdf(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
-    """Write ``ds`` to ``path`` (netCDF4) via a temporary file and a rename."""
+    """Write ``ds`` to ``path`` (netCDF4) via a temporary file and a rename.
+
+    Numeric variables are stored with HDF5's Fletcher-32 checksum, so damaged
+    data is refused when read instead of read as other numbers (strings and
+    attributes cannot carry one)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    encoding = {name: {"fletcher32": True} for name, var in ds.variables.items()
+                if var.dtype.kind in "fiub" and var.ndim and 0 not in var.shape}
     try:
-        ds.to_netcdf(tmp, engine="netcdf4")
+        ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
         os.replace(tmp, path)
     except Exception as exc:
         tmp.unlink(missing_ok=True)

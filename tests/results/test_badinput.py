@@ -267,3 +267,30 @@ def test_a_writer_killed_between_blocks_is_named(workdir: Path) -> None:
 
     ds = open_experiment(workdir / "2")
     assert ds.sizes["flow"] == 2 and float(ds.rate.sel(flow="h1-h2-1-0")) > 0
+
+
+def test_corrupted_exp_nc_never_gives_other_numbers(processed: Path) -> None:
+    """exp.nc's numeric variables carry checksums: flipped bytes in them are
+    refused on opening (ResultsError naming the file), never read as numbers
+    that differ from what was written."""
+    from netesto.results import open_experiment
+
+    nc = processed / "2" / "exp.nc"
+    ref = open_experiment(nc)
+    numeric = [v for v in ref.variables if ref[v].dtype.kind in "fiub"]
+    good = nc.read_bytes()
+    changed, refused = [], 0
+    for start in range(0, len(good), max(1, len(good) // 120)):
+        data = bytearray(good)
+        for i in range(start, min(len(data), start + 512), 7):
+            data[i] ^= 0x5A
+        nc.write_bytes(bytes(data))
+        try:
+            ds = open_experiment(nc)
+        except ResultsError as exc:
+            assert str(nc) in str(exc)
+            refused += 1
+            continue
+        changed += [(start, v) for v in numeric if v not in ds.variables or not ds[v].equals(ref[v])]
+    assert not changed
+    assert refused > 10

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from netesto.errors import RawDataError, ResultsError
+from netesto.results.expcsv import parse_other
 from netesto.results.hostfiles import HostSnapshot, read_snapshot
 from netesto.traffic.rawformat import RawFlow, read_flow
 
@@ -88,6 +89,15 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise ResultsError(f"{path}: cannot read experiment description: {exc}") from exc
     if not isinstance(doc, dict):
         raise ResultsError(f"{path}: experiment description is not a JSON object")
+    for key, kind, what in (("hosts", dict, "an object"), ("flows", list, "a list")):
+        if doc.get(key) is not None and not isinstance(doc[key], kind):
+            raise ResultsError(f"{path}: '{key}' must be {what}, not {type(doc[key]).__name__}")
+    if doc.get("other") is not None:
+        # PROCESS_EXP's "k=v,..." text or [key, value] pairs -> pairs
+        try:
+            doc["other"] = [list(p) for p in parse_other(doc["other"])]
+        except ResultsError as exc:
+            raise ResultsError(f"{path}: 'other': {exc.message}") from None
     return doc
 
 

@@ -94,6 +94,42 @@ def test_bad_experiment_json_is_named(workdir: Path) -> None:
         process_experiment(workdir, 2)
 
 
+@pytest.mark.parametrize("key, value", [
+    ("hosts", ["h1", "h2"]),
+    ("flows", {"h1-h2-1-0": {}}),
+    ("other", [["bw"]]),
+    ("other", 7),
+])
+def test_a_misshapen_experiment_json_key_is_named(workdir: Path, key: str, value: object) -> None:
+    """Valid JSON with a key of the wrong shape (a hand edit): a ResultsError
+    naming the file and the key, not an AttributeError/ValueError."""
+    import json
+
+    p = workdir / "2" / "experiment.json"
+    meta = json.loads(p.read_text())
+    meta[key] = value
+    p.write_text(json.dumps(meta))
+    with pytest.raises(ResultsError, match=rf"2/experiment.json: '{key}'"):
+        process_experiment(workdir, 2)
+
+
+def test_experiment_json_other_as_text_and_odd_instances(workdir: Path) -> None:
+    """``other`` written as PROCESS_EXP's ``k=v,k2=v2`` text is read as such;
+    a non-numeric ``instances`` falls back to the flows found."""
+    import json
+
+    p = workdir / "2" / "experiment.json"
+    meta = json.loads(p.read_text())
+    meta["other"] = "bw=100mbit,testNote=edited"
+    for f in meta["flows"]:
+        f["instances"] = "two"
+    p.write_text(json.dumps(meta))
+    res = process_experiment(workdir, 2)
+    assert res.ok
+    row = res.rows[0]
+    assert (row["bw"], row["testNote"], row["instances"]) == ("100mbit", "edited", "2")
+
+
 def test_lost_experiment_json_still_processes(workdir: Path) -> None:
     """Without experiment.json the flows' own headers describe them."""
     (workdir / "3" / "experiment.json").unlink()

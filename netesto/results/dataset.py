@@ -253,6 +253,17 @@ def _ping_key(rec: FlowRecord) -> str:
     return f"{short_host(rec.meta.get('host', ''))}-{short_host(rec.meta.get('server', ''))}"
 
 
+def _ping_client(raw: ExperimentRaw, key: str) -> str:
+    """The client host of ping file ``<client>-<server>``: host names may
+    contain '-', so the flows' own pairs (then the known hosts) say where it splits."""
+    for rec in raw.flows:
+        if _ping_key(rec) == key:
+            return str(rec.meta.get("host", ""))
+    hosts = raw.meta.get("hosts") or {}
+    known = [h for h in hosts if key.startswith(f"{short_host(h)}-")]
+    return max(known, key=len) if known else key.split("-", 1)[0]
+
+
 def _host_arrays(snaps: dict[str, HostSnapshot], nodes: list[str], counters: list[str]) -> np.ndarray:
     out = np.full((len(nodes), len(counters)), np.nan)
     pos = {c: i for i, c in enumerate(counters)}
@@ -297,7 +308,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
     ping_grid: dict[str, np.ndarray] = {}
     ping_mean: dict[str, float] = {}
     for key, ping in raw.pings.items():
-        host = key.split("-", 1)[0]
+        host = _ping_client(raw, key)
         t = _times(raw, ping, host)
         r = col(ping, "rtt")
         line = np.full(n, np.nan)

@@ -21,6 +21,7 @@ parentheses, ``&`` concatenation), the paper's ``NewColField1``/
 from __future__ import annotations
 
 import html
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -332,7 +333,9 @@ def _scale_units(t: Table, ys: list[str], spec: str | None) -> Table:
             factors.append(float(a))
         except ValueError:
             raise ResultsError(f"Y1Units: bad factor {a!r}") from None
-    top = max(float(pd.to_numeric(t.df[y], errors="coerce").max()) for y in ys)
+    # the largest finite value (an inf is not drawn and must not pick the factor)
+    finite = [float(v) for y in ys for v in pd.to_numeric(t.df[y], errors="coerce") if np.isfinite(v)]
+    top = max(finite, default=math.nan)
     below = [f for f in sorted(factors) if f <= top] or [1.0]
     f = below[-1]
     if f == 1.0:

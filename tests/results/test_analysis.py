@@ -237,3 +237,39 @@ def test_has_matches_large_numbers_as_the_csv_writes_them(processed: Path, tmp_p
     assert tables[0].count("<tr") == rows + 1
     assert tables[1].count("<tr") == 1
     assert f">{rows}<" in tables[2]
+
+
+def test_svg_plot_axis_ignores_infinite_values() -> None:
+    """A starved flow makes fairness = rateMax / 0 = inf: the axes still
+    scale to the finite values, so every bar and diamond is inside the frame."""
+    import re
+
+    t = Table.from_records([
+        {"exp": "1.0", "ca": "cubic", "instances": 1, "rate": 10.0, "fairness": math.inf},
+        {"exp": "2.0", "ca": "bbr", "instances": 2, "rate": 30.0, "fairness": 2.0},
+        {"exp": "3.0", "ca": "reno", "instances": 4, "rate": 20.0, "fairness": 1.5},
+    ])
+    for y1, y2 in (("fairness", None), ("rate", "fairness")):
+        svg = t.plot("instances", y1, y2=y2, series="ca", backend="html").svg
+        frame = re.search(r'<rect x="70" y="(\d+)" width="\d+" height="(\d+)" fill="none"', svg)
+        assert frame
+        top, bottom = float(frame[1]), float(frame[1]) + float(frame[2])
+        bars = [(float(a), float(b)) for a, b in re.findall(r'<rect x="[\d.]+" y="(-?[\d.]+)" width="[\d.]+" '
+                                                             r'height="(-?[\d.]+)" fill="#', svg)]
+        diamonds = [float(v) + 6 for v in re.findall(r'<path d="M[\d.]+,(-?[\d.]+) ', svg)]
+        assert len(bars) == (2 if y1 == "fairness" else 3) + 3  # + the 3 legend squares
+        assert len(diamonds) == (2 if y2 else 0)
+        for y, h in bars:
+            assert top <= y and y + h <= bottom + 0.1
+        for d in diamonds:
+            assert top <= d <= bottom
+
+
+def test_y1units_scale_ignores_infinite_values(tmp_path: Path) -> None:
+    """Y1Units picks the largest factor below the largest finite value (an inf
+    would pick 'secs' and shrink every bar to nothing)."""
+    (tmp_path / "t.csv").write_text("exp,x,lat\n1.0,a,inf\n2.0,b,2000\n3.0,c,3000\n")
+    s = tmp_path / "s.script"
+    s.write_text(f"File={tmp_path}/t\nplotX=x\nplotY1=lat\nY1Units=1=us,1000=ms,1000000=secs\ndoPlot\n")
+    page = run_script(s)
+    assert "lat=3</title>" in page and "lat=2</title>" in page

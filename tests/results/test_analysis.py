@@ -208,6 +208,24 @@ def test_summaries_of_many_experiments(processed: Path) -> None:
     assert np.allclose(t.df["rate"], Table.read(processed).select('has(exp, ".0")').df["rate"])
 
 
+def test_summaries_carry_desc_and_other_as_exp_csv(workdir: Path) -> None:
+    """The summaries of the experiments equal exp.csv's N.0 rows, the DESC
+    and OTHER pairs (testType, bw, ...) included."""
+    for exp in (1, 2, 3):
+        process_experiment(workdir, exp, desc=f"run {exp}", other="testType=3Stream1,bw=10mbit")
+    csv_rows = Table.read(workdir).select('has(exp, ".0")').df.reset_index(drop=True)
+    for t in (Table.from_workdir(workdir), open_experiments(workdir).summaries()):
+        df = t.df.reset_index(drop=True)
+        assert list(df.columns) == list(csv_rows.columns)
+        for c in df.columns:
+            assert list(df[c].astype(str)) == list(csv_rows[c].astype(str)), c
+        assert list(df["desc"]) == ["run 1", "run 2", "run 3"] and set(df["testNote"]) == {"recorded"}
+    # Without exp.nc, experiment.json's DESC/OTHER (the runner's) are used.
+    (workdir / "2" / "exp.nc").unlink()
+    df = Table.from_workdir(workdir).df
+    assert list(df["testNote"]) == ["recorded"] * 3 and list(df["testType"]) == ["3Stream1", "", "3Stream1"]
+
+
 def test_open_experiments_is_lazy(processed: Path) -> None:
     exps = open_experiments(processed)
     assert len(exps) == 3 and list(exps) == [1, 2, 3] and not exps._open

@@ -116,6 +116,10 @@ def _try_read(path: Path, raw: ExperimentRaw) -> RawFlow | None:
         # block boundary without one was cut as surely as a truncated one.
         raw.warnings.append(f"{path}: no summary block (its writer stopped before the end); "
                             f"kept {flow.rows} samples")
+    elif str(flow.summary.get("status") or "ok") != "ok":
+        # e.g. stopped by a signal half-way: complete file, incomplete flow
+        why = flow.summary.get("error") or flow.summary.get("status")
+        raw.warnings.append(f"{path}: ended in error: {why}; kept {flow.rows} samples")
     return flow
 
 

@@ -330,3 +330,49 @@ def test_corrupted_exp_nc_never_gives_other_numbers(processed: Path) -> None:
         changed += [(start, v) for v in numeric if v not in ds.variables or not ds[v].equals(ref[v])]
     assert not changed
     assert refused > 10
+
+
+def test_a_flow_stopped_half_way_is_named(tmp_path: Path, capsys) -> None:
+    """A real flow (the engine over loopback) stopped half-way: both ends
+    write their summary with status "error"; the warnings (and stderr) name
+    each file and the engine's reason, and the samples are kept."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    engine = [sys.executable, "-m", "netesto.traffic"]
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    server = subprocess.Popen([*engine, "server", "--bind", "127.0.0.1", "--port", "0",
+                               "--datadir", str(stage / "srv")], stdout=subprocess.PIPE, text=True)
+    client = None
+    try:
+        port = json.loads(server.stdout.readline())["port"]  # type: ignore[union-attr]
+        spec = {"flow_id": "h1-h2-1-0", "test": "TCP_STREAM", "server": "127.0.0.1", "port": port,
+                "ca": "cubic", "dur": 30, "interval": 0.01, "exp": 4}
+        (stage / "specs.json").write_text(json.dumps([spec]))
+        client = subprocess.Popen([*engine, "client", "--specs", str(stage / "specs.json"),
+                                   "--datadir", str(stage / "cli")], stdout=subprocess.PIPE, text=True)
+        for line in client.stdout:  # type: ignore[union-attr]
+            if json.loads(line).get("event") == "progress":  # 1 s of data sent
+                break
+        client.send_signal(signal.SIGTERM)
+        client.communicate(timeout=60)
+    finally:
+        for proc in (client, server):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.communicate(timeout=60)
+    flows = tmp_path / "work" / "4" / "flows"
+    flows.mkdir(parents=True)
+    for p in stage.glob("*/4/flows/*.nflow"):
+        p.rename(flows / p.name)
+    res = process_experiment(tmp_path / "work", 4)
+    for side in ("client", "server"):
+        hits = [w for w in res.warnings if w.startswith(f"{flows / f'h1-h2-1-0.{side}.nflow'}: ended in error")]
+        assert len(hits) == 1, res.warnings
+    assert any("SIGTERM" in w for w in res.warnings)
+    assert "ended in error" in capsys.readouterr().err
+    assert "ended in error" in (tmp_path / "work" / "4" / "errors.txt").read_text()
+    assert float(res.rows[0]["rate"]) > 0

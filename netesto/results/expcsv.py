@@ -123,7 +123,7 @@ def parse_other(other: str | Iterable[Any]) -> list[tuple[str, str]]:
         if isinstance(item, str):
             out.extend(parse_other(item))
         elif isinstance(item, Sequence) and len(item) == 2:
-            k, v = item
+            k, v = item[0], item[1]
             out.append((str(k), str(v)))
         else:
             raise ResultsError(f"other: expected key=value or a [key, value] pair, got {item!r}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import html
+import json
 import math
 import os
 import re
@@ -29,7 +30,7 @@ import pandas as pd
 
 from netesto.errors import ResultsError
 from netesto.results import safeexpr
-from netesto.results.expcsv import Field, aggregate, load_fields
+from netesto.results.expcsv import Field, aggregate, load_fields, parse_other
 from netesto.results.summaries import parse_exp_out
 
 TEXT_COLUMNS = frozenset({"exp", "expName", "desc", "kernel", "host", "server", "ca", "test"})
@@ -50,6 +51,24 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
         if (num.notna() | blank).all() and (~blank).any():
             out[c] = num
     return out
+
+
+def _desc_other(expdir: Path) -> tuple[str, list[tuple[str, str]]]:
+    """The DESC and OTHER pairs an experiment was processed with: exp.nc's
+    attributes (the caller's and the runner's), else experiment.json's."""
+    try:
+        import netCDF4
+
+        # netCDF4 itself: reads two attributes, not the whole dataset
+        with netCDF4.Dataset(expdir / "exp.nc") as nc:
+            return str(nc.getncattr("desc")), parse_other(json.loads(nc.getncattr("other")))
+    except Exception:  # no or unreadable exp.nc: the run's own description
+        pass
+    try:
+        meta = json.loads((expdir / "experiment.json").read_text())
+        return str(meta.get("desc") or ""), parse_other(meta.get("other") or [])
+    except (OSError, ValueError, AttributeError, ResultsError):
+        return "", []
 
 
 def _exp_key(value: Any) -> tuple[float, float]:
@@ -107,7 +126,9 @@ class Table:
     def from_workdir(cls, workdir: str | os.PathLike[str],
                      fields: Sequence[Field] | None = None) -> "Table":
         """One aggregate row per experiment, from each ``<exp>/all.exp.out``
-        (works without exp.csv; uses ``fields.txt`` of the workdir or the default)."""
+        and the DESC/OTHER it was processed with (exp.nc's, else
+        experiment.json's): exp.csv's ``N.0`` rows, without exp.csv (uses
+        ``fields.txt`` of the workdir or the default)."""
         root = Path(workdir)
         fields = fields or load_fields(root)
         rows = []
@@ -117,8 +138,9 @@ class Table:
                 text = (d / "all.exp.out").read_text()
             except OSError:
                 continue
+            desc, other = _desc_other(d)
             for rec in parse_exp_out(text)[:1]:
-                rows.append(aggregate(rec, fields))
+                rows.append(aggregate(rec, fields, desc=desc, other=other))
         if not rows:
             raise ResultsError(f"{root}: no processed experiments (no <exp>/all.exp.out)")
         return cls.from_records(rows)
@@ -186,7 +208,7 @@ class Table:
             if mod == "int":
                 s = np.floor(pd.to_numeric(s, errors="coerce"))
             elif mod:
-                s = s.astype(str).str.contains(mod[4:], regex=False)
+                s = s.map(safeexpr.cell_text).str.contains(mod[4:], regex=False)
             keys.append((name, s))
         if not keys:
             raise ResultsError("average: no columns given")

@@ -253,6 +253,17 @@ def _ping_key(rec: FlowRecord) -> str:
     return f"{short_host(rec.meta.get('host', ''))}-{short_host(rec.meta.get('server', ''))}"
 
 
+def _ping_client(raw: ExperimentRaw, key: str) -> str:
+    """The client host of ping file ``<client>-<server>``: host names may
+    contain '-', so the flows' own pairs (then the known hosts) say where it splits."""
+    for rec in raw.flows:
+        if _ping_key(rec) == key:
+            return str(rec.meta.get("host", ""))
+    hosts = raw.meta.get("hosts") or {}
+    known = [h for h in hosts if key.startswith(f"{short_host(h)}-")]
+    return max(known, key=len) if known else key.split("-", 1)[0]
+
+
 def _host_arrays(snaps: dict[str, HostSnapshot], nodes: list[str], counters: list[str]) -> np.ndarray:
     out = np.full((len(nodes), len(counters)), np.nan)
     pos = {c: i for i, c in enumerate(counters)}
@@ -297,7 +308,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
     ping_grid: dict[str, np.ndarray] = {}
     ping_mean: dict[str, float] = {}
     for key, ping in raw.pings.items():
-        host = key.split("-", 1)[0]
+        host = _ping_client(raw, key)
         t = _times(raw, ping, host)
         r = col(ping, "rtt")
         line = np.full(n, np.nan)
@@ -428,11 +439,17 @@ def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:
 
 
 def write_netcdf(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
-    """Write ``ds`` to ``path`` (netCDF4) via a temporary file and a rename."""
+    """Write ``ds`` to ``path`` (netCDF4) via a temporary file and a rename.
+
+    Numeric variables are stored with HDF5's Fletcher-32 checksum, so damaged
+    data is refused when read instead of read as other numbers (strings and
+    attributes cannot carry one)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    encoding = {name: {"fletcher32": True} for name, var in ds.variables.items()
+                if var.dtype.kind in "fiub" and var.ndim and 0 not in var.shape}
     try:
-        ds.to_netcdf(tmp, engine="netcdf4")
+        ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
         os.replace(tmp, path)
     except Exception as exc:
         tmp.unlink(missing_ok=True)
@@ -452,8 +469,10 @@ def open_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
         try:
             with xr.open_dataset(nc, engine="netcdf4") as ds:
                 return ds.load()
-        except (OSError, ValueError) as exc:
-            raise ResultsError(f"{nc}: cannot open dataset: {exc}") from exc
+        # A damaged file makes netCDF4/HDF5 raise RuntimeError, AttributeError,
+        # KeyError, ... besides OSError: all of them mean "this file is unreadable".
+        except Exception as exc:
+            raise ResultsError(f"{nc}: cannot open dataset: {type(exc).__name__}: {exc}") from exc
     if p.is_dir():
         return build_dataset(load_experiment(p))
     raise ResultsError(f"{p}: no such experiment (expected a directory or an exp.nc file)")

@@ -116,13 +116,17 @@ def parse_other(other: str | Iterable[Any]) -> list[tuple[str, str]]:
                     raise ResultsError(f"other: expected key=value, got {part!r}")
                 pairs.append((k.strip(), v.strip()))
         return pairs
+    if not isinstance(other, Iterable) or isinstance(other, Mapping):
+        raise ResultsError(f"other: expected 'k=v,...' or [key, value] pairs, got {other!r}")
     out = []
     for item in other:
         if isinstance(item, str):
             out.extend(parse_other(item))
-        else:
-            k, v = item
+        elif isinstance(item, Sequence) and len(item) == 2:
+            k, v = item[0], item[1]
             out.append((str(k), str(v)))
+        else:
+            raise ResultsError(f"other: expected key=value or a [key, value] pair, got {item!r}")
     return out
 
 

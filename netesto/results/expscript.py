@@ -21,6 +21,7 @@ parentheses, ``&`` concatenation), the paper's ``NewColField1``/
 from __future__ import annotations
 
 import html
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ import pandas as pd
 
 from netesto.errors import ResultsError
 from netesto.results.analysis import Table
+from netesto.results.safeexpr import cell_text
 
 _VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _SELECT_OPS = ("[hasnot]", "[has]", "==", "!=", ">=", "<=", "<>", ">", "<")
@@ -82,8 +84,7 @@ def _select_mask(df: pd.DataFrame, spec: str) -> pd.Series:
             if name not in df.columns:
                 continue
             col = df[name]
-            text = col.map(lambda v: "" if isinstance(v, float) and np.isnan(v) else
-                           (f"{v:g}" if isinstance(v, float) else str(v)))
+            text = col.map(cell_text)
             num = pd.to_numeric(col, errors="coerce")
             try:
                 fval = float(value)
@@ -97,9 +98,9 @@ def _select_mask(df: pd.DataFrame, spec: str) -> pd.Series:
                 lo, _, hi = value.partition(":")
                 m = pd.Series(True, index=df.index)
                 if lo.strip():
-                    m &= num >= float(lo)
+                    m &= num >= _number(cond, lo)
                 if hi.strip():
-                    m &= num <= float(hi)
+                    m &= num <= _number(cond, hi)
             elif op in ("==", "!=") and (fval is None or num.isna().all()):
                 m = (text == value) if op == "==" else (text != value)
             elif fval is None:
@@ -110,6 +111,22 @@ def _select_mask(df: pd.DataFrame, spec: str) -> pd.Series:
             mask &= m.fillna(False)
         result |= mask
     return result
+
+
+def _number(cond: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ResultsError(f"{cond!r}: {text.strip()!r} is not a number") from None
+
+
+def _int(option: str, text: object, whole: object = None) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        shown = whole if whole is not None else text
+        raise ResultsError(f"{option} {shown!r}: "
+                           "expected a whole number") from None
 
 
 def _newcol_expr(expr: str) -> str:
@@ -156,6 +173,8 @@ class ExpScript:
                     break
             except ResultsError as exc:
                 raise ResultsError(f"{source}:{lineno}: {key}: {exc.message}") from exc
+            except (ValueError, TypeError) as exc:  # a value no check above foresaw
+                raise ResultsError(f"{source}:{lineno}: {key}: bad value: {exc}") from exc
         return self.page()
 
     def command(self, key: str, value: str) -> str | None:
@@ -179,7 +198,7 @@ class ExpScript:
                             for e in extra["exp"]]
             self._set(Table(pd.concat([cur, extra], ignore_index=True)))
         elif k == "format":
-            self.fmt = int(value)
+            self.fmt = _int("value", value)
             self._set(self._need())
         elif k == "relpath":
             self.rel_path = value
@@ -253,9 +272,9 @@ class ExpScript:
         size = o.get("plotSize", "")
         if size:
             w, _, h = size.replace("x", ",").partition(",")
-            width, height = int(w), int(h)
-        width = int(o.get("plotXSize", width))
-        height = int(o.get("plotYSize", height))
+            width, height = _int("plotSize", w, size), _int("plotSize", h, size)
+        width = _int("plotXSize", o.get("plotXSize", width))
+        height = _int("plotYSize", o.get("plotYSize", height))
         series_labels: dict[str, str] = {}
         series = o.get("plotSeries") or None
         if series and ";" in series:
@@ -314,7 +333,9 @@ def _scale_units(t: Table, ys: list[str], spec: str | None) -> Table:
             factors.append(float(a))
         except ValueError:
             raise ResultsError(f"Y1Units: bad factor {a!r}") from None
-    top = max(float(pd.to_numeric(t.df[y], errors="coerce").max()) for y in ys)
+    # the largest finite value (an inf is not drawn and must not pick the factor)
+    finite = [float(v) for y in ys for v in pd.to_numeric(t.df[y], errors="coerce") if np.isfinite(v)]
+    top = max(finite, default=math.nan)
     below = [f for f in sorted(factors) if f <= top] or [1.0]
     f = below[-1]
     if f == 1.0:

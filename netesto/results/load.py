@@ -2,8 +2,10 @@
 
 Reads ``<exp>/experiment.json``, ``<exp>/flows/<flow_id>.{client,server}.nflow``,
 ``<exp>/ping/<client>-<server>.nflow`` and ``<exp>/{0,1}/<host>.*``. A file
-that cannot be decoded is reported in :attr:`ExperimentRaw.errors` (the
-message names the file) and everything else is still loaded.
+that cannot be decoded, or is missing while its counterpart (the flow's other
+end, the host's other snapshot) exists, is reported in
+:attr:`ExperimentRaw.errors` (the message names the file) and everything
+else is still loaded.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from netesto.errors import RawDataError, ResultsError
+from netesto.results.expcsv import parse_other
 from netesto.results.hostfiles import HostSnapshot, read_snapshot
 from netesto.traffic.rawformat import RawFlow, read_flow
 
@@ -86,6 +89,15 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise ResultsError(f"{path}: cannot read experiment description: {exc}") from exc
     if not isinstance(doc, dict):
         raise ResultsError(f"{path}: experiment description is not a JSON object")
+    for key, kind, what in (("hosts", dict, "an object"), ("flows", list, "a list")):
+        if doc.get(key) is not None and not isinstance(doc[key], kind):
+            raise ResultsError(f"{path}: '{key}' must be {what}, not {type(doc[key]).__name__}")
+    if doc.get("other") is not None:
+        # PROCESS_EXP's "k=v,..." text or [key, value] pairs -> pairs
+        try:
+            doc["other"] = [list(p) for p in parse_other(doc["other"])]
+        except ResultsError as exc:
+            raise ResultsError(f"{path}: 'other': {exc.message}") from None
     return doc
 
 
@@ -99,6 +111,15 @@ def _try_read(path: Path, raw: ExperimentRaw) -> RawFlow | None:
         return None
     if flow.truncated:
         raw.warnings.append(f"{path}: truncated (last block cut short); kept {flow.rows} samples")
+    elif flow.summary is None:
+        # Every writer ends its file with a summary: a file that stops on a
+        # block boundary without one was cut as surely as a truncated one.
+        raw.warnings.append(f"{path}: no summary block (its writer stopped before the end); "
+                            f"kept {flow.rows} samples")
+    elif str(flow.summary.get("status") or "ok") != "ok":
+        # e.g. stopped by a signal half-way: complete file, incomplete flow
+        why = flow.summary.get("error") or flow.summary.get("status")
+        raw.warnings.append(f"{path}: ended in error: {why}; kept {flow.rows} samples")
     return flow
 
 
@@ -148,6 +169,7 @@ def load_experiment(expdir: str | os.PathLike[str]) -> ExperimentRaw:
         merged.update(_parse_flow_id(flow_id))
         merged.update(fmeta)
         merged["flow_id"] = flow_id
+        _check_flow_ends(flows_dir, flow_id, merged, client, server, raw)
         raw.flows.append(FlowRecord(flow_id, merged, client, server))
     ping_dir = path / "ping"
     if ping_dir.is_dir():
@@ -161,7 +183,59 @@ def load_experiment(expdir: str | os.PathLike[str]) -> ExperimentRaw:
             hosts = sorted({p.name.rsplit(".", 1)[0] for p in d.iterdir() if "." in p.name})
             for host in hosts:
                 target[host] = read_snapshot(d, host)
+    _check_snapshots(path, raw)
     return raw
+
+
+def _check_flow_ends(flows_dir: Path, flow_id: str, meta: dict[str, Any],
+                     client: RawFlow | None, server: RawFlow | None, raw: ExperimentRaw) -> None:
+    """Name an end's file that is absent while the other end's is there (its
+    host died, a fetch failed). Only the built-in engine always writes a
+    server file (netperf never does, iperf3 not always)."""
+    ends = {"client": client, "server": server}
+    for side, flow in ends.items():
+        p = flows_dir / f"{flow_id}.{side}.nflow"
+        if flow is not None or p.exists():  # read, or unreadable and reported already
+            continue
+        if side == "server" and str(meta.get("driver") or "builtin") != "builtin":
+            continue
+        other = "server" if side == "client" else "client"
+        raw.errors.append(f"{p}: missing (flow {flow_id} has only its {other} end's data)")
+
+
+def _snapshot_files(d: Path) -> dict[str, dict[str, int]]:
+    """host -> {suffix: size} of the snapshot files in ``d`` (empty if no ``d``)."""
+    out: dict[str, dict[str, int]] = {}
+    if d.is_dir():
+        for p in d.iterdir():
+            if "." in p.name and p.is_file():
+                host, _, suffix = p.name.rpartition(".")
+                out.setdefault(host, {})[suffix] = p.stat().st_size
+    return out
+
+
+def _check_snapshots(path: Path, raw: ExperimentRaw) -> None:
+    """Name host snapshot files of ``0/`` without their ``1/`` counterpart
+    (or the reverse) and files that are empty where their counterpart is not:
+    the collectors write the same files before and after, so an asymmetry is
+    lost data (e.g. the experiment died before its after-snapshots)."""
+    dirs = {o: path / o for o in ("0", "1")}
+    files = {o: _snapshot_files(d) for o, d in dirs.items()}
+    for order, other in (("0", "1"), ("1", "0")):
+        mine, theirs = files[order], files[other]
+        for host in sorted(theirs):
+            if host not in mine:
+                raw.errors.append(f"{dirs[order] / host}.*: missing (no snapshot of {host} here; "
+                                  f"{dirs[other] / host}.* exists)")
+                continue
+            for suffix in sorted(theirs[host]):
+                size = mine[host].get(suffix)
+                if size is None:
+                    raw.errors.append(f"{dirs[order] / host}.{suffix}: missing "
+                                      f"({dirs[other] / host}.{suffix} exists)")
+                elif size == 0 and theirs[host][suffix] > 0:
+                    raw.errors.append(f"{dirs[order] / host}.{suffix}: empty "
+                                      f"({dirs[other] / host}.{suffix} is not)")
 
 
 __all__ = ["ExperimentRaw", "FlowRecord", "load_experiment", "short_host"]

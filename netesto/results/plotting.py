@@ -116,9 +116,11 @@ def svg_plot(table: "Table", x: str, y1: Any, *, y2: Any = None, series: str | N
     pw, ph = width - left - right, height - top - bottom
 
     def vmax(cols: list[str]) -> float:
-        vals = [pd.to_numeric(df[c], errors="coerce").max() for c in cols]
+        # Finite values only: an inf (e.g. fairness over a starved flow) is not
+        # drawn, and must not hide the tallest value that is.
+        vals = [float(v) for c in cols for v in pd.to_numeric(df[c], errors="coerce") if math.isfinite(v)]
         # 5% headroom so the tallest bar or diamond does not touch the frame.
-        return 1.05 * float(max([v for v in vals if v is not None and math.isfinite(v)] or [1.0]))
+        return 1.05 * max(vals or [1.0])
 
     (m1, s1), (m2, s2) = nice_top(vmax(ys)), nice_top(vmax(y2s) if y2s else 1.0)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '

@@ -63,6 +63,8 @@ def process_experiment(
         write_text_atomic(err_file, "".join(f"{e}\n" for e in raw.errors + raw.warnings))
         for e in raw.errors:
             print(f"netesto results: error: {e}", file=sys.stderr)
+        for w in raw.warnings:
+            print(f"netesto results: warning: {w}", file=sys.stderr)
     else:
         err_file.unlink(missing_ok=True)
     if not raw.flows:

@@ -36,15 +36,18 @@ def _num(v: Any) -> Any:
 
 def _text(v: Any) -> Any:
     if isinstance(v, pd.Series):
-        return v.map(_fmt_cell)
-    return _fmt_cell(v)
+        return v.map(cell_text)
+    return cell_text(v)
 
 
-def _fmt_cell(v: Any) -> str:
+def cell_text(v: Any) -> str:
+    """A cell as text for has/startswith/``&``: NaN is blank; a number is
+    positional and as short as it reads back ("33554432", "1182.8"), never
+    scientific or cut to 6 digits as ``%g`` (3.35544e+07) would be."""
     if isinstance(v, float):
         if np.isnan(v):
             return ""
-        return f"{v:g}"
+        return np.format_float_positional(v, trim="-")
     return str(v)
 
 
@@ -204,4 +207,4 @@ def evaluate(text: str, columns: Mapping[str, Any]) -> Any:
     return Evaluator(columns, text).eval(parse(text))
 
 
-__all__ = ["FUNCTIONS", "evaluate", "parse"]
+__all__ = ["FUNCTIONS", "cell_text", "evaluate", "parse"]

@@ -70,6 +70,15 @@ def _nanfn(fn: Any, values: np.ndarray) -> float:
     return float(fn(v)) if v.size else math.nan
 
 
+def _count(value: Any, default: int) -> int:
+    """A positive whole number from experiment.json, else ``default``."""
+    try:
+        n = float(value)
+    except (TypeError, ValueError):
+        return default
+    return int(n) if math.isfinite(n) and n >= 1 else default
+
+
 def _snap(snaps: dict[str, HostSnapshot], host: str) -> HostSnapshot | None:
     return snaps.get(host) or snaps.get(host.split(".", 1)[0])
 
@@ -183,7 +192,7 @@ def group_summaries(ds: xr.Dataset, raw: ExperimentRaw) -> list[GroupSummary]:
             ("fullServer", str(first.get("server", server))),
             ("group", str(group)),
             ("kernel", str(kernel)),
-            ("instances", str(int(first.get("instances") or g.sizes["flow"]))),
+            ("instances", str(_count(first.get("instances"), g.sizes["flow"]))),
             ("instance", "all"),
             ("dur", fmt(first.get("dur", g.dur.values[0]), 0) if float(g.dur.values[0]).is_integer() else fmt(g.dur.values[0], 3)),
             ("delay", fmt(g.delay.values[0], 0) if float(np.nan_to_num(g.delay.values[0])).is_integer() else fmt(g.delay.values[0], 3)),

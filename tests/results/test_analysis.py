@@ -208,6 +208,24 @@ def test_summaries_of_many_experiments(processed: Path) -> None:
     assert np.allclose(t.df["rate"], Table.read(processed).select('has(exp, ".0")').df["rate"])
 
 
+def test_summaries_carry_desc_and_other_as_exp_csv(workdir: Path) -> None:
+    """The summaries of the experiments equal exp.csv's N.0 rows, the DESC
+    and OTHER pairs (testType, bw, ...) included."""
+    for exp in (1, 2, 3):
+        process_experiment(workdir, exp, desc=f"run {exp}", other="testType=3Stream1,bw=10mbit")
+    csv_rows = Table.read(workdir).select('has(exp, ".0")').df.reset_index(drop=True)
+    for t in (Table.from_workdir(workdir), open_experiments(workdir).summaries()):
+        df = t.df.reset_index(drop=True)
+        assert list(df.columns) == list(csv_rows.columns)
+        for c in df.columns:
+            assert list(df[c].astype(str)) == list(csv_rows[c].astype(str)), c
+        assert list(df["desc"]) == ["run 1", "run 2", "run 3"] and set(df["testNote"]) == {"recorded"}
+    # Without exp.nc, experiment.json's DESC/OTHER (the runner's) are used.
+    (workdir / "2" / "exp.nc").unlink()
+    df = Table.from_workdir(workdir).df
+    assert list(df["testNote"]) == ["recorded"] * 3 and list(df["testType"]) == ["3Stream1", "", "3Stream1"]
+
+
 def test_open_experiments_is_lazy(processed: Path) -> None:
     exps = open_experiments(processed)
     assert len(exps) == 3 and list(exps) == [1, 2, 3] and not exps._open
@@ -216,3 +234,60 @@ def test_open_experiments_is_lazy(processed: Path) -> None:
         exps[9]
     assert list(exps.combine().exp.values) == [1, 2, 3]
     assert list(exps.summaries().df["exp"]) == ["1.0", "2.0", "3.0"]
+
+
+def test_has_matches_large_numbers_as_the_csv_writes_them(processed: Path, tmp_path: Path) -> None:
+    """``[has]``/``has()`` look at a number's digits (33554432), never at a
+    scientific form (3.35544e+07) or one cut to 6 digits."""
+    t = Table.read(processed)
+    text = (processed / "exp.csv").read_text()
+    tcp_rmem = str(int(t.df["tcpRmem"].iloc[0]))
+    assert len(tcp_rmem) > 6 and f",{tcp_rmem}.0," in text
+    rows = len(t)
+    assert len(t.select(f'has(tcpRmem, "{tcp_rmem}")')) == rows
+    assert len(t.select('has(rate, ".")')) == rows  # no row's rate is a whole number
+    assert len(t.select(f'startswith(tcpRmem, "{tcp_rmem[:4]}")')) == rows
+    s = tmp_path / "s.script"
+    s.write_text(f"File={processed}/exp\nSelect=tcpRmem[has]{tcp_rmem}\nCols=exp\ndoTable\n"
+                 f"Select=all\nSelect=tcpRmem[hasnot]{tcp_rmem}\nCols=exp\ndoTable\n"
+                 f"Select=all\nAverage=tcpRmem[has:{tcp_rmem}]\nCols=exp,avgCnt\ndoTable\n")
+    tables = run_script(s).split("<table")[1:]
+    assert tables[0].count("<tr") == rows + 1
+    assert tables[1].count("<tr") == 1
+    assert f">{rows}<" in tables[2]
+
+
+def test_svg_plot_axis_ignores_infinite_values() -> None:
+    """A starved flow makes fairness = rateMax / 0 = inf: the axes still
+    scale to the finite values, so every bar and diamond is inside the frame."""
+    import re
+
+    t = Table.from_records([
+        {"exp": "1.0", "ca": "cubic", "instances": 1, "rate": 10.0, "fairness": math.inf},
+        {"exp": "2.0", "ca": "bbr", "instances": 2, "rate": 30.0, "fairness": 2.0},
+        {"exp": "3.0", "ca": "reno", "instances": 4, "rate": 20.0, "fairness": 1.5},
+    ])
+    for y1, y2 in (("fairness", None), ("rate", "fairness")):
+        svg = t.plot("instances", y1, y2=y2, series="ca", backend="html").svg
+        frame = re.search(r'<rect x="70" y="(\d+)" width="\d+" height="(\d+)" fill="none"', svg)
+        assert frame
+        top, bottom = float(frame[1]), float(frame[1]) + float(frame[2])
+        bars = [(float(a), float(b)) for a, b in re.findall(r'<rect x="[\d.]+" y="(-?[\d.]+)" width="[\d.]+" '
+                                                             r'height="(-?[\d.]+)" fill="#', svg)]
+        diamonds = [float(v) + 6 for v in re.findall(r'<path d="M[\d.]+,(-?[\d.]+) ', svg)]
+        assert len(bars) == (2 if y1 == "fairness" else 3) + 3  # + the 3 legend squares
+        assert len(diamonds) == (2 if y2 else 0)
+        for y, h in bars:
+            assert top <= y and y + h <= bottom + 0.1
+        for d in diamonds:
+            assert top <= d <= bottom
+
+
+def test_y1units_scale_ignores_infinite_values(tmp_path: Path) -> None:
+    """Y1Units picks the largest factor below the largest finite value (an inf
+    would pick 'secs' and shrink every bar to nothing)."""
+    (tmp_path / "t.csv").write_text("exp,x,lat\n1.0,a,inf\n2.0,b,2000\n3.0,c,3000\n")
+    s = tmp_path / "s.script"
+    s.write_text(f"File={tmp_path}/t\nplotX=x\nplotY1=lat\nY1Units=1=us,1000=ms,1000000=secs\ndoPlot\n")
+    page = run_script(s)
+    assert "lat=3</title>" in page and "lat=2</title>" in page

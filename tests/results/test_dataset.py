@@ -148,3 +148,37 @@ def test_packets_from_data_segs_out_when_recorded(workdir: Path) -> None:
     assert float(new.packets_sent.sel(flow="h1-h2-1-0")) == 4321
     for f in ("h1-h2-2-0", "h1-h2-3-0"):
         assert float(new.packets_sent.sel(flow=f)) == float(old.packets_sent.sel(flow=f))
+
+
+def _renamed(src: Path, dest: Path, names: dict[str, str], clock_offset: float) -> Path:
+    """A copy of an experiment with its hosts renamed (file names, flow ids,
+    experiment.json) and every host's clock ``clock_offset`` s ahead."""
+    import shutil
+
+    def rename(text: str) -> str:
+        for a, b in names.items():
+            text = text.replace(a, b)
+        return text
+
+    shutil.copytree(src, dest)
+    for p in sorted(dest.rglob("*")):
+        if p.is_file() and rename(p.name) != p.name:
+            p.rename(p.with_name(rename(p.name)))
+    meta = json.loads(rename((dest / "experiment.json").read_text()))
+    for h in meta["hosts"].values():
+        h["clock_offset"] = clock_offset
+    (dest / "experiment.json").write_text(json.dumps(meta))
+    return dest
+
+
+@pytest.mark.parametrize("names", [{"h1": "h1", "h2": "h2"}, {"h1": "lab-a", "h2": "lab-b"}])
+def test_ping_follows_its_hosts_clock_offset(workdir: Path, tmp_path: Path, names: dict[str, str]) -> None:
+    """Every host's clock 0.3 s ahead: flows and pings move together, so the
+    ping line of each flow is the same as without the offset - also for host
+    names with '-' (the ping file <client>-<server>.nflow is not split at it)."""
+    base = build_dataset(load_experiment(_renamed(workdir / "2", tmp_path / "a" / "2", names, 0.0)))
+    ahead = build_dataset(load_experiment(_renamed(workdir / "2", tmp_path / "b" / "2", names, 0.3)))
+    assert list(base.host.values) == [names["h1"]] * 2
+    assert np.isfinite(base.ping_rtt.values).sum() > 50
+    assert np.array_equal(base.goodput.values, ahead.goodput.values, equal_nan=True)
+    assert np.array_equal(base.ping_rtt.values, ahead.ping_rtt.values, equal_nan=True)

@@ -63,3 +63,20 @@ def test_doplot_page_renders_in_chromium(processed: Path, tmp_path: Path) -> Non
     assert "<table" in shown.dom and ">fairness<" in shown.dom
     rows = _cells(shown.dom.split("<table", 1)[1].split("</table>", 1)[0])
     assert [r[0] for r in rows[1:]] == ["2.0", "3.0"]
+
+
+@pytest.mark.parametrize("lines, what", [
+    ("Select=rate<>abc:5", "Select"),
+    ("format=x", "format"),
+    ("plotX=rate\nplotY1=cwnd\nplotSize=big\ndoPlot", "doPlot"),
+    ("plotX=rate\nplotY1=cwnd\nplotXSize=wide\ndoPlot", "doPlot"),
+])
+def test_a_bad_value_names_the_script_line(processed: Path, tmp_path: Path, lines: str, what: str) -> None:
+    """A typo in a script value is a ResultsError at script:line, not a traceback."""
+    from netesto.errors import ResultsError
+
+    s = tmp_path / "bad.script"
+    s.write_text(f"File={processed}/exp\n{lines}\n")
+    line = 1 + len(lines.splitlines())
+    with pytest.raises(ResultsError, match=rf"bad\.script:{line}: {what}: "):
+        run_script(s)

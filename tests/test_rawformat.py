@@ -132,3 +132,46 @@ def test_write_columns_writes_a_ready_made_block_after_buffered_rows(tmp_path):
     flow = read_flow(path)
     assert list(flow.columns["a"]) == [1, 2, 3]
     assert list(flow.columns["b"]) == [0.5, 1.5, 2.5]
+
+
+def _blocks_of(data: bytes) -> list[tuple[int, int]]:
+    """(offset, size) of each block after the preamble."""
+    out, pos = [], rawformat._PREAMBLE.size
+    while pos < len(data):
+        length, _ = rawformat._BLOCK.unpack_from(data, pos)
+        out.append((pos, rawformat._BLOCK.size + length))
+        pos += rawformat._BLOCK.size + length
+    return out
+
+
+def test_a_damaged_block_loses_only_itself(tmp_path):
+    """A flipped byte inside a block's payload: the blocks before and after it are kept,
+    and what was skipped is named (losing every sample of a flow to one bad byte is not
+    'keeping the data already collected')."""
+    path = _write(tmp_path / "f.nflow", [(float(i), i, i) for i in range(12)], summary={"status": "ok"})
+    data = path.read_bytes()
+    blocks = _blocks_of(data)  # header, 4 blocks of 3 rows, summary
+    assert len(blocks) == 6
+    pos, size = blocks[2]  # rows 3..5
+    bad = bytearray(data)
+    bad[pos + size - 5] ^= 0xFF
+    flow = decode_flow(bytes(bad), path="bad")
+    assert list(flow.columns["t"]) == [0.0, 1.0, 2.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0]
+    assert flow.summary is not None and not flow.truncated
+    assert flow.damaged == [f"block at byte {pos}: checksum mismatch; skipped its {size} bytes"]
+
+
+def test_a_damaged_length_keeps_the_blocks_before_it(tmp_path):
+    path = _write(tmp_path / "f.nflow", [(float(i), i, i) for i in range(12)], summary={"status": "ok"})
+    data = path.read_bytes()
+    pos, _ = _blocks_of(data)[3]  # rows 6..8: its length now points into the middle of the next
+    bad = bytearray(data)
+    bad[pos] ^= 0x01
+    flow = decode_flow(bytes(bad), path="bad")
+    assert list(flow.columns["t"]) == [float(i) for i in range(6)]
+    assert flow.summary is None
+    assert flow.damaged == [f"block at byte {pos}: checksum mismatch; the {len(data) - pos} bytes from there "
+                            "are unreadable"]
+    # a damaged header still leaves nothing to read: an error naming the file
+    with pytest.raises(RawDataError, match=f"block at byte {rawformat._PREAMBLE.size}: checksum mismatch"):
+        decode_flow(data[:20] + bytes([data[20] ^ 0xFF]) + data[21:], path="bad")

@@ -109,6 +109,8 @@ def _try_read(path: Path, raw: ExperimentRaw) -> RawFlow | None:
     except RawDataError as exc:
         raw.errors.append(str(exc))
         return None
+    for damage in flow.damaged:  # a bad block loses only what it held
+        raw.warnings.append(f"{path}: damaged: {damage}; kept {flow.rows} samples")
     if flow.truncated:
         raw.warnings.append(f"{path}: truncated (last block cut short); kept {flow.rows} samples")
     elif flow.summary is None:

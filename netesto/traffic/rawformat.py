@@ -29,9 +29,13 @@ Every block payload is a msgpack map with a ``"type"``:
     free map: totals, latency histogram, end status, error text.
 
 Readers accept files whose last block is cut short (the writer died): the
-complete blocks are kept and :attr:`RawFlow.truncated` is set. A bad magic,
-an unknown major version, a checksum mismatch or a malformed block before the
-end raise :class:`~netesto.errors.RawDataError` naming the file.
+complete blocks are kept and :attr:`RawFlow.truncated` is set. A damaged block
+after the header (a checksum mismatch, an impossible length, undecodable
+msgpack) loses only itself: the reader goes on with the next block when that
+one's checksum holds (the damage left the lengths intact), else stops there,
+and says what it skipped in :attr:`RawFlow.damaged`. A bad magic, an unknown
+major version or a damaged header raise :class:`~netesto.errors.RawDataError`
+naming the file.
 
 Only the standard library and msgpack are used: the agent writes these files.
 """
@@ -330,6 +334,7 @@ class RawFlow:
     units: dict[str, str] = field(default_factory=dict)
     summary: dict[str, Any] | None = None
     truncated: bool = False
+    damaged: list[str] = field(default_factory=list)  # what was skipped, and where
 
     @property
     def rows(self) -> int:
@@ -361,7 +366,7 @@ def decode_flow(data: bytes, *, path: str = "<bytes>") -> RawFlow:
             f"(reads {FORMAT_VERSION[0]}.x)",
             path=path,
         )
-    blocks, truncated = _split_blocks(data, _PREAMBLE.size, path)
+    blocks, truncated, damaged = _split_blocks(data, _PREAMBLE.size, path)
     if not blocks or blocks[0].get("type") != "header":
         raise RawDataError("first block is not a header", path=path)
     header = blocks[0]
@@ -369,7 +374,7 @@ def decode_flow(data: bytes, *, path: str = "<bytes>") -> RawFlow:
         cols = [Column(str(n), str(t), str(u)) for n, t, u in header["columns"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise RawDataError(f"bad column list in header: {exc}", path=path) from exc
-    flow = RawFlow(path=path, header=header, truncated=truncated)
+    flow = RawFlow(path=path, header=header, truncated=truncated, damaged=damaged)
     flow.columns = {c.name: array(c.typecode) for c in cols}
     flow.units = {c.name: c.unit for c in cols}
     swap = header.get("byteorder", sys.byteorder) != sys.byteorder
@@ -414,30 +419,59 @@ def _header_record(header: dict[str, Any], cols: Sequence[Column], path: str) ->
     return record
 
 
-def _split_blocks(data: bytes, pos: int, path: str) -> tuple[list[dict[str, Any]], bool]:
+def _block_at(data: bytes, pos: int) -> tuple[dict[str, Any] | None, int, str]:
+    """The block at ``pos``: (block, where the next starts, "") when whole and sound;
+    (None, next, why) when damaged, next being -1 when its length cannot be trusted;
+    (None, -1, "") when the file ends inside it."""
+    end = len(data)
+    if pos + _BLOCK.size > end:
+        return None, -1, ""
+    length, crc = _BLOCK.unpack_from(data, pos)
+    start = pos + _BLOCK.size
+    if length > MAX_BLOCK:
+        return None, -1, f"length {length} too large"
+    if start + length > end:
+        return None, -1, ""
+    payload = data[start : start + length]
+    if zlib.crc32(payload) != crc:
+        return None, start + length, "checksum mismatch"
+    try:
+        block = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        return None, start + length, f"undecodable ({exc})"
+    if not isinstance(block, dict):
+        return None, start + length, "not a map"
+    return block, start + length, ""
+
+
+def _sound_or_cut(data: bytes, pos: int) -> bool:
+    """A sound block starts at ``pos``, or one the end of the file cuts short."""
+    block, _, why = _block_at(data, pos)
+    return block is not None or not why
+
+
+def _split_blocks(data: bytes, pos: int, path: str) -> tuple[list[dict[str, Any]], bool, list[str]]:
+    """The sound blocks from ``pos`` on, whether the file ends inside one, and what was skipped."""
     blocks: list[dict[str, Any]] = []
+    damaged: list[str] = []
     end = len(data)
     while pos < end:
-        if pos + _BLOCK.size > end:
-            return blocks, True
-        length, crc = _BLOCK.unpack_from(data, pos)
-        start = pos + _BLOCK.size
-        if length > MAX_BLOCK:
-            raise RawDataError(f"block at byte {pos}: length {length} too large", path=path)
-        if start + length > end:
-            return blocks, True
-        payload = data[start : start + length]
-        if zlib.crc32(payload) != crc:
-            raise RawDataError(f"block at byte {pos}: checksum mismatch", path=path)
-        try:
-            block = msgpack.unpackb(payload, raw=False, strict_map_key=False)
-        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-            raise RawDataError(f"block at byte {pos}: undecodable ({exc})", path=path) from exc
-        if not isinstance(block, dict):
-            raise RawDataError(f"block at byte {pos}: not a map", path=path)
-        blocks.append(block)
-        pos = start + length
-    return blocks, False
+        block, after, why = _block_at(data, pos)
+        if block is not None:
+            blocks.append(block)
+            pos = after
+            continue
+        if not why:
+            return blocks, True, damaged
+        if not blocks:  # the header itself: nothing can be read without it
+            raise RawDataError(f"block at byte {pos}: {why}", path=path)
+        # Go on past it only if the next block proves the lengths are intact.
+        if after < 0 or (after < end and not _sound_or_cut(data, after)):
+            damaged.append(f"block at byte {pos}: {why}; the {end - pos} bytes from there are unreadable")
+            return blocks, False, damaged
+        damaged.append(f"block at byte {pos}: {why}; skipped its {after - pos} bytes")
+        pos = after
+    return blocks, False, damaged
 
 
 def _add_samples(

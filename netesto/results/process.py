@@ -140,6 +140,8 @@ def _render_html(ds: Any, groups: list[Any], all_items: list[tuple[str, str]],
         keys=keys,
         overall=dict(all_items),
         errors=result.errors,
+        warnings=result.warnings,
+        run_errors=[str(e) for e in json.loads(ds.attrs.get("run_errors", "[]") or "[]")],
         # The previous experiment's page exists already (or never will); the next one may come later.
         prev_exp=exp - 1 if (result.directory.parent / str(exp - 1) / "exp.html").is_file() else None,
         next_exp=exp + 1,

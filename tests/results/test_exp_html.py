@@ -72,7 +72,7 @@ def test_experiment_page_has_the_time_series(workdir: Path, tmp_path: Path) -> N
     ticks = [float(v) for v in re.findall(r'text-anchor="end">([\d.]+)<', goodput)]
     peak = float(ds.goodput.max()) / 1e9
     assert 30 + 245 * (1 - peak / max(ticks)) == pytest.approx(top_px, abs=1.5)
-    assert "Raw files that could not be read" not in shown.dom
+    assert "could not be read" not in shown.dom and "Warnings" not in shown.dom
     assert ">Prev<" not in shown.dom and 'href="../2/exp.html">Next<' in shown.dom  # no experiment 0
     process_experiment(workdir, 2)
     assert 'href="../1/exp.html">Prev<' in (workdir / "2" / "exp.html").read_text()
@@ -88,3 +88,29 @@ def test_plots_skip_missing_variables(workdir: Path) -> None:
     ds = xr.open_dataset(workdir / "2" / "exp.nc").load()
     ds["cwnd"][:] = np.nan
     assert [p.id for p in experiment_plots(ds.drop_vars("rtt"))] == ["goodput"]
+
+
+def test_the_page_shows_the_runs_errors_missing_data_and_warnings(workdir: Path, tmp_path: Path) -> None:
+    """What went wrong is on the page, not only in errors.txt: the run's own errors (experiment.json),
+    raw data missing, and the warnings that say the numbers shown rest on part of the data."""
+    import json
+
+    meta_path = workdir / "1" / "experiment.json"
+    meta = json.loads(meta_path.read_text())
+    meta["errors"] = ["h3: agent <h3> unreachable & dropped"]
+    meta_path.write_text(json.dumps(meta))
+    (workdir / "1" / "flows" / "h1-h2-2-0.server.nflow").unlink()
+    client = workdir / "1" / "flows" / "h1-h2-1-0.client.nflow"
+    data = bytearray(client.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one block lost
+    client.write_bytes(bytes(data))
+    res = process_experiment(workdir, 1)
+    page = workdir / "1" / "exp.html"
+    assert tag_problems(page.read_text()) == []
+    assert "agent &lt;h3&gt; unreachable &amp; dropped" in page.read_text()  # escaped
+    text = re.sub(r"<[^>]+>", " ", render(page, tmp_path / "exp1.png").dom)
+    assert "The run reported:" in text and "agent &lt;h3&gt; unreachable" in text
+    assert "Raw data that could not be read or is missing:" in text
+    assert "h1-h2-2-0.server.nflow" in text and any("h1-h2-2-0.server.nflow" in e for e in res.errors)
+    assert "Warnings (the data shown is what was kept):" in text
+    assert f"{client}: damaged: block at byte" in text

@@ -27,6 +27,7 @@ from netesto.results import (
     run_script,
     window_goodput,
 )
+from netesto.results.expcsv import aggregate, parse_fields
 from netesto.results.safeexpr import evaluate
 
 FIG8_COLUMNS = ["exp", "expName", "test", "instances", "ca", "cwnd", "pingRtt", "rate",
@@ -154,7 +155,15 @@ def test_sweep_combine_and_grid(processed: Path) -> None:
     assert list(c.exp.values) == [1, 2, 3]
     assert list(c.ca.values) == ["cubic/bbr", "cubic", "bbr"]
     assert c.rate.attrs["units"] == "Mbit/s"
-    assert float(c.rate.sel(exp=2)) == pytest.approx(float(datasets[2].rate.sum()))
+    assert float(c.rate.sel(exp=2)) == pytest.approx(float(datasets[2].rate.sum()))  # equal durations
+    # flows of different durations: the experiment's rate is exp.csv's (sumRateDur), not the plain sum
+    ds = datasets[1]
+    durs = [20.0, 10.0] + [5.0] * (ds.sizes["flow"] - 2)
+    uneven = ds.assign_coords(dur=("flow", durs))
+    row = aggregate([kv for d, r in zip(durs, uneven.rate.values) for kv in (("dur", str(d)), ("rate", str(r)))],
+                    parse_fields("dur:one\nrate:sumRateDur\n"))
+    assert float(combine([uneven]).rate[0]) == pytest.approx(float(row["rate"]), abs=0.05)
+    assert float(combine([uneven]).rate[0]) < float(uneven.rate.sum()) - 1
     assert list(c.testType.values) == ["3Stream1"] * 3
     g = grid(c, ["ca", "bw"])
     assert g.rate.dims == ("ca", "bw")

@@ -54,8 +54,20 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _desc_other(expdir: Path) -> tuple[str, list[tuple[str, str]]]:
-    """The DESC and OTHER pairs an experiment was processed with: exp.nc's
-    attributes (the caller's and the runner's), else experiment.json's."""
+    """The DESC and OTHER pairs an experiment was processed with: experiment.json's
+    ``processed`` (process_experiment notes them there), else exp.nc's attributes
+    (the same, for directories without it), else the run's own in experiment.json."""
+    try:
+        meta = json.loads((expdir / "experiment.json").read_text())
+    except (OSError, ValueError):
+        meta = {}
+    meta = meta if isinstance(meta, dict) else {}
+    done = meta.get("processed")
+    try:
+        if isinstance(done, dict):
+            return str(done.get("desc") or ""), parse_other(done.get("other") or [])
+    except (AttributeError, ResultsError):
+        pass
     try:
         import netCDF4
 
@@ -65,9 +77,8 @@ def _desc_other(expdir: Path) -> tuple[str, list[tuple[str, str]]]:
     except Exception:  # no or unreadable exp.nc: the run's own description
         pass
     try:
-        meta = json.loads((expdir / "experiment.json").read_text())
         return str(meta.get("desc") or ""), parse_other(meta.get("other") or [])
-    except (OSError, ValueError, AttributeError, ResultsError):
+    except (AttributeError, ResultsError):
         return "", []
 
 

@@ -76,6 +76,7 @@ def process_experiment(
     merged = dict((str(k), str(v)) for k, v in (raw.meta.get("other", []) or []))
     merged.update(parse_other(other))
     other_pairs = list(merged.items())
+    _note_processing(expdir / "experiment.json", desc, other_pairs)
     ds = build_dataset(raw)
     # The dataset records what the CSV rows record (sweep coordinates come from it).
     ds.attrs["desc"] = desc
@@ -105,6 +106,18 @@ def process_experiment(
             write_text_atomic(p, page)
             result.files.append(p)
     return result
+
+
+def _note_processing(path: Path, desc: str, other: list[tuple[str, str]]) -> None:
+    """Keep the DESC and OTHER this processing used in experiment.json (``processed``):
+    summaries of many experiments read them there instead of opening each exp.nc."""
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return  # no (readable) experiment.json: readers fall back to exp.nc
+    if isinstance(meta, dict):
+        meta["processed"] = {"desc": desc, "other": [list(p) for p in other]}
+        write_text_atomic(path, json.dumps(meta, indent=1, default=str))
 
 
 def _render_html(ds: Any, groups: list[Any], all_items: list[tuple[str, str]],

@@ -229,8 +229,17 @@ def test_summaries_carry_desc_and_other_as_exp_csv(workdir: Path) -> None:
         for c in df.columns:
             assert list(df[c].astype(str)) == list(csv_rows[c].astype(str)), c
         assert list(df["desc"]) == ["run 1", "run 2", "run 3"] and set(df["testNote"]) == {"recorded"}
-    # Without exp.nc, experiment.json's DESC/OTHER (the runner's) are used.
+    # process_experiment noted them in experiment.json: no exp.nc is opened for them
     (workdir / "2" / "exp.nc").unlink()
+    assert list(Table.from_workdir(workdir).df["testType"]) == ["3Stream1"] * 3
+    # a directory processed before that note existed: exp.nc's; without either, the run's own
+    import json
+
+    for exp in (2, 3):  # 3 still has its exp.nc, 2 has not
+        meta_path = workdir / str(exp) / "experiment.json"
+        meta = json.loads(meta_path.read_text())
+        del meta["processed"]
+        meta_path.write_text(json.dumps(meta))
     df = Table.from_workdir(workdir).df
     assert list(df["testNote"]) == ["recorded"] * 3 and list(df["testType"]) == ["3Stream1", "", "3Stream1"]
 

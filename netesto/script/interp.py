@@ -62,6 +62,7 @@ MAX_EXPANSION = 100_000
 MAX_STEPS = 2_000_000
 MAX_ACTIONS = 1_000_000
 MAX_SECONDS = 7 * 86400.0  # longest WAIT, dur or delay accepted
+MAX_EXP = 2**31 - 1  # the original's exp is a 32-bit integer; the wire cannot carry any size
 
 COMMON = ("exp", "host", "expName")
 # Accepted spellings -> the original's argument names.
@@ -548,7 +549,7 @@ class Interpreter:
             raw, tok = args["exp"]
             self._undefined(raw, frame, node.line, tok.col)
             if raw in ("COUNTER", "counter"):
-                value = self.counter.take()
+                value = self._counter_take(frame, node, tok.col)
             elif raw in ("PREV", "prev"):
                 if self.last_exp is None:
                     raise self._err(frame, node.line, tok.col,
@@ -557,14 +558,22 @@ class Interpreter:
                 value = self.last_exp
             else:
                 value = self._value(frame, node, node.name, "exp", raw, tok,
-                                    lambda s: V.to_int(s, low=0))
+                                    lambda s: V.to_int(s, low=0, high=MAX_EXP))
         elif self.last_exp is not None:
             value = self.last_exp
         elif consume:
-            value = self.counter.take()
+            value = self._counter_take(frame, node, node.col)
         else:
             return 0
         self.last_exp = value
+        return value
+
+    def _counter_take(self, frame: _Frame, node: Command, col: int) -> int:
+        value = self.counter.take()
+        if not 0 <= value <= MAX_EXP:
+            raise self._err(frame, node.line, col,
+                            f"{node.name}: experiment number {value} from the counter is not in 0..{MAX_EXP}",
+                            "reset the counter file (or give exp=N)")
         return value
 
     def _qualify(self, host: str) -> str:

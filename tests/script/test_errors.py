@@ -113,3 +113,21 @@ def test_public_api() -> None:
 )
 def test_message_has_where_the_line_a_caret_and_what_was_expected(text: str, lines: list[str]) -> None:
     assert error_of(text, file="m.nts").format_message().splitlines() == lines
+
+
+@pytest.mark.parametrize("text, col", [
+    ("DO_SERVER host=a exp=99999999999999999999999", 18),
+    ("DO_SERVER host=a exp=2147483648", 18),
+    ("SET e=1e30\nDO_SERVER host=a exp=$e", 18),
+])
+def test_an_experiment_number_the_wire_cannot_carry_is_a_script_error(text: str, col: int) -> None:
+    # The original's exp is a 32-bit integer; a bigger one used to pass the plan and
+    # then fail in the run with "cannot encode Request" naming neither file nor host.
+    err = error_of(text, file="m.nts")
+    assert err.column == col and "above the maximum 2147483647" in err.message, err.format_message()
+    assert plan("DO_SERVER host=a exp=2147483647")[0].exp == 2**31 - 1
+
+
+def test_a_counter_past_the_largest_experiment_number_is_a_script_error() -> None:
+    err = error_of("DO_SERVER host=a\n", file="m.nts", counter=netesto.script.MemoryCounter(2**31 - 1))
+    assert (err.line, err.column) == (1, 1) and "experiment number 2147483648" in err.message

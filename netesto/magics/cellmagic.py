@@ -15,6 +15,12 @@ DEFAULT_WORKDIR = "netesto-results"
 DEFAULT_RESULT = "netesto_result"
 
 
+def _parse(magic: Any, line: str) -> Any:
+    """``parse_argstring``, with shlex's ValueError (an unclosed quote) as a UsageError."""
+    try:
+        return parse_argstring(magic, line)
+    except ValueError as exc:
+        raise UsageError(f"%netesto {line.strip()}: {exc}") from None
 
 
 @magics_class
@@ -37,7 +43,7 @@ class NetestoMagics(Magics):
         ``%netesto lab FILE`` (a lab file, e.g. from ``netesto testbed up``),
         ``%netesto workdir DIR``, ``%netesto show``.
         """
-        args = parse_argstring(self.netesto_line, line)
+        args = _parse(self.netesto_line, line)
         if args.what == "lab":
             if not args.value:
                 raise UsageError("%netesto lab FILE: the lab file is missing")
@@ -75,7 +81,7 @@ class NetestoMagics(Magics):
         """
         from netesto.script import parse_defines
 
-        args = parse_argstring(self.netesto_cell, line)
+        args = _parse(self.netesto_cell, line)
         try:
             defines = parse_defines(args.defines)
             if args.plan:

@@ -71,3 +71,11 @@ def test_a_cell_runs_on_a_lab_and_binds_the_result(shell, tmp_path, capsys):
     assert list(ds.ca.values) == ["cubic"]
     assert float(ds.rate.values[0]) > 0
     assert (tmp_path / "res" / "exp.csv").exists()
+
+
+def test_an_unclosed_quote_in_the_magic_line_is_a_usage_error(shell):
+    # parse_argstring splits with shlex, whose ValueError used to escape as a traceback.
+    with pytest.raises(UsageError, match="No closing quotation"):
+        shell.run_cell_magic("netesto", "--plan -D 'desc=a b", "WAIT 0\n")
+    with pytest.raises(UsageError, match="No closing quotation"):
+        shell.run_line_magic("netesto", "lab 'my lab.toml")

@@ -82,6 +82,8 @@ class NetestoMagics(Magics):
         from netesto.script import parse_defines
 
         args = _parse(self.netesto_cell, line)
+        if not args.result.isidentifier():
+            raise UsageError(f"--as {args.result}: not a Python variable name")
         try:
             defines = parse_defines(args.defines)
             if args.plan:
@@ -108,7 +110,7 @@ class NetestoMagics(Magics):
         print(f"{len(actions)} actions, about {estimate_seconds(actions):.0f} s")
 
     def _run(self, cell: str, args: Any, defines: dict[str, str]) -> Any:
-        from netesto.controller import run
+        from netesto.controller import Lab, run
         from netesto.script import FileLoader, estimate_seconds, plan
 
         # Planning first shows script errors even before a lab is chosen.
@@ -116,6 +118,8 @@ class NetestoMagics(Magics):
         lab = args.lab or self.lab
         if lab is None:
             raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
+        if not isinstance(lab, Lab):
+            lab = Lab.from_file(lab)  # a bad lab file fails before the progress view shows
         workdir = Path(args.workdir) if args.workdir else self.workdir
         progress = _progress(estimate)
         return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress)

@@ -79,3 +79,17 @@ def test_an_unclosed_quote_in_the_magic_line_is_a_usage_error(shell):
         shell.run_cell_magic("netesto", "--plan -D 'desc=a b", "WAIT 0\n")
     with pytest.raises(UsageError, match="No closing quotation"):
         shell.run_line_magic("netesto", "lab 'my lab.toml")
+
+
+def test_a_bad_result_name_is_refused_before_anything_runs(shell, tmp_path):
+    # --as 1x used to run the whole cell and then bind the result to a name no code can use.
+    with pytest.raises(UsageError, match="--as 1x"):
+        shell.run_cell_magic("netesto", f"--as 1x --lab {tmp_path / 'nope.toml'}", "WAIT 0\n")
+    with pytest.raises(UsageError, match="--as"):
+        shell.run_cell_magic("netesto", "--plan --as a.b", "WAIT 0\n")
+
+
+def test_a_missing_lab_file_shows_no_progress_view(shell, tmp_path, capsys):
+    with pytest.raises(UsageError, match="not found"):
+        shell.run_cell_magic("netesto", f"--lab {tmp_path / 'nope.toml'}", "WAIT 0\n")
+    assert "FloatProgress" not in capsys.readouterr().out

@@ -87,7 +87,7 @@ class NetestoMagics(Magics):
         try:
             defines = parse_defines(args.defines)
             if args.plan:
-                self._show_plan(cell, defines)
+                self._show_plan(cell, args, defines)
                 return None
             result = self._run(cell, args, defines)
         except NetestoError as exc:
@@ -100,26 +100,46 @@ class NetestoMagics(Magics):
             print(f"netesto: error: {err}")
         return None
 
-    def _show_plan(self, cell: str, defines: dict[str, str]) -> None:
-        from netesto.commands.plan import format_action
-        from netesto.script import FileLoader, estimate_seconds, plan
+    def _lab(self, args: Any) -> Any:
+        """The cell's Lab (``--lab`` or the session's), None when neither is set."""
+        from netesto.controller import Lab
 
-        actions = plan(cell, file="<cell>", loader=FileLoader([Path.cwd()]), defines=defines)
+        lab = args.lab or self.lab
+        if lab is not None and not isinstance(lab, Lab):
+            lab = Lab.from_file(lab)
+        return lab
+
+    def _plan(self, cell: str, args: Any, defines: dict[str, str], lab: Any) -> list[Any]:
+        """The cell's actions as :func:`netesto.run` will produce them: the same SOURCE
+        search path, the workdir's counter (not written) and the lab's host_suffix."""
+        from netesto.script import FileLoader, MemoryCounter, plan
+        from netesto.script.store import read_counter_file
+
+        workdir = Path(args.workdir) if args.workdir else self.workdir
+        search = list(dict.fromkeys([str(Path.cwd()), str(workdir.resolve())]))
+        return plan(cell, file="<cell>", loader=FileLoader(search),
+                    counter=MemoryCounter(read_counter_file(workdir / "counter")),
+                    defines=defines, host_suffix=lab.host_suffix if lab is not None else "")
+
+    def _show_plan(self, cell: str, args: Any, defines: dict[str, str]) -> None:
+        from netesto.commands.plan import format_action
+        from netesto.script import estimate_seconds
+
+        actions = self._plan(cell, args, defines, self._lab(args))
         for action in actions:
             print(format_action(action))
         print(f"{len(actions)} actions, about {estimate_seconds(actions):.0f} s")
 
     def _run(self, cell: str, args: Any, defines: dict[str, str]) -> Any:
-        from netesto.controller import Lab, run
-        from netesto.script import FileLoader, estimate_seconds, plan
+        from netesto.controller import run
+        from netesto.script import estimate_seconds
 
-        # Planning first shows script errors even before a lab is chosen.
-        estimate = estimate_seconds(plan(cell, file="<cell>", loader=FileLoader([Path.cwd()]), defines=defines))
-        lab = args.lab or self.lab
+        # A bad lab file fails before the progress view shows; planning before the
+        # lab check shows script errors even before a lab is chosen.
+        lab = self._lab(args)
+        estimate = estimate_seconds(self._plan(cell, args, defines, lab))
         if lab is None:
             raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
-        if not isinstance(lab, Lab):
-            lab = Lab.from_file(lab)  # a bad lab file fails before the progress view shows
         workdir = Path(args.workdir) if args.workdir else self.workdir
         progress = _progress(estimate)
         return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress)

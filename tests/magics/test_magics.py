@@ -93,3 +93,23 @@ def test_a_missing_lab_file_shows_no_progress_view(shell, tmp_path, capsys):
     with pytest.raises(UsageError, match="not found"):
         shell.run_cell_magic("netesto", f"--lab {tmp_path / 'nope.toml'}", "WAIT 0\n")
     assert "FloatProgress" not in capsys.readouterr().out
+
+
+def test_plan_shows_what_the_run_would_do(shell, tmp_path, capsys):
+    # --plan used to start from experiment 1 and plain host names whatever the
+    # workdir's counter and the lab's host_suffix said, and missed SOURCE files
+    # that the run finds in the workdir.
+    from netesto.controller import Lab
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "counter").write_text("41\n")
+    (work / "lib.nts").write_text("SET dur=3\n")
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.of(h1={"control": "127.0.0.1", "port": 1}, h2={"control": "127.0.0.1", "port": 2},
+                          host_suffix="lab.example", insecure=True).to_toml())
+    cell = "SOURCE lib.nts\nDO_CLIENT host=h1 server=h2 dur=$dur\n"
+    shell.run_cell_magic("netesto", f"--plan --workdir {work} --lab {lab}", cell)
+    out = capsys.readouterr().out
+    assert "h1.lab.example  DO_CLIENT exp=42 server=h2.lab.example" in out and "dur=3" in out
+    assert (work / "counter").read_text() == "41\n"  # planning uses up no number

@@ -823,8 +823,8 @@ class Runner:
                     h.client.stop()
                 except NetestoError as exc:
                     self._emit(HostError(host=h.lab.name, error=f"stop: {exc}"))
-        if not interrupted:
-            for e in self.exps.values():
+        for e in self.exps.values():
+            if not interrupted:  # Ctrl-C: leave the rest on the agents (--collect fetches it)
                 for host in sorted(e.hosts):
                     held = self.hosts.get(host)
                     if held is None or held.dead or held.client is None:
@@ -833,8 +833,9 @@ class Runner:
                         self._get_data(host, e, salvage=aborted)
                     except _Abort:
                         pass
-                if not e.processed and e.dir.exists():
-                    self._write_json(e)
+            # Even when interrupted: the data already stored needs its description.
+            if not e.processed and e.dir.exists():
+                self._write_json(e)
         for h in self.hosts.values():
             if h.client is None or h.dead or not (h.changed or interrupted or aborted):
                 continue

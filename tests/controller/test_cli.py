@@ -201,3 +201,28 @@ def test_progress_subclass_sees_flow_events_while_flows_run(loopback_lab: Path, 
     assert order.index("action:WAIT") < max(i for i, w in enumerate(during) if w == "flow:progress"), order  # relayed during the WAIT
     assert "flow:done" in order, order
     assert {"stored:h1", "stored:h2"} <= set(order[first_get:]), order
+
+
+def test_ctrl_c_keeps_the_description_of_experiments_already_fetched(loopback_lab: Path, tmp_path: Path) -> None:
+    # An interrupted run used to skip writing experiment.json, even for an experiment
+    # whose data was all fetched: its script, flows and clock offsets were lost.
+    import threading
+
+    from netesto.controller import run
+    from netesto.controller.progress import DataStored
+
+    cancel = threading.Event()
+    stored: list[str] = []
+
+    def progress(event: object) -> None:
+        if isinstance(event, DataStored):
+            stored.append(event.host)
+            if len(stored) == 2:
+                cancel.set()  # both hosts of experiment 1 are stored: "Ctrl-C"
+
+    text = SCRIPT.replace("$dur", "1") + "DO_CLIENT host=h1 server=h2 dur=30 exp=COUNTER\nWAIT 30\nGET_DATA host=h1\n"
+    work = tmp_path / "w"
+    with pytest.raises(KeyboardInterrupt):
+        run(text, lab=loopback_lab, workdir=work, progress=progress, cancel=cancel)
+    meta = json.loads((work / "1" / "experiment.json").read_text())
+    assert meta["exp"] == 1 and [f["flow_id"] for f in meta["flows"]] == ["h1-h2-1-0"]

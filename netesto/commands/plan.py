@@ -105,7 +105,9 @@ def main(args: argparse.Namespace) -> int:
         start = args.counter
     else:
         start = read_counter_file(Path(args.workdir or ".") / "counter")
-    interp = Interpreter(loader=FileLoader(), counter=MemoryCounter(start),
+    # SOURCE looks where `netesto run` looks: the script's directory, the cwd, the workdir.
+    search = [str(Path(args.workdir).resolve())] if args.workdir else []
+    interp = Interpreter(loader=FileLoader(search), counter=MemoryCounter(start),
                          defines=parse_defines(args.defines))
     if args.script == "-":
         actions = list(interp.run_text(sys.stdin.read(), file="<stdin>"))

@@ -132,3 +132,17 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=60) == 141
         assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_plan_finds_source_files_where_run_does(tmp_path: Path) -> None:
+    # `netesto run s.nts --workdir W` finds SOURCE files in W; `netesto plan s.nts
+    # --workdir W` used to report them as not found.
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "counter").write_text("7\n")
+    (work / "settings.nts").write_text("SET dur=4\n")
+    script = tmp_path / "s.nts"
+    script.write_text("SOURCE settings.nts\nDO_CLIENT host=h1 server=h2 dur=$dur\n")
+    res = run_plan(str(script), "--workdir", str(work), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "DO_CLIENT exp=8 server=h2 ca=reno dur=4 " in res.stdout

@@ -159,6 +159,7 @@ class Interpreter:
         # Converted argument values per (command, argument, text): pure, so cached.
         self._value_cache: dict[tuple[str, str, str], object] = {}
         self.steps = 0
+        self._where: tuple[Node, _Frame] | None = None  # the command being run (for RecursionError)
         self.loops = 0
         self.actions = 0
         self.ended = False
@@ -198,11 +199,19 @@ class Interpreter:
                 yield action
         except _Stop:
             self.ended = True
-        except RecursionError as exc:  # pragma: no cover - depth caps come first
-            raise ScriptError("script nests too deeply") from exc
+        except RecursionError as exc:
+            # Each cap (RUN depth, FOR nesting) holds, but together they can pass
+            # Python's limit: report the command that was running when it did.
+            where = self._where
+            if where is None:
+                raise ScriptError("script nests too deeply") from exc
+            node, at = where
+            raise self._err(at, node.line, node.col, "script nests too deeply for Python",
+                            "fewer nested RUNs and FORs") from exc
 
     def _block(self, nodes: Iterable[Node], frame: _Frame) -> Iterator[Action]:
         for node in nodes:
+            self._where = (node, frame)
             self.steps += 1
             if self.steps > self.max_steps:
                 raise self._cap(frame, node, f"script ran more than {self.max_steps} commands",

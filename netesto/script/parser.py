@@ -147,6 +147,7 @@ class _Block:
 
 
 MAX_IF_CHAIN = 32
+MAX_NESTING = 100  # nested FORs in one file; deeper ones would exhaust Python's stack
 
 
 def _parse_single(line: Line, tokens: tuple[Token, ...], depth: int = 0) -> Node:
@@ -211,6 +212,8 @@ def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
             if not var.replace("_", "a").isalnum():
                 raise error_at(line, tokens[1].col, f"bad FOR variable name {var!r}",
                                "letters, digits and _ only")
+            if len(stack) >= MAX_NESTING:
+                raise error_at(line, first.col, f"FOR nested more than {MAX_NESTING} deep")
             stack.append(_Block("for", line, first.col, var=var, items=tokens[3]))
             continue
         if word == "DONE":

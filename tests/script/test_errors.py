@@ -131,3 +131,23 @@ def test_an_experiment_number_the_wire_cannot_carry_is_a_script_error(text: str,
 def test_a_counter_past_the_largest_experiment_number_is_a_script_error() -> None:
     err = error_of("DO_SERVER host=a\n", file="m.nts", counter=netesto.script.MemoryCounter(2**31 - 1))
     assert (err.line, err.column) == (1, 1) and "experiment number 2147483648" in err.message
+
+
+def test_too_many_nested_fors_is_an_error_at_the_for() -> None:
+    text = "".join(f"FOR v{i} IN 1 DO\n" for i in range(101)) + "ECHO deep\n" + "DONE\n" * 101
+    err = error_of(text, file="deep.nts")
+    assert (err.file, err.line, err.column) == ("deep.nts", 101, 1)
+    assert "nested more than 100 deep" in err.message
+    ok = "".join(f"FOR v{i} IN 1 DO\n" for i in range(100)) + "ECHO deep\n" + "DONE\n" * 100
+    assert [a.text for a in plan(ok)] == ["deep"]
+
+
+def test_python_recursion_limit_is_reported_where_the_script_was() -> None:
+    # Nesting allowed by each cap (RUN depth, FOR depth) can still multiply past
+    # Python's recursion limit; that used to be "<script>:0:0: script nests too deeply".
+    macros = "".join(
+        f"BEGIN m{i}\n" + "FOR v IN 1 DO\n" * 40 + f"RUN m{i + 1}\n" + "DONE\n" * 40 + f"END m{i}\n"
+        for i in range(60))
+    err = error_of(macros + "BEGIN m60\nECHO bottom\nEND m60\nRUN m0\n", file="deep.nts")
+    assert err.file == "deep.nts" and err.line > 1 and "nests too deeply" in err.message
+    assert "called from RUN" in err.hint

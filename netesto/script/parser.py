@@ -238,6 +238,10 @@ def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
             name = tokens[1].text
             if name in COMMANDS:
                 raise error_at(line, tokens[1].col, f"macro name {name!r} is a command name")
+            if "," in name or "$" in name:
+                # RUN reads "name,reps" and substitutes $variables: it could never call it.
+                raise error_at(line, tokens[1].col, f"bad macro name {name!r}",
+                               "no ',' or '$' in macro names")
             stack.append(_Block("macro", line, first.col, name=name))
             continue
         if word == "END" and len(tokens) >= 2:

@@ -151,3 +151,12 @@ def test_python_recursion_limit_is_reported_where_the_script_was() -> None:
     err = error_of(macros + "BEGIN m60\nECHO bottom\nEND m60\nRUN m0\n", file="deep.nts")
     assert err.file == "deep.nts" and err.line > 1 and "nests too deeply" in err.message
     assert "called from RUN" in err.hint
+
+
+@pytest.mark.parametrize("name", ["m,2", "$m", "a$b"])
+def test_a_macro_name_that_run_cannot_call_is_refused_at_begin(name: str) -> None:
+    # RUN splits "name,reps" and substitutes $variables, so such a macro could be
+    # defined but never run ("RUN m,2" looked for m and said "defined macros: m,2").
+    err = error_of(f"BEGIN {name}\nECHO hi\nEND {name}\nRUN {name}\n", file="m.nts")
+    assert (err.line, err.column) == (1, 7) and "bad macro name" in err.message
+    assert [a.text for a in plan("BEGIN my-macro.2\nECHO hi\nEND my-macro.2\nRUN my-macro.2,2")] == ["hi", "hi"]

@@ -102,6 +102,7 @@ class _Host:
     offset_at: float = 0.0  # time.monotonic() of the estimate
     dead: str = ""  # why the host was dropped
     changed: bool = False  # sysctl/qdisc/netem/module params set through this agent
+    leftover: frozenset[str] = frozenset()  # experiments it held, unfetched, when this run connected
 
 
 @dataclass
@@ -238,6 +239,8 @@ class Runner:
         self._stop = cancel if cancel is not None else threading.Event()
         self.iperf3_port = iperf3_port
         self._current: _Exp | None = None
+        self._collecting = False
+        self._foreign: set[tuple[str, int]] = set()  # (host, exp) holding an earlier run's data
 
     def _emit(self, event: ProgressEvent) -> None:
         if self.progress is not None:
@@ -349,6 +352,7 @@ class Runner:
                     check_compatible(str(h.info["protocol"]), host=lh.name)
                 h.client = client
                 left = [str(x) for x in h.info.get("unfetched", []) or []]
+                h.leftover = frozenset(left)
                 if left:
                     self._emit(Notice(host=lh.name, text=(
                         f"holds unfetched data of earlier experiment(s) {', '.join(left)} "
@@ -403,13 +407,29 @@ class Runner:
 
         Opening the session (hello, clock offset) is inside the same handling."""
         try:
-            return what(self._session(name))
+            h = self._session(name)
+            self._check_leftover(h)
+            return what(h)
         except AgentUnreachable as exc:
             self._drop(name, exc)
             return None
         except AgentError as exc:
             self._note(str(exc), exc)
             raise _Abort() from exc
+
+    def _check_leftover(self, h: _Host) -> None:
+        """Refuse to use an experiment number whose data from an earlier run the host
+        still holds: this run's files would be written over it (the agent keeps data
+        per experiment number, and another workdir's counter may reach the same one)."""
+        e = self._current
+        if e is None or self._collecting or str(e.exp) not in h.leftover:
+            return
+        self._foreign.add((h.lab.name, e.exp))
+        raise AgentError(
+            f"holds unfetched data of experiment {e.exp} from an earlier run, which this "
+            f"run would overwrite: fetch it first ('netesto run --collect --lab LAB --workdir OTHER_DIR' "
+            f"or netesto.controller.collect) or move {self.workdir / 'counter'} past {e.exp}",
+            host=h.lab.name, kind="LeftoverData")
 
     def _execute(self, a: Action) -> None:
         host = getattr(a, "host", "")
@@ -659,6 +679,7 @@ class Runner:
         """
         t0 = time.time()
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._collecting = True  # fetching earlier runs' data is the point here
         self._emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))
         try:
             for lh in self.lab:
@@ -827,7 +848,7 @@ class Runner:
             if not interrupted:  # Ctrl-C: leave the rest on the agents (--collect fetches it)
                 for host in sorted(e.hosts):
                     held = self.hosts.get(host)
-                    if held is None or held.dead or held.client is None:
+                    if held is None or held.dead or held.client is None or (host, e.exp) in self._foreign:
                         continue
                     try:
                         self._get_data(host, e, salvage=aborted)

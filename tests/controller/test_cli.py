@@ -226,3 +226,27 @@ def test_ctrl_c_keeps_the_description_of_experiments_already_fetched(loopback_la
         run(text, lab=loopback_lab, workdir=work, progress=progress, cancel=cancel)
     meta = json.loads((work / "1" / "experiment.json").read_text())
     assert meta["exp"] == 1 and [f["flow_id"] for f in meta["flows"]] == ["h1-h2-1-0"]
+
+
+def test_a_run_does_not_overwrite_data_an_agent_kept_from_an_earlier_run(loopback_lab: Path, tmp_path: Path) -> None:
+    # Another workdir's run was interrupted in its experiment 1: h2 keeps that data for
+    # --collect. A run in a fresh workdir (counter 0 -> experiment 1) used to note it,
+    # then write its own experiment 1 over it, losing the earlier flow's samples.
+    from netesto.controller import run
+    from netesto.errors import AgentError
+
+    old = tmp_path / "agent-h2" / "1" / "flows" / "h1-h2-1-0.client.nflow"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"earlier run's samples")
+    with pytest.raises(AgentError) as err:
+        run(SCRIPT.replace("$dur", "1"), lab=loopback_lab, workdir=tmp_path / "w")
+    assert err.value.host == "h2"
+    assert "h2: holds unfetched data of experiment 1" in str(err.value) and "--collect" in str(err.value)
+    assert old.read_bytes() == b"earlier run's samples"
+    assert not (tmp_path / "w" / "1" / "flows" / "h1-h2-1-0.client.nflow").exists()
+    # Once collected elsewhere, the same run goes ahead.
+    done = cli("--collect", "--lab", str(loopback_lab), "--workdir", str(tmp_path / "old"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "old" / "1" / "flows" / "h1-h2-1-0.client.nflow").read_bytes() == b"earlier run's samples"
+    result = run(SCRIPT.replace("$dur", "1"), lab=loopback_lab, workdir=tmp_path / "w2")
+    assert result.ok and result.exps == [1]

@@ -91,7 +91,16 @@ class NetestoMagics(Magics):
                 return None
             result = self._run(cell, args, defines)
         except NetestoError as exc:
-            raise UsageError(exc.format_message()) from None
+            from netesto.controller.runner import RunResult
+
+            message = exc.format_message()
+            kept = exc.detail
+            if isinstance(kept, RunResult) and self.shell is not None:
+                # run() raises when a host failed; what it stored is still the user's.
+                self.shell.user_ns[args.result] = kept
+                exps = ", ".join(str(e) for e in kept.exps) or "none"
+                message += f"\nwhat the run kept (experiments {exps}) is in `{args.result}`"
+            raise UsageError(message) from None
         assert self.shell is not None  # set by IPython when the magics are registered
         self.shell.user_ns[args.result] = result
         exps = ", ".join(str(e) for e in result.exps) or "none"

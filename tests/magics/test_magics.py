@@ -113,3 +113,31 @@ def test_plan_shows_what_the_run_would_do(shell, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "h1.lab.example  DO_CLIENT exp=42 server=h2.lab.example" in out and "dur=3" in out
     assert (work / "counter").read_text() == "41\n"  # planning uses up no number
+
+
+def test_a_run_with_errors_still_binds_what_it_kept(shell, tmp_path):
+    # run() raises when any host failed, with the RunResult as the error's detail; the
+    # magic used to show the error and bind nothing, so the experiments it had
+    # stored could not be reached from the notebook.
+    from netesto.controller import Lab
+    from tests.controller.agentproc import loopback_popen, start_agent
+
+    agents = [start_agent(loopback_popen, f"h{i}", "127.0.0.1", tmp_path) for i in (1, 2)]
+    try:
+        lab = Lab.of(h1={"control": "127.0.0.1", "port": agents[0].port},
+                     h2={"control": "127.0.0.1", "port": agents[1].port},
+                     h3={"control": "127.0.0.1", "port": 1}, insecure=True)  # nobody listens on port 1
+        path = tmp_path / "lab.toml"
+        path.write_text(lab.to_toml())
+        cell = ("DO_SERVER host=h2 exp=COUNTER start=1\nDO_CLIENT host=h1 server=h2 test=TCP_STREAM dur=1\n"
+                "WAIT 1\nDO_SERVER host=h3\nGET_DATA host=h1\nGET_DATA host=h2\n")
+        shell.user_ns.pop("partial", None)
+        with pytest.raises(UsageError, match="h3") as err:
+            shell.run_cell_magic("netesto", f"--lab {path} --workdir {tmp_path / 'w'} --as partial", cell)
+    finally:
+        for a in agents:
+            a.stop()
+    assert "`partial`" in str(err.value)
+    result = shell.user_ns["partial"]
+    assert result.exps == [1] and not result.ok
+    assert (tmp_path / "w" / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()

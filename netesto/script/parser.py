@@ -8,6 +8,7 @@ arguments may come from variables set at run time.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from typing import Union
 
@@ -146,6 +147,7 @@ class _Block:
         self.body: list[Node] = []
 
 
+_VARNAME = re.compile(r"^[A-Za-z0-9_]+$")
 MAX_IF_CHAIN = 32
 MAX_NESTING = 100  # nested FORs in one file; deeper ones would exhaust Python's stack
 
@@ -209,7 +211,7 @@ def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
                 raise error_at(line, first.col, "malformed FOR",
                                "expected: FOR var IN a,b,c DO  or  FOR var IN 1..10[,step] DO")
             var = tokens[1].text
-            if not var.replace("_", "a").isalnum():
+            if not _VARNAME.match(var):  # what $name can reach: ASCII letters, digits, _
                 raise error_at(line, tokens[1].col, f"bad FOR variable name {var!r}",
                                "letters, digits and _ only")
             if len(stack) >= MAX_NESTING:

@@ -160,3 +160,11 @@ def test_a_macro_name_that_run_cannot_call_is_refused_at_begin(name: str) -> Non
     err = error_of(f"BEGIN {name}\nECHO hi\nEND {name}\nRUN {name}\n", file="m.nts")
     assert (err.line, err.column) == (1, 7) and "bad macro name" in err.message
     assert [a.text for a in plan("BEGIN my-macro.2\nECHO hi\nEND my-macro.2\nRUN my-macro.2,2")] == ["hi", "hi"]
+
+
+@pytest.mark.parametrize("var", ["ä", "x²", "a-b"])
+def test_a_for_variable_that_dollar_cannot_name_is_refused(var: str) -> None:
+    # $name is ASCII letters, digits and _; "FOR ä IN 1,2 DO" used to loop with a
+    # variable no $ could reach (ECHO $ä printed "$ä").
+    err = error_of(f"FOR {var} IN 1,2 DO\nECHO $x\nDONE\n", file="m.nts")
+    assert (err.line, err.column) == (1, 5) and f"bad FOR variable name {var!r}" in err.message

@@ -381,8 +381,11 @@ class Interpreter:
             yield from self._block(node.body, frame)
 
     def _for_items(self, text: str, node: For, frame: _Frame) -> list[str]:
-        m = _RANGE.match(text) if len(text) < 40 else None
+        m = _RANGE.match(text)
         if m:
+            if len(text) > 60:  # also keeps int() clear of Python's 4300-digit limit
+                raise self._err(frame, node.line, node.items.col,
+                                f"FOR range {text[:40]}... has numbers too large to loop over")
             low, high = int(m.group(1)), int(m.group(2))
             step = int(m.group(3)) if m.group(3) else 1
             if step <= 0:

@@ -168,3 +168,11 @@ def test_a_for_variable_that_dollar_cannot_name_is_refused(var: str) -> None:
     # variable no $ could reach (ECHO $ä printed "$ä").
     err = error_of(f"FOR {var} IN 1,2 DO\nECHO $x\nDONE\n", file="m.nts")
     assert (err.line, err.column) == (1, 5) and f"bad FOR variable name {var!r}" in err.message
+
+
+@pytest.mark.parametrize("items", ["1..1000000000000000000000000000000000000000", "1..5," + "9" * 5000])
+def test_a_long_range_is_still_a_range(items: str) -> None:
+    # A range text of 40+ characters used to be taken as one list item (one
+    # iteration with x = "1..1000...") instead of a range over the cap.
+    err = error_of(f"FOR x IN {items} DO\nECHO $x\nDONE\n", file="m.nts")
+    assert (err.line, err.column) == (1, 10) and "FOR range" in err.message

@@ -159,8 +159,11 @@ class FileCounter:
 
     def _write(self, value: int) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(f"{value}\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text(f"{value}\n", encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            raise UsageError(f"{self.path}: cannot write the counter file: {exc.strerror or exc}") from exc
 
     def take(self) -> int:
         value = self.peek() + 1
@@ -180,13 +183,13 @@ def read_counter_file(path: "str | os.PathLike[str]") -> int:
         text = p.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         return 0
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{p}: cannot read the counter file: {getattr(exc, 'strerror', None) or exc}") from exc
     if not text:
         return 0
     try:
         return int(text.split()[0])
     except ValueError as exc:
-        from netesto.errors import UsageError
-
         raise UsageError(f"{p}: counter file holds {text[:40]!r}, not an integer") from exc
 
 

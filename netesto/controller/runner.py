@@ -269,7 +269,7 @@ class Runner:
         if isinstance(actions, (list, tuple)):
             self.validate(actions)
         t0 = time.time()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        _make_workdir(self.workdir)
         self._emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))
         interrupted = False
         aborted: BaseException | None = None
@@ -678,7 +678,7 @@ class Runner:
         Flows still running are waited for (up to ``wait_margin``) first.
         """
         t0 = time.time()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        _make_workdir(self.workdir)
         self._collecting = True  # fetching earlier runs' data is the point here
         self._emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))
         try:
@@ -887,6 +887,14 @@ class Runner:
         return RunResult(workdir=self.workdir, experiments=exps, errors=tuple(self.errors), elapsed=elapsed)
 
 
+def _make_workdir(path: Path) -> None:
+    """Create the working directory (a UsageError, not an OSError, when it cannot be one)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"workdir {path}: cannot create it: {exc.strerror or exc}") from exc
+
+
 def _batched(actions: Iterable[Action]) -> Iterator[Action | list[DoClient]]:
     """Actions, with runs of consecutive DO_CLIENTs grouped into lists."""
     batch: list[DoClient] = []
@@ -941,7 +949,7 @@ def run(
     the_lab = lab if isinstance(lab, Lab) else Lab.from_file(lab)
     text, fname, sdir = _script_text(script)
     wd = Path(workdir)
-    wd.mkdir(parents=True, exist_ok=True)
+    _make_workdir(wd)
     search = [d for d in (Path.cwd(), sdir, wd.resolve()) if d is not None]
     search = list(dict.fromkeys(search))
     defs = dict(defines or {})

@@ -250,3 +250,18 @@ def test_a_run_does_not_overwrite_data_an_agent_kept_from_an_earlier_run(loopbac
     assert (tmp_path / "old" / "1" / "flows" / "h1-h2-1-0.client.nflow").read_bytes() == b"earlier run's samples"
     result = run(SCRIPT.replace("$dur", "1"), lab=loopback_lab, workdir=tmp_path / "w2")
     assert result.ok and result.exps == [1]
+
+
+def test_a_workdir_that_cannot_be_a_directory_is_a_usage_error(tmp_path: Path) -> None:
+    # --workdir naming a file (or a path below one) ended in a FileExistsError traceback.
+    script = tmp_path / "s.script"
+    script.write_text(SCRIPT)
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.loopback(2).to_toml())
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for work in (afile, afile / "sub"):
+        for args in ((str(script),), ("--collect",)):
+            bad = cli(*args, "--lab", str(lab), "--workdir", str(work))
+            assert bad.returncode == 2, bad.stderr
+            assert "Traceback" not in bad.stderr and f"workdir {work}" in bad.stderr, bad.stderr

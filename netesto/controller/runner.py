@@ -918,11 +918,10 @@ def _batched(actions: Iterable[Action]) -> Iterator[Action | list[DoClient]]:
 def _script_text(script: str | Path) -> tuple[str, str, Path | None]:
     """(text, file name, directory) of a script given as text or as a path."""
     if isinstance(script, Path) or ("\n" not in script and len(script) < 4096 and Path(script).is_file()):
+        from netesto.script.store import read_script
+
         path = Path(script)
-        try:
-            return path.read_text(), str(path), path.resolve().parent
-        except OSError as exc:
-            raise UsageError(f"cannot read script {path}: {exc}") from exc
+        return read_script(path), str(path), path.resolve().parent
     return str(script), "<script>", None
 
 

@@ -48,7 +48,7 @@ from netesto.script.parser import (
     parse,
     suggest,
 )
-from netesto.script.store import Counter, FileLoader, Loader, MemoryCounter
+from netesto.script.store import Counter, FileLoader, Loader, MemoryCounter, read_script
 
 _VAR = re.compile(r"\$([A-Za-z0-9_]+)")
 _VARNAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -178,10 +178,7 @@ class Interpreter:
     def run_file(self, path: str | Path) -> Iterator[Action]:
         """Run a script file (SOURCE names resolve next to it first)."""
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ScriptError(f"cannot read script: {exc}", file=str(p)) from exc
+        text = read_script(p)
         self.sourced.add(str(p.resolve()))
         return self.run_text(text, file=str(p), base_dir=str(p.parent))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 import netesto
-from netesto.errors import UsageError
+from netesto.errors import ScriptError, UsageError
 
 
 def parse_defines(items: list[str] | None) -> dict[str, str]:
@@ -28,6 +28,25 @@ def parse_defines(items: list[str] | None) -> dict[str, str]:
             raise UsageError(f"-D {item!r}: expected VAR=VALUE")
         out[key] = value
     return out
+
+
+def read_script(path: "str | os.PathLike[str]") -> str:
+    """A script file's text (UTF-8); a byte that is not UTF-8 is a ScriptError at its line."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ScriptError(f"cannot read script: {exc.strerror or exc}", file=str(p)) from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start]
+        line = before.count(b"\n") + 1
+        start = before.rfind(b"\n") + 1
+        column = len(before[start:].decode("utf-8", "replace")) + 1
+        text = data[start:].split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
+        raise ScriptError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", file=str(p), line=line,
+                          column=column, text=text, hint="save the script as UTF-8") from None
 
 
 class Loader(Protocol):
@@ -203,4 +222,5 @@ __all__ = [
     "next_round",
     "packaged_inlib_dirs",
     "read_counter_file",
+    "read_script",
 ]

@@ -265,3 +265,20 @@ def test_a_workdir_that_cannot_be_a_directory_is_a_usage_error(tmp_path: Path) -
             bad = cli(*args, "--lab", str(lab), "--workdir", str(work))
             assert bad.returncode == 2, bad.stderr
             assert "Traceback" not in bad.stderr and f"workdir {work}" in bad.stderr, bad.stderr
+
+
+def test_a_script_that_is_not_utf8_is_an_error_at_its_line(tmp_path: Path) -> None:
+    # `netesto run` ended in a UnicodeDecodeError traceback (plan said "<file>:0:0").
+    script = tmp_path / "s.script"
+    script.write_bytes(b"SET a=1\nECHO caf\xe9\n")
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.loopback(2).to_toml())
+    bad = cli(str(script), "--lab", str(lab), "--workdir", str(tmp_path / "w"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+    assert f"{script}:2:9: error: not UTF-8 text" in bad.stderr, bad.stderr
+    from netesto.errors import ScriptError
+    from netesto.script import Interpreter
+
+    with pytest.raises(ScriptError) as err:
+        Interpreter().run_file(script)
+    assert (err.value.line, err.value.column) == (2, 9)

@@ -108,6 +108,9 @@ class FileLoader:
                 except (OSError, UnicodeDecodeError) as exc:
                     raise LookupError(f"cannot read {candidate}: {exc}") from exc
                 return str(candidate.resolve()), str(candidate), text
+        dirs = [c for c in tries if c.is_dir()]
+        if dirs:
+            raise LookupError(f"{dirs[0]} is a directory, not a script file")
         raise LookupError(f"file {name!r} not found")
 
 

@@ -50,7 +50,7 @@ from netesto.controller.progress import (
     RunStarted,
 )
 from netesto.controller.schedule import expand_do_client, short_name, start_skew, wait_timeout
-from netesto.errors import AgentError, AgentUnreachable, NetestoError, UsageError
+from netesto.errors import AgentError, AgentUnreachable, NetestoError, ScriptError, UsageError
 from netesto.script.actions import (
     Action,
     Debug,
@@ -240,6 +240,7 @@ class Runner:
         self.iperf3_port = iperf3_port
         self._current: _Exp | None = None
         self._collecting = False
+        self._pairs: dict[tuple[int, str, str, int], DoClient] = {}  # flow ids given out (see validate)
         self._foreign: set[tuple[str, int]] = set()  # (host, exp) holding an earlier run's data
 
     def _emit(self, event: ProgressEvent) -> None:
@@ -254,14 +255,29 @@ class Runner:
         self._stop.set()
 
     def validate(self, actions: Iterable[Action]) -> None:
-        """LabError naming the first host an action uses that the lab does not have."""
+        """LabError naming the first host an action uses that the lab does not have;
+        ScriptError at a DO_CLIENT whose flow ids another one of its experiment has."""
+        pairs: dict[tuple[int, str, str, int], DoClient] = {}
         for a in actions:
             if isinstance(a, RemoteAction):
                 self.lab.resolve(a.host)
             if isinstance(a, (DoClient,)):
                 self.lab.resolve(a.server)
+                self._check_flow_ids(a, pairs)
             if isinstance(a, DoTcpdump) and a.server not in ("X", "x", ""):
                 self.lab.resolve(a.server)
+
+    def _check_flow_ids(self, a: DoClient, pairs: dict[tuple[int, str, str, int], DoClient]) -> None:
+        """Two DO_CLIENTs of one experiment with the same lab hosts and group would make the
+        same flow ids (h2 and h2.lab are one host): the second would replace the first."""
+        client, server = self.lab.resolve(a.host).short, self.lab.resolve(a.server).short
+        key = (a.exp, client, server, a.group)
+        first = pairs.setdefault(key, a)
+        if first is not a:
+            raise ScriptError(
+                f"DO_CLIENT: flows {client}-{server}-{a.group}-* are already in experiment {a.exp} "
+                f"(from {first.loc})", file=a.loc.file, line=a.loc.line, column=a.loc.column,
+                text=a.loc.text, hint="give one of them another group=N")
 
     def run(self, actions: Iterable[Action]) -> RunResult:
         """Execute ``actions`` in order (a lazy iterator is consumed lazily; a list
@@ -565,6 +581,8 @@ class Runner:
     def _do_clients(self, batch: list[DoClient]) -> None:
         """Start a batch of DO_CLIENTs at one common instant."""
         t_begin = time.time()
+        for a in batch:
+            self._check_flow_ids(a, self._pairs)
         for a in batch:
             self._exp(a).actions.append(a.to_dict())
             self._emit(ActionStarted(kind=a.kind, host=a.host, exp=a.exp, text=a.args_text(), loc=str(a.loc)))

@@ -151,6 +151,7 @@ class Interpreter:
         self._group_exp: int | None = None
         self._group_next = 1
         self._fetched: set[tuple[str, int]] = set()
+        self._pairs: dict[tuple[int, str, str, int], str] = {}  # (exp, host, server, group) -> file:line
         self.max_steps = max_steps
         self.max_actions = max_actions
         self.max_loops = max_loops
@@ -701,6 +702,15 @@ class Interpreter:
                 self._group_exp, self._group_next = exp, 1
             group = self._group_next
             self._group_next += 1
+        # Flow ids are <client>-<server>-<group>-<instance>: a second DO_CLIENT with the
+        # same ones would replace the first one's flows and data.
+        pair = (exp, host, server, group)
+        first = self._pairs.get(pair)
+        if first is not None:
+            raise self._err(frame, node.line, node.col,
+                            f"DO_CLIENT: flows {host}-{server}-{group}-* are already in experiment {exp} "
+                            f"(from {first})", "give one of them another group=N")
+        self._pairs[pair] = f"{node.line.file}:{node.line.lineno}"
         self._fetched.clear()
         yield DoClient(
             loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name, server=server,

@@ -176,3 +176,20 @@ def test_a_long_range_is_still_a_range(items: str) -> None:
     # iteration with x = "1..1000...") instead of a range over the cap.
     err = error_of(f"FOR x IN {items} DO\nECHO $x\nDONE\n", file="m.nts")
     assert (err.line, err.column) == (1, 10) and "FOR range" in err.message
+
+
+@pytest.mark.parametrize("text, line", [
+    ("DO_CLIENT host=h2 server=h1 group=1\nDO_CLIENT host=h2 server=h1 test=TCP_STREAM", 2),
+    ("DO_CLIENT host=h2 server=h1 exp=1\nPROCESS_EXP\nWAIT 1\nDO_CLIENT host=h2 server=h1", 4),
+    ("DO_CLIENT host=h2 server=h1 instances=3 group=2\nDO_CLIENT host=h2 server=h1 group=2", 2),
+])
+def test_two_do_clients_with_the_same_flow_ids_are_an_error(text: str, line: int) -> None:
+    # Flow ids are <client>-<server>-<group>-<instance>: a second DO_CLIENT with the
+    # same pair and group in one experiment replaced the first one's flows (one ran,
+    # experiment.json listed both, the data of one was lost).
+    err = error_of(text, file="m.nts")
+    assert (err.line, err.column) == (line, 1)
+    assert "flows h2-h1-" in err.message and "m.nts:1" in err.message and "group=" in err.hint
+    fine = plan("DO_CLIENT host=h2 server=h1\nDO_CLIENT host=h2 server=h1\nDO_CLIENT host=h3 server=h1 group=1\n"
+                "DO_CLIENT host=h2 server=h1 exp=COUNTER")
+    assert [(a.exp, a.group) for a in fine] == [(1, 1), (1, 2), (1, 1), (2, 1)]

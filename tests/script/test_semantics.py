@@ -207,7 +207,7 @@ def test_exp_name_and_host_defaults() -> None:
 
 def test_group_numbering_resets_on_process_exp_and_new_exp() -> None:
     text = ("DO_CLIENT host=c server=s exp=1\nDO_CLIENT server=s\nDO_CLIENT server=s group=7\n"
-            "DO_CLIENT server=s\nPROCESS_EXP\nDO_CLIENT server=s\nDO_CLIENT server=s exp=2\n"
+            "DO_CLIENT server=s\nPROCESS_EXP\nDO_CLIENT server=s2\nDO_CLIENT server=s exp=2\n"
             "DO_CLIENT server=s")
     groups = [a.group for a in plan(text) if isinstance(a, DoClient)]
     assert groups == [1, 2, 7, 3, 1, 1, 2]

@@ -124,6 +124,13 @@ class Lab:
             raise LabError(f"lab {self.name!r}: duplicate host(s) {', '.join(dup)}")
         if not self.hosts:
             raise LabError(f"lab {self.name!r} has no hosts")
+        shorts: dict[str, str] = {}
+        for h in self.hosts:
+            other = shorts.setdefault(h.short, h.name)
+            if other != h.name:
+                raise LabError(
+                    f"lab {self.name!r}: hosts {other} and {h.name} share the short name {h.short!r} "
+                    "that names their data files (flows, statistics): rename one")
         for h in self.hosts:
             if h.shape is not None and h.shape.agent not in names:
                 raise LabError(

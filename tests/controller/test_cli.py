@@ -282,3 +282,20 @@ def test_a_script_that_is_not_utf8_is_an_error_at_its_line(tmp_path: Path) -> No
     with pytest.raises(ScriptError) as err:
         Interpreter().run_file(script)
     assert (err.value.line, err.value.column) == (2, 9)
+
+
+def test_flow_server_refuses_a_port_out_of_range(tmp_path: Path) -> None:
+    # `netesto flow server --port 99999` used to listen on 34463 (99999 mod 65536) and say so.
+    for bad in (["--port", "99999"], ["--port", "-1"], ["--workers", "-2"]):
+        done = subprocess.run([sys.executable, "-m", "netesto", "flow", "server", *bad, "--datadir", str(tmp_path)],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2 and "listening" not in done.stdout, done.stdout + done.stderr
+        assert bad[0] in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_keys_into_a_path_that_cannot_be_a_directory_is_a_usage_error(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    done = subprocess.run([sys.executable, "-m", "netesto", "keys", str(afile), "--name", "c"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and str(afile) in done.stderr, done.stderr

@@ -933,14 +933,29 @@ _HANDLERS: dict[str, Callable[[Interpreter, Command, _Frame], Iterator[Action] |
 
 
 def estimate_seconds(actions: Iterable[Action]) -> float:
-    """Wall time a plan needs: WAITs plus the mean of each RAND_WAIT."""
-    total = 0.0
+    """Wall time a plan needs: WAITs, the mean of each RAND_WAIT, and the waits the
+    runner makes for flows (GET_DATA and DO_SERVER order=1 of a host wait until its
+    flows have ended; the run ends after every flow, whose data it then fetches)."""
+    t = 0.0
+    ends: dict[tuple[int, str], float] = {}  # (exp, host) -> end of its last flow
+    exp_ends: dict[int, float] = {}
+    last = 0.0
     for action in actions:
         if isinstance(action, Wait):
-            total += action.seconds
+            t += action.seconds
         elif isinstance(action, RandWait):
-            total += (action.low + action.high) / 2
-    return total
+            t += (action.low + action.high) / 2
+        elif isinstance(action, DoClient):
+            end = t + action.delay + action.dur
+            for host in (action.host, action.server):
+                ends[(action.exp, host)] = max(ends.get((action.exp, host), 0.0), end)
+            exp_ends[action.exp] = max(exp_ends.get(action.exp, 0.0), end)
+            last = max(last, end)
+        elif isinstance(action, GetData) or (isinstance(action, DoServer) and action.order >= 1):
+            t = max(t, ends.get((action.exp, action.host), 0.0))
+        elif isinstance(action, ProcessExp):
+            t = max(t, exp_ends.get(action.exp, 0.0))
+    return max(t, last)
 
 
 def plan(text: str, *, file: str = "<script>", **kw: object) -> list[Action]:

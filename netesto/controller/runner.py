@@ -50,7 +50,7 @@ from netesto.controller.progress import (
     RunStarted,
 )
 from netesto.controller.schedule import expand_do_client, short_name, start_skew, wait_timeout
-from netesto.errors import AgentError, AgentUnreachable, NetestoError, ScriptError, UsageError
+from netesto.errors import AgentError, AgentUnreachable, LabError, NetestoError, ScriptError, UsageError
 from netesto.script.actions import (
     Action,
     Debug,
@@ -259,13 +259,17 @@ class Runner:
         ScriptError at a DO_CLIENT whose flow ids another one of its experiment has."""
         pairs: dict[tuple[int, str, str, int], DoClient] = {}
         for a in actions:
-            if isinstance(a, RemoteAction):
-                self.lab.resolve(a.host)
-            if isinstance(a, (DoClient,)):
-                self.lab.resolve(a.server)
+            try:
+                if isinstance(a, RemoteAction):
+                    self.lab.resolve(a.host)
+                if isinstance(a, (DoClient,)):
+                    self.lab.resolve(a.server)
+                if isinstance(a, DoTcpdump) and a.server not in ("X", "x", ""):
+                    self.lab.resolve(a.server)
+            except LabError as exc:
+                raise LabError(f"{a.loc}: {exc.message}") from exc  # where the script names it
+            if isinstance(a, DoClient):
                 self._check_flow_ids(a, pairs)
-            if isinstance(a, DoTcpdump) and a.server not in ("X", "x", ""):
-                self.lab.resolve(a.server)
 
     def _check_flow_ids(self, a: DoClient, pairs: dict[tuple[int, str, str, int], DoClient]) -> None:
         """Two DO_CLIENTs of one experiment with the same lab hosts and group would make the
@@ -291,10 +295,14 @@ class Runner:
         aborted: BaseException | None = None
         try:
             for item in _batched(actions):
-                if isinstance(item, list):
-                    self._do_clients(item)
-                else:
-                    self._execute(item)
+                try:
+                    if isinstance(item, list):
+                        self._do_clients(item)
+                    else:
+                        self._execute(item)
+                except LabError as exc:  # an unknown host in a lazily consumed script
+                    loc = item[0].loc if isinstance(item, list) else item.loc
+                    raise LabError(f"{loc}: {exc.message}") from exc
         except KeyboardInterrupt:
             interrupted = True
             raise

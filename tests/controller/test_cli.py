@@ -299,3 +299,14 @@ def test_keys_into_a_path_that_cannot_be_a_directory_is_a_usage_error(tmp_path: 
     done = subprocess.run([sys.executable, "-m", "netesto", "keys", str(afile), "--name", "c"],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "Traceback" not in done.stderr and str(afile) in done.stderr, done.stderr
+
+
+def test_an_unknown_host_is_reported_at_its_script_line(tmp_path: Path) -> None:
+    # The LabError named the host and the lab's hosts but not where the script used it.
+    script = tmp_path / "s.script"
+    script.write_text("SET c=h3\nDO_SERVER host=h1 start=1\n\nDO_CLIENT host=$c server=h1 dur=1\n")
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.loopback(2).to_toml())
+    bad = cli(str(script), "--lab", str(lab), "--workdir", str(tmp_path / "w"))
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert f"{script}:4: host 'h3' is not in lab" in bad.stderr and "did you mean" in bad.stderr, bad.stderr

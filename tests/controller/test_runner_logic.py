@@ -263,3 +263,12 @@ def test_flow_ids_that_collide_on_the_lab_are_refused_before_anything_runs(tmp_p
     with pytest.raises(ScriptError) as err:
         Runner(lab, tmp_path).validate(actions)
     assert (err.value.file, err.value.line) == ("m.nts", 2) and "h2-h1-1" in err.value.message
+
+
+def test_an_unknown_host_in_a_lazy_script_is_reported_at_its_line(tmp_path: Path) -> None:
+    from netesto.script import Interpreter
+
+    runner, agents, _, _ = make(tmp_path, {"h1": 0, "h2": 0})
+    acts = Interpreter().run_text("DO_SERVER host=h1 start=1\nDO_CLIENT host=h2 server=h9 dur=1\n", file="m.nts")
+    with pytest.raises(LabError, match="^m.nts:2: host 'h9' is not in lab"):
+        runner.run(acts)  # an iterator: checked as it is consumed

@@ -134,7 +134,12 @@ class NetestoMagics(Magics):
         from netesto.commands.plan import format_action
         from netesto.script import estimate_seconds
 
-        actions = self._plan(cell, args, defines, self._lab(args))
+        lab = self._lab(args)
+        actions = self._plan(cell, args, defines, lab)
+        if lab is not None:  # what run() refuses before it starts: unknown hosts, clashing flows
+            from netesto.controller.runner import Runner
+
+            Runner(lab).validate(actions)
         for action in actions:
             print(format_action(action))
         print(f"{len(actions)} actions, about {estimate_seconds(actions):.0f} s")

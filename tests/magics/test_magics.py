@@ -141,3 +141,12 @@ def test_a_run_with_errors_still_binds_what_it_kept(shell, tmp_path):
     result = shell.user_ns["partial"]
     assert result.exps == [1] and not result.ok
     assert (tmp_path / "w" / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()
+
+
+def test_plan_with_a_lab_reports_what_run_would_refuse(shell, tmp_path):
+    from netesto.controller import Lab
+
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.of(h1={"control": "127.0.0.1", "port": 1}, insecure=True).to_toml())
+    with pytest.raises(UsageError, match=r"<cell>:2: host 'h2' is not in lab"):
+        shell.run_cell_magic("netesto", f"--plan --lab {lab} --workdir {tmp_path}", "WAIT 1\nDO_SERVER host=h2\n")

@@ -833,7 +833,7 @@ class Interpreter:
                             "server=X captures without a host filter")
         raw, tok = args["server"]
         self._value(frame, node, node.name, "server", raw, tok, lambda s: V.word(s, "server"))
-        server = raw if raw == "X" else self._qualify(raw)
+        server = raw if raw in ("X", "x") else self._qualify(raw)  # X: no host filter (runner: X or x)
         packets = self._get(frame, node, args, "packets", "10000",
                             lambda s: V.to_int(s, low=1, high=10**8))
         yield DoTcpdump(loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name,

@@ -284,3 +284,10 @@ def test_estimate_counts_the_waits_the_runner_makes_for_flows(text: str, seconds
     from netesto.script import estimate_seconds
 
     assert estimate_seconds(plan(text)) == pytest.approx(seconds)
+
+
+def test_tcpdump_server_x_is_never_suffixed() -> None:
+    # The runner takes X and x as "no host filter"; HOST_SUFFIX turned x into x.lab,
+    # which the lab then reported as an unknown host.
+    acts = plan("HOST_SUFFIX lab\nDO_TCPDUMP host=h1 server=x\nDO_TCPDUMP host=h1 server=X\nDO_TCPDUMP host=h1 server=h2")
+    assert [a.server for a in acts] == ["x", "X", "h2.lab"]

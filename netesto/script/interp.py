@@ -783,6 +783,9 @@ class Interpreter:
         if "netem_delay" not in args and "delay" not in args:
             raise self._err(frame, node.line, node.col, "SET_NETEM: netem_delay= is required",
                             "delay in ms; netem_delay=0 removes netem")
+        if "netem_delay" in args and "delay" in args:
+            raise self._err(frame, node.line, args["delay"][1].col,
+                            "SET_NETEM: give netem_delay= or delay=, not both")
         key = "netem_delay" if "netem_delay" in args else "delay"
         g = lambda k, d, c: self._get(frame, node, args, k, d, c)  # noqa: E731
         delay = g(key, "0", lambda s: V.to_float(s, low=0, high=60000))

@@ -193,3 +193,9 @@ def test_two_do_clients_with_the_same_flow_ids_are_an_error(text: str, line: int
     fine = plan("DO_CLIENT host=h2 server=h1\nDO_CLIENT host=h2 server=h1\nDO_CLIENT host=h3 server=h1 group=1\n"
                 "DO_CLIENT host=h2 server=h1 exp=COUNTER")
     assert [(a.exp, a.group) for a in fine] == [(1, 1), (1, 2), (1, 1), (2, 1)]
+
+
+def test_set_netem_with_both_spellings_of_the_delay_is_an_error() -> None:
+    # netem_delay=10 delay=20 used to apply 10 ms and drop the 20 without a word.
+    err = error_of("SET_NETEM host=h1 netem_delay=10 delay=20", file="m.nts")
+    assert (err.line, err.column) == (1, 34) and "netem_delay= or delay=, not both" in err.message

@@ -338,6 +338,9 @@ class Interpreter:
                 raise self._err(frame, node.line, tok.col,
                                 f"{name}: unknown argument {key!r}",
                                 suggest(key, allowed) or "arguments: " + ", ".join(allowed))
+            if key in out:
+                raise self._err(frame, node.line, tok.col, f"{name}: {key} given twice",
+                                f"the first is at column {out[key][1].col}")
             out[key] = (value, tok)
         return out
 
@@ -871,11 +874,16 @@ class Interpreter:
                         if self.macros else "no macros defined; SOURCE inlib first?")
             raise self._err(frame, node.line, head.col, f"RUN: unknown macro {name!r}", hint)
         args: dict[str, str] = {}
+        seen: dict[str, int] = {}
         for tok in toks[1:]:
             key, eq, value = tok.text.partition("=")
             if not eq or not _VARNAME.match(key):
                 raise self._err(frame, node.line, tok.col,
                                 f"RUN {name}: expected key=value, got {tok.text!r}")
+            if key in seen:
+                raise self._err(frame, node.line, tok.col, f"RUN {name}: {key} given twice",
+                                f"the first is at column {seen[key]}")
+            seen[key] = tok.col
             if value.startswith("$") and _VAR.fullmatch(value):
                 # An undefined variable passed on (instances=$instances) counts as
                 # not passed: inside the macro $instances then means the global, and

@@ -199,3 +199,17 @@ def test_set_netem_with_both_spellings_of_the_delay_is_an_error() -> None:
     # netem_delay=10 delay=20 used to apply 10 ms and drop the 20 without a word.
     err = error_of("SET_NETEM host=h1 netem_delay=10 delay=20", file="m.nts")
     assert (err.line, err.column) == (1, 34) and "netem_delay= or delay=, not both" in err.message
+
+
+@pytest.mark.parametrize("text, col", [
+    ("DO_CLIENT host=h1 server=h2 dur=5 dur=7", 35),
+    ("DO_SERVER host=h1 order=0 host=h2", 27),
+    ("SET_SYSCTL host=h1 net.ipv4.tcp_ecn=1 net.ipv4.tcp_ecn=2", 39),
+    ("DO_CLIENT host=h1 server=h2 expName=a exp_name=b", 39),  # one argument, two spellings
+    ("BEGIN m\nECHO $x\nEND m\nRUN m x=1 x=2", 11),
+])
+def test_an_argument_given_twice_is_an_error(text: str, col: int) -> None:
+    # The last one used to win silently (dur=5 dur=7 ran 7 s), hiding a typo or a
+    # copy-paste slip; which value was meant is not knowable.
+    err = error_of(text, file="m.nts")
+    assert err.column == col and "given twice" in err.message, err.format_message()

@@ -542,6 +542,8 @@ class Interpreter:
             else:
                 raise self._err(frame, node.line, toks[0].col if toks else node.col,
                                 f"DEBUG takes 0, 1, T or F, got {value!r}")
+        elif toks:
+            raise self._err(frame, node.line, toks[0].col, f"{node.name} takes no arguments")
         elif node.name == "DEBUG_DISABLE":
             self._debug_saved, self.debug = self.debug, False
         else:
@@ -549,6 +551,8 @@ class Interpreter:
         yield Debug(loc=self._loc(node, frame), enabled=self.debug)
 
     def _next_counter(self, node: Command, frame: _Frame) -> None:
+        if node.args:
+            raise self._err(frame, node.line, node.args[0].col, "NEXT_COUNTER takes no arguments")
         self.counter.round_up()
 
     def _noop(self, node: Command, frame: _Frame) -> None:

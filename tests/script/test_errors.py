@@ -213,3 +213,10 @@ def test_an_argument_given_twice_is_an_error(text: str, col: int) -> None:
     # copy-paste slip; which value was meant is not knowable.
     err = error_of(text, file="m.nts")
     assert err.column == col and "given twice" in err.message, err.format_message()
+
+
+@pytest.mark.parametrize("text, col", [("NEXT_COUNTER 5", 14), ("DEBUG_DISABLE now", 15), ("DEBUG_RESTORE x=1", 15)])
+def test_commands_without_arguments_refuse_them(text: str, col: int) -> None:
+    # "NEXT_COUNTER 5" (meaning "set it to 5"?) was accepted and the 5 ignored.
+    err = error_of(text, file="m.nts")
+    assert err.column == col and "takes no arguments" in err.message

@@ -160,9 +160,17 @@ def main(args: argparse.Namespace) -> int:
     if args.role == "server":
         from netesto.traffic.server import serve
 
+        # The engine would wrap a bad port around (99999 -> 34463) rather than refuse it.
+        if not 0 <= args.port <= 65535:
+            raise UsageError(f"--port {args.port}: expected 0..65535 (0 = any)")
+        if args.workers < 0:
+            raise UsageError(f"--workers {args.workers}: expected 0 or more (0 = automatic)")
+
         return serve(args.bind, args.port, args.datadir, tokens=args.token,
                      token_file=args.token_file, workers=args.workers,
                      handshake_timeout=args.handshake_timeout, emit=out)
+    if args.workers is not None and args.workers < 0:
+        raise UsageError(f"--workers {args.workers}: expected 0 or more (0 = automatic)")
     from netesto.traffic.engine import load_specs, run_client
 
     if (args.specs is None) == (args.host is None):

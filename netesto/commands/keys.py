@@ -22,7 +22,10 @@ def create_keys(directory: Path, name: str, *, force: bool = False) -> tuple[Pat
 
     if not name or "/" in name or name.startswith("."):
         raise UsageError(f"bad key name {name!r}")
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{directory}: cannot create the key directory: {exc.strerror or exc}") from exc
     public, secret = directory / f"{name}.key", directory / f"{name}.key_secret"
     if not force and (public.exists() or secret.exists()):
         raise UsageError(f"{public} or {secret} already exists (use --force to replace it)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -104,7 +105,9 @@ def main(args: argparse.Namespace) -> int:
         start = args.counter
     else:
         start = read_counter_file(Path(args.workdir or ".") / "counter")
-    interp = Interpreter(loader=FileLoader(), counter=MemoryCounter(start),
+    # SOURCE looks where `netesto run` looks: the script's directory, the cwd, the workdir.
+    search = [str(Path(args.workdir).resolve())] if args.workdir else []
+    interp = Interpreter(loader=FileLoader(search), counter=MemoryCounter(start),
                          defines=parse_defines(args.defines))
     if args.script == "-":
         actions = list(interp.run_text(sys.stdin.read(), file="<stdin>"))
@@ -114,14 +117,28 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"script {args.script!r} not found")
         actions = list(interp.run_file(path))
     estimate = estimate_seconds(actions)
-    if args.json:
+    try:
+        _print(actions, estimate, as_json=args.json)
+    except BrokenPipeError:
+        # The reader went away (`netesto plan x | head`): stop quietly, like a tool
+        # killed by SIGPIPE; stdout goes to /dev/null so the exit-time flush cannot fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141
+    return 0
+
+
+def _print(actions: "list[Action]", estimate: float, *, as_json: bool) -> None:
+    if as_json:
         json.dump({"actions": [a.to_dict() for a in actions], "estimate_s": estimate},
                   sys.stdout, indent=1)
         sys.stdout.write("\n")
-        return 0
+        sys.stdout.flush()
+        return
     out = sys.stdout
     for a in actions:
         out.write(format_action(a) + "\n")
     out.write(f"# {len(actions)} actions, estimated wall time {_format_seconds(estimate)}"
               f" ({estimate:.1f} s)\n")
-    return 0
+    out.flush()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any, Iterator, Mapping
 from netesto.errors import LabError
 
 DEFAULT_PORT = 12870
+# Interface names the agents accept (Linux IFNAMSIZ-1 characters, no blanks or '/').
+_DEV = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 _LAB_KEYS = frozenset({"name", "host_suffix", "controller_key", "insecure"})
 _HOST_KEYS = frozenset({"control", "port", "test", "public_key", "shape", "role", "dev"})
 _SHAPE_KEYS = frozenset({"agent", "dev"})
@@ -32,6 +35,11 @@ def _check_keys(data: Mapping[str, Any], allowed: frozenset[str], where: str) ->
         raise LabError(
             f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
         )
+
+
+def _check_dev(dev: str, where: str) -> None:
+    if not isinstance(dev, str) or not _DEV.match(dev):
+        raise LabError(f"{where}: bad device name {dev!r} (up to 15 letters, digits, _ . @ -)")
 
 
 def _check_address(text: str, where: str) -> str:
@@ -56,6 +64,9 @@ class Shape:
 
     agent: str
     dev: str
+
+    def __post_init__(self) -> None:
+        _check_dev(self.dev, f"shape agent {self.agent!r}")
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,8 @@ class LabHost:
             raise LabError(f"{where}: bad port {self.port!r} (1..65535)")
         if self.role not in ROLES:
             raise LabError(f"{where}: bad role {self.role!r}; one of {', '.join(ROLES)}")
+        if self.dev:
+            _check_dev(self.dev, where)
 
     @property
     def test_address(self) -> str:
@@ -111,6 +124,13 @@ class Lab:
             raise LabError(f"lab {self.name!r}: duplicate host(s) {', '.join(dup)}")
         if not self.hosts:
             raise LabError(f"lab {self.name!r} has no hosts")
+        shorts: dict[str, str] = {}
+        for h in self.hosts:
+            other = shorts.setdefault(h.short, h.name)
+            if other != h.name:
+                raise LabError(
+                    f"lab {self.name!r}: hosts {other} and {h.name} share the short name {h.short!r} "
+                    "that names their data files (flows, statistics): rename one")
         for h in self.hosts:
             if h.shape is not None and h.shape.agent not in names:
                 raise LabError(

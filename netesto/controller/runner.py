@@ -50,7 +50,7 @@ from netesto.controller.progress import (
     RunStarted,
 )
 from netesto.controller.schedule import expand_do_client, short_name, start_skew, wait_timeout
-from netesto.errors import AgentError, AgentUnreachable, NetestoError, UsageError
+from netesto.errors import AgentError, AgentUnreachable, LabError, NetestoError, ScriptError, UsageError
 from netesto.script.actions import (
     Action,
     Debug,
@@ -102,6 +102,7 @@ class _Host:
     offset_at: float = 0.0  # time.monotonic() of the estimate
     dead: str = ""  # why the host was dropped
     changed: bool = False  # sysctl/qdisc/netem/module params set through this agent
+    leftover: frozenset[str] = frozenset()  # experiments it held, unfetched, when this run connected
 
 
 @dataclass
@@ -238,6 +239,9 @@ class Runner:
         self._stop = cancel if cancel is not None else threading.Event()
         self.iperf3_port = iperf3_port
         self._current: _Exp | None = None
+        self._collecting = False
+        self._pairs: dict[tuple[int, str, str, int], DoClient] = {}  # flow ids given out (see validate)
+        self._foreign: set[tuple[str, int]] = set()  # (host, exp) holding an earlier run's data
 
     def _emit(self, event: ProgressEvent) -> None:
         if self.progress is not None:
@@ -251,14 +255,33 @@ class Runner:
         self._stop.set()
 
     def validate(self, actions: Iterable[Action]) -> None:
-        """LabError naming the first host an action uses that the lab does not have."""
+        """LabError naming the first host an action uses that the lab does not have;
+        ScriptError at a DO_CLIENT whose flow ids another one of its experiment has."""
+        pairs: dict[tuple[int, str, str, int], DoClient] = {}
         for a in actions:
-            if isinstance(a, RemoteAction):
-                self.lab.resolve(a.host)
-            if isinstance(a, (DoClient,)):
-                self.lab.resolve(a.server)
-            if isinstance(a, DoTcpdump) and a.server not in ("X", "x", ""):
-                self.lab.resolve(a.server)
+            try:
+                if isinstance(a, RemoteAction):
+                    self.lab.resolve(a.host)
+                if isinstance(a, (DoClient,)):
+                    self.lab.resolve(a.server)
+                if isinstance(a, DoTcpdump) and a.server not in ("X", "x", ""):
+                    self.lab.resolve(a.server)
+            except LabError as exc:
+                raise LabError(f"{a.loc}: {exc.message}") from exc  # where the script names it
+            if isinstance(a, DoClient):
+                self._check_flow_ids(a, pairs)
+
+    def _check_flow_ids(self, a: DoClient, pairs: dict[tuple[int, str, str, int], DoClient]) -> None:
+        """Two DO_CLIENTs of one experiment with the same lab hosts and group would make the
+        same flow ids (h2 and h2.lab are one host): the second would replace the first."""
+        client, server = self.lab.resolve(a.host).short, self.lab.resolve(a.server).short
+        key = (a.exp, client, server, a.group)
+        first = pairs.setdefault(key, a)
+        if first is not a:
+            raise ScriptError(
+                f"DO_CLIENT: flows {client}-{server}-{a.group}-* are already in experiment {a.exp} "
+                f"(from {first.loc})", file=a.loc.file, line=a.loc.line, column=a.loc.column,
+                text=a.loc.text, hint="give one of them another group=N")
 
     def run(self, actions: Iterable[Action]) -> RunResult:
         """Execute ``actions`` in order (a lazy iterator is consumed lazily; a list
@@ -266,16 +289,20 @@ class Runner:
         if isinstance(actions, (list, tuple)):
             self.validate(actions)
         t0 = time.time()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        _make_workdir(self.workdir)
         self._emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))
         interrupted = False
         aborted: BaseException | None = None
         try:
             for item in _batched(actions):
-                if isinstance(item, list):
-                    self._do_clients(item)
-                else:
-                    self._execute(item)
+                try:
+                    if isinstance(item, list):
+                        self._do_clients(item)
+                    else:
+                        self._execute(item)
+                except LabError as exc:  # an unknown host in a lazily consumed script
+                    loc = item[0].loc if isinstance(item, list) else item.loc
+                    raise LabError(f"{loc}: {exc.message}") from exc
         except KeyboardInterrupt:
             interrupted = True
             raise
@@ -349,6 +376,7 @@ class Runner:
                     check_compatible(str(h.info["protocol"]), host=lh.name)
                 h.client = client
                 left = [str(x) for x in h.info.get("unfetched", []) or []]
+                h.leftover = frozenset(left)
                 if left:
                     self._emit(Notice(host=lh.name, text=(
                         f"holds unfetched data of earlier experiment(s) {', '.join(left)} "
@@ -403,13 +431,29 @@ class Runner:
 
         Opening the session (hello, clock offset) is inside the same handling."""
         try:
-            return what(self._session(name))
+            h = self._session(name)
+            self._check_leftover(h)
+            return what(h)
         except AgentUnreachable as exc:
             self._drop(name, exc)
             return None
         except AgentError as exc:
             self._note(str(exc), exc)
             raise _Abort() from exc
+
+    def _check_leftover(self, h: _Host) -> None:
+        """Refuse to use an experiment number whose data from an earlier run the host
+        still holds: this run's files would be written over it (the agent keeps data
+        per experiment number, and another workdir's counter may reach the same one)."""
+        e = self._current
+        if e is None or self._collecting or str(e.exp) not in h.leftover:
+            return
+        self._foreign.add((h.lab.name, e.exp))
+        raise AgentError(
+            f"holds unfetched data of experiment {e.exp} from an earlier run, which this "
+            f"run would overwrite: fetch it first ('netesto run --collect --lab LAB --workdir OTHER_DIR' "
+            f"or netesto.controller.collect) or move {self.workdir / 'counter'} past {e.exp}",
+            host=h.lab.name, kind="LeftoverData")
 
     def _execute(self, a: Action) -> None:
         host = getattr(a, "host", "")
@@ -546,6 +590,8 @@ class Runner:
         """Start a batch of DO_CLIENTs at one common instant."""
         t_begin = time.time()
         for a in batch:
+            self._check_flow_ids(a, self._pairs)
+        for a in batch:
             self._exp(a).actions.append(a.to_dict())
             self._emit(ActionStarted(kind=a.kind, host=a.host, exp=a.exp, text=a.args_text(), loc=str(a.loc)))
         n_err = len(self.errors)
@@ -658,7 +704,8 @@ class Runner:
         Flows still running are waited for (up to ``wait_margin``) first.
         """
         t0 = time.time()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        _make_workdir(self.workdir)
+        self._collecting = True  # fetching earlier runs' data is the point here
         self._emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))
         try:
             for lh in self.lab:
@@ -823,18 +870,19 @@ class Runner:
                     h.client.stop()
                 except NetestoError as exc:
                     self._emit(HostError(host=h.lab.name, error=f"stop: {exc}"))
-        if not interrupted:
-            for e in self.exps.values():
+        for e in self.exps.values():
+            if not interrupted:  # Ctrl-C: leave the rest on the agents (--collect fetches it)
                 for host in sorted(e.hosts):
                     held = self.hosts.get(host)
-                    if held is None or held.dead or held.client is None:
+                    if held is None or held.dead or held.client is None or (host, e.exp) in self._foreign:
                         continue
                     try:
                         self._get_data(host, e, salvage=aborted)
                     except _Abort:
                         pass
-                if not e.processed and e.dir.exists():
-                    self._write_json(e)
+            # Even when interrupted: the data already stored needs its description.
+            if not e.processed and e.dir.exists():
+                self._write_json(e)
         for h in self.hosts.values():
             if h.client is None or h.dead or not (h.changed or interrupted or aborted):
                 continue
@@ -865,6 +913,14 @@ class Runner:
         return RunResult(workdir=self.workdir, experiments=exps, errors=tuple(self.errors), elapsed=elapsed)
 
 
+def _make_workdir(path: Path) -> None:
+    """Create the working directory (a UsageError, not an OSError, when it cannot be one)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"workdir {path}: cannot create it: {exc.strerror or exc}") from exc
+
+
 def _batched(actions: Iterable[Action]) -> Iterator[Action | list[DoClient]]:
     """Actions, with runs of consecutive DO_CLIENTs grouped into lists."""
     batch: list[DoClient] = []
@@ -888,11 +944,10 @@ def _batched(actions: Iterable[Action]) -> Iterator[Action | list[DoClient]]:
 def _script_text(script: str | Path) -> tuple[str, str, Path | None]:
     """(text, file name, directory) of a script given as text or as a path."""
     if isinstance(script, Path) or ("\n" not in script and len(script) < 4096 and Path(script).is_file()):
+        from netesto.script.store import read_script
+
         path = Path(script)
-        try:
-            return path.read_text(), str(path), path.resolve().parent
-        except OSError as exc:
-            raise UsageError(f"cannot read script {path}: {exc}") from exc
+        return read_script(path), str(path), path.resolve().parent
     return str(script), "<script>", None
 
 
@@ -919,7 +974,7 @@ def run(
     the_lab = lab if isinstance(lab, Lab) else Lab.from_file(lab)
     text, fname, sdir = _script_text(script)
     wd = Path(workdir)
-    wd.mkdir(parents=True, exist_ok=True)
+    _make_workdir(wd)
     search = [d for d in (Path.cwd(), sdir, wd.resolve()) if d is not None]
     search = list(dict.fromkeys(search))
     defs = dict(defines or {})

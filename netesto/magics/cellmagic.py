@@ -15,6 +15,12 @@ DEFAULT_WORKDIR = "netesto-results"
 DEFAULT_RESULT = "netesto_result"
 
 
+def _parse(magic: Any, line: str) -> Any:
+    """``parse_argstring``, with shlex's ValueError (an unclosed quote) as a UsageError."""
+    try:
+        return parse_argstring(magic, line)
+    except ValueError as exc:
+        raise UsageError(f"%netesto {line.strip()}: {exc}") from None
 
 
 @magics_class
@@ -37,7 +43,7 @@ class NetestoMagics(Magics):
         ``%netesto lab FILE`` (a lab file, e.g. from ``netesto testbed up``),
         ``%netesto workdir DIR``, ``%netesto show``.
         """
-        args = parse_argstring(self.netesto_line, line)
+        args = _parse(self.netesto_line, line)
         if args.what == "lab":
             if not args.value:
                 raise UsageError("%netesto lab FILE: the lab file is missing")
@@ -75,15 +81,26 @@ class NetestoMagics(Magics):
         """
         from netesto.script import parse_defines
 
-        args = parse_argstring(self.netesto_cell, line)
+        args = _parse(self.netesto_cell, line)
+        if not args.result.isidentifier():
+            raise UsageError(f"--as {args.result}: not a Python variable name")
         try:
             defines = parse_defines(args.defines)
             if args.plan:
-                self._show_plan(cell, defines)
+                self._show_plan(cell, args, defines)
                 return None
             result = self._run(cell, args, defines)
         except NetestoError as exc:
-            raise UsageError(exc.format_message()) from None
+            from netesto.controller.runner import RunResult
+
+            message = exc.format_message()
+            kept = exc.detail
+            if isinstance(kept, RunResult) and self.shell is not None:
+                # run() raises when a host failed; what it stored is still the user's.
+                self.shell.user_ns[args.result] = kept
+                exps = ", ".join(str(e) for e in kept.exps) or "none"
+                message += f"\nwhat the run kept (experiments {exps}) is in `{args.result}`"
+            raise UsageError(message) from None
         assert self.shell is not None  # set by IPython when the magics are registered
         self.shell.user_ns[args.result] = result
         exps = ", ".join(str(e) for e in result.exps) or "none"
@@ -92,22 +109,49 @@ class NetestoMagics(Magics):
             print(f"netesto: error: {err}")
         return None
 
-    def _show_plan(self, cell: str, defines: dict[str, str]) -> None:
-        from netesto.commands.plan import format_action
-        from netesto.script import FileLoader, estimate_seconds, plan
+    def _lab(self, args: Any) -> Any:
+        """The cell's Lab (``--lab`` or the session's), None when neither is set."""
+        from netesto.controller import Lab
 
-        actions = plan(cell, file="<cell>", loader=FileLoader([Path.cwd()]), defines=defines)
+        lab = args.lab or self.lab
+        if lab is not None and not isinstance(lab, Lab):
+            lab = Lab.from_file(lab)
+        return lab
+
+    def _plan(self, cell: str, args: Any, defines: dict[str, str], lab: Any) -> list[Any]:
+        """The cell's actions as :func:`netesto.run` will produce them: the same SOURCE
+        search path, the workdir's counter (not written) and the lab's host_suffix."""
+        from netesto.script import FileLoader, MemoryCounter, plan
+        from netesto.script.store import read_counter_file
+
+        workdir = Path(args.workdir) if args.workdir else self.workdir
+        search = list(dict.fromkeys([str(Path.cwd()), str(workdir.resolve())]))
+        return plan(cell, file="<cell>", loader=FileLoader(search),
+                    counter=MemoryCounter(read_counter_file(workdir / "counter")),
+                    defines=defines, host_suffix=lab.host_suffix if lab is not None else "")
+
+    def _show_plan(self, cell: str, args: Any, defines: dict[str, str]) -> None:
+        from netesto.commands.plan import format_action
+        from netesto.script import estimate_seconds
+
+        lab = self._lab(args)
+        actions = self._plan(cell, args, defines, lab)
+        if lab is not None:  # what run() refuses before it starts: unknown hosts, clashing flows
+            from netesto.controller.runner import Runner
+
+            Runner(lab).validate(actions)
         for action in actions:
             print(format_action(action))
         print(f"{len(actions)} actions, about {estimate_seconds(actions):.0f} s")
 
     def _run(self, cell: str, args: Any, defines: dict[str, str]) -> Any:
         from netesto.controller import run
-        from netesto.script import FileLoader, estimate_seconds, plan
+        from netesto.script import estimate_seconds
 
-        # Planning first shows script errors even before a lab is chosen.
-        estimate = estimate_seconds(plan(cell, file="<cell>", loader=FileLoader([Path.cwd()]), defines=defines))
-        lab = args.lab or self.lab
+        # A bad lab file fails before the progress view shows; planning before the
+        # lab check shows script errors even before a lab is chosen.
+        lab = self._lab(args)
+        estimate = estimate_seconds(self._plan(cell, args, defines, lab))
         if lab is None:
             raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
         workdir = Path(args.workdir) if args.workdir else self.workdir

@@ -48,7 +48,7 @@ from netesto.script.parser import (
     parse,
     suggest,
 )
-from netesto.script.store import Counter, FileLoader, Loader, MemoryCounter
+from netesto.script.store import Counter, FileLoader, Loader, MemoryCounter, read_script
 
 _VAR = re.compile(r"\$([A-Za-z0-9_]+)")
 _VARNAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -62,6 +62,7 @@ MAX_EXPANSION = 100_000
 MAX_STEPS = 2_000_000
 MAX_ACTIONS = 1_000_000
 MAX_SECONDS = 7 * 86400.0  # longest WAIT, dur or delay accepted
+MAX_EXP = 2**31 - 1  # the original's exp is a 32-bit integer; the wire cannot carry any size
 
 COMMON = ("exp", "host", "expName")
 # Accepted spellings -> the original's argument names.
@@ -150,6 +151,7 @@ class Interpreter:
         self._group_exp: int | None = None
         self._group_next = 1
         self._fetched: set[tuple[str, int]] = set()
+        self._pairs: dict[tuple[int, str, str, int], str] = {}  # (exp, host, server, group) -> file:line
         self.max_steps = max_steps
         self.max_actions = max_actions
         self.max_loops = max_loops
@@ -158,6 +160,7 @@ class Interpreter:
         # Converted argument values per (command, argument, text): pure, so cached.
         self._value_cache: dict[tuple[str, str, str], object] = {}
         self.steps = 0
+        self._where: tuple[Node, _Frame] | None = None  # the command being run (for RecursionError)
         self.loops = 0
         self.actions = 0
         self.ended = False
@@ -176,10 +179,7 @@ class Interpreter:
     def run_file(self, path: str | Path) -> Iterator[Action]:
         """Run a script file (SOURCE names resolve next to it first)."""
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ScriptError(f"cannot read script: {exc}", file=str(p)) from exc
+        text = read_script(p)
         self.sourced.add(str(p.resolve()))
         return self.run_text(text, file=str(p), base_dir=str(p.parent))
 
@@ -197,11 +197,19 @@ class Interpreter:
                 yield action
         except _Stop:
             self.ended = True
-        except RecursionError as exc:  # pragma: no cover - depth caps come first
-            raise ScriptError("script nests too deeply") from exc
+        except RecursionError as exc:
+            # Each cap (RUN depth, FOR nesting) holds, but together they can pass
+            # Python's limit: report the command that was running when it did.
+            where = self._where
+            if where is None:
+                raise ScriptError("script nests too deeply") from exc
+            node, at = where
+            raise self._err(at, node.line, node.col, "script nests too deeply for Python",
+                            "fewer nested RUNs and FORs") from exc
 
     def _block(self, nodes: Iterable[Node], frame: _Frame) -> Iterator[Action]:
         for node in nodes:
+            self._where = (node, frame)
             self.steps += 1
             if self.steps > self.max_steps:
                 raise self._cap(frame, node, f"script ran more than {self.max_steps} commands",
@@ -330,6 +338,9 @@ class Interpreter:
                 raise self._err(frame, node.line, tok.col,
                                 f"{name}: unknown argument {key!r}",
                                 suggest(key, allowed) or "arguments: " + ", ".join(allowed))
+            if key in out:
+                raise self._err(frame, node.line, tok.col, f"{name}: {key} given twice",
+                                f"the first is at column {out[key][1].col}")
             out[key] = (value, tok)
         return out
 
@@ -371,8 +382,11 @@ class Interpreter:
             yield from self._block(node.body, frame)
 
     def _for_items(self, text: str, node: For, frame: _Frame) -> list[str]:
-        m = _RANGE.match(text) if len(text) < 40 else None
+        m = _RANGE.match(text)
         if m:
+            if len(text) > 60:  # also keeps int() clear of Python's 4300-digit limit
+                raise self._err(frame, node.line, node.items.col,
+                                f"FOR range {text[:40]}... has numbers too large to loop over")
             low, high = int(m.group(1)), int(m.group(2))
             step = int(m.group(3)) if m.group(3) else 1
             if step <= 0:
@@ -528,6 +542,8 @@ class Interpreter:
             else:
                 raise self._err(frame, node.line, toks[0].col if toks else node.col,
                                 f"DEBUG takes 0, 1, T or F, got {value!r}")
+        elif toks:
+            raise self._err(frame, node.line, toks[0].col, f"{node.name} takes no arguments")
         elif node.name == "DEBUG_DISABLE":
             self._debug_saved, self.debug = self.debug, False
         else:
@@ -535,6 +551,8 @@ class Interpreter:
         yield Debug(loc=self._loc(node, frame), enabled=self.debug)
 
     def _next_counter(self, node: Command, frame: _Frame) -> None:
+        if node.args:
+            raise self._err(frame, node.line, node.args[0].col, "NEXT_COUNTER takes no arguments")
         self.counter.round_up()
 
     def _noop(self, node: Command, frame: _Frame) -> None:
@@ -548,7 +566,7 @@ class Interpreter:
             raw, tok = args["exp"]
             self._undefined(raw, frame, node.line, tok.col)
             if raw in ("COUNTER", "counter"):
-                value = self.counter.take()
+                value = self._counter_take(frame, node, tok.col)
             elif raw in ("PREV", "prev"):
                 if self.last_exp is None:
                     raise self._err(frame, node.line, tok.col,
@@ -557,14 +575,22 @@ class Interpreter:
                 value = self.last_exp
             else:
                 value = self._value(frame, node, node.name, "exp", raw, tok,
-                                    lambda s: V.to_int(s, low=0))
+                                    lambda s: V.to_int(s, low=0, high=MAX_EXP))
         elif self.last_exp is not None:
             value = self.last_exp
         elif consume:
-            value = self.counter.take()
+            value = self._counter_take(frame, node, node.col)
         else:
             return 0
         self.last_exp = value
+        return value
+
+    def _counter_take(self, frame: _Frame, node: Command, col: int) -> int:
+        value = self.counter.take()
+        if not 0 <= value <= MAX_EXP:
+            raise self._err(frame, node.line, col,
+                            f"{node.name}: experiment number {value} from the counter is not in 0..{MAX_EXP}",
+                            "reset the counter file (or give exp=N)")
         return value
 
     def _qualify(self, host: str) -> str:
@@ -683,6 +709,15 @@ class Interpreter:
                 self._group_exp, self._group_next = exp, 1
             group = self._group_next
             self._group_next += 1
+        # Flow ids are <client>-<server>-<group>-<instance>: a second DO_CLIENT with the
+        # same ones would replace the first one's flows and data.
+        pair = (exp, host, server, group)
+        first = self._pairs.get(pair)
+        if first is not None:
+            raise self._err(frame, node.line, node.col,
+                            f"DO_CLIENT: flows {host}-{server}-{group}-* are already in experiment {exp} "
+                            f"(from {first})", "give one of them another group=N")
+        self._pairs[pair] = f"{node.line.file}:{node.line.lineno}"
         self._fetched.clear()
         yield DoClient(
             loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name, server=server,
@@ -755,6 +790,9 @@ class Interpreter:
         if "netem_delay" not in args and "delay" not in args:
             raise self._err(frame, node.line, node.col, "SET_NETEM: netem_delay= is required",
                             "delay in ms; netem_delay=0 removes netem")
+        if "netem_delay" in args and "delay" in args:
+            raise self._err(frame, node.line, args["delay"][1].col,
+                            "SET_NETEM: give netem_delay= or delay=, not both")
         key = "netem_delay" if "netem_delay" in args else "delay"
         g = lambda k, d, c: self._get(frame, node, args, k, d, c)  # noqa: E731
         delay = g(key, "0", lambda s: V.to_float(s, low=0, high=60000))
@@ -805,7 +843,7 @@ class Interpreter:
                             "server=X captures without a host filter")
         raw, tok = args["server"]
         self._value(frame, node, node.name, "server", raw, tok, lambda s: V.word(s, "server"))
-        server = raw if raw == "X" else self._qualify(raw)
+        server = raw if raw in ("X", "x") else self._qualify(raw)  # X: no host filter (runner: X or x)
         packets = self._get(frame, node, args, "packets", "10000",
                             lambda s: V.to_int(s, low=1, high=10**8))
         yield DoTcpdump(loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name,
@@ -840,11 +878,16 @@ class Interpreter:
                         if self.macros else "no macros defined; SOURCE inlib first?")
             raise self._err(frame, node.line, head.col, f"RUN: unknown macro {name!r}", hint)
         args: dict[str, str] = {}
+        seen: dict[str, int] = {}
         for tok in toks[1:]:
             key, eq, value = tok.text.partition("=")
             if not eq or not _VARNAME.match(key):
                 raise self._err(frame, node.line, tok.col,
                                 f"RUN {name}: expected key=value, got {tok.text!r}")
+            if key in seen:
+                raise self._err(frame, node.line, tok.col, f"RUN {name}: {key} given twice",
+                                f"the first is at column {seen[key]}")
+            seen[key] = tok.col
             if value.startswith("$") and _VAR.fullmatch(value):
                 # An undefined variable passed on (instances=$instances) counts as
                 # not passed: inside the macro $instances then means the global, and
@@ -905,14 +948,29 @@ _HANDLERS: dict[str, Callable[[Interpreter, Command, _Frame], Iterator[Action] |
 
 
 def estimate_seconds(actions: Iterable[Action]) -> float:
-    """Wall time a plan needs: WAITs plus the mean of each RAND_WAIT."""
-    total = 0.0
+    """Wall time a plan needs: WAITs, the mean of each RAND_WAIT, and the waits the
+    runner makes for flows (GET_DATA and DO_SERVER order=1 of a host wait until its
+    flows have ended; the run ends after every flow, whose data it then fetches)."""
+    t = 0.0
+    ends: dict[tuple[int, str], float] = {}  # (exp, host) -> end of its last flow
+    exp_ends: dict[int, float] = {}
+    last = 0.0
     for action in actions:
         if isinstance(action, Wait):
-            total += action.seconds
+            t += action.seconds
         elif isinstance(action, RandWait):
-            total += (action.low + action.high) / 2
-    return total
+            t += (action.low + action.high) / 2
+        elif isinstance(action, DoClient):
+            end = t + action.delay + action.dur
+            for host in (action.host, action.server):
+                ends[(action.exp, host)] = max(ends.get((action.exp, host), 0.0), end)
+            exp_ends[action.exp] = max(exp_ends.get(action.exp, 0.0), end)
+            last = max(last, end)
+        elif isinstance(action, GetData) or (isinstance(action, DoServer) and action.order >= 1):
+            t = max(t, ends.get((action.exp, action.host), 0.0))
+        elif isinstance(action, ProcessExp):
+            t = max(t, exp_ends.get(action.exp, 0.0))
+    return max(t, last)
 
 
 def plan(text: str, *, file: str = "<script>", **kw: object) -> list[Action]:

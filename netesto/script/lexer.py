@@ -14,6 +14,9 @@ from typing import Iterator
 from netesto.errors import ScriptError
 
 _WORD = re.compile(r"\S+")
+# Lines end at \n, \r\n or \r only: str.splitlines() also breaks at form feeds,
+# U+2028 and other separators, which would put every later line number off by one.
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,7 @@ def logical_lines(text: str, file: str = "<script>") -> Iterator[Line]:
     pending_line = 0
     in_comment = 0  # line number of the open BEGIN_COMMENT, 0 = none
     lineno = 0
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, raw in enumerate(_NEWLINE.split(text), start=1):
         stripped = raw.strip()
         if in_comment:
             if stripped.startswith("END_COMMENT"):

@@ -8,6 +8,7 @@ arguments may come from variables set at run time.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from typing import Union
 
@@ -146,7 +147,9 @@ class _Block:
         self.body: list[Node] = []
 
 
+_VARNAME = re.compile(r"^[A-Za-z0-9_]+$")
 MAX_IF_CHAIN = 32
+MAX_NESTING = 100  # nested FORs in one file; deeper ones would exhaust Python's stack
 
 
 def _parse_single(line: Line, tokens: tuple[Token, ...], depth: int = 0) -> Node:
@@ -208,9 +211,11 @@ def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
                 raise error_at(line, first.col, "malformed FOR",
                                "expected: FOR var IN a,b,c DO  or  FOR var IN 1..10[,step] DO")
             var = tokens[1].text
-            if not var.replace("_", "a").isalnum():
+            if not _VARNAME.match(var):  # what $name can reach: ASCII letters, digits, _
                 raise error_at(line, tokens[1].col, f"bad FOR variable name {var!r}",
                                "letters, digits and _ only")
+            if len(stack) >= MAX_NESTING:
+                raise error_at(line, first.col, f"FOR nested more than {MAX_NESTING} deep")
             stack.append(_Block("for", line, first.col, var=var, items=tokens[3]))
             continue
         if word == "DONE":
@@ -235,6 +240,10 @@ def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
             name = tokens[1].text
             if name in COMMANDS:
                 raise error_at(line, tokens[1].col, f"macro name {name!r} is a command name")
+            if "," in name or "$" in name:
+                # RUN reads "name,reps" and substitutes $variables: it could never call it.
+                raise error_at(line, tokens[1].col, f"bad macro name {name!r}",
+                               "no ',' or '$' in macro names")
             stack.append(_Block("macro", line, first.col, name=name))
             continue
         if word == "END" and len(tokens) >= 2:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 import netesto
-from netesto.errors import UsageError
+from netesto.errors import ScriptError, UsageError
 
 
 def parse_defines(items: list[str] | None) -> dict[str, str]:
@@ -28,6 +28,25 @@ def parse_defines(items: list[str] | None) -> dict[str, str]:
             raise UsageError(f"-D {item!r}: expected VAR=VALUE")
         out[key] = value
     return out
+
+
+def read_script(path: "str | os.PathLike[str]") -> str:
+    """A script file's text (UTF-8); a byte that is not UTF-8 is a ScriptError at its line."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ScriptError(f"cannot read script: {exc.strerror or exc}", file=str(p)) from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start]
+        line = before.count(b"\n") + 1
+        start = before.rfind(b"\n") + 1
+        column = len(before[start:].decode("utf-8", "replace")) + 1
+        text = data[start:].split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
+        raise ScriptError(f"not UTF-8 text (byte 0x{data[exc.start]:02x})", file=str(p), line=line,
+                          column=column, text=text, hint="save the script as UTF-8") from None
 
 
 class Loader(Protocol):
@@ -89,6 +108,9 @@ class FileLoader:
                 except (OSError, UnicodeDecodeError) as exc:
                     raise LookupError(f"cannot read {candidate}: {exc}") from exc
                 return str(candidate.resolve()), str(candidate), text
+        dirs = [c for c in tries if c.is_dir()]
+        if dirs:
+            raise LookupError(f"{dirs[0]} is a directory, not a script file")
         raise LookupError(f"file {name!r} not found")
 
 
@@ -159,8 +181,11 @@ class FileCounter:
 
     def _write(self, value: int) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(f"{value}\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text(f"{value}\n", encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            raise UsageError(f"{self.path}: cannot write the counter file: {exc.strerror or exc}") from exc
 
     def take(self) -> int:
         value = self.peek() + 1
@@ -180,13 +205,13 @@ def read_counter_file(path: "str | os.PathLike[str]") -> int:
         text = p.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         return 0
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{p}: cannot read the counter file: {getattr(exc, 'strerror', None) or exc}") from exc
     if not text:
         return 0
     try:
         return int(text.split()[0])
     except ValueError as exc:
-        from netesto.errors import UsageError
-
         raise UsageError(f"{p}: counter file holds {text[:40]!r}, not an integer") from exc
 
 
@@ -200,4 +225,5 @@ __all__ = [
     "next_round",
     "packaged_inlib_dirs",
     "read_counter_file",
+    "read_script",
 ]

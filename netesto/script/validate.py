@@ -98,11 +98,16 @@ def to_float(text: str, *, low: float | None = None, high: float | None = None) 
     return value
 
 
+def _num(value: float) -> str:
+    """``value`` for a message: integers in full (``:g`` made 2**31 and 2**31-1 look alike)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
 def _check_range(value: float, low: float | None, high: float | None) -> None:
     if low is not None and value < low:
-        raise ValueError(f"{value:g} is below the minimum {low:g}")
+        raise ValueError(f"{_num(value)} is below the minimum {_num(low)}")
     if high is not None and value > high:
-        raise ValueError(f"{value:g} is above the maximum {high:g}")
+        raise ValueError(f"{_num(value)} is above the maximum {_num(high)}")
 
 
 def to_size(text: str) -> int:

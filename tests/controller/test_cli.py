@@ -201,3 +201,112 @@ def test_progress_subclass_sees_flow_events_while_flows_run(loopback_lab: Path, 
     assert order.index("action:WAIT") < max(i for i, w in enumerate(during) if w == "flow:progress"), order  # relayed during the WAIT
     assert "flow:done" in order, order
     assert {"stored:h1", "stored:h2"} <= set(order[first_get:]), order
+
+
+def test_ctrl_c_keeps_the_description_of_experiments_already_fetched(loopback_lab: Path, tmp_path: Path) -> None:
+    # An interrupted run used to skip writing experiment.json, even for an experiment
+    # whose data was all fetched: its script, flows and clock offsets were lost.
+    import threading
+
+    from netesto.controller import run
+    from netesto.controller.progress import DataStored
+
+    cancel = threading.Event()
+    stored: list[str] = []
+
+    def progress(event: object) -> None:
+        if isinstance(event, DataStored):
+            stored.append(event.host)
+            if len(stored) == 2:
+                cancel.set()  # both hosts of experiment 1 are stored: "Ctrl-C"
+
+    text = SCRIPT.replace("$dur", "1") + "DO_CLIENT host=h1 server=h2 dur=30 exp=COUNTER\nWAIT 30\nGET_DATA host=h1\n"
+    work = tmp_path / "w"
+    with pytest.raises(KeyboardInterrupt):
+        run(text, lab=loopback_lab, workdir=work, progress=progress, cancel=cancel)
+    meta = json.loads((work / "1" / "experiment.json").read_text())
+    assert meta["exp"] == 1 and [f["flow_id"] for f in meta["flows"]] == ["h1-h2-1-0"]
+
+
+def test_a_run_does_not_overwrite_data_an_agent_kept_from_an_earlier_run(loopback_lab: Path, tmp_path: Path) -> None:
+    # Another workdir's run was interrupted in its experiment 1: h2 keeps that data for
+    # --collect. A run in a fresh workdir (counter 0 -> experiment 1) used to note it,
+    # then write its own experiment 1 over it, losing the earlier flow's samples.
+    from netesto.controller import run
+    from netesto.errors import AgentError
+
+    old = tmp_path / "agent-h2" / "1" / "flows" / "h1-h2-1-0.client.nflow"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"earlier run's samples")
+    with pytest.raises(AgentError) as err:
+        run(SCRIPT.replace("$dur", "1"), lab=loopback_lab, workdir=tmp_path / "w")
+    assert err.value.host == "h2"
+    assert "h2: holds unfetched data of experiment 1" in str(err.value) and "--collect" in str(err.value)
+    assert old.read_bytes() == b"earlier run's samples"
+    assert not (tmp_path / "w" / "1" / "flows" / "h1-h2-1-0.client.nflow").exists()
+    # Once collected elsewhere, the same run goes ahead.
+    done = cli("--collect", "--lab", str(loopback_lab), "--workdir", str(tmp_path / "old"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "old" / "1" / "flows" / "h1-h2-1-0.client.nflow").read_bytes() == b"earlier run's samples"
+    result = run(SCRIPT.replace("$dur", "1"), lab=loopback_lab, workdir=tmp_path / "w2")
+    assert result.ok and result.exps == [1]
+
+
+def test_a_workdir_that_cannot_be_a_directory_is_a_usage_error(tmp_path: Path) -> None:
+    # --workdir naming a file (or a path below one) ended in a FileExistsError traceback.
+    script = tmp_path / "s.script"
+    script.write_text(SCRIPT)
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.loopback(2).to_toml())
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for work in (afile, afile / "sub"):
+        for args in ((str(script),), ("--collect",)):
+            bad = cli(*args, "--lab", str(lab), "--workdir", str(work))
+            assert bad.returncode == 2, bad.stderr
+            assert "Traceback" not in bad.stderr and f"workdir {work}" in bad.stderr, bad.stderr
+
+
+def test_a_script_that_is_not_utf8_is_an_error_at_its_line(tmp_path: Path) -> None:
+    # `netesto run` ended in a UnicodeDecodeError traceback (plan said "<file>:0:0").
+    script = tmp_path / "s.script"
+    script.write_bytes(b"SET a=1\nECHO caf\xe9\n")
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.loopback(2).to_toml())
+    bad = cli(str(script), "--lab", str(lab), "--workdir", str(tmp_path / "w"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+    assert f"{script}:2:9: error: not UTF-8 text" in bad.stderr, bad.stderr
+    from netesto.errors import ScriptError
+    from netesto.script import Interpreter
+
+    with pytest.raises(ScriptError) as err:
+        Interpreter().run_file(script)
+    assert (err.value.line, err.value.column) == (2, 9)
+
+
+def test_flow_server_refuses_a_port_out_of_range(tmp_path: Path) -> None:
+    # `netesto flow server --port 99999` used to listen on 34463 (99999 mod 65536) and say so.
+    for bad in (["--port", "99999"], ["--port", "-1"], ["--workers", "-2"]):
+        done = subprocess.run([sys.executable, "-m", "netesto", "flow", "server", *bad, "--datadir", str(tmp_path)],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 2 and "listening" not in done.stdout, done.stdout + done.stderr
+        assert bad[0] in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_keys_into_a_path_that_cannot_be_a_directory_is_a_usage_error(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    done = subprocess.run([sys.executable, "-m", "netesto", "keys", str(afile), "--name", "c"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and str(afile) in done.stderr, done.stderr
+
+
+def test_an_unknown_host_is_reported_at_its_script_line(tmp_path: Path) -> None:
+    # The LabError named the host and the lab's hosts but not where the script used it.
+    script = tmp_path / "s.script"
+    script.write_text("SET c=h3\nDO_SERVER host=h1 start=1\n\nDO_CLIENT host=$c server=h1 dur=1\n")
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.loopback(2).to_toml())
+    bad = cli(str(script), "--lab", str(lab), "--workdir", str(tmp_path / "w"))
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert f"{script}:4: host 'h3' is not in lab" in bad.stderr and "did you mean" in bad.stderr, bad.stderr

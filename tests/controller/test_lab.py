@@ -174,3 +174,28 @@ def test_to_toml_escapes_and_round_trips_every_field(tmp_path: Path) -> None:
     back = Lab.from_file(path)
     assert back.hosts == lab.hosts and back.controller_key == lab.controller_key
     assert (back.name, back.host_suffix, back.insecure) == ("odd", ".lab", False)
+
+
+@pytest.mark.parametrize("hosts", [
+    {"h1": {"control": "127.0.0.1", "dev": "eth0; rm"}},
+    {"h1": {"control": "127.0.0.1", "dev": "a-very-long-interface-name"}},
+    {"h1": {"control": "127.0.0.1", "shape": {"agent": "r", "dev": "r h1"}},
+     "r": {"control": "127.0.0.2", "role": "router"}},
+])
+def test_a_bad_device_name_is_refused_when_the_lab_is_read(hosts: dict) -> None:
+    # The agent refuses such names only when SET_QDISC/SET_NETEM/DO_TCPDUMP reaches it,
+    # i.e. in the middle of a run; the lab is checked before anything runs.
+    with pytest.raises(LabError, match="bad device name"):
+        Lab.from_dict({"lab": {"name": "x", "insecure": True}, "hosts": hosts})
+    ok = {"h1": {"control": "127.0.0.1", "dev": "veth0.10@x"}}
+    assert Lab.from_dict({"lab": {"name": "x", "insecure": True}, "hosts": ok}).resolve("h1").dev == "veth0.10@x"
+
+
+def test_hosts_whose_files_would_have_the_same_names_are_refused() -> None:
+    # Data files are named by short host names (flows web-web-1-0, stats 0/web.*): two
+    # hosts web.dc1 and web.dc2 wrote over each other's files in <exp>/.
+    hosts = {"web.dc1": {"control": "127.0.0.1"}, "web.dc2": {"control": "127.0.0.2"}}
+    with pytest.raises(LabError, match="web.dc1 and web.dc2 .*'web'"):
+        Lab.from_dict({"lab": {"name": "x", "insecure": True}, "hosts": hosts})
+    hosts = {"web.dc1": {"control": "127.0.0.1"}, "db.dc1": {"control": "127.0.0.2"}}
+    assert Lab.from_dict({"lab": {"name": "x", "insecure": True}, "hosts": hosts}).resolve("web.dc1").short == "web"

@@ -251,3 +251,24 @@ def test_waits_last_as_written(tmp_path: Path) -> None:
     assert len(took) == 2 and took[0] >= 0.6 and took[1] >= 0.3, took
     # A loaded machine can only add; 0.5 s of slack still tells 0.9 s from a doubled 1.8 s.
     assert 0.9 <= elapsed < 1.4, elapsed
+
+
+def test_flow_ids_that_collide_on_the_lab_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    # h2 and h2.lab are one lab host: both DO_CLIENTs would make flow h2-h1-1-0.
+    from netesto.errors import ScriptError
+    from netesto.script import plan
+
+    lab = Lab.of(h1="127.0.0.1", h2="127.0.0.2", insecure=True)
+    actions = plan("DO_CLIENT host=h2 server=h1\nDO_CLIENT host=h2.lab server=h1 group=1\n", file="m.nts")
+    with pytest.raises(ScriptError) as err:
+        Runner(lab, tmp_path).validate(actions)
+    assert (err.value.file, err.value.line) == ("m.nts", 2) and "h2-h1-1" in err.value.message
+
+
+def test_an_unknown_host_in_a_lazy_script_is_reported_at_its_line(tmp_path: Path) -> None:
+    from netesto.script import Interpreter
+
+    runner, agents, _, _ = make(tmp_path, {"h1": 0, "h2": 0})
+    acts = Interpreter().run_text("DO_SERVER host=h1 start=1\nDO_CLIENT host=h2 server=h9 dur=1\n", file="m.nts")
+    with pytest.raises(LabError, match="^m.nts:2: host 'h9' is not in lab"):
+        runner.run(acts)  # an iterator: checked as it is consumed

@@ -71,3 +71,82 @@ def test_a_cell_runs_on_a_lab_and_binds_the_result(shell, tmp_path, capsys):
     assert list(ds.ca.values) == ["cubic"]
     assert float(ds.rate.values[0]) > 0
     assert (tmp_path / "res" / "exp.csv").exists()
+
+
+def test_an_unclosed_quote_in_the_magic_line_is_a_usage_error(shell):
+    # parse_argstring splits with shlex, whose ValueError used to escape as a traceback.
+    with pytest.raises(UsageError, match="No closing quotation"):
+        shell.run_cell_magic("netesto", "--plan -D 'desc=a b", "WAIT 0\n")
+    with pytest.raises(UsageError, match="No closing quotation"):
+        shell.run_line_magic("netesto", "lab 'my lab.toml")
+
+
+def test_a_bad_result_name_is_refused_before_anything_runs(shell, tmp_path):
+    # --as 1x used to run the whole cell and then bind the result to a name no code can use.
+    with pytest.raises(UsageError, match="--as 1x"):
+        shell.run_cell_magic("netesto", f"--as 1x --lab {tmp_path / 'nope.toml'}", "WAIT 0\n")
+    with pytest.raises(UsageError, match="--as"):
+        shell.run_cell_magic("netesto", "--plan --as a.b", "WAIT 0\n")
+
+
+def test_a_missing_lab_file_shows_no_progress_view(shell, tmp_path, capsys):
+    with pytest.raises(UsageError, match="not found"):
+        shell.run_cell_magic("netesto", f"--lab {tmp_path / 'nope.toml'}", "WAIT 0\n")
+    assert "FloatProgress" not in capsys.readouterr().out
+
+
+def test_plan_shows_what_the_run_would_do(shell, tmp_path, capsys):
+    # --plan used to start from experiment 1 and plain host names whatever the
+    # workdir's counter and the lab's host_suffix said, and missed SOURCE files
+    # that the run finds in the workdir.
+    from netesto.controller import Lab
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "counter").write_text("41\n")
+    (work / "lib.nts").write_text("SET dur=3\n")
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.of(h1={"control": "127.0.0.1", "port": 1}, h2={"control": "127.0.0.1", "port": 2},
+                          host_suffix="lab.example", insecure=True).to_toml())
+    cell = "SOURCE lib.nts\nDO_CLIENT host=h1 server=h2 dur=$dur\n"
+    shell.run_cell_magic("netesto", f"--plan --workdir {work} --lab {lab}", cell)
+    out = capsys.readouterr().out
+    assert "h1.lab.example  DO_CLIENT exp=42 server=h2.lab.example" in out and "dur=3" in out
+    assert (work / "counter").read_text() == "41\n"  # planning uses up no number
+
+
+def test_a_run_with_errors_still_binds_what_it_kept(shell, tmp_path):
+    # run() raises when any host failed, with the RunResult as the error's detail; the
+    # magic used to show the error and bind nothing, so the experiments it had
+    # stored could not be reached from the notebook.
+    from netesto.controller import Lab
+    from tests.controller.agentproc import loopback_popen, start_agent
+
+    agents = [start_agent(loopback_popen, f"h{i}", "127.0.0.1", tmp_path) for i in (1, 2)]
+    try:
+        lab = Lab.of(h1={"control": "127.0.0.1", "port": agents[0].port},
+                     h2={"control": "127.0.0.1", "port": agents[1].port},
+                     h3={"control": "127.0.0.1", "port": 1}, insecure=True)  # nobody listens on port 1
+        path = tmp_path / "lab.toml"
+        path.write_text(lab.to_toml())
+        cell = ("DO_SERVER host=h2 exp=COUNTER start=1\nDO_CLIENT host=h1 server=h2 test=TCP_STREAM dur=1\n"
+                "WAIT 1\nDO_SERVER host=h3\nGET_DATA host=h1\nGET_DATA host=h2\n")
+        shell.user_ns.pop("partial", None)
+        with pytest.raises(UsageError, match="h3") as err:
+            shell.run_cell_magic("netesto", f"--lab {path} --workdir {tmp_path / 'w'} --as partial", cell)
+    finally:
+        for a in agents:
+            a.stop()
+    assert "`partial`" in str(err.value)
+    result = shell.user_ns["partial"]
+    assert result.exps == [1] and not result.ok
+    assert (tmp_path / "w" / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()
+
+
+def test_plan_with_a_lab_reports_what_run_would_refuse(shell, tmp_path):
+    from netesto.controller import Lab
+
+    lab = tmp_path / "lab.toml"
+    lab.write_text(Lab.of(h1={"control": "127.0.0.1", "port": 1}, insecure=True).to_toml())
+    with pytest.raises(UsageError, match=r"<cell>:2: host 'h2' is not in lab"):
+        shell.run_cell_magic("netesto", f"--plan --lab {lab} --workdir {tmp_path}", "WAIT 1\nDO_SERVER host=h2\n")

@@ -113,3 +113,110 @@ def test_public_api() -> None:
 )
 def test_message_has_where_the_line_a_caret_and_what_was_expected(text: str, lines: list[str]) -> None:
     assert error_of(text, file="m.nts").format_message().splitlines() == lines
+
+
+@pytest.mark.parametrize("text, col", [
+    ("DO_SERVER host=a exp=99999999999999999999999", 18),
+    ("DO_SERVER host=a exp=2147483648", 18),
+    ("SET e=1e30\nDO_SERVER host=a exp=$e", 18),
+])
+def test_an_experiment_number_the_wire_cannot_carry_is_a_script_error(text: str, col: int) -> None:
+    # The original's exp is a 32-bit integer; a bigger one used to pass the plan and
+    # then fail in the run with "cannot encode Request" naming neither file nor host.
+    err = error_of(text, file="m.nts")
+    assert err.column == col and "above the maximum 2147483647" in err.message, err.format_message()
+    assert plan("DO_SERVER host=a exp=2147483647")[0].exp == 2**31 - 1
+
+
+def test_a_counter_past_the_largest_experiment_number_is_a_script_error() -> None:
+    err = error_of("DO_SERVER host=a\n", file="m.nts", counter=netesto.script.MemoryCounter(2**31 - 1))
+    assert (err.line, err.column) == (1, 1) and "experiment number 2147483648" in err.message
+
+
+def test_too_many_nested_fors_is_an_error_at_the_for() -> None:
+    text = "".join(f"FOR v{i} IN 1 DO\n" for i in range(101)) + "ECHO deep\n" + "DONE\n" * 101
+    err = error_of(text, file="deep.nts")
+    assert (err.file, err.line, err.column) == ("deep.nts", 101, 1)
+    assert "nested more than 100 deep" in err.message
+    ok = "".join(f"FOR v{i} IN 1 DO\n" for i in range(100)) + "ECHO deep\n" + "DONE\n" * 100
+    assert [a.text for a in plan(ok)] == ["deep"]
+
+
+def test_python_recursion_limit_is_reported_where_the_script_was() -> None:
+    # Nesting allowed by each cap (RUN depth, FOR depth) can still multiply past
+    # Python's recursion limit; that used to be "<script>:0:0: script nests too deeply".
+    macros = "".join(
+        f"BEGIN m{i}\n" + "FOR v IN 1 DO\n" * 40 + f"RUN m{i + 1}\n" + "DONE\n" * 40 + f"END m{i}\n"
+        for i in range(60))
+    err = error_of(macros + "BEGIN m60\nECHO bottom\nEND m60\nRUN m0\n", file="deep.nts")
+    assert err.file == "deep.nts" and err.line > 1 and "nests too deeply" in err.message
+    assert "called from RUN" in err.hint
+
+
+@pytest.mark.parametrize("name", ["m,2", "$m", "a$b"])
+def test_a_macro_name_that_run_cannot_call_is_refused_at_begin(name: str) -> None:
+    # RUN splits "name,reps" and substitutes $variables, so such a macro could be
+    # defined but never run ("RUN m,2" looked for m and said "defined macros: m,2").
+    err = error_of(f"BEGIN {name}\nECHO hi\nEND {name}\nRUN {name}\n", file="m.nts")
+    assert (err.line, err.column) == (1, 7) and "bad macro name" in err.message
+    assert [a.text for a in plan("BEGIN my-macro.2\nECHO hi\nEND my-macro.2\nRUN my-macro.2,2")] == ["hi", "hi"]
+
+
+@pytest.mark.parametrize("var", ["ä", "x²", "a-b"])
+def test_a_for_variable_that_dollar_cannot_name_is_refused(var: str) -> None:
+    # $name is ASCII letters, digits and _; "FOR ä IN 1,2 DO" used to loop with a
+    # variable no $ could reach (ECHO $ä printed "$ä").
+    err = error_of(f"FOR {var} IN 1,2 DO\nECHO $x\nDONE\n", file="m.nts")
+    assert (err.line, err.column) == (1, 5) and f"bad FOR variable name {var!r}" in err.message
+
+
+@pytest.mark.parametrize("items", ["1..1000000000000000000000000000000000000000", "1..5," + "9" * 5000])
+def test_a_long_range_is_still_a_range(items: str) -> None:
+    # A range text of 40+ characters used to be taken as one list item (one
+    # iteration with x = "1..1000...") instead of a range over the cap.
+    err = error_of(f"FOR x IN {items} DO\nECHO $x\nDONE\n", file="m.nts")
+    assert (err.line, err.column) == (1, 10) and "FOR range" in err.message
+
+
+@pytest.mark.parametrize("text, line", [
+    ("DO_CLIENT host=h2 server=h1 group=1\nDO_CLIENT host=h2 server=h1 test=TCP_STREAM", 2),
+    ("DO_CLIENT host=h2 server=h1 exp=1\nPROCESS_EXP\nWAIT 1\nDO_CLIENT host=h2 server=h1", 4),
+    ("DO_CLIENT host=h2 server=h1 instances=3 group=2\nDO_CLIENT host=h2 server=h1 group=2", 2),
+])
+def test_two_do_clients_with_the_same_flow_ids_are_an_error(text: str, line: int) -> None:
+    # Flow ids are <client>-<server>-<group>-<instance>: a second DO_CLIENT with the
+    # same pair and group in one experiment replaced the first one's flows (one ran,
+    # experiment.json listed both, the data of one was lost).
+    err = error_of(text, file="m.nts")
+    assert (err.line, err.column) == (line, 1)
+    assert "flows h2-h1-" in err.message and "m.nts:1" in err.message and "group=" in err.hint
+    fine = plan("DO_CLIENT host=h2 server=h1\nDO_CLIENT host=h2 server=h1\nDO_CLIENT host=h3 server=h1 group=1\n"
+                "DO_CLIENT host=h2 server=h1 exp=COUNTER")
+    assert [(a.exp, a.group) for a in fine] == [(1, 1), (1, 2), (1, 1), (2, 1)]
+
+
+def test_set_netem_with_both_spellings_of_the_delay_is_an_error() -> None:
+    # netem_delay=10 delay=20 used to apply 10 ms and drop the 20 without a word.
+    err = error_of("SET_NETEM host=h1 netem_delay=10 delay=20", file="m.nts")
+    assert (err.line, err.column) == (1, 34) and "netem_delay= or delay=, not both" in err.message
+
+
+@pytest.mark.parametrize("text, col", [
+    ("DO_CLIENT host=h1 server=h2 dur=5 dur=7", 35),
+    ("DO_SERVER host=h1 order=0 host=h2", 27),
+    ("SET_SYSCTL host=h1 net.ipv4.tcp_ecn=1 net.ipv4.tcp_ecn=2", 39),
+    ("DO_CLIENT host=h1 server=h2 expName=a exp_name=b", 39),  # one argument, two spellings
+    ("BEGIN m\nECHO $x\nEND m\nRUN m x=1 x=2", 11),
+])
+def test_an_argument_given_twice_is_an_error(text: str, col: int) -> None:
+    # The last one used to win silently (dur=5 dur=7 ran 7 s), hiding a typo or a
+    # copy-paste slip; which value was meant is not knowable.
+    err = error_of(text, file="m.nts")
+    assert err.column == col and "given twice" in err.message, err.format_message()
+
+
+@pytest.mark.parametrize("text, col", [("NEXT_COUNTER 5", 14), ("DEBUG_DISABLE now", 15), ("DEBUG_RESTORE x=1", 15)])
+def test_commands_without_arguments_refuse_them(text: str, col: int) -> None:
+    # "NEXT_COUNTER 5" (meaning "set it to 5"?) was accepted and the 5 ignored.
+    err = error_of(text, file="m.nts")
+    assert err.column == col and "takes no arguments" in err.message

@@ -89,3 +89,16 @@ def test_syntax_errors(text: str, line: int, col: int, fragment: str) -> None:
     err = exc.value
     assert (err.file, err.line, err.column) == ("x.nts", line, col), err.format_message()
     assert fragment in err.message
+
+
+@pytest.mark.parametrize("sep", ["\x0c", "\x0b", "\x1c", "\x85", "\u2028", "\u2029"])
+def test_only_newlines_end_lines(sep: str) -> None:
+    # str.splitlines() also broke lines at form feeds, U+2028 and other separators,
+    # so every later error was reported a line below where editors show it.
+    text = f"DESC page{sep}\nECHO a{sep}b\r\nSETT y=1\n"
+    lines = list(logical_lines(text))
+    assert [(ln.lineno, ln.tokens[0].text) for ln in lines] == [(1, "DESC"), (2, "ECHO"), (3, "SETT")]
+    with pytest.raises(ScriptError) as err:
+        parse(text, "f.nts")
+    assert err.value.line == 3
+    assert [ln.lineno for ln in logical_lines("A 1\rB 2\r\nC 3\n")] == [1, 2, 3]  # old Mac, DOS, Unix

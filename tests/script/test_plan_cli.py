@@ -113,3 +113,36 @@ def test_plan_missing_file_and_bad_define(tmp_path: Path) -> None:
     assert res.returncode == 2 and "not found" in res.stderr
     res = run_plan("-", "-D", "novalue", cwd=tmp_path, stdin="WAIT 1\n")
     assert res.returncode == 2 and "VAR=VALUE" in res.stderr
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    # `netesto plan big.nts | head -1` used to end in a BrokenPipeError traceback.
+    script = tmp_path / "big.nts"
+    script.write_text("FOR i IN 1..20000 DO\nECHO line $i of a long plan\nDONE\n")
+    repo = Path(__file__).resolve().parents[2]
+    import os
+
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    for extra in ([], ["--json"]):
+        proc = subprocess.Popen([sys.executable, "-m", "netesto", "plan", str(script), *extra],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()
+        proc.stdout.close()  # the reader goes away after one line
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 141
+        assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_plan_finds_source_files_where_run_does(tmp_path: Path) -> None:
+    # `netesto run s.nts --workdir W` finds SOURCE files in W; `netesto plan s.nts
+    # --workdir W` used to report them as not found.
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "counter").write_text("7\n")
+    (work / "settings.nts").write_text("SET dur=4\n")
+    script = tmp_path / "s.nts"
+    script.write_text("SOURCE settings.nts\nDO_CLIENT host=h1 server=h2 dur=$dur\n")
+    res = run_plan(str(script), "--workdir", str(work), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "DO_CLIENT exp=8 server=h2 ca=reno dur=4 " in res.stdout

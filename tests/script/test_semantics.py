@@ -207,7 +207,7 @@ def test_exp_name_and_host_defaults() -> None:
 
 def test_group_numbering_resets_on_process_exp_and_new_exp() -> None:
     text = ("DO_CLIENT host=c server=s exp=1\nDO_CLIENT server=s\nDO_CLIENT server=s group=7\n"
-            "DO_CLIENT server=s\nPROCESS_EXP\nDO_CLIENT server=s\nDO_CLIENT server=s exp=2\n"
+            "DO_CLIENT server=s\nPROCESS_EXP\nDO_CLIENT server=s2\nDO_CLIENT server=s exp=2\n"
             "DO_CLIENT server=s")
     groups = [a.group for a in plan(text) if isinstance(a, DoClient)]
     assert groups == [1, 2, 7, 3, 1, 1, 2]
@@ -268,3 +268,26 @@ def test_host_suffix_option_and_override() -> None:
     acts = list(Interpreter(host_suffix="lab.example").run_text(
         "DO_SERVER host=h1\nHOST_SUFFIX other\nDO_SERVER host=h2"))
     assert [a.host for a in acts] == ["h1.lab.example", "h2.other"]
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("DO_CLIENT host=a server=b dur=30\nGET_DATA host=a", 30.0),  # GET_DATA waits for the flow
+    ("DO_CLIENT host=a server=b dur=30 delay=5\nWAIT 10\nGET_DATA host=b", 35.0),  # the server's too
+    ("DO_CLIENT host=a server=b dur=30\nWAIT 3", 30.0),  # the run's end fetches (and waits)
+    ("DO_CLIENT host=a server=b dur=30\nDO_SERVER host=b order=1\nWAIT 2", 32.0),  # "after" stats wait
+    ("DO_CLIENT host=a server=b dur=30\nGET_DATA host=c\nWAIT 2", 30.0),  # c is not in that flow
+    ("DO_CLIENT host=a server=b dur=5\nRAND_WAIT 1\nWAIT 10\nGET_DATA host=a", 10.5),
+])
+def test_estimate_counts_the_waits_the_runner_makes_for_flows(text: str, seconds: float) -> None:
+    # The estimate used to add up WAIT/RAND_WAIT only: "DO_CLIENT dur=30 / GET_DATA"
+    # planned as 0 s while the run takes 30 s (GET_DATA waits for the flows).
+    from netesto.script import estimate_seconds
+
+    assert estimate_seconds(plan(text)) == pytest.approx(seconds)
+
+
+def test_tcpdump_server_x_is_never_suffixed() -> None:
+    # The runner takes X and x as "no host filter"; HOST_SUFFIX turned x into x.lab,
+    # which the lab then reported as an unknown host.
+    acts = plan("HOST_SUFFIX lab\nDO_TCPDUMP host=h1 server=x\nDO_TCPDUMP host=h1 server=X\nDO_TCPDUMP host=h1 server=h2")
+    assert [a.server for a in acts] == ["x", "X", "h2.lab"]

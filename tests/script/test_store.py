@@ -94,3 +94,37 @@ def test_source_errors_point_into_the_sourced_file() -> None:
     err = exc.value
     assert (err.file, err.line, err.column) == ("lib", 2, 3)
     assert err.hint == "did you mean WAIT?"
+
+
+def test_an_unusable_counter_file_is_a_usage_error_naming_it(tmp_path: Path) -> None:
+    # A counter that is a directory (or unwritable) ended `netesto plan` and
+    # `netesto run` in an IsADirectoryError traceback.
+    from netesto.errors import UsageError
+    from netesto.script.store import read_counter_file
+
+    (tmp_path / "counter").mkdir()
+    with pytest.raises(UsageError, match=r"counter.*cannot read"):
+        read_counter_file(tmp_path / "counter")
+    with pytest.raises(UsageError, match=r"counter.*cannot read"):
+        list(Interpreter(counter=FileCounter(tmp_path / "counter")).run_text("DO_SERVER host=a exp=COUNTER"))
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "counter.tmp").mkdir()  # the temporary file the counter is written through cannot be made
+    with pytest.raises(UsageError, match=r"counter.*cannot write"):
+        FileCounter(ro / "counter").take()
+    with pytest.raises(UsageError, match=r"counter.*cannot write"):
+        (ro / "counter").write_text("19\n")
+        FileCounter(ro / "counter").round_up()
+
+
+def test_source_of_a_directory_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "SOURCE libs" (a directory) used to say "file 'libs' not found" although it is right there.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "libs").mkdir()
+    with pytest.raises(ScriptError) as exc:
+        plan("SOURCE libs", file=str(tmp_path / "m.nts"), loader=FileLoader(packaged=False))
+    assert "is a directory" in exc.value.message and str(tmp_path / "libs") in exc.value.message
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "libs").write_text("ECHO found\n")  # a file further down the path still wins
+    acts = plan("SOURCE libs", file=str(tmp_path / "m.nts"), loader=FileLoader([tmp_path / "sub"], packaged=False))
+    assert [a.text for a in acts] == ["found"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netesto.errors import UsageError
+from netesto.traffic.__main__ import _within
 from netesto.traffic.__main__ import add_arguments as _engine_arguments
 from netesto.traffic.spec import TEST_TYPES, FlowSpec
 
@@ -27,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "sizes take K/M/G (2^10...) or k/m/g (10^3...); rates are bits/s with k/M/G (10^3...)",
     )
     quick.add_argument("-H", "--host", help="the flow server's address")
-    quick.add_argument("-p", "--port", type=int, default=PORT, help=f"its test port (default {PORT})")
+    quick.add_argument("-p", "--port", type=_within(1, 65535, "a port 1..65535"), default=PORT,
+                       help=f"its test port (default {PORT})")
     quick.add_argument("-t", "--test", default="TCP_STREAM", type=str.upper,
                        help=f"one of {', '.join(TEST_TYPES)} (default TCP_STREAM)")
     quick.add_argument("-l", "--dur", type=float, default=10.0, help="seconds (default 10)")
@@ -160,17 +162,9 @@ def main(args: argparse.Namespace) -> int:
     if args.role == "server":
         from netesto.traffic.server import serve
 
-        # The engine would wrap a bad port around (99999 -> 34463) rather than refuse it.
-        if not 0 <= args.port <= 65535:
-            raise UsageError(f"--port {args.port}: expected 0..65535 (0 = any)")
-        if args.workers < 0:
-            raise UsageError(f"--workers {args.workers}: expected 0 or more (0 = automatic)")
-
         return serve(args.bind, args.port, args.datadir, tokens=args.token,
                      token_file=args.token_file, workers=args.workers,
                      handshake_timeout=args.handshake_timeout, emit=out)
-    if args.workers is not None and args.workers < 0:
-        raise UsageError(f"--workers {args.workers}: expected 0 or more (0 = automatic)")
     from netesto.traffic.engine import load_specs, run_client
 
     if (args.specs is None) == (args.host is None):

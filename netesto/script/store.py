@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Sequence
 
 import netesto
 from netesto.errors import ScriptError, UsageError
@@ -77,7 +77,7 @@ class FileLoader:
     """SOURCE from files: the including script's directory, the cwd, ``search_dirs``,
     then the packaged macro libraries (so ``SOURCE inlib`` works anywhere)."""
 
-    def __init__(self, search_dirs: "list[str | os.PathLike[str]] | tuple[str, ...]" = (),
+    def __init__(self, search_dirs: "Sequence[str | os.PathLike[str]]" = (),
                  *, packaged: bool = True) -> None:
         self.search_dirs = [Path(d) for d in search_dirs]
         self.packaged = packaged

@@ -4,9 +4,26 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
 from netesto.errors import NetestoError
+
+
+def _within(low: int, high: int | None, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer in low..high (high None: no upper bound)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+    return parse
+
+
+PORT = _within(0, 65535, "a port 0..65535 (0 = any)")
+WORKERS = _within(0, None, "0 or more (0 = automatic)")
 
 
 def add_arguments(
@@ -19,11 +36,11 @@ def add_arguments(
     where = {"default": datadir} if datadir else {"required": True}
     srv = sub.add_parser("server", help="serve flows of every test type (the netserver)")
     srv.add_argument("--bind", default="0.0.0.0", help="address to listen on (default all)")
-    srv.add_argument("--port", type=int, default=12867, help="test port (0 = any, printed)")
+    srv.add_argument("--port", type=PORT, default=12867, help="test port (0 = any, printed)")
     srv.add_argument("--datadir", **where, help="raw files go to DATADIR/<exp>/flows/")
     srv.add_argument("--token", action="append", default=[], help="accepted per-experiment token (repeatable)")
     srv.add_argument("--token-file", help="file of accepted tokens, re-read when it changes")
-    srv.add_argument("--workers", type=int, default=0,
+    srv.add_argument("--workers", type=WORKERS, default=0,
                      help="server processes sharing the port; new flows go to the least loaded "
                           "(default 0: one per usable CPU, at most 8)")
     srv.add_argument("--handshake-timeout", type=float, default=5.0,
@@ -31,7 +48,7 @@ def add_arguments(
     cli = sub.add_parser("client", help="run the flows of a JSON spec file")
     cli.add_argument("--specs", required=datadir is None, help="JSON list of FlowSpec dicts")
     cli.add_argument("--datadir", **where, help="raw files go to DATADIR/<exp>/flows/")
-    cli.add_argument("--workers", type=int, default=None, help="worker processes (default min(2, flows))")
+    cli.add_argument("--workers", type=WORKERS, default=None, help="worker processes (default min(2, flows))")
     return srv, cli
 
 

@@ -915,6 +915,8 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
     """
     if workers < 0:
         raise TrafficError(f"workers must be >= 0 (0: one per usable CPU), got {workers}")
+    if not 0 <= port <= 65535:  # getaddrinfo would take 99999 as 34463
+        raise TrafficError(f"port must be 0..65535 (0: any), got {port}")
     check_datadir(datadir)
     token_set = TokenSet(tokens, token_file)
     workers = default_workers() if workers == 0 else workers

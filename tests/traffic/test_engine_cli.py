@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 NETESTO = [sys.executable, "-m", "netesto"]
 
 
@@ -164,6 +166,9 @@ def test_a_datadir_that_cannot_hold_raw_files_is_an_error_before_any_flow(tmp_pa
         assert proc.returncode == 1, proc
         assert f"cannot keep raw files in {blocker / 'd'}: not a directory" in proc.stderr
         assert "listening" not in proc.stdout and "started" not in proc.stdout
-    bad = subprocess.run([*NETESTO, "flow", "server", "--port", "0", "--workers", "-2"],
-                         capture_output=True, text=True, timeout=30)
-    assert bad.returncode == 1 and "workers must be >= 0" in bad.stderr
+    from netesto.errors import TrafficError
+    from netesto.traffic.server import serve
+
+    for kw in ({"port": 99999}, {"port": 0, "workers": -2}):  # what the command line refuses, the API too
+        with pytest.raises(TrafficError, match="port must be 0..65535|workers must be >= 0"):
+            serve("127.0.0.1", datadir=str(tmp_path / "srv"), **kw)

@@ -88,7 +88,9 @@ class ScriptError(NetestoError):
         if self.text:
             out.append(f"    {self.text}")
             if self.column > 0:
-                out.append("    " + " " * (self.column - 1) + "^")
+                # the text's own tabs under it: a terminal expands both lines alike
+                lead = "".join(c if c == "\t" else " " for c in self.text[: self.column - 1])
+                out.append("    " + lead.ljust(self.column - 1) + "^")
         if self.hint:
             out.append(f"    {self.hint}")
         return "\n".join(out)

@@ -25,6 +25,20 @@ def test_script_error_points_at_the_column():
     assert err.exit_code == 2 and err.where == "a.nts:3:1"
 
 
+def test_the_caret_stays_under_the_column_when_the_line_has_tabs(tmp_path):
+    """The script's tabs are copied into the caret line, so both expand alike in a terminal."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "t.nts"
+    script.write_text("DO_CLIENT\thost=h1\tserver=h2\tdurr=5\n")
+    done = subprocess.run([sys.executable, "-m", "netesto", "plan", str(script)], capture_output=True, text=True)
+    lines = done.stderr.splitlines()
+    assert f"{script}:1:29: error: DO_CLIENT: unknown argument 'durr'" in lines[0], lines
+    text, caret = lines[1].expandtabs(8), lines[2].expandtabs(8)
+    assert text[caret.index("^"):].startswith("durr=5"), lines
+
+
 def test_agent_errors_name_the_host_and_versions():
     assert str(errors.AgentUnreachable("no answer in 5 s", host="h1:12870")).startswith("h1:12870: ")
     mismatch = errors.VersionMismatch("1.0", "2.0", host="h3")

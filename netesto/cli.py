@@ -13,7 +13,7 @@ import sys
 from typing import Sequence
 
 from netesto._version import __version__
-from netesto.errors import NetestoError
+from netesto.errors import NetestoError, ScriptError
 
 # name -> (module, one-line help). Order is the order shown by --help.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -58,7 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(module.main(args) or 0)
     except NetestoError as exc:
-        print(f"netesto {name}: error: {exc.format_message()}", file=sys.stderr)
+        text = exc.format_message()
+        # a script error already starts "file:line:col: error:", as compilers print them
+        located = isinstance(exc, ScriptError) and exc.line > 0
+        print(text if located else f"netesto {name}: error: {text}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"netesto {name}: interrupted", file=sys.stderr)

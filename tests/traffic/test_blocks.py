@@ -114,8 +114,9 @@ def test_crc_is_checked_by_the_reader(tmp_path: Path) -> None:
     assert read_flow(tmp_path / "f.nflow").rows == 300
     data[-100] ^= 0x40  # a bit of the records, covered by the incremental crc
     (tmp_path / "bad.nflow").write_bytes(data)
-    with pytest.raises(Exception, match="checksum mismatch"):
-        read_flow(tmp_path / "bad.nflow")
+    flow = read_flow(tmp_path / "bad.nflow")  # the reader sees it and drops that block only
+    assert len(flow.damaged) == 1 and "checksum mismatch" in flow.damaged[0]
+    assert flow.rows < 300
 
 
 def test_short_writes_into_a_small_nonblocking_pipe(tmp_path: Path) -> None:

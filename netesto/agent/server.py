@@ -261,6 +261,10 @@ class Agent:
             except ProtocolError as exc:
                 log.warning("dropped a malformed message from %s: %s", peer, exc)
                 return
+            except Exception as exc:  # a peer's frame must never take the agent down
+                log.error("dropped a message from %s that failed validation: %r\n%s", peer, exc,
+                          traceback.format_exc())
+                return
             if not isinstance(msg, Request):
                 log.warning("dropped a %s from %s: agents only take requests", type(msg).__name__, peer)
                 return

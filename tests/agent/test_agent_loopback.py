@@ -462,3 +462,25 @@ def test_prepare_server_netperf_starts_netserver_that_dies_with_the_agent(agents
         assert wait_for(lambda: _gone(pid), timeout=1.0), f"netserver pid {pid} outlived the agent"
     finally:
         _kill_if_alive(pid)
+
+
+@pytest.mark.parametrize("frame", [
+    {"v": "1.0", "k": "req", "id": 1, "t": ["hello"], "a": {}},  # unhashable command
+    {"v": "1.0", "k": "req", "id": 1, "t": {"x": 1}, "a": {}},
+    {"v": "\u00b2.0", "k": "req", "id": 1, "t": "hello", "a": {}},  # str.isdigit() but not int()
+    {"v": "1" * 5000 + ".0", "k": "req", "id": 1, "t": "hello", "a": {}},  # past int()'s digit limit
+    {"v": "1.0", "k": "req", "id": 1, "t": "hello", "a": {"x": 1}, "extra": {"unknown": ["field"]}},
+], ids=["list-command", "map-command", "superscript-version", "huge-version", "unknown-field"])
+def test_one_hostile_frame_never_kills_the_agent(agents, keys, frame):
+    agent = agents(keys=keys)
+    sock = raw_dealer(agent, keys)
+    sock.send(msgpack.packb(frame, use_bin_type=True))
+    sock.send(encode(Request(2, "hello")))
+    replies = []
+    while sock.poll(3000):
+        replies.append(decode(sock.recv()))
+        if replies[-1].id == 2:
+            break
+    sock.close()
+    assert agent.proc.poll() is None, agent.log_text()[-2000:]
+    assert replies and replies[-1].id == 2 and replies[-1].ok

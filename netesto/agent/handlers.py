@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 import time
 import zlib
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from netesto.agent.server import Agent
 
 MAX_CHUNK = 8 * CHUNK_SIZE
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$")
 
 
 def _arg(args: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
@@ -77,6 +79,8 @@ class Handlers:
         exp = exp_name(_arg(args, "exp", (int, str)))
         order = _arg(args, "order", int, 0)
         host = _arg(args, "host", str, self.agent.config.name.split(".")[0])
+        if not _FILE_NAME.match(host):  # it names files: <exp>/<order>/<host>.snmp, never a path
+            raise AgentError(f"bad host name {host!r} for snapshot: expected [A-Za-z0-9_.-], no '/'", kind="UsageError")
         interfaces = _arg(args, "interfaces", list, None)
         try:
             from netesto.traffic.hoststats import snapshot

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import msgpack
 import pytest
@@ -14,7 +15,7 @@ import zmq
 import zmq.auth
 
 from netesto.controller.client import AgentClient
-from netesto.errors import AgentUnreachable, PolicyError, ProtocolError, VersionMismatch
+from netesto.errors import AgentError, AgentUnreachable, PolicyError, ProtocolError, VersionMismatch
 from netesto.protocol import Request, decode, encode
 from tests.agent.agentproc import REPO, wait_for
 
@@ -484,3 +485,18 @@ def test_one_hostile_frame_never_kills_the_agent(agents, keys, frame):
     sock.close()
     assert agent.proc.poll() is None, agent.log_text()[-2000:]
     assert replies and replies[-1].id == 2 and replies[-1].ok
+
+
+@pytest.mark.parametrize("host", ["../../../escaped", "/tmp/netesto-h-agent-escaped", "a/b", ".."])
+def test_snapshot_host_cannot_write_outside_the_experiment(agents, keys, tmp_path, host):
+    # The host name becomes a file name (<exp>/<order>/<host>.snmp): a path in it
+    # would write the host's statistics wherever the controller asked.
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        with pytest.raises(AgentError, match="bad host name") as info:
+            c.snapshot(1, 0, host)
+        assert info.value.kind == "UsageError" and "h1" in str(info.value)
+        assert c.hello()["protocol"] == "1.0"
+    assert not list(tmp_path.glob("escaped*")) and not list(tmp_path.parent.glob("escaped*"))
+    assert not list(Path("/tmp").glob("netesto-h-agent-escaped*"))
+    assert not (agent.datadir / "1" / "0").exists() or not any((agent.datadir / "1" / "0").rglob("*"))

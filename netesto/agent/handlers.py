@@ -135,7 +135,7 @@ class Handlers:
         path = _arg(args, "path", str)
         offset = _arg(args, "offset", int, 0)
         length = _arg(args, "length", int, CHUNK_SIZE)
-        if offset < 0 or not 0 < length <= MAX_CHUNK:
+        if not 0 <= offset < 2**62 or not 0 < length <= MAX_CHUNK:  # an off_t is 63 bits
             raise AgentError(f"bad chunk offset {offset} / length {length} (max {MAX_CHUNK})", kind="UsageError")
         data = self.agent.store.read_chunk(exp, path, offset, length)
         # crc32 per chunk (cheap, catches damage in transit); each file also has a

@@ -71,8 +71,12 @@ class DataStore:
     def resolve(self, exp: Any, relpath: str) -> Path:
         """The file ``relpath`` of ``exp``, refusing anything outside the experiment directory."""
         base = self.exp_dir(exp, create=False).resolve()
-        path = (base / relpath).resolve()
-        if base not in path.parents or not path.is_file():
+        try:
+            path = (base / relpath).resolve()
+            found = base in path.parents and path.is_file()
+        except (OSError, ValueError):  # a NUL byte, a name too long, a symlink loop
+            found = False
+        if not found:
             raise AgentError(f"no file {relpath!r} in experiment {exp}", kind="NotFound")
         return path
 

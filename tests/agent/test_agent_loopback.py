@@ -500,3 +500,19 @@ def test_snapshot_host_cannot_write_outside_the_experiment(agents, keys, tmp_pat
     assert not list(tmp_path.glob("escaped*")) and not list(tmp_path.parent.glob("escaped*"))
     assert not list(Path("/tmp").glob("netesto-h-agent-escaped*"))
     assert not (agent.datadir / "1" / "0").exists() or not any((agent.datadir / "1" / "0").rglob("*"))
+
+
+@pytest.mark.parametrize("args, text", [
+    ({"path": "0/h1.snmp", "offset": 2**63}, r"bad chunk offset 9223372036854775808"),
+    ({"path": "0/h1\x00.snmp"}, r"no file '0/h1\\x00.snmp' in experiment 4"),
+    ({"path": "0"}, r"no file '0' in experiment 4"),
+    ({"path": "/etc/passwd"}, r"no file '/etc/passwd' in experiment 4"),
+], ids=["offset-past-off_t", "nul-in-path", "a-directory", "absolute"])
+def test_fetch_chunk_refusals_name_the_file_and_experiment(agents, keys, args, text):
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        c.snapshot(4, 0, "h1")
+        with pytest.raises(AgentError, match=text) as info:
+            c.request("fetch_chunk", {"exp": 4, **args})
+        assert info.value.kind in ("UsageError", "NotFound") and "internal error" not in str(info.value)
+        assert c.request("fetch_chunk", {"exp": 4, "path": "0/h1.snmp"})["data"].startswith(b"Ip:")

@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -92,6 +93,7 @@ _LIMIT = re.compile(r"^\d+([KkMm]?[bB]?)?$")
 _TOKEN = re.compile(r"^[A-Za-z0-9_.:/%-]{1,40}$")
 _DEV = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 _HOST = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
+TCPDUMP_START_WAIT = 10.0  # seconds for tcpdump to say "listening on" (name lookups can be slow)
 
 
 def sysctl_path(name: str) -> Path:
@@ -410,8 +412,26 @@ class HostControl:
         argv += ["-w", str(target)]
         from netesto.traffic.procs import parent_death_signal
 
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                preexec_fn=parent_death_signal())
+        # stderr to a file (a pipe nobody reads could block tcpdump's exit report).
+        errpath = self.journal.path.parent / f"tcpdump-{exp}-{target.stem}.stderr"
+        with open(errpath, "wb") as errfile:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errfile,
+                                    preexec_fn=parent_death_signal())
+        # Reply only once the capture is armed ("listening on ..."): the flows start
+        # right after this reply and their first packets belong in the pcap; and a
+        # tcpdump that fails at once (unknown host, bad device) is reported, not hidden.
+        deadline = time.monotonic() + TCPDUMP_START_WAIT
+        while proc.poll() is None and time.monotonic() < deadline:
+            if b"listening on" in errpath.read_bytes():
+                break
+            time.sleep(0.01)
+        if proc.poll() is not None:
+            text = " ".join(errpath.read_text(errors="replace").split())[-600:]
+            raise AgentError(f"tcpdump on {dev} exited with status {proc.returncode} at start: {text or '(no output)'}",
+                             kind="ToolError", detail={"argv": argv, "returncode": proc.returncode})
+        if b"listening on" not in errpath.read_bytes():
+            log.warning("tcpdump pid %d on %s: not listening after %.0f s; going on", proc.pid, dev,
+                        TCPDUMP_START_WAIT)
         self.tcpdumps.setdefault(exp, []).append(proc)
         return {"pid": proc.pid, "path": target.name, "argv": argv}
 

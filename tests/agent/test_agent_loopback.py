@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -516,3 +518,32 @@ def test_fetch_chunk_refusals_name_the_file_and_experiment(agents, keys, args, t
             c.request("fetch_chunk", {"exp": 4, **args})
         assert info.value.kind in ("UsageError", "NotFound") and "internal error" not in str(info.value)
         assert c.request("fetch_chunk", {"exp": 4, "path": "0/h1.snmp"})["data"].startswith(b"Ip:")
+
+
+needs_tcpdump = pytest.mark.skipif(shutil.which("tcpdump") is None or os.geteuid() != 0, reason="tcpdump as root")
+
+
+@needs_tcpdump
+def test_tcpdump_that_fails_at_once_is_reported_naming_the_cause(agents, keys):
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        with pytest.raises(AgentError, match=r"tcpdump .*exited.*unknown host 'no-such-host\.invalid'") as info:
+            c.tcpdump_start(8, "lo", "no-such-host.invalid", 10)
+        assert info.value.kind == "ToolError" and "h1" in str(info.value)
+        assert c.tcpdump_stop(8)["stopped"] == []  # nothing left to stop
+        assert c.hello()["protocol"] == "1.0"
+
+
+@needs_tcpdump
+def test_tcpdump_captures_from_the_moment_tcpdump_start_returns(agents, keys):
+    # The runner starts flows right after tcpdump_start: packets sent then must be in the pcap.
+    agent = agents(keys=keys)
+    mark = f"netesto-mark-{os.getpid()}".encode()
+    with agent.client() as c:
+        path = c.tcpdump_start(9, "lo", "X", 100000)["path"]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for _ in range(3):
+                s.sendto(mark, ("127.0.0.1", 9))
+        time.sleep(0.2)  # the packets' way through the capture (-U --immediate-mode)
+        c.tcpdump_stop(9)
+    assert mark in (agent.datadir / "9" / path).read_bytes()

@@ -435,6 +435,10 @@ class HostControl:
         self.tcpdumps.setdefault(exp, []).append(proc)
         return {"pid": proc.pid, "path": target.name, "argv": argv}
 
+    def tcpdumps_running(self, exp: str) -> list[int]:
+        """PIDs of ``exp``'s tcpdumps still capturing (their pcaps still grow)."""
+        return [p.pid for p in self.tcpdumps.get(exp, []) if p.poll() is None]
+
     def tcpdump_stop(self, exp: str | None = None) -> dict[str, Any]:
         stopped = []
         for key in list(self.tcpdumps):

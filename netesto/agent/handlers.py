@@ -42,6 +42,8 @@ class Handlers:
     def __init__(self, agent: "Agent") -> None:
         self.agent = agent
         self.table = {name: getattr(self, f"cmd_{name}") for name in COMMANDS}
+        # exp -> {path: (size, sha256)} of its last fetch_list: ack deletes only what was listed.
+        self.listed: dict[str, dict[str, tuple[int, str]]] = {}
 
     def dispatch(self, type: str, args: Mapping[str, Any]) -> Any:
         method = self.table.get(type)
@@ -127,8 +129,12 @@ class Handlers:
         status = self.agent.flows.status(exp)
         if not status["running"]:
             self.agent.flows.reap_pings(exp)  # GET_DATA after the flows: close the ping files first
-        return {"exp": exp, "files": self.agent.store.files(exp), "chunk": CHUNK_SIZE,
-                "flows_running": status["running"] + status["server_running"]}
+        files = self.agent.store.files(exp)
+        self.listed[exp] = {f["path"]: (f["size"], f["sha256"]) for f in files}
+        # A running tcpdump still writes its pcap: like a running flow, the client must not ack.
+        dumps = [f"tcpdump pid {pid}" for pid in self.agent.control.tcpdumps_running(exp)]
+        return {"exp": exp, "files": files, "chunk": CHUNK_SIZE,
+                "flows_running": status["running"] + status["server_running"] + dumps}
 
     def cmd_fetch_chunk(self, args: Mapping[str, Any]) -> dict[str, Any]:
         exp = exp_name(_arg(args, "exp", (int, str)))
@@ -150,7 +156,18 @@ class Handlers:
         status = self.agent.flows.status(exp)
         if status["running"] or status["server_running"]:
             raise AgentError(f"experiment {exp} still has running flows; not deleting its data", kind="Busy")
+        if self.agent.control.tcpdumps_running(exp):
+            raise AgentError(f"experiment {exp} still has a running tcpdump; not deleting its data", kind="Busy")
+        listed = self.listed.get(exp)
+        if listed is not None and self.agent.store.exp_dir(exp, create=False).is_dir():
+            now = {f["path"]: (f["size"], f["sha256"]) for f in self.agent.store.files(exp)}
+            changed = sorted(p for p in now.keys() | listed.keys() if now.get(p) != listed.get(p))
+            if changed:
+                raise AgentError(f"experiment {exp} changed since it was listed ({', '.join(changed[:10])}"
+                                 f"{', ...' if len(changed) > 10 else ''}); not deleting its data: fetch it again",
+                                 kind="Busy", detail={"changed": changed})
         deleted = self.agent.store.delete(exp)
+        self.listed.pop(exp, None)
         self.agent.flows.forget(exp)
         return {"exp": exp, "deleted": deleted}
 

@@ -547,3 +547,40 @@ def test_tcpdump_captures_from_the_moment_tcpdump_start_returns(agents, keys):
         time.sleep(0.2)  # the packets' way through the capture (-U --immediate-mode)
         c.tcpdump_stop(9)
     assert mark in (agent.datadir / "9" / path).read_bytes()
+
+
+@needs_tcpdump
+def test_fetch_while_tcpdump_runs_keeps_the_agent_copy(agents, keys, tmp_path):
+    # The pcap still grows after the listing: acknowledging would delete what comes next.
+    agent = agents(keys=keys)
+    mark = f"netesto-late-{os.getpid()}".encode()
+    with agent.client() as c:
+        c.snapshot(10, 0, "h1")
+        path = c.tcpdump_start(10, "lo", "X", 100000)["path"]
+        c.fetch(10, tmp_path / "early")
+        assert (agent.datadir / "10" / path).exists()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(mark, ("127.0.0.1", 9))
+        time.sleep(0.2)
+        c.tcpdump_stop(10)
+        got = c.fetch(10, tmp_path / "late")
+    assert mark in (tmp_path / "late" / path).read_bytes()
+    assert tmp_path / "late" / path in got and not (agent.datadir / "10").exists()
+
+
+def test_ack_refuses_when_files_changed_since_the_listing(agents, keys, tmp_path):
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        c.snapshot(11, 0, "h1")
+        c.request("fetch_list", {"exp": 11})
+        with open(agent.datadir / "11" / "0" / "h1.snmp", "ab") as f:
+            f.write(b"written after the listing\n")
+        (agent.datadir / "11" / "late.txt").write_text("new\n")
+        with pytest.raises(AgentError, match=r"changed since it was listed.*0/h1\.snmp.*late\.txt") as info:
+            c.request("ack", {"exp": 11})
+        assert info.value.kind == "Busy"
+        assert (agent.datadir / "11" / "late.txt").exists()
+        got = c.fetch(11, tmp_path / "again")  # a new listing covers them: now it is acknowledged
+    assert (tmp_path / "again" / "late.txt").read_text() == "new\n"
+    assert (tmp_path / "again" / "0" / "h1.snmp").read_bytes().endswith(b"written after the listing\n")
+    assert len(got) > 2 and not (agent.datadir / "11").exists()

@@ -179,12 +179,23 @@ class FlowManager:
         from netesto.traffic.spec import FlowSpec
 
         name = exp_name(exp)
+        # The engine files a flow under <datadir>/<its spec's exp>/flows: that must be
+        # this experiment's directory, or fetch/ack of ``exp`` would never see the flow.
+        if not name.isdigit() or str(int(name)) != name:
+            raise AgentError(f"experiment {name!r} cannot run flows: flows need a number without leading zeros "
+                             "(their files go to <datadir>/<number>/flows)", kind="UsageError")
+        number = int(name)
         flows = []
         for raw in specs:
+            if not isinstance(raw, dict):
+                raise AgentError(f"bad flow spec {raw!r}: expected a map of FlowSpec fields", kind="UsageError")
             data = dict(raw)
             if at is not None and data.get("start_at") is None:
                 data["start_at"] = float(at)
-            data.setdefault("exp", int(name) if name.isdigit() else 0)
+            data.setdefault("exp", number)
+            if data["exp"] != number or isinstance(data["exp"], bool):
+                raise AgentError(f"flow {data.get('flow_id', '?')} says exp {data['exp']!r} but start_flows is for "
+                                 f"experiment {number}", kind="UsageError")
             try:
                 flows.append(FlowSpec.from_dict(data))
             except NetestoError as exc:

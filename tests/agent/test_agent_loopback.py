@@ -322,6 +322,7 @@ def test_bad_arguments_get_usage_errors_not_crashes(agents, keys):
         for cmd, args, text in (("status", {"exp": "../etc"}, "bad experiment name"),
                                 ("fetch_chunk", {"exp": 1, "path": "../../etc/passwd"}, "no data|no file"),
                                 ("start_flows", {"exp": 1, "specs": [{"flow_id": "x", "test": "NOPE"}]}, "bad flow spec"),
+                                ("start_flows", {"exp": 1, "specs": [1]}, "bad flow spec 1: expected a map"),
                                 ("snapshot", {"exp": 1, "order": "zero"}, "wrong type")):
             with pytest.raises(Exception, match=text):
                 c.request(cmd, args)
@@ -584,3 +585,22 @@ def test_ack_refuses_when_files_changed_since_the_listing(agents, keys, tmp_path
     assert (tmp_path / "again" / "late.txt").read_text() == "new\n"
     assert (tmp_path / "again" / "0" / "h1.snmp").read_bytes().endswith(b"written after the listing\n")
     assert len(got) > 2 and not (agent.datadir / "11").exists()
+
+
+@pytest.mark.parametrize("exp, spec_exp, text", [
+    ("x", None, r"experiment 'x'.*a number"),
+    ("007", None, r"experiment '007'.*a number"),
+    (12, 3, r"flow h1-h1-1-0 says exp 3 but start_flows is for experiment 12"),
+], ids=["name", "leading-zero", "mismatch"])
+def test_start_flows_refuses_flows_whose_files_would_land_in_another_experiment(agents, keys, exp, spec_exp, text):
+    # The engine files a flow under <datadir>/<spec exp>/flows: a fetch of ``exp`` would miss it.
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        port = c.prepare_server(1, "")["port"]
+        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=0.5, interval=0.05)
+        if spec_exp is not None:
+            spec["exp"] = spec_exp
+        with pytest.raises(AgentError, match=text) as info:
+            c.start_flows(exp, [spec])
+        assert info.value.kind == "UsageError"
+    assert not [p for p in agent.datadir.iterdir() if not p.name.startswith(".")]

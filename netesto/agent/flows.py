@@ -202,6 +202,8 @@ class FlowManager:
                 raise AgentError(f"bad flow spec: {exc.message}", kind="UsageError") from exc
         if not flows:
             raise AgentError("start_flows needs at least one flow spec", kind="UsageError")
+        if ping and not 0.002 <= ping_interval <= 60:  # checked before anything starts
+            raise AgentError(f"ping_interval {ping_interval} is outside 0.002..60 s", kind="UsageError")
         self.store.exp_dir(name)
         self._n += 1
         specs_path = self.store.write_private_json(f"specs-{name}-{self._n}.json", json.dumps([f.to_dict() for f in flows]))
@@ -218,13 +220,20 @@ class FlowManager:
         run = ClientRun(name, proc, [f.flow_id for f in flows], stderr=self.store.private / f"client-{name}-{self._n}.stderr")
         run.state = {f.flow_id: "scheduled" for f in flows}
         self.runs.append(run)
+        out: dict[str, Any] = {"flows": run.flows, "pid": proc.pid, "specs": specs_path.name}
         if ping:
             dur = max(f.dur for f in flows)
             start = min((f.start_at or time.time()) for f in flows)
             for server in sorted({f.server for f in flows}):
-                self.ping_start(name, server, server, interval=ping_interval, duration=dur + max(0.0, start - time.time()))
+                try:
+                    self.ping_start(name, server, server, interval=ping_interval,
+                                    duration=dur + max(0.0, start - time.time()))
+                except AgentError as exc:
+                    # The flows already run: an error reply would hide them from the controller.
+                    log.warning("exp %s: %s", name, exc.message)
+                    out.setdefault("ping_errors", []).append(exc.message)
         log.info("exp %s: started %d flows (pid %d)", name, len(flows), proc.pid)
-        return {"flows": run.flows, "pid": proc.pid, "specs": specs_path.name}
+        return out
 
     def ping_start(self, exp: Any, target: str, label: str, *, interval: float = 0.2, duration: float = 10.0) -> dict[str, Any]:
         try:
@@ -232,6 +241,8 @@ class FlowManager:
         except ImportError as exc:
             raise AgentError(f"ping collection is not available on this agent: {exc}", kind="Unavailable") from exc
         name = exp_name(exp)
+        if not 0 < duration <= 10**6:  # also NaN: ping's -w takes whole seconds
+            raise AgentError(f"ping {target}: duration {duration} is outside (0, 1000000] s", kind="UsageError")
         short = self.host.split(".")[0]
         dest = self.store.exp_dir(name) / "ping" / f"{short}-{label.split('.')[0]}.nflow"
         dest.parent.mkdir(parents=True, exist_ok=True)

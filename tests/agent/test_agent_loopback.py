@@ -323,6 +323,8 @@ def test_bad_arguments_get_usage_errors_not_crashes(agents, keys):
                                 ("fetch_chunk", {"exp": 1, "path": "../../etc/passwd"}, "no data|no file"),
                                 ("start_flows", {"exp": 1, "specs": [{"flow_id": "x", "test": "NOPE"}]}, "bad flow spec"),
                                 ("start_flows", {"exp": 1, "specs": [1]}, "bad flow spec 1: expected a map"),
+                                ("ping_start", {"exp": 1, "target": "127.0.0.1", "duration": float("nan")},
+                                 r"ping 127.0.0.1: duration nan is outside"),
                                 ("snapshot", {"exp": 1, "order": "zero"}, "wrong type")):
             with pytest.raises(Exception, match=text):
                 c.request(cmd, args)
@@ -604,3 +606,28 @@ def test_start_flows_refuses_flows_whose_files_would_land_in_another_experiment(
             c.start_flows(exp, [spec])
         assert info.value.kind == "UsageError"
     assert not [p for p in agent.datadir.iterdir() if not p.name.startswith(".")]
+
+
+def test_start_flows_with_a_bad_ping_interval_starts_nothing(agents, keys):
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        port = c.prepare_server(13, "")["port"]
+        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=5.0, interval=0.05)
+        with pytest.raises(AgentError, match=r"ping_interval 1000.* 0\.002\.\.60") as info:
+            c.start_flows(13, [spec], ping=True, ping_interval=1000)
+        assert info.value.kind == "UsageError"
+        st = c.status(13)
+        assert st["running"] == [] and st["failed"] == [] and st["done"] == []
+
+
+def test_start_flows_whose_ping_cannot_start_still_reports_the_started_flows(agents, keys):
+    # The engine is already running when ping fails: an error reply would hide running flows.
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        spec = dict(flow_id="h1-x-1-0", test="TCP_STREAM", server="no-such-host.invalid", port=9, dur=1.0,
+                    interval=0.05)
+        out = c.start_flows(14, [spec], ping=True)
+        assert out["flows"] == ["h1-x-1-0"] and out["pid"]
+        assert "no-such-host.invalid" in out["ping_errors"][0]
+        done = c.wait_flows(14, timeout=20)
+        assert done["complete"] and done["failed"] == ["h1-x-1-0"] and done["errors"]["h1-x-1-0"]

@@ -469,7 +469,11 @@ class HostControl:
                 errors.append(f"netem fallback on {dev}: {exc}")
             self.journal.forget("netem_fallback", dev)
         for dev, kind in list(self.journal.data["qdisc"].items()):
-            proc = _run(["tc", "qdisc", "del", "dev", dev, "root"], "restore qdisc")
+            try:
+                proc = _run(["tc", "qdisc", "del", "dev", dev, "root"], "restore qdisc")
+            except AgentError as exc:  # no tc, or it hung: keep the entry for a restore that can work
+                errors.append(f"qdisc on {dev}: {exc.message}")
+                continue
             # "Cannot delete qdisc with handle of zero" = already the default root.
             if proc.returncode != 0 and "handle of zero" not in proc.stderr and "No such file" not in proc.stderr:
                 if "Cannot find device" not in proc.stderr:

@@ -214,7 +214,10 @@ class Agent:
             now = time.monotonic()
             if now >= next_lease_check:  # leases are seconds long: 20 checks a second are plenty
                 next_lease_check = now + 0.05
-                self.check_lease()
+                try:
+                    self.check_lease()
+                except Exception:  # a failed stop or restore must not take the agent (and its data) down
+                    log.error("lease expiry handling failed:\n%s", traceback.format_exc())
         self.shutdown()
 
     def check_lease(self) -> None:

@@ -705,3 +705,22 @@ def test_client_reports_a_corrupted_session_reply_naming_the_agent(results, call
                 call(c)
     finally:
         fake.close()
+
+
+def test_a_restore_that_cannot_run_tc_is_reported_and_the_agent_keeps_serving(agents, keys, tmp_path):
+    # A journal left by a killed agent, on a host where tc cannot run now: the restores at
+    # start and at lease expiry fail; the agent says why, keeps the entry and keeps serving.
+    datadir = tmp_path / "agent-data"
+    (datadir / ".agent").mkdir(parents=True)
+    (datadir / ".agent" / "journal.json").write_text('{"qdisc": {"lo": "noqueue"}}')
+    agent = agents(keys=keys, datadir=datadir, extra=("--lease", "1"), env={"PATH": str(tmp_path / "empty-bin")})
+    with agent.client(heartbeat=0) as c:
+        assert c.hello()["journal_pending"]
+    assert wait_for(lambda: "lease expired" in agent.log_text(), timeout=10), agent.log_text()
+    time.sleep(0.3)
+    assert agent.proc.poll() is None, agent.log_text()[-2000:]
+    assert "qdisc on lo: " in agent.log_text() and "tc is not installed" in agent.log_text()
+    with agent.client() as c:
+        assert c.hello()["journal_pending"]  # kept for a restore that can work
+        out = c.restore()
+        assert out["restored"] == [] and "qdisc on lo" in out["errors"][0] and "tc is not installed" in out["errors"][0]

@@ -202,6 +202,19 @@ class FlowManager:
                 raise AgentError(f"bad flow spec: {exc.message}", kind="UsageError") from exc
         if not flows:
             raise AgentError("start_flows needs at least one flow spec", kind="UsageError")
+        # The engine truncates a flow's file when it opens it: a second start of a flow id
+        # (a replayed or retried request, another run with the same experiment number)
+        # would destroy data nobody has fetched yet.
+        ids = [f.flow_id for f in flows]
+        dups = sorted({i for i in ids if ids.count(i) > 1})
+        if dups:
+            raise AgentError(f"flow id {dups[0]} appears twice in start_flows for experiment {name}", kind="UsageError")
+        known = {flow for r in self.runs if r.exp == name for flow in r.flows}
+        flows_dir = self.store.root / name / "flows"
+        for flow_id in ids:
+            if flow_id in known or (flows_dir / f"{flow_id}.client.nflow").exists():
+                raise AgentError(f"flow {flow_id} already has data in experiment {name} on this agent: fetch and "
+                                 "acknowledge it first, or use another experiment number", kind="Busy")
         if ping and not 0.002 <= ping_interval <= 60:  # checked before anything starts
             raise AgentError(f"ping_interval {ping_interval} is outside 0.002..60 s", kind="UsageError")
         self.store.exp_dir(name)

@@ -724,3 +724,26 @@ def test_a_restore_that_cannot_run_tc_is_reported_and_the_agent_keeps_serving(ag
         assert c.hello()["journal_pending"]  # kept for a restore that can work
         out = c.restore()
         assert out["restored"] == [] and "qdisc on lo" in out["errors"][0] and "tc is not installed" in out["errors"][0]
+
+
+def test_a_replayed_start_flows_never_overwrites_collected_flow_data(agents, keys, tmp_path):
+    # The engine opens a flow's file with O_TRUNC: a second start of the same flow id
+    # (a replayed or retried request, another controller's run with the same
+    # experiment number) destroyed the first run's data before anybody fetched it.
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        port = c.prepare_server(15, "")["port"]
+        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=0.5, interval=0.05)
+        c.start_flows(15, [spec])
+        assert c.wait_flows(15, timeout=20)["complete"]
+        flow = agent.datadir / "15" / "flows" / "h1-h1-1-0.client.nflow"
+        before = hashlib.sha256(flow.read_bytes()).hexdigest()
+        with pytest.raises(AgentError, match=r"flow h1-h1-1-0 already has data in experiment 15") as info:
+            c.start_flows(15, [spec, dict(spec, flow_id="h1-h1-1-1")])
+        assert info.value.kind == "Busy"
+        time.sleep(1.0)
+        assert hashlib.sha256(flow.read_bytes()).hexdigest() == before
+        assert not (agent.datadir / "15" / "flows" / "h1-h1-1-1.client.nflow").exists()  # all or nothing
+        c.fetch(15, tmp_path / "got")
+        c.start_flows(15, [spec])  # once acknowledged the number is free again
+        assert c.wait_flows(15, timeout=20)["complete"]

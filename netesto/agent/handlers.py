@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from netesto.agent.server import Agent
 
 MAX_CHUNK = 8 * CHUNK_SIZE
+_IFACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$")
 
 
@@ -84,6 +85,10 @@ class Handlers:
         if not _FILE_NAME.match(host):  # it names files: <exp>/<order>/<host>.snmp, never a path
             raise AgentError(f"bad host name {host!r} for snapshot: expected [A-Za-z0-9_.-], no '/'", kind="UsageError")
         interfaces = _arg(args, "interfaces", list, None)
+        for iface in interfaces or ():  # names under /sys/class/net and ethtool arguments, never paths
+            if not isinstance(iface, str) or not _IFACE.match(iface):
+                raise AgentError(f"bad interface {iface!r} for snapshot: expected a device name like eth0",
+                                 kind="UsageError")
         try:
             from netesto.traffic.hoststats import snapshot
         except ImportError as exc:

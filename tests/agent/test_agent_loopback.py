@@ -323,6 +323,8 @@ def test_bad_arguments_get_usage_errors_not_crashes(agents, keys):
                                 ("fetch_chunk", {"exp": 1, "path": "../../etc/passwd"}, "no data|no file"),
                                 ("start_flows", {"exp": 1, "specs": [{"flow_id": "x", "test": "NOPE"}]}, "bad flow spec"),
                                 ("start_flows", {"exp": 1, "specs": [1]}, "bad flow spec 1: expected a map"),
+                                ("snapshot", {"exp": 1, "interfaces": [1]}, r"bad interface 1 for snapshot"),
+                                ("snapshot", {"exp": 1, "interfaces": ["../../tmp"]}, r"bad interface '../../tmp'"),
                                 ("ping_start", {"exp": 1, "target": "127.0.0.1", "duration": float("nan")},
                                  r"ping 127.0.0.1: duration nan is outside"),
                                 ("snapshot", {"exp": 1, "order": "zero"}, "wrong type")):

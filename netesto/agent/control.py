@@ -110,6 +110,9 @@ def parse_sysctl_values(value: Any) -> list[str]:
 def normalize_settings(settings: Mapping[str, Any] | Sequence[Any]) -> list[tuple[str, list[str]]]:
     """A map or ``[(name, values)]`` (the script's SetSysctl.settings) -> checked pairs."""
     items = settings.items() if isinstance(settings, Mapping) else settings
+    for item in items if not isinstance(settings, Mapping) else ():
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise AgentError(f"bad sysctl setting {item!r}: expected [name, value]", kind="UsageError")
     return [(str(name), parse_sysctl_values(value)) for name, value in items]
 
 

@@ -164,7 +164,10 @@ class Handlers:
         if self.agent.control.tcpdumps_running(exp):
             raise AgentError(f"experiment {exp} still has a running tcpdump; not deleting its data", kind="Busy")
         listed = self.listed.get(exp)
-        if listed is not None and self.agent.store.exp_dir(exp, create=False).is_dir():
+        if self.agent.store.exp_dir(exp, create=False).is_dir():
+            if listed is None:
+                raise AgentError(f"ack of experiment {exp} before any fetch_list of it: nobody was given its files; "
+                                 "not deleting its data", kind="UsageError")
             now = {f["path"]: (f["size"], f["sha256"]) for f in self.agent.store.files(exp)}
             changed = sorted(p for p in now.keys() | listed.keys() if now.get(p) != listed.get(p))
             if changed:

@@ -752,3 +752,17 @@ def test_a_replayed_start_flows_never_overwrites_collected_flow_data(agents, key
         c.fetch(15, tmp_path / "got")
         c.start_flows(15, [spec])  # once acknowledged the number is free again
         assert c.wait_flows(15, timeout=20)["complete"]
+
+
+def test_an_ack_out_of_order_deletes_nothing(agents, keys, tmp_path):
+    # ack means "I stored what fetch_list gave me": without a listing nobody has the data.
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        c.snapshot(16, 0, "h1")
+        with pytest.raises(AgentError, match=r"ack of experiment 16 before any fetch_list") as info:
+            c.request("ack", {"exp": 16})
+        assert info.value.kind == "UsageError"
+        assert (agent.datadir / "16" / "0" / "h1.snmp").exists()
+        assert c.request("ack", {"exp": 99}) == {"exp": "99", "deleted": False}  # nothing there: nothing to refuse
+        got = c.fetch(16, tmp_path / "got")
+    assert (tmp_path / "got" / "0" / "h1.snmp") in got and not (agent.datadir / "16").exists()

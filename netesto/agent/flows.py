@@ -58,6 +58,7 @@ class ClientRun:
     finished: bool = False
     returncode: int | None = None
     stderr: Path | None = None
+    specs: Path | None = None  # removed when the run ends here: one left at start was cut short
 
 
 class FlowManager:
@@ -84,6 +85,29 @@ class FlowManager:
         self.runs: list[ClientRun] = []
         self.pings: dict[str, list[tuple[float, Any]]] = {}
         self._n = 0
+        self._closing = False
+        # exp -> {flow: error} of flows a previous agent process started and never saw end.
+        self.interrupted: dict[str, dict[str, str]] = self._leftover_runs()
+
+    def _leftover_runs(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for path in sorted(self.store.private.glob("specs-*-*-*.json")):  # specs-<exp>-<pid>-<n>.json
+            try:
+                specs = json.loads(path.read_text())
+                exp = exp_name(specs[0]["exp"])
+                flows = [str(spec["flow_id"]) for spec in specs]
+            except (OSError, ValueError, LookupError, TypeError, AgentError) as exc:
+                log.warning("unreadable leftover flow specs %s: %s", path.name, exc)
+                continue
+            if not (self.store.root / exp).is_dir():  # its data was acknowledged since: nothing to report
+                path.unlink(missing_ok=True)
+                continue
+            for flow in flows:
+                out.setdefault(exp, {})[flow] = ("interrupted: the agent stopped while this flow ran "
+                                                 "(killed or restarted); its data up to then is kept")
+            log.warning("exp %s: %d flow(s) were cut short by the previous agent's end: %s", exp, len(flows),
+                        ", ".join(flows))
+        return out
 
     def engine_argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "netesto.traffic", *args]
@@ -209,7 +233,7 @@ class FlowManager:
         dups = sorted({i for i in ids if ids.count(i) > 1})
         if dups:
             raise AgentError(f"flow id {dups[0]} appears twice in start_flows for experiment {name}", kind="UsageError")
-        known = {flow for r in self.runs if r.exp == name for flow in r.flows}
+        known = {flow for r in self.runs if r.exp == name for flow in r.flows} | set(self.interrupted.get(name, ()))
         flows_dir = self.store.root / name / "flows"
         for flow_id in ids:
             if flow_id in known or (flows_dir / f"{flow_id}.client.nflow").exists():
@@ -219,7 +243,9 @@ class FlowManager:
             raise AgentError(f"ping_interval {ping_interval} is outside 0.002..60 s", kind="UsageError")
         self.store.exp_dir(name)
         self._n += 1
-        specs_path = self.store.write_private_json(f"specs-{name}-{self._n}.json", json.dumps([f.to_dict() for f in flows]))
+        # The pid keeps a restarted agent from overwriting a leftover (cut-short) run's specs.
+        specs_path = self.store.write_private_json(f"specs-{name}-{os.getpid()}-{self._n}.json",
+                                                   json.dumps([f.to_dict() for f in flows]))
         argv = self.engine_argv("client", "--specs", str(specs_path), "--datadir", str(self.store.root))
         errlog = open(self.store.private / f"client-{name}-{self._n}.stderr", "wb")
         try:
@@ -230,7 +256,8 @@ class FlowManager:
         finally:
             errlog.close()
         os.set_blocking(proc.stdout.fileno(), False)  # type: ignore[union-attr]
-        run = ClientRun(name, proc, [f.flow_id for f in flows], stderr=self.store.private / f"client-{name}-{self._n}.stderr")
+        run = ClientRun(name, proc, [f.flow_id for f in flows], stderr=self.store.private / f"client-{name}-{self._n}.stderr",
+                        specs=specs_path)
         run.state = {f.flow_id: "scheduled" for f in flows}
         self.runs.append(run)
         out: dict[str, Any] = {"flows": run.flows, "pid": proc.pid, "specs": specs_path.name}
@@ -332,6 +359,8 @@ class FlowManager:
                     run.errors.setdefault(flow, f"engine exited with status {rc}" + (f": {tail}" if tail else ""))
         if run.proc.stdout:
             run.proc.stdout.close()
+        if run.specs is not None and not self._closing:  # kept when the agent stops: the next one reports them
+            run.specs.unlink(missing_ok=True)
         log.info("exp %s: flow engine pid %d exited with %s", run.exp, run.proc.pid, rc)
         self.push("flows_done", {"exp": run.exp, "host": self.host, **self.status(run.exp)})
 
@@ -420,6 +449,9 @@ class FlowManager:
                 (done if state == "done" else failed if state == "error" else running).append(flow)
             progress.update(run.progress)
             errors.update(run.errors)
+        for flow, error in self.interrupted.get(name, {}).items():
+            failed.append(flow)
+            errors[flow] = error
         server_running = self.server_running(name)
         finished = all(r.finished for r in self.runs if r.exp == name) and not server_running
         return {"exp": name, "running": running, "done": done, "failed": failed, "progress": progress,
@@ -429,6 +461,9 @@ class FlowManager:
         """Drop the finished runs of ``exp`` (after its data was acknowledged)."""
         name = exp_name(exp)
         self.runs = [r for r in self.runs if r.exp != name or not r.finished]
+        if self.interrupted.pop(name, None) is not None:
+            for path in self.store.private.glob(f"specs-{name}-*.json"):
+                path.unlink(missing_ok=True)
 
     def running(self) -> bool:
         return any(not r.finished for r in self.runs)
@@ -452,6 +487,7 @@ class FlowManager:
         return {"stopped": stopped}
 
     def shutdown(self) -> None:
+        self._closing = True
         self.stop()
         if self.server is not None:
             _kill(self.server)

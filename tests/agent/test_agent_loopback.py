@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -766,3 +767,31 @@ def test_an_ack_out_of_order_deletes_nothing(agents, keys, tmp_path):
         assert c.request("ack", {"exp": 99}) == {"exp": "99", "deleted": False}  # nothing there: nothing to refuse
         got = c.fetch(16, tmp_path / "got")
     assert (tmp_path / "got" / "0" / "h1.snmp") in got and not (agent.datadir / "16").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_flows_cut_short_by_an_agent_restart_are_reported_failed_after_it(agents, keys, tmp_path, sig):
+    # Without this the restarted agent answered status with nothing running, nothing
+    # failed and finished=True: a controller took the cut-short flows for complete ones.
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        port = c.prepare_server(17, "")["port"]
+        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=30.0, interval=0.05)
+        c.start_flows(17, [spec])
+        assert wait_for(lambda: c.status(17)["progress"], timeout=10)
+    agent.kill(sig)
+    again = agents(keys=keys, datadir=agent.datadir, tag="again", extra=("--test-bind", "127.0.0.1"))
+    with again.client() as c:
+        st = c.status(17)
+        assert st["failed"] == ["h1-h1-1-0"] and st["running"] == [] and st["finished"], st
+        assert "agent stopped while this flow ran" in st["errors"]["h1-h1-1-0"]
+        got = c.fetch(17, tmp_path / "got")
+        assert tmp_path / "got" / "flows" / "h1-h1-1-0.client.nflow" in got
+        assert c.status(17)["failed"] == []  # acknowledged: forgotten
+        # and a flow that ends normally leaves nothing behind to report after a restart
+        c.start_flows(18, [dict(spec, dur=0.3)])
+        assert c.wait_flows(18, timeout=20)["complete"]
+    again.kill(signal.SIGKILL)
+    third = agents(keys=keys, datadir=agent.datadir, tag="third")
+    with third.client() as c:
+        assert c.status(18)["failed"] == []

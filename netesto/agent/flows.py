@@ -44,6 +44,17 @@ def _kill(proc: subprocess.Popen, grace: float = 1.0) -> None:
         pass
 
 
+def _engine_end(pid: int, rc: int) -> str:
+    """How the engine process ended, for a flow's error: the signal's name if one killed it."""
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"flow engine (pid {pid}) was killed by {name}"
+    return f"flow engine (pid {pid}) exited with status {rc}"
+
+
 @dataclass
 class ClientRun:
     """One ``python -m netesto.traffic client`` process and what it has told us."""
@@ -356,7 +367,7 @@ class FlowManager:
             if state not in ("done", "error"):
                 run.state[flow] = "done" if rc == 0 else "error"
                 if rc != 0:
-                    run.errors.setdefault(flow, f"engine exited with status {rc}" + (f": {tail}" if tail else ""))
+                    run.errors.setdefault(flow, _engine_end(run.proc.pid, rc) + (f": {tail}" if tail else ""))
         if run.proc.stdout:
             run.proc.stdout.close()
         if run.specs is not None and not self._closing:  # kept when the agent stops: the next one reports them

@@ -795,3 +795,18 @@ def test_flows_cut_short_by_an_agent_restart_are_reported_failed_after_it(agents
     third = agents(keys=keys, datadir=agent.datadir, tag="third")
     with third.client() as c:
         assert c.status(18)["failed"] == []
+
+
+def test_a_flow_engine_killed_mid_flow_is_reported_by_signal_and_its_data_kept(agents, keys, tmp_path):
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        port = c.prepare_server(19, "")["port"]
+        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=30.0, interval=0.05)
+        pid = c.start_flows(19, [spec])["pid"]
+        assert wait_for(lambda: c.status(19)["progress"], timeout=10)
+        os.kill(pid, signal.SIGKILL)
+        st = c.wait_flows(19, timeout=20)
+        assert st["complete"] and st["failed"] == ["h1-h1-1-0"]
+        assert f"flow engine (pid {pid}) was killed by SIGKILL" in st["errors"]["h1-h1-1-0"]
+        got = c.fetch(19, tmp_path / "got")
+    assert tmp_path / "got" / "flows" / "h1-h1-1-0.client.nflow" in got

@@ -810,3 +810,22 @@ def test_a_flow_engine_killed_mid_flow_is_reported_by_signal_and_its_data_kept(a
         assert f"flow engine (pid {pid}) was killed by SIGKILL" in st["errors"]["h1-h1-1-0"]
         got = c.fetch(19, tmp_path / "got")
     assert tmp_path / "got" / "flows" / "h1-h1-1-0.client.nflow" in got
+
+
+def test_an_experiment_directory_that_is_a_symlink_is_neither_served_nor_deleted(agents, keys, tmp_path):
+    # Only the agent makes experiment directories; a symlink there points outside the
+    # data directory: fetch would serve, and ack delete, whatever it points at.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("not experiment data\n")
+    agent = agents(keys=keys)
+    (agent.datadir / "20").symlink_to(outside)
+    with agent.client() as c:
+        assert "20" not in c.hello()["unfetched"]
+        for cmd, args in (("fetch_list", {}), ("fetch_chunk", {"path": "secret"}), ("ack", {})):
+            with pytest.raises(AgentError, match=r"experiment 20 is a symbolic link") as info:
+                c.request(cmd, {"exp": 20, **args})
+            assert info.value.kind == "NotFound"
+        with pytest.raises(AgentError, match=r"experiment 20 is a symbolic link"):
+            c.snapshot(20, 0, "h1")
+    assert (outside / "secret").read_text() == "not experiment data\n" and not (outside / "0").exists()

@@ -139,6 +139,11 @@ class FlowManager:
             self.store.write_private_json("tokens", "\n".join(self.server_tokens) + "\n")
             return {"port": self.server_port, "driver": "builtin", "reused": True}
         if alive:  # an empty token asks for an open server: restart without a token file
+            busy = self._server_ends_running()
+            if busy:  # a restart would cut them (and their data) short
+                flows = ", ".join(f"{flow} (experiment {e})" for e, flow in busy[:5])
+                raise AgentError(f"cannot restart the flow engine server without a token: server ends of {flows} "
+                                 "are running; wait for them or give the token", kind="Busy")
             _kill(self.server)  # type: ignore[arg-type]
         self.server_open = not token
         self.server_tokens = [token] if token else []
@@ -439,12 +444,61 @@ class FlowManager:
             if isinstance(event, dict) and event.get("flow") and event.get("event") in ("started", "done", "error"):
                 self.server_flows[str(event["flow"])] = str(event["event"])
 
+    def _server_ends_running(self) -> list[tuple[str, str]]:
+        """``(exp, flow)`` of every server end the engine server has open now, any experiment."""
+        self._server_events()
+        exps = {p.parent.parent.name for flow, state in self.server_flows.items() if state == "started"
+                for p in self.store.root.glob(f"*/flows/{flow}.server.nflow")}
+        return [(exp, flow) for exp in sorted(exps) for flow in self.server_running(exp)]
+
+    def _server_open_files(self) -> set[str] | None:
+        """Paths the engine server and its workers hold open (None if /proc cannot tell)."""
+        if self.server is None or self.server.poll() is not None:
+            return set()
+        pids, out = [self.server.pid], set()
+        try:
+            for task in os.listdir(f"/proc/{self.server.pid}/task"):
+                with open(f"/proc/{self.server.pid}/task/{task}/children") as f:
+                    pids += [int(x) for x in f.read().split()]
+        except OSError:  # no CONFIG_PROC_CHILDREN, or it just ended
+            return None
+        for pid in pids:
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    out.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                except OSError:
+                    pass
+        return out
+
     def server_running(self, exp: str) -> list[str]:
         """Server ends of ``exp``'s flows still open here (their files still being written)."""
         self._server_events()
         flows = self.store.root / exp / "flows"
-        return sorted(f for f, state in self.server_flows.items()
-                      if state == "started" and (flows / f"{f}.server.nflow").exists())
+        started = sorted(f for f, state in self.server_flows.items()
+                         if state == "started" and (flows / f"{f}.server.nflow").exists())
+        if not started:
+            return started
+        # A worker that dies (killed, OOM) never reports its flows' end: without this check
+        # they would count as running forever (status never finished, ack refused for good).
+        # Their files are open in a live worker while they run.
+        held = self._server_open_files()
+        if held is None:
+            return started
+        running = []
+        for flow in started:
+            if str((flows / f"{flow}.server.nflow").resolve()) in held:
+                running.append(flow)
+            else:
+                self._server_events()  # its "done" may have been written just now
+                if self.server_flows.get(flow) == "started":
+                    self.server_flows[flow] = "error"
+                    log.warning("exp %s: the server end of %s ended without reporting (engine worker died?); "
+                                "its data up to then is kept", exp, flow)
+        return running
 
     def status(self, exp: Any) -> dict[str, Any]:
         name = exp_name(exp)

@@ -829,3 +829,49 @@ def test_an_experiment_directory_that_is_a_symlink_is_neither_served_nor_deleted
         with pytest.raises(AgentError, match=r"experiment 20 is a symbolic link"):
             c.snapshot(20, 0, "h1")
     assert (outside / "secret").read_text() == "not experiment data\n" and not (outside / "0").exists()
+
+
+def test_an_open_server_request_never_restarts_a_server_with_flows_in_flight(agents, keys):
+    # prepare_server with no token restarts a tokened engine server: that killed the
+    # server ends of another experiment's running flows (and their data).
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        port = c.prepare_server(21, "tok21")["port"]
+        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=3.0, interval=0.05,
+                    token="tok21")
+        c.start_flows(21, [spec])
+        assert wait_for(lambda: c.status(21)["server_running"], timeout=10)
+        with pytest.raises(AgentError, match=r"server ends of h1-h1-1-0 \(experiment 21\) are running") as info:
+            c.prepare_server(22, "")
+        assert info.value.kind == "Busy"
+        st = c.wait_flows(21, timeout=30)
+        assert st["complete"] and st["done"] == ["h1-h1-1-0"] and st["failed"] == [], st
+        assert c.prepare_server(22, "")["reused"] is False  # once they ended it restarts open
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        out += [int(x) for x in open(f"/proc/{pid}/task/{task}/children").read().split()]
+    return out
+
+
+def test_a_server_end_whose_engine_worker_died_does_not_hold_the_experiment_forever(agents, keys, tmp_path):
+    # A killed server worker never reports its flows' end: the agent said their server ends
+    # were running forever, so status never finished and ack was refused for good.
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        port = c.prepare_server(23, "tok23")["port"]
+        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=30.0, interval=0.05,
+                    token="tok23")
+        c.start_flows(23, [spec])
+        assert wait_for(lambda: c.status(23)["server_running"], timeout=10)
+        (server,) = [p for p in _children(agent.proc.pid) if b"\x00server\x00" in open(f"/proc/{p}/cmdline", "rb").read()]
+        for worker in _children(server):
+            os.kill(worker, signal.SIGKILL)
+        st = c.wait_flows(23, timeout=20)
+        assert st["complete"] and st["server_running"] == [] and st["failed"] == ["h1-h1-1-0"], st
+        got = c.fetch(23, tmp_path / "got")
+        assert tmp_path / "got" / "flows" / "h1-h1-1-0.server.nflow" in got
+    assert not (agent.datadir / "23").exists()  # acknowledged
+    assert "server end of h1-h1-1-0 ended without reporting" in agent.log_text()

@@ -194,6 +194,9 @@ class FlowManager:
         They get SIGTERM when the agent dies, even by SIGKILL: a server left behind would
         hold its port against the restarted agent.
         """
+        for port in ports or ():
+            if type(port) is not int or not 0 < port < 65536:
+                raise AgentError(f"bad port {port!r} for the {driver} server: expected 1..65535", kind="UsageError")
         try:
             module = importlib.import_module(f"netesto.traffic.{driver}")
         except ImportError as exc:

@@ -169,15 +169,18 @@ class AgentClient:
             ok, result = reply_result(obj, rid)
             if ok:
                 return True, result
-            self._take(obj)
+            self._take(obj, rid, what)
 
-    def _take(self, obj: Any) -> None:
+    def _take(self, obj: Any, rid: int | None = None, what: str = "") -> None:
         """Handle a frame that is not the awaited successful reply: dispatch events, stash replies."""
         try:
             msg = from_wire(obj)
         except VersionMismatch as exc:
             raise VersionMismatch(exc.ours, exc.theirs, host=self.where) from exc
         except ProtocolError as exc:
+            if rid is not None and isinstance(obj, dict) and obj.get("k") == "rep" and obj.get("id") == rid:
+                # The awaited reply itself is broken: say so now rather than time out.
+                raise ProtocolError(f"{self.where}: malformed reply to {what}: {exc.message}") from exc
             log.warning("%s: dropped a bad message: %s", self.where, exc)
             return
         if isinstance(msg, Event):

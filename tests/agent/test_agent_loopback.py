@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgpack
@@ -643,6 +644,11 @@ def test_start_flows_whose_ping_cannot_start_still_reports_the_started_flows(age
         assert done["complete"] and done["failed"] == ["h1-x-1-0"] and done["errors"]["h1-x-1-0"]
 
 
+@dataclass
+class Raw:
+    reply: dict
+
+
 class FakeAgent:
     """A bare ROUTER on loopback answering each command with a hand-made result (a corrupted agent)."""
 
@@ -667,8 +673,10 @@ class FakeAgent:
             req = msgpack.unpackb(data)
             self.seen.append(req["t"])
             result = self.results.get(req["t"], {})
-            self.sock.send_multipart([ident, msgpack.packb({"v": "1.0", "k": "rep", "id": req["id"], "ok": True,
-                                                             "a": result}, use_bin_type=True)])
+            reply = {"v": "1.0", "k": "rep", "id": req["id"], "ok": True, "a": result}
+            if isinstance(result, Raw):  # the whole reply map, hand-made
+                reply = {**result.reply, "id": req["id"]}
+            self.sock.send_multipart([ident, msgpack.packb(reply, use_bin_type=True)])
 
     def close(self):
         self._stop = True
@@ -879,3 +887,20 @@ def test_a_server_end_whose_engine_worker_died_does_not_hold_the_experiment_fore
         assert tmp_path / "got" / "flows" / "h1-h1-1-0.server.nflow" in got
     assert not (agent.datadir / "23").exists()  # acknowledged
     assert "server end of h1-h1-1-0 ended without reporting" in agent.log_text()
+
+
+@pytest.mark.parametrize("reply", [
+    {"v": "1.0", "k": "rep", "ok": False, "e": "boom"},
+    {"v": "1.0", "k": "rep", "ok": False, "e": [1, 2]},
+    {"v": "1.0", "k": "rep", "ok": False},
+], ids=["error-as-text", "error-too-short", "failure-without-error"])
+def test_a_malformed_reply_to_a_request_is_reported_at_once_not_as_a_timeout(reply):
+    fake = FakeAgent({"status": Raw(reply)})
+    try:
+        with AgentClient("h9", "127.0.0.1", fake.port, insecure=True, timeout=30, heartbeat=0) as c:
+            t0 = time.monotonic()
+            with pytest.raises(ProtocolError, match=rf"h9 \(127\.0\.0\.1:{fake.port}\): malformed reply to status"):
+                c.status(1)
+            assert time.monotonic() - t0 < 20  # not the 30 s timeout
+    finally:
+        fake.close()

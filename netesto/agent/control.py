@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import ipaddress
 import json
 import logging
 import os
@@ -192,6 +193,7 @@ class HostControl:
         self.journal = Journal(journal_path)
         self.host = host
         self.tcpdumps: dict[str, list[subprocess.Popen]] = {}
+        self._pcaps: dict[int, Path] = {}  # tcpdump pid -> the pcap it writes
 
     # ---- sysctl
     def check_sysctls(self, settings: Mapping[str, Any] | Sequence[Any]) -> list[tuple[str, str]]:
@@ -406,7 +408,15 @@ class HostControl:
         if not isinstance(packets, int) or not 1 <= packets <= 10**8:
             raise PolicyError(f"tcpdump packets={packets!r} is outside 1..100000000", kind="PolicyError")
         short = re.split(r"[^a-z0-9]", self.host.lower())[0] or "host"
-        target = exp_dir / f"{short}-{re.split(r'[^A-Za-z0-9]', server)[0]}.pcap"
+        try:  # an address stays whole: its first label would give 10.0.0.2 and 10.0.0.3 one file
+            label = str(ipaddress.ip_address(server)).replace(":", "_")
+        except ValueError:
+            label = re.split(r"[^A-Za-z0-9]", server)[0]  # a host name: its short name, as the original
+        target = exp_dir / f"{short}-{label}.pcap"
+        for other in self.tcpdumps.get(exp, []):
+            if other.poll() is None and self._pcaps.get(other.pid) == target:
+                raise AgentError(f"a tcpdump writing {target.name} in experiment {exp} is running (pid {other.pid}); "
+                                 "stop it first", kind="Busy")
         # --immediate-mode -U: without them libpcap hands packets over in ~1 s blocks
         # and a stop right after the traffic loses the last of them.
         argv = [tool, "-K", "-s", "128", "-c", str(packets), "--immediate-mode", "-U", "-i", dev]
@@ -435,6 +445,7 @@ class HostControl:
         if b"listening on" not in errpath.read_bytes():
             log.warning("tcpdump pid %d on %s: not listening after %.0f s; going on", proc.pid, dev,
                         TCPDUMP_START_WAIT)
+        self._pcaps[proc.pid] = target
         self.tcpdumps.setdefault(exp, []).append(proc)
         return {"pid": proc.pid, "path": target.name, "argv": argv}
 
@@ -455,6 +466,7 @@ class HostControl:
                             proc.kill()
                             proc.wait()
                     stopped.append(proc.pid)
+                    self._pcaps.pop(proc.pid, None)
         return {"stopped": stopped}
 
     # ---- restore

@@ -904,3 +904,20 @@ def test_a_malformed_reply_to_a_request_is_reported_at_once_not_as_a_timeout(rep
             assert time.monotonic() - t0 < 20  # not the 30 s timeout
     finally:
         fake.close()
+
+
+@needs_tcpdump
+def test_tcpdumps_for_two_address_servers_write_two_pcaps_and_never_share_one(agents, keys):
+    # The pcap was named after the server's first label: 127.0.0.1 and 127.0.0.2 both
+    # became h1-127.pcap, the second tcpdump truncating the first one's capture.
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        one = c.tcpdump_start(24, "lo", "127.0.0.1", 1000)["path"]
+        two = c.tcpdump_start(24, "lo", "127.0.0.2", 1000)["path"]
+        assert one == "h1-127.0.0.1.pcap" and two == "h1-127.0.0.2.pcap"
+        with pytest.raises(AgentError, match=r"a tcpdump writing h1-127\.0\.0\.1\.pcap in experiment 24 is running"):
+            c.tcpdump_start(24, "lo", "127.0.0.1", 1000)
+        assert len(c.tcpdump_stop(24)["stopped"]) == 2
+        assert c.tcpdump_start(25, "lo", "localhost", 10)["path"] == "h1-localhost.pcap"  # names: the first label
+        c.tcpdump_stop(25)
+    assert (agent.datadir / "24" / one).exists() and (agent.datadir / "24" / two).exists()

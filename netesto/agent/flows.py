@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,6 +22,7 @@ from netesto.errors import AgentError, NetestoError
 from netesto.traffic.procs import parent_death_signal
 
 log = logging.getLogger("netesto.agent.flows")
+_LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}$")
 Push = Callable[[str, dict[str, Any]], None]
 
 
@@ -302,8 +305,17 @@ class FlowManager:
         name = exp_name(exp)
         if not 0 < duration <= 10**6:  # also NaN: ping's -w takes whole seconds
             raise AgentError(f"ping {target}: duration {duration} is outside (0, 1000000] s", kind="UsageError")
+        if not _LABEL.match(label):
+            raise AgentError(f"bad ping name {label!r}: expected a host name or address", kind="UsageError")
+        try:  # an address stays whole: its first label would give 10.0.0.2 and 10.0.0.3 one file
+            label = str(ipaddress.ip_address(label)).replace(":", "_")
+        except ValueError:
+            label = label.split(".")[0]
         short = self.host.split(".")[0]
-        dest = self.store.exp_dir(name) / "ping" / f"{short}-{label.split('.')[0]}.nflow"
+        dest = self.store.exp_dir(name) / "ping" / f"{short}-{label}.nflow"
+        if dest.exists():  # running or done, unfetched: the collector would truncate it
+            raise AgentError(f"ping/{dest.name} already has data in experiment {name} on this agent: fetch and "
+                             "acknowledge it first, or use another name or experiment", kind="Busy")
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             collector = PingCollector(target, dest, interval, duration)

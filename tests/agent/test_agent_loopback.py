@@ -921,3 +921,21 @@ def test_tcpdumps_for_two_address_servers_write_two_pcaps_and_never_share_one(ag
         assert c.tcpdump_start(25, "lo", "localhost", 10)["path"] == "h1-localhost.pcap"  # names: the first label
         c.tcpdump_stop(25)
     assert (agent.datadir / "24" / one).exists() and (agent.datadir / "24" / two).exists()
+
+
+def test_pings_to_two_addresses_write_two_files(agents, keys):
+    # Named after the target's first label, pings to 127.0.0.1 and 127.0.0.2 (start_flows'
+    # ping=True names them by server address) both wrote ping/h1-127.nflow.
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        one = c.ping_start(26, "127.0.0.1", interval=0.05, duration=1.0)["path"]
+        two = c.ping_start(26, "127.0.0.2", interval=0.05, duration=1.0)["path"]
+        assert one == "ping/h1-127.0.0.1.nflow" and two == "ping/h1-127.0.0.2.nflow"
+        with pytest.raises(AgentError, match=r"ping/h1-127\.0\.0\.1\.nflow already has data in experiment 26"):
+            c.ping_start(26, "127.0.0.1", interval=0.05, duration=1.0)
+        assert c.ping_start(26, "127.0.0.1", name="db1.lab", duration=1.0)["path"] == "ping/h1-db1.nflow"
+        with pytest.raises(AgentError, match=r"bad ping name '../x'"):
+            c.ping_start(26, "127.0.0.1", name="../x", duration=1.0)
+        c.stop(26)
+        files = {f["path"] for f in c.request("fetch_list", {"exp": 26})["files"]}
+    assert {"ping/h1-127.0.0.1.nflow", "ping/h1-127.0.0.2.nflow", "ping/h1-db1.nflow"} <= files

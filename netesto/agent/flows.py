@@ -548,7 +548,7 @@ class FlowManager:
     def running(self) -> bool:
         return any(not r.finished for r in self.runs)
 
-    def stop(self, exp: Any = None) -> dict[str, Any]:
+    def stop(self, exp: Any = None, reason: str = "stopped by a stop request") -> dict[str, Any]:
         name = None if exp is None else exp_name(exp)
         stopped = []
         for run in self.runs:
@@ -557,7 +557,7 @@ class FlowManager:
                 for flow, state in run.state.items():
                     if state not in ("done", "error"):
                         run.state[flow] = "error"
-                        run.errors[flow] = "stopped"
+                        run.errors[flow] = reason
                 self._finish(run)
                 stopped.extend(run.flows)
         for key in list(self.pings):
@@ -568,7 +568,7 @@ class FlowManager:
 
     def shutdown(self) -> None:
         self._closing = True
-        self.stop()
+        self.stop(reason="stopped: the agent was shut down")
         if self.server is not None:
             _kill(self.server)
             self.server = None

@@ -225,7 +225,8 @@ class Agent:
         if state == "warning":
             self.push("lease_warning", {"host": self.config.name, "remaining": self.lease.remaining()})
         elif state == "expired":
-            stopped = self.flows.stop()["stopped"]
+            stopped = self.flows.stop(reason=f"stopped: the controller's lease expired (no request for "
+                                             f"{self.lease.seconds:g} s)")["stopped"]
             dumps = self.control.tcpdump_stop()["stopped"]
             restored = self.control.restore()
             log.warning("lease expired (no controller request for %.1f s): stopped %d flow(s) and %d tcpdump(s), "

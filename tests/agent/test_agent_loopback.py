@@ -939,3 +939,17 @@ def test_pings_to_two_addresses_write_two_files(agents, keys):
         c.stop(26)
         files = {f["path"] for f in c.request("fetch_list", {"exp": 26})["files"]}
     assert {"ping/h1-127.0.0.1.nflow", "ping/h1-127.0.0.2.nflow", "ping/h1-db1.nflow"} <= files
+
+
+def test_flows_stopped_by_lease_expiry_say_so(agents, keys):
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1", "--lease", "1"))
+    with agent.client(heartbeat=0) as c:
+        port = c.prepare_server(27, "")["port"]
+        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=30.0, interval=0.05)
+        c.start_flows(27, [spec])
+        assert wait_for(lambda: "lease expired" in agent.log_text(), timeout=15)
+        err = c.status(27)["errors"]["h1-h1-1-0"]
+        assert "stopped: the controller's lease expired (no request for 1 s)" in err, err
+        c.start_flows(28, [dict(spec, dur=30.0)])
+        c.stop(28)
+        assert c.status(28)["errors"]["h1-h1-1-0"] == "stopped by a stop request"

@@ -142,9 +142,21 @@ class Journal:
             try:
                 loaded = json.loads(path.read_text())
                 for key in self.data:
-                    self.data[key].update(loaded.get(key, {}))
-            except (OSError, ValueError) as exc:
-                log.error("restore journal %s is unreadable (%s): starting a new one", path, exc)
+                    entries = loaded.get(key, {})
+                    if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+                        raise ValueError(f"{key!r} is not a map of original values")
+                    self.data[key].update(entries)
+            except (OSError, ValueError, AttributeError) as exc:
+                # Kept aside, not overwritten by the next save: what it says is all anyone
+                # has left to restore this host by hand.
+                bad = path.with_name(path.name + ".bad")
+                try:
+                    os.replace(path, bad)
+                except OSError:
+                    pass
+                self.data = {key: {} for key in self.data}
+                log.error("restore journal %s is unreadable (%s): kept as %s for a restore by hand; "
+                          "starting a new one", path, exc, bad)
 
     def record(self, kind: str, key: str, original: Any) -> None:
         if key not in self.data[kind]:  # the first original is the one to restore

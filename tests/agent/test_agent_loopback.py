@@ -953,3 +953,18 @@ def test_flows_stopped_by_lease_expiry_say_so(agents, keys):
         c.start_flows(28, [dict(spec, dur=30.0)])
         c.stop(28)
         assert c.status(28)["errors"]["h1-h1-1-0"] == "stopped by a stop request"
+
+
+@pytest.mark.parametrize("text", ["[]", '{"qdisc": 5}', '{"sysctl": ["a"]}', "\x00\x00garbage"],
+                         ids=["list", "number", "list-entry", "garbage"])
+def test_a_corrupted_restore_journal_does_not_stop_the_agent_and_is_kept_aside(agents, keys, tmp_path, text):
+    datadir = tmp_path / "agent-data"
+    (datadir / ".agent").mkdir(parents=True)
+    (datadir / ".agent" / "journal.json").write_text(text)
+    (datadir / "3").mkdir()
+    (datadir / "3" / "kept.txt").write_text("data\n")
+    agent = agents(keys=keys, datadir=datadir)
+    with agent.client() as c:
+        assert "3" in c.hello()["unfetched"]  # the agent serves its data
+    assert (datadir / ".agent" / "journal.json.bad").read_text() == text  # the evidence is kept
+    assert "journal.json is unreadable" in agent.log_text() and "journal.json.bad" in agent.log_text()

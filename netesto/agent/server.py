@@ -65,7 +65,7 @@ class AgentConfig:
                 "without CURVE anyone who can reach the port could change this host's qdiscs and sysctls")
         if not 0 <= self.port < 65536:
             raise UsageError(f"bad port {self.port}")
-        if self.lease < 0:
+        if not self.lease >= 0:  # also NaN
             raise UsageError(f"bad lease {self.lease}: seconds >= 0 (0 = never expires)")
         if self.max_message < 1024:
             raise UsageError(f"--max-message {self.max_message} is too small (>= 1024 bytes)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -968,3 +969,42 @@ def test_a_corrupted_restore_journal_does_not_stop_the_agent_and_is_kept_aside(a
         assert "3" in c.hello()["unfetched"]  # the agent serves its data
     assert (datadir / ".agent" / "journal.json.bad").read_text() == text  # the evidence is kept
     assert "journal.json is unreadable" in agent.log_text() and "journal.json.bad" in agent.log_text()
+
+
+def test_one_unreadable_authorized_key_does_not_lock_out_every_controller(tmp_path):
+    # zmq.auth loads a key directory all or nothing: one bad *.key there refused every
+    # controller ("Unknown domain") while the agent said it was listening.
+    from tests.agent.agentproc import Keys, start_agent
+
+    keys = Keys.make(tmp_path / "keys")
+    (keys.dir / "authorized" / "broken.key").write_text("not a key\n")
+    agent = start_agent(tmp_path, keys=keys)
+    try:
+        with agent.client() as c:
+            assert c.hello()["protocol"] == "1.0"
+        with agent.client(key="intruder", timeout=1.0) as c:
+            with pytest.raises(AgentUnreachable):
+                c.hello()
+        assert "broken.key" in agent.log_text() and "skipped" in agent.log_text()
+    finally:
+        agent.kill()
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--allow", "{tmp}/no-such-clients.txt"], r"cannot read the allowlist .*no-such-clients\.txt"),
+    (["--lease", "nan"], r"bad lease nan"),
+    (["--keys", "{tmp}/bad.key_secret"], r"cannot read the key file .*bad\.key_secret"),
+], ids=["allowlist-missing", "lease-nan", "secret-key-garbage"])
+def test_bad_agent_options_get_a_clear_error_not_a_traceback(tmp_path, args, text):
+    (tmp_path / "bad.key_secret").write_text("garbage\n")
+    (tmp_path / "auth").mkdir()
+    argv = [a.format(tmp=tmp_path) for a in args]
+    base = ["--bind", "127.0.0.1", "--port", "0", "--datadir", str(tmp_path / "d")]
+    if "--keys" in argv:
+        base += ["--authorized", str(tmp_path / "auth")]
+    else:
+        base.append("--insecure")
+    proc = subprocess.run([sys.executable, "-m", "netesto.agent.cli", *base, *argv], capture_output=True, text=True,
+                          timeout=30, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 2, proc.stderr
+    assert re.search(text, proc.stderr) and "Traceback" not in proc.stderr, proc.stderr

@@ -6,6 +6,7 @@ import importlib
 import ipaddress
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -231,6 +232,8 @@ class FlowManager:
             raise AgentError(f"experiment {name!r} cannot run flows: flows need a number without leading zeros "
                              "(their files go to <datadir>/<number>/flows)", kind="UsageError")
         number = int(name)
+        if at is not None and not math.isfinite(at):  # inf would hold the flows "scheduled" forever
+            raise AgentError(f"start time {at} is not a finite number", kind="UsageError")
         flows = []
         for raw in specs:
             if not isinstance(raw, dict):
@@ -239,6 +242,11 @@ class FlowManager:
             if at is not None and data.get("start_at") is None:
                 data["start_at"] = float(at)
             data.setdefault("exp", number)
+            for key in ("dur", "start_at", "interval"):  # NaN passes every range check; inf never ends
+                value = data.get(key)
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise AgentError(f"flow {data.get('flow_id', '?')}: {key} {value} is not a finite number",
+                                     kind="UsageError")
             if data["exp"] != number or isinstance(data["exp"], bool):
                 raise AgentError(f"flow {data.get('flow_id', '?')} says exp {data['exp']!r} but start_flows is for "
                                  f"experiment {number}", kind="UsageError")

@@ -326,6 +326,13 @@ def test_bad_arguments_get_usage_errors_not_crashes(agents, keys):
                                 ("fetch_chunk", {"exp": 1, "path": "../../etc/passwd"}, "no data|no file"),
                                 ("start_flows", {"exp": 1, "specs": [{"flow_id": "x", "test": "NOPE"}]}, "bad flow spec"),
                                 ("start_flows", {"exp": 1, "specs": [1]}, "bad flow spec 1: expected a map"),
+                                ("start_flows", {"exp": 1, "at": float("inf"), "specs": [
+                                    {"flow_id": "x", "test": "TCP_STREAM", "server": "127.0.0.1", "port": 9}]},
+                                 r"start time inf is not a finite number"),
+                                ("start_flows", {"exp": 1, "specs": [{"flow_id": "x", "test": "TCP_STREAM",
+                                                                      "server": "127.0.0.1", "port": 9,
+                                                                      "dur": float("nan")}]},
+                                 r"flow x: dur nan is not a finite number"),
                                 ("snapshot", {"exp": 1, "interfaces": [1]}, r"bad interface 1 for snapshot"),
                                 ("prepare_server", {"exp": 1, "driver": "iperf3", "ports": ["a"]},
                                  r"bad port 'a' for the iperf3 server: expected 1\.\.65535"),

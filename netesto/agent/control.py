@@ -431,7 +431,11 @@ class HostControl:
                                  "stop it first", kind="Busy")
         # --immediate-mode -U: without them libpcap hands packets over in ~1 s blocks
         # and a stop right after the traffic loses the last of them.
-        argv = [tool, "-K", "-s", "128", "-c", str(packets), "--immediate-mode", "-U", "-i", dev]
+        # -Z root: as root, tcpdump switches to its own user, which clears the parent-death
+        # signal, so a killed agent left it capturing on. With -w it only copies packets (no
+        # dissection). Without root (capabilities only) it switches to no one anyway.
+        keep_user = ["-Z", "root"] if os.geteuid() == 0 else []
+        argv = [tool, *keep_user, "-K", "-s", "128", "-c", str(packets), "--immediate-mode", "-U", "-i", dev]
         if server != "X":
             argv += ["host", server]
         argv += ["-w", str(target)]

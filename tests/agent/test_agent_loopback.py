@@ -1015,3 +1015,27 @@ def test_bad_agent_options_get_a_clear_error_not_a_traceback(tmp_path, args, tex
                           timeout=30, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 2, proc.stderr
     assert re.search(text, proc.stderr) and "Traceback" not in proc.stderr, proc.stderr
+
+
+@needs_tcpdump
+def test_tcpdump_dies_with_a_sigkilled_agent(agents, keys):
+    # tcpdump switched to its own user after opening the capture, and a change of user
+    # clears the parent-death signal: it outlived a killed agent, capturing on.
+    agent = agents(keys=keys)
+    with agent.client() as c:
+        pid = c.tcpdump_start(29, "lo", "X", 100000)["pid"]
+    agent.kill(signal.SIGKILL)
+
+    def gone() -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has ended
+        except OSError:
+            return True
+
+    try:
+        assert wait_for(gone, timeout=10)
+    finally:
+        if not gone():
+            os.kill(pid, signal.SIGKILL)
+    assert (agent.datadir / "29" / "h1-X.pcap").stat().st_size >= 24  # the capture so far is kept

@@ -32,7 +32,7 @@ def load_secret_key(path: str | Path, name: str | None = None) -> tuple[bytes, b
             p = found[0] if len(found) == 1 else p / "agent.key_secret"
     if not p.is_file():
         raise UsageError(f"no secret key file {p} (create one with 'netesto keys DIR --name NAME')")
-    public, secret = zmq.auth.load_certificate(str(p))
+    public, secret = _load(p)
     if not secret:
         raise UsageError(f"{p} holds no secret key (is it a public .key file?)")
     return public, secret
@@ -48,14 +48,50 @@ def load_public_key(path_or_key: str | bytes | Path) -> bytes:
     p = Path(text)
     if not p.is_file():
         raise UsageError(f"no public key file {p}")
-    public, _ = zmq.auth.load_certificate(str(p))
+    public, _ = _load(p)
     return public
+
+
+def _load(path: Path) -> tuple[bytes, bytes | None]:
+    try:
+        return zmq.auth.load_certificate(str(path))
+    except (OSError, ValueError) as exc:  # zmq.auth says ValueError for a file that holds no key
+        raise UsageError(f"cannot read the key file {path}: {exc}") from exc
+
+
+def authorized_keys(directory: str | Path) -> frozenset[bytes]:
+    """The z85 public keys of ``directory/*.key``; an unreadable file is skipped with a log line
+    (zmq.auth's own loader drops the whole directory for one bad file, refusing every controller)."""
+    keys = set()
+    for path in sorted(Path(directory).glob("*.key")):
+        try:
+            public, _ = zmq.auth.load_certificate(str(path))
+        except (OSError, ValueError) as exc:
+            log.error("authorized key %s skipped: %s", path, exc)
+            continue
+        if public:
+            keys.add(public)
+    return frozenset(keys)
+
+
+class _KeySet:
+    """A CURVE credentials provider for zmq.auth: a fixed set of z85 public keys."""
+
+    def __init__(self, keys: frozenset[bytes]) -> None:
+        self.keys = keys
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key in self.keys
 
 
 def read_allowlist(path: str | Path) -> list[str]:
     """Addresses from a ``clients.txt``-style file: one per line; ``#`` starts a comment."""
     out = []
-    for line in Path(path).read_text().splitlines():
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(f"cannot read the allowlist {path}: {exc.strerror or exc}") from exc
+    for line in text.splitlines():
         entry = line.split("#", 1)[0].strip()
         if entry:
             out.append(entry)
@@ -114,9 +150,10 @@ def secure_socket(
             raise UsageError("CURVE needs the agent's key pair (--keys)")
         if authorized is None or not Path(authorized).is_dir():
             raise UsageError(f"CURVE needs a directory of authorized controller public keys (--authorized), got {authorized}")
-        if not list(Path(authorized).glob("*.key")):
-            log.warning("no public keys (*.key) in %s: every controller will be refused", authorized)
-        auth.configure_curve(domain=DOMAIN, location=str(authorized))
+        allowed = authorized_keys(authorized)
+        if not allowed:
+            log.warning("no readable public keys (*.key) in %s: every controller will be refused", authorized)
+        auth.configure_curve_callback(domain=DOMAIN, credentials_provider=_KeySet(allowed))
         socket.curve_publickey, socket.curve_secretkey = keys
         socket.curve_server = True
     return auth

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import ipaddress
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -92,6 +94,7 @@ _LIMIT = re.compile(r"^\d+([KkMm]?[bB]?)?$")
 _TOKEN = re.compile(r"^[A-Za-z0-9_.:/%-]{1,40}$")
 _DEV = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 _HOST = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
+TCPDUMP_START_WAIT = 10.0  # seconds for tcpdump to say "listening on" (name lookups can be slow)
 
 
 def sysctl_path(name: str) -> Path:
@@ -108,6 +111,9 @@ def parse_sysctl_values(value: Any) -> list[str]:
 def normalize_settings(settings: Mapping[str, Any] | Sequence[Any]) -> list[tuple[str, list[str]]]:
     """A map or ``[(name, values)]`` (the script's SetSysctl.settings) -> checked pairs."""
     items = settings.items() if isinstance(settings, Mapping) else settings
+    for item in items if not isinstance(settings, Mapping) else ():
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise AgentError(f"bad sysctl setting {item!r}: expected [name, value]", kind="UsageError")
     return [(str(name), parse_sysctl_values(value)) for name, value in items]
 
 
@@ -136,9 +142,21 @@ class Journal:
             try:
                 loaded = json.loads(path.read_text())
                 for key in self.data:
-                    self.data[key].update(loaded.get(key, {}))
-            except (OSError, ValueError) as exc:
-                log.error("restore journal %s is unreadable (%s): starting a new one", path, exc)
+                    entries = loaded.get(key, {})
+                    if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+                        raise ValueError(f"{key!r} is not a map of original values")
+                    self.data[key].update(entries)
+            except (OSError, ValueError, AttributeError) as exc:
+                # Kept aside, not overwritten by the next save: what it says is all anyone
+                # has left to restore this host by hand.
+                bad = path.with_name(path.name + ".bad")
+                try:
+                    os.replace(path, bad)
+                except OSError:
+                    pass
+                self.data = {key: {} for key in self.data}
+                log.error("restore journal %s is unreadable (%s): kept as %s for a restore by hand; "
+                          "starting a new one", path, exc, bad)
 
     def record(self, kind: str, key: str, original: Any) -> None:
         if key not in self.data[kind]:  # the first original is the one to restore
@@ -187,6 +205,7 @@ class HostControl:
         self.journal = Journal(journal_path)
         self.host = host
         self.tcpdumps: dict[str, list[subprocess.Popen]] = {}
+        self._pcaps: dict[int, Path] = {}  # tcpdump pid -> the pcap it writes
 
     # ---- sysctl
     def check_sysctls(self, settings: Mapping[str, Any] | Sequence[Any]) -> list[tuple[str, str]]:
@@ -401,19 +420,54 @@ class HostControl:
         if not isinstance(packets, int) or not 1 <= packets <= 10**8:
             raise PolicyError(f"tcpdump packets={packets!r} is outside 1..100000000", kind="PolicyError")
         short = re.split(r"[^a-z0-9]", self.host.lower())[0] or "host"
-        target = exp_dir / f"{short}-{re.split(r'[^A-Za-z0-9]', server)[0]}.pcap"
+        try:  # an address stays whole: its first label would give 10.0.0.2 and 10.0.0.3 one file
+            label = str(ipaddress.ip_address(server)).replace(":", "_")
+        except ValueError:
+            label = re.split(r"[^A-Za-z0-9]", server)[0]  # a host name: its short name, as the original
+        target = exp_dir / f"{short}-{label}.pcap"
+        for other in self.tcpdumps.get(exp, []):
+            if other.poll() is None and self._pcaps.get(other.pid) == target:
+                raise AgentError(f"a tcpdump writing {target.name} in experiment {exp} is running (pid {other.pid}); "
+                                 "stop it first", kind="Busy")
         # --immediate-mode -U: without them libpcap hands packets over in ~1 s blocks
         # and a stop right after the traffic loses the last of them.
-        argv = [tool, "-K", "-s", "128", "-c", str(packets), "--immediate-mode", "-U", "-i", dev]
+        # -Z root: as root, tcpdump switches to its own user, which clears the parent-death
+        # signal, so a killed agent left it capturing on. With -w it only copies packets (no
+        # dissection). Without root (capabilities only) it switches to no one anyway.
+        keep_user = ["-Z", "root"] if os.geteuid() == 0 else []
+        argv = [tool, *keep_user, "-K", "-s", "128", "-c", str(packets), "--immediate-mode", "-U", "-i", dev]
         if server != "X":
             argv += ["host", server]
         argv += ["-w", str(target)]
         from netesto.traffic.procs import parent_death_signal
 
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                preexec_fn=parent_death_signal())
+        # stderr to a file (a pipe nobody reads could block tcpdump's exit report).
+        errpath = self.journal.path.parent / f"tcpdump-{exp}-{target.stem}.stderr"
+        with open(errpath, "wb") as errfile:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errfile,
+                                    preexec_fn=parent_death_signal())
+        # Reply only once the capture is armed ("listening on ..."): the flows start
+        # right after this reply and their first packets belong in the pcap; and a
+        # tcpdump that fails at once (unknown host, bad device) is reported, not hidden.
+        deadline = time.monotonic() + TCPDUMP_START_WAIT
+        while proc.poll() is None and time.monotonic() < deadline:
+            if b"listening on" in errpath.read_bytes():
+                break
+            time.sleep(0.01)
+        if proc.poll() is not None:
+            text = " ".join(errpath.read_text(errors="replace").split())[-600:]
+            raise AgentError(f"tcpdump on {dev} exited with status {proc.returncode} at start: {text or '(no output)'}",
+                             kind="ToolError", detail={"argv": argv, "returncode": proc.returncode})
+        if b"listening on" not in errpath.read_bytes():
+            log.warning("tcpdump pid %d on %s: not listening after %.0f s; going on", proc.pid, dev,
+                        TCPDUMP_START_WAIT)
+        self._pcaps[proc.pid] = target
         self.tcpdumps.setdefault(exp, []).append(proc)
         return {"pid": proc.pid, "path": target.name, "argv": argv}
+
+    def tcpdumps_running(self, exp: str) -> list[int]:
+        """PIDs of ``exp``'s tcpdumps still capturing (their pcaps still grow)."""
+        return [p.pid for p in self.tcpdumps.get(exp, []) if p.poll() is None]
 
     def tcpdump_stop(self, exp: str | None = None) -> dict[str, Any]:
         stopped = []
@@ -428,6 +482,7 @@ class HostControl:
                             proc.kill()
                             proc.wait()
                     stopped.append(proc.pid)
+                    self._pcaps.pop(proc.pid, None)
         return {"stopped": stopped}
 
     # ---- restore
@@ -445,7 +500,11 @@ class HostControl:
                 errors.append(f"netem fallback on {dev}: {exc}")
             self.journal.forget("netem_fallback", dev)
         for dev, kind in list(self.journal.data["qdisc"].items()):
-            proc = _run(["tc", "qdisc", "del", "dev", dev, "root"], "restore qdisc")
+            try:
+                proc = _run(["tc", "qdisc", "del", "dev", dev, "root"], "restore qdisc")
+            except AgentError as exc:  # no tc, or it hung: keep the entry for a restore that can work
+                errors.append(f"qdisc on {dev}: {exc.message}")
+                continue
             # "Cannot delete qdisc with handle of zero" = already the default root.
             if proc.returncode != 0 and "handle of zero" not in proc.stderr and "No such file" not in proc.stderr:
                 if "Cannot find device" not in proc.stderr:

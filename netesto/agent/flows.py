@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import ipaddress
 import json
 import logging
+import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,6 +23,7 @@ from netesto.errors import AgentError, NetestoError
 from netesto.traffic.procs import parent_death_signal
 
 log = logging.getLogger("netesto.agent.flows")
+_LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}$")
 Push = Callable[[str, dict[str, Any]], None]
 
 
@@ -44,6 +48,17 @@ def _kill(proc: subprocess.Popen, grace: float = 1.0) -> None:
         pass
 
 
+def _engine_end(pid: int, rc: int) -> str:
+    """How the engine process ended, for a flow's error: the signal's name if one killed it."""
+    if rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return f"flow engine (pid {pid}) was killed by {name}"
+    return f"flow engine (pid {pid}) exited with status {rc}"
+
+
 @dataclass
 class ClientRun:
     """One ``python -m netesto.traffic client`` process and what it has told us."""
@@ -58,6 +73,7 @@ class ClientRun:
     finished: bool = False
     returncode: int | None = None
     stderr: Path | None = None
+    specs: Path | None = None  # removed when the run ends here: one left at start was cut short
 
 
 class FlowManager:
@@ -84,6 +100,29 @@ class FlowManager:
         self.runs: list[ClientRun] = []
         self.pings: dict[str, list[tuple[float, Any]]] = {}
         self._n = 0
+        self._closing = False
+        # exp -> {flow: error} of flows a previous agent process started and never saw end.
+        self.interrupted: dict[str, dict[str, str]] = self._leftover_runs()
+
+    def _leftover_runs(self) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for path in sorted(self.store.private.glob("specs-*-*-*.json")):  # specs-<exp>-<pid>-<n>.json
+            try:
+                specs = json.loads(path.read_text())
+                exp = exp_name(specs[0]["exp"])
+                flows = [str(spec["flow_id"]) for spec in specs]
+            except (OSError, ValueError, LookupError, TypeError, AgentError) as exc:
+                log.warning("unreadable leftover flow specs %s: %s", path.name, exc)
+                continue
+            if not (self.store.root / exp).is_dir():  # its data was acknowledged since: nothing to report
+                path.unlink(missing_ok=True)
+                continue
+            for flow in flows:
+                out.setdefault(exp, {})[flow] = ("interrupted: the agent stopped while this flow ran "
+                                                 "(killed or restarted); its data up to then is kept")
+            log.warning("exp %s: %d flow(s) were cut short by the previous agent's end: %s", exp, len(flows),
+                        ", ".join(flows))
+        return out
 
     def engine_argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "netesto.traffic", *args]
@@ -104,6 +143,11 @@ class FlowManager:
             self.store.write_private_json("tokens", "\n".join(self.server_tokens) + "\n")
             return {"port": self.server_port, "driver": "builtin", "reused": True}
         if alive:  # an empty token asks for an open server: restart without a token file
+            busy = self._server_ends_running()
+            if busy:  # a restart would cut them (and their data) short
+                flows = ", ".join(f"{flow} (experiment {e})" for e, flow in busy[:5])
+                raise AgentError(f"cannot restart the flow engine server without a token: server ends of {flows} "
+                                 "are running; wait for them or give the token", kind="Busy")
             _kill(self.server)  # type: ignore[arg-type]
         self.server_open = not token
         self.server_tokens = [token] if token else []
@@ -154,6 +198,9 @@ class FlowManager:
         They get SIGTERM when the agent dies, even by SIGKILL: a server left behind would
         hold its port against the restarted agent.
         """
+        for port in ports or ():
+            if type(port) is not int or not 0 < port < 65536:
+                raise AgentError(f"bad port {port!r} for the {driver} server: expected 1..65535", kind="UsageError")
         try:
             module = importlib.import_module(f"netesto.traffic.{driver}")
         except ImportError as exc:
@@ -179,21 +226,56 @@ class FlowManager:
         from netesto.traffic.spec import FlowSpec
 
         name = exp_name(exp)
+        # The engine files a flow under <datadir>/<its spec's exp>/flows: that must be
+        # this experiment's directory, or fetch/ack of ``exp`` would never see the flow.
+        if not name.isdigit() or str(int(name)) != name:
+            raise AgentError(f"experiment {name!r} cannot run flows: flows need a number without leading zeros "
+                             "(their files go to <datadir>/<number>/flows)", kind="UsageError")
+        number = int(name)
+        if at is not None and not math.isfinite(at):  # inf would hold the flows "scheduled" forever
+            raise AgentError(f"start time {at} is not a finite number", kind="UsageError")
         flows = []
         for raw in specs:
+            if not isinstance(raw, dict):
+                raise AgentError(f"bad flow spec {raw!r}: expected a map of FlowSpec fields", kind="UsageError")
             data = dict(raw)
             if at is not None and data.get("start_at") is None:
                 data["start_at"] = float(at)
-            data.setdefault("exp", int(name) if name.isdigit() else 0)
+            data.setdefault("exp", number)
+            for key in ("dur", "start_at", "interval"):  # NaN passes every range check; inf never ends
+                value = data.get(key)
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise AgentError(f"flow {data.get('flow_id', '?')}: {key} {value} is not a finite number",
+                                     kind="UsageError")
+            if data["exp"] != number or isinstance(data["exp"], bool):
+                raise AgentError(f"flow {data.get('flow_id', '?')} says exp {data['exp']!r} but start_flows is for "
+                                 f"experiment {number}", kind="UsageError")
             try:
                 flows.append(FlowSpec.from_dict(data))
             except NetestoError as exc:
                 raise AgentError(f"bad flow spec: {exc.message}", kind="UsageError") from exc
         if not flows:
             raise AgentError("start_flows needs at least one flow spec", kind="UsageError")
+        # The engine truncates a flow's file when it opens it: a second start of a flow id
+        # (a replayed or retried request, another run with the same experiment number)
+        # would destroy data nobody has fetched yet.
+        ids = [f.flow_id for f in flows]
+        dups = sorted({i for i in ids if ids.count(i) > 1})
+        if dups:
+            raise AgentError(f"flow id {dups[0]} appears twice in start_flows for experiment {name}", kind="UsageError")
+        known = {flow for r in self.runs if r.exp == name for flow in r.flows} | set(self.interrupted.get(name, ()))
+        flows_dir = self.store.root / name / "flows"
+        for flow_id in ids:
+            if flow_id in known or (flows_dir / f"{flow_id}.client.nflow").exists():
+                raise AgentError(f"flow {flow_id} already has data in experiment {name} on this agent: fetch and "
+                                 "acknowledge it first, or use another experiment number", kind="Busy")
+        if ping and not 0.002 <= ping_interval <= 60:  # checked before anything starts
+            raise AgentError(f"ping_interval {ping_interval} is outside 0.002..60 s", kind="UsageError")
         self.store.exp_dir(name)
         self._n += 1
-        specs_path = self.store.write_private_json(f"specs-{name}-{self._n}.json", json.dumps([f.to_dict() for f in flows]))
+        # The pid keeps a restarted agent from overwriting a leftover (cut-short) run's specs.
+        specs_path = self.store.write_private_json(f"specs-{name}-{os.getpid()}-{self._n}.json",
+                                                   json.dumps([f.to_dict() for f in flows]))
         argv = self.engine_argv("client", "--specs", str(specs_path), "--datadir", str(self.store.root))
         errlog = open(self.store.private / f"client-{name}-{self._n}.stderr", "wb")
         try:
@@ -204,16 +286,24 @@ class FlowManager:
         finally:
             errlog.close()
         os.set_blocking(proc.stdout.fileno(), False)  # type: ignore[union-attr]
-        run = ClientRun(name, proc, [f.flow_id for f in flows], stderr=self.store.private / f"client-{name}-{self._n}.stderr")
+        run = ClientRun(name, proc, [f.flow_id for f in flows], stderr=self.store.private / f"client-{name}-{self._n}.stderr",
+                        specs=specs_path)
         run.state = {f.flow_id: "scheduled" for f in flows}
         self.runs.append(run)
+        out: dict[str, Any] = {"flows": run.flows, "pid": proc.pid, "specs": specs_path.name}
         if ping:
             dur = max(f.dur for f in flows)
             start = min((f.start_at or time.time()) for f in flows)
             for server in sorted({f.server for f in flows}):
-                self.ping_start(name, server, server, interval=ping_interval, duration=dur + max(0.0, start - time.time()))
+                try:
+                    self.ping_start(name, server, server, interval=ping_interval,
+                                    duration=dur + max(0.0, start - time.time()))
+                except AgentError as exc:
+                    # The flows already run: an error reply would hide them from the controller.
+                    log.warning("exp %s: %s", name, exc.message)
+                    out.setdefault("ping_errors", []).append(exc.message)
         log.info("exp %s: started %d flows (pid %d)", name, len(flows), proc.pid)
-        return {"flows": run.flows, "pid": proc.pid, "specs": specs_path.name}
+        return out
 
     def ping_start(self, exp: Any, target: str, label: str, *, interval: float = 0.2, duration: float = 10.0) -> dict[str, Any]:
         try:
@@ -221,8 +311,19 @@ class FlowManager:
         except ImportError as exc:
             raise AgentError(f"ping collection is not available on this agent: {exc}", kind="Unavailable") from exc
         name = exp_name(exp)
+        if not 0 < duration <= 10**6:  # also NaN: ping's -w takes whole seconds
+            raise AgentError(f"ping {target}: duration {duration} is outside (0, 1000000] s", kind="UsageError")
+        if not _LABEL.match(label):
+            raise AgentError(f"bad ping name {label!r}: expected a host name or address", kind="UsageError")
+        try:  # an address stays whole: its first label would give 10.0.0.2 and 10.0.0.3 one file
+            label = str(ipaddress.ip_address(label)).replace(":", "_")
+        except ValueError:
+            label = label.split(".")[0]
         short = self.host.split(".")[0]
-        dest = self.store.exp_dir(name) / "ping" / f"{short}-{label.split('.')[0]}.nflow"
+        dest = self.store.exp_dir(name) / "ping" / f"{short}-{label}.nflow"
+        if dest.exists():  # running or done, unfetched: the collector would truncate it
+            raise AgentError(f"ping/{dest.name} already has data in experiment {name} on this agent: fetch and "
+                             "acknowledge it first, or use another name or experiment", kind="Busy")
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             collector = PingCollector(target, dest, interval, duration)
@@ -294,9 +395,11 @@ class FlowManager:
             if state not in ("done", "error"):
                 run.state[flow] = "done" if rc == 0 else "error"
                 if rc != 0:
-                    run.errors.setdefault(flow, f"engine exited with status {rc}" + (f": {tail}" if tail else ""))
+                    run.errors.setdefault(flow, _engine_end(run.proc.pid, rc) + (f": {tail}" if tail else ""))
         if run.proc.stdout:
             run.proc.stdout.close()
+        if run.specs is not None and not self._closing:  # kept when the agent stops: the next one reports them
+            run.specs.unlink(missing_ok=True)
         log.info("exp %s: flow engine pid %d exited with %s", run.exp, run.proc.pid, rc)
         self.push("flows_done", {"exp": run.exp, "host": self.host, **self.status(run.exp)})
 
@@ -364,12 +467,61 @@ class FlowManager:
             if isinstance(event, dict) and event.get("flow") and event.get("event") in ("started", "done", "error"):
                 self.server_flows[str(event["flow"])] = str(event["event"])
 
+    def _server_ends_running(self) -> list[tuple[str, str]]:
+        """``(exp, flow)`` of every server end the engine server has open now, any experiment."""
+        self._server_events()
+        exps = {p.parent.parent.name for flow, state in self.server_flows.items() if state == "started"
+                for p in self.store.root.glob(f"*/flows/{flow}.server.nflow")}
+        return [(exp, flow) for exp in sorted(exps) for flow in self.server_running(exp)]
+
+    def _server_open_files(self) -> set[str] | None:
+        """Paths the engine server and its workers hold open (None if /proc cannot tell)."""
+        if self.server is None or self.server.poll() is not None:
+            return set()
+        pids, out = [self.server.pid], set()
+        try:
+            for task in os.listdir(f"/proc/{self.server.pid}/task"):
+                with open(f"/proc/{self.server.pid}/task/{task}/children") as f:
+                    pids += [int(x) for x in f.read().split()]
+        except OSError:  # no CONFIG_PROC_CHILDREN, or it just ended
+            return None
+        for pid in pids:
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    out.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                except OSError:
+                    pass
+        return out
+
     def server_running(self, exp: str) -> list[str]:
         """Server ends of ``exp``'s flows still open here (their files still being written)."""
         self._server_events()
         flows = self.store.root / exp / "flows"
-        return sorted(f for f, state in self.server_flows.items()
-                      if state == "started" and (flows / f"{f}.server.nflow").exists())
+        started = sorted(f for f, state in self.server_flows.items()
+                         if state == "started" and (flows / f"{f}.server.nflow").exists())
+        if not started:
+            return started
+        # A worker that dies (killed, OOM) never reports its flows' end: without this check
+        # they would count as running forever (status never finished, ack refused for good).
+        # Their files are open in a live worker while they run.
+        held = self._server_open_files()
+        if held is None:
+            return started
+        running = []
+        for flow in started:
+            if str((flows / f"{flow}.server.nflow").resolve()) in held:
+                running.append(flow)
+            else:
+                self._server_events()  # its "done" may have been written just now
+                if self.server_flows.get(flow) == "started":
+                    self.server_flows[flow] = "error"
+                    log.warning("exp %s: the server end of %s ended without reporting (engine worker died?); "
+                                "its data up to then is kept", exp, flow)
+        return running
 
     def status(self, exp: Any) -> dict[str, Any]:
         name = exp_name(exp)
@@ -385,6 +537,9 @@ class FlowManager:
                 (done if state == "done" else failed if state == "error" else running).append(flow)
             progress.update(run.progress)
             errors.update(run.errors)
+        for flow, error in self.interrupted.get(name, {}).items():
+            failed.append(flow)
+            errors[flow] = error
         server_running = self.server_running(name)
         finished = all(r.finished for r in self.runs if r.exp == name) and not server_running
         return {"exp": name, "running": running, "done": done, "failed": failed, "progress": progress,
@@ -394,11 +549,14 @@ class FlowManager:
         """Drop the finished runs of ``exp`` (after its data was acknowledged)."""
         name = exp_name(exp)
         self.runs = [r for r in self.runs if r.exp != name or not r.finished]
+        if self.interrupted.pop(name, None) is not None:
+            for path in self.store.private.glob(f"specs-{name}-*.json"):
+                path.unlink(missing_ok=True)
 
     def running(self) -> bool:
         return any(not r.finished for r in self.runs)
 
-    def stop(self, exp: Any = None) -> dict[str, Any]:
+    def stop(self, exp: Any = None, reason: str = "stopped by a stop request") -> dict[str, Any]:
         name = None if exp is None else exp_name(exp)
         stopped = []
         for run in self.runs:
@@ -407,7 +565,7 @@ class FlowManager:
                 for flow, state in run.state.items():
                     if state not in ("done", "error"):
                         run.state[flow] = "error"
-                        run.errors[flow] = "stopped"
+                        run.errors[flow] = reason
                 self._finish(run)
                 stopped.extend(run.flows)
         for key in list(self.pings):
@@ -417,7 +575,8 @@ class FlowManager:
         return {"stopped": stopped}
 
     def shutdown(self) -> None:
-        self.stop()
+        self._closing = True
+        self.stop(reason="stopped: the agent was shut down")
         if self.server is not None:
             _kill(self.server)
             self.server = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import socket
 import time
 import zlib
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from netesto.agent.server import Agent
 
 MAX_CHUNK = 8 * CHUNK_SIZE
+_IFACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}$")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$")
 
 
 def _arg(args: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
@@ -40,6 +43,8 @@ class Handlers:
     def __init__(self, agent: "Agent") -> None:
         self.agent = agent
         self.table = {name: getattr(self, f"cmd_{name}") for name in COMMANDS}
+        # exp -> {path: (size, sha256)} of its last fetch_list: ack deletes only what was listed.
+        self.listed: dict[str, dict[str, tuple[int, str]]] = {}
 
     def dispatch(self, type: str, args: Mapping[str, Any]) -> Any:
         method = self.table.get(type)
@@ -77,7 +82,13 @@ class Handlers:
         exp = exp_name(_arg(args, "exp", (int, str)))
         order = _arg(args, "order", int, 0)
         host = _arg(args, "host", str, self.agent.config.name.split(".")[0])
+        if not _FILE_NAME.match(host):  # it names files: <exp>/<order>/<host>.snmp, never a path
+            raise AgentError(f"bad host name {host!r} for snapshot: expected [A-Za-z0-9_.-], no '/'", kind="UsageError")
         interfaces = _arg(args, "interfaces", list, None)
+        for iface in interfaces or ():  # names under /sys/class/net and ethtool arguments, never paths
+            if not isinstance(iface, str) or not _IFACE.match(iface):
+                raise AgentError(f"bad interface {iface!r} for snapshot: expected a device name like eth0",
+                                 kind="UsageError")
         try:
             from netesto.traffic.hoststats import snapshot
         except ImportError as exc:
@@ -123,15 +134,19 @@ class Handlers:
         status = self.agent.flows.status(exp)
         if not status["running"]:
             self.agent.flows.reap_pings(exp)  # GET_DATA after the flows: close the ping files first
-        return {"exp": exp, "files": self.agent.store.files(exp), "chunk": CHUNK_SIZE,
-                "flows_running": status["running"] + status["server_running"]}
+        files = self.agent.store.files(exp)
+        self.listed[exp] = {f["path"]: (f["size"], f["sha256"]) for f in files}
+        # A running tcpdump still writes its pcap: like a running flow, the client must not ack.
+        dumps = [f"tcpdump pid {pid}" for pid in self.agent.control.tcpdumps_running(exp)]
+        return {"exp": exp, "files": files, "chunk": CHUNK_SIZE,
+                "flows_running": status["running"] + status["server_running"] + dumps}
 
     def cmd_fetch_chunk(self, args: Mapping[str, Any]) -> dict[str, Any]:
         exp = exp_name(_arg(args, "exp", (int, str)))
         path = _arg(args, "path", str)
         offset = _arg(args, "offset", int, 0)
         length = _arg(args, "length", int, CHUNK_SIZE)
-        if offset < 0 or not 0 < length <= MAX_CHUNK:
+        if not 0 <= offset < 2**62 or not 0 < length <= MAX_CHUNK:  # an off_t is 63 bits
             raise AgentError(f"bad chunk offset {offset} / length {length} (max {MAX_CHUNK})", kind="UsageError")
         data = self.agent.store.read_chunk(exp, path, offset, length)
         # crc32 per chunk (cheap, catches damage in transit); each file also has a
@@ -146,7 +161,21 @@ class Handlers:
         status = self.agent.flows.status(exp)
         if status["running"] or status["server_running"]:
             raise AgentError(f"experiment {exp} still has running flows; not deleting its data", kind="Busy")
+        if self.agent.control.tcpdumps_running(exp):
+            raise AgentError(f"experiment {exp} still has a running tcpdump; not deleting its data", kind="Busy")
+        listed = self.listed.get(exp)
+        if self.agent.store.exp_dir(exp, create=False).is_dir():
+            if listed is None:
+                raise AgentError(f"ack of experiment {exp} before any fetch_list of it: nobody was given its files; "
+                                 "not deleting its data", kind="UsageError")
+            now = {f["path"]: (f["size"], f["sha256"]) for f in self.agent.store.files(exp)}
+            changed = sorted(p for p in now.keys() | listed.keys() if now.get(p) != listed.get(p))
+            if changed:
+                raise AgentError(f"experiment {exp} changed since it was listed ({', '.join(changed[:10])}"
+                                 f"{', ...' if len(changed) > 10 else ''}); not deleting its data: fetch it again",
+                                 kind="Busy", detail={"changed": changed})
         deleted = self.agent.store.delete(exp)
+        self.listed.pop(exp, None)
         self.agent.flows.forget(exp)
         return {"exp": exp, "deleted": deleted}
 

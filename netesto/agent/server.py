@@ -65,7 +65,7 @@ class AgentConfig:
                 "without CURVE anyone who can reach the port could change this host's qdiscs and sysctls")
         if not 0 <= self.port < 65536:
             raise UsageError(f"bad port {self.port}")
-        if self.lease < 0:
+        if not self.lease >= 0:  # also NaN
             raise UsageError(f"bad lease {self.lease}: seconds >= 0 (0 = never expires)")
         if self.max_message < 1024:
             raise UsageError(f"--max-message {self.max_message} is too small (>= 1024 bytes)")
@@ -214,7 +214,10 @@ class Agent:
             now = time.monotonic()
             if now >= next_lease_check:  # leases are seconds long: 20 checks a second are plenty
                 next_lease_check = now + 0.05
-                self.check_lease()
+                try:
+                    self.check_lease()
+                except Exception:  # a failed stop or restore must not take the agent (and its data) down
+                    log.error("lease expiry handling failed:\n%s", traceback.format_exc())
         self.shutdown()
 
     def check_lease(self) -> None:
@@ -222,7 +225,8 @@ class Agent:
         if state == "warning":
             self.push("lease_warning", {"host": self.config.name, "remaining": self.lease.remaining()})
         elif state == "expired":
-            stopped = self.flows.stop()["stopped"]
+            stopped = self.flows.stop(reason=f"stopped: the controller's lease expired (no request for "
+                                             f"{self.lease.seconds:g} s)")["stopped"]
             dumps = self.control.tcpdump_stop()["stopped"]
             restored = self.control.restore()
             log.warning("lease expired (no controller request for %.1f s): stopped %d flow(s) and %d tcpdump(s), "
@@ -260,6 +264,10 @@ class Agent:
                 return
             except ProtocolError as exc:
                 log.warning("dropped a malformed message from %s: %s", peer, exc)
+                return
+            except Exception as exc:  # a peer's frame must never take the agent down
+                log.error("dropped a message from %s that failed validation: %r\n%s", peer, exc,
+                          traceback.format_exc())
                 return
             if not isinstance(msg, Request):
                 log.warning("dropped a %s from %s: agents only take requests", type(msg).__name__, peer)

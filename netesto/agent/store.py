@@ -34,13 +34,16 @@ class DataStore:
 
     def exp_dir(self, exp: Any, *, create: bool = True) -> Path:
         path = self.root / exp_name(exp)
+        if path.is_symlink():  # only the agent makes these: a link points outside the data directory
+            raise AgentError(f"experiment {exp} is a symbolic link on this agent ({path}); refusing to use it",
+                             kind="NotFound")
         if create:
             path.mkdir(parents=True, exist_ok=True)
         return path
 
     def experiments(self) -> list[str]:
         """Experiments with data on disk (not yet acknowledged), oldest first."""
-        out = [p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+        out = [p for p in self.root.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
         out.sort(key=lambda p: (p.stat().st_mtime, p.name))
         return [p.name for p in out if any(f.is_file() for f in p.rglob("*"))]
 
@@ -71,8 +74,12 @@ class DataStore:
     def resolve(self, exp: Any, relpath: str) -> Path:
         """The file ``relpath`` of ``exp``, refusing anything outside the experiment directory."""
         base = self.exp_dir(exp, create=False).resolve()
-        path = (base / relpath).resolve()
-        if base not in path.parents or not path.is_file():
+        try:
+            path = (base / relpath).resolve()
+            found = base in path.parents and path.is_file()
+        except (OSError, ValueError):  # a NUL byte, a name too long, a symlink loop
+            found = False
+        if not found:
             raise AgentError(f"no file {relpath!r} in experiment {exp}", kind="NotFound")
         return path
 

@@ -169,15 +169,18 @@ class AgentClient:
             ok, result = reply_result(obj, rid)
             if ok:
                 return True, result
-            self._take(obj)
+            self._take(obj, rid, what)
 
-    def _take(self, obj: Any) -> None:
+    def _take(self, obj: Any, rid: int | None = None, what: str = "") -> None:
         """Handle a frame that is not the awaited successful reply: dispatch events, stash replies."""
         try:
             msg = from_wire(obj)
         except VersionMismatch as exc:
             raise VersionMismatch(exc.ours, exc.theirs, host=self.where) from exc
         except ProtocolError as exc:
+            if rid is not None and isinstance(obj, dict) and obj.get("k") == "rep" and obj.get("id") == rid:
+                # The awaited reply itself is broken: say so now rather than time out.
+                raise ProtocolError(f"{self.where}: malformed reply to {what}: {exc.message}") from exc
             log.warning("%s: dropped a bad message: %s", self.where, exc)
             return
         if isinstance(msg, Event):
@@ -238,9 +241,25 @@ class AgentClient:
         ``data["agent"]`` is this client's name). Runs in the thread that is talking to the agent."""
         self._callbacks.append(callback)
 
+    def _malformed(self, what: str, problem: str) -> ProtocolError:
+        return ProtocolError(f"{self.where}: malformed {what} reply: {problem}")
+
+    def _map(self, result: Any, what: str) -> dict[str, Any]:
+        if not isinstance(result, dict):
+            raise self._malformed(what, f"expected a map, got {type(result).__name__}")
+        return result
+
+    def _number(self, result: dict[str, Any], key: str, what: str, *, optional: bool = False) -> float:
+        value = result.get(key)
+        if value is None and optional:
+            return 0.0
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._malformed(what, f"{key}={value!r} is not a number")
+        return float(value)
+
     def hello(self) -> dict[str, Any]:
-        result = self.request("hello")
-        self.lease = float(result.get("lease") or 0) or None
+        result = self._map(self.request("hello"), "hello")
+        self.lease = self._number(result, "lease", "hello", optional=True) or None
         return result
 
     def poll_events(self, timeout: float = 0.0) -> None:
@@ -261,7 +280,7 @@ class AgentClient:
         best: tuple[float, float] | None = None
         for _ in range(max(1, samples)):
             t0 = time.time()
-            agent_time = float(self.request("time")["time"])
+            agent_time = self._number(self._map(self.request("time"), "time"), "time", "time")
             t1 = time.time()
             rtt = t1 - t0
             if best is None or rtt < best[1]:
@@ -351,11 +370,22 @@ class AgentClient:
         fetch resumes from the ``.part`` length. The agent deletes its copy only
         after ``ack`` (sent once everything is on our disk).
         """
-        listing = self.request("fetch_list", {"exp": exp})
+        listing = self._map(self.request("fetch_list", {"exp": exp}), "fetch_list")
+        files = listing.get("files")
+        if not isinstance(files, list):
+            raise self._malformed("fetch_list", f"files={files!r:.80} is not a list")
+        for entry in files:  # all checked before anything is written
+            if (not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or "\0" in entry["path"]
+                    or type(entry.get("size")) is not int or entry["size"] < 0
+                    or not isinstance(entry.get("sha256"), str)):
+                raise self._malformed("fetch_list", f"bad file entry {entry!r:.200} (expected path, size, sha256)")
+        chunk = listing.get("chunk") or CHUNK_SIZE
+        if type(chunk) is not int or chunk <= 0:
+            raise self._malformed("fetch_list", f"chunk={chunk!r} is not a positive integer")
         dest = Path(dest_dir)
         out = []
-        for entry in listing["files"]:
-            out.append(self._fetch_file(exp, entry, dest, int(listing.get("chunk") or CHUNK_SIZE)))
+        for entry in files:
+            out.append(self._fetch_file(exp, entry, dest, chunk))
         if ack:
             if listing.get("flows_running"):
                 log.warning("%s: exp %s still has running flows; not acknowledging", self.where, exp)
@@ -396,6 +426,10 @@ class AgentClient:
                             nxt += chunk
                         rid, at = pending.popleft()
                         got = self._result(self._receive(rid, "fetch_chunk", deadline), f"fetch {rel}")
+                        if (not isinstance(got, dict) or not isinstance(got.get("data"), bytes)
+                                or type(got.get("crc32")) is not int or type(got.get("offset")) is not int):
+                            raise self._malformed("fetch_chunk", f"{rel} at {at}: expected data (bytes), crc32 "
+                                                  f"and offset, got {got!r:.200}")
                         data = got["data"]
                         if not data:
                             raise ProtocolError(f"{self.where}: {rel} ended at {at} bytes, expected {size}")

@@ -112,7 +112,8 @@ def request_parts(obj: Any, ours: str = PROTOCOL_VERSION) -> tuple[int, str, dic
     if type(obj) is not dict or obj.get("k") != "req" or obj.get("v") != ours:
         return None
     rid, command, args = obj.get("id"), obj.get("t"), obj.get("a")
-    if type(rid) is not int or not 0 <= rid <= MAX_ID or command not in COMMANDS_SET:
+    # type() first: ``in`` on a frozenset raises TypeError for an unhashable command.
+    if type(rid) is not int or not 0 <= rid <= MAX_ID or type(command) is not str or command not in COMMANDS_SET:
         return None
     if args is None:
         args = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 
 from netesto.errors import ProtocolError, VersionMismatch
 
@@ -11,12 +12,19 @@ from netesto.errors import ProtocolError, VersionMismatch
 PROTOCOL_VERSION = "1.0"
 
 
+# ASCII digits only and a few of them: str.isdigit() also takes digits int() refuses
+# ("\u00b2") and int() refuses more than 4300 digits, and a peer's text must never
+# raise anything but ProtocolError.
+_VERSION = re.compile(r"([0-9]{1,9})\.([0-9]{1,9})", re.ASCII)
+
+
 @functools.lru_cache(maxsize=64)  # every message carries one: parse each distinct text once
 def _parse(text: str) -> tuple[int, int]:
-    major, dot, minor = text.partition(".")
-    if not dot or not major.isdigit() or not minor.isdigit():
-        raise ProtocolError(f"bad protocol version {text!r}: expected MAJOR.MINOR")
-    return int(major), int(minor)
+    match = _VERSION.fullmatch(text)
+    if match is None:
+        shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}... ({len(text)} characters)"
+        raise ProtocolError(f"bad protocol version {shown}: expected MAJOR.MINOR")
+    return int(match[1]), int(match[2])
 
 
 def parse_version(text: str) -> tuple[int, int]:

@@ -203,7 +203,7 @@ def test_tcpdump_start_stop_writes_a_pcap(veth_pair, agents, keys, tmp_path):
         assert "tcpdump is not installed" in out["error"]
         return
     pcap = agent.datadir / "3" / out["path"]
-    assert out["path"] == f"h1-{veth_pair.addr_b.split('.')[0]}.pcap"
+    assert out["path"] == f"h1-{veth_pair.addr_b}.pcap"
     assert pcap.exists() and pcap.stat().st_size > 24  # more than the pcap file header
 
 
@@ -233,7 +233,7 @@ def test_flows_between_two_agents_and_fetch_both_ends(veth_pair, agents, keys, t
     assert out["reused"] is True and out["started"]["flows"] == ["h1-h2-1-0"]
     assert out["done"]["complete"] and out["done"]["done"] == ["h1-h2-1-0"], out["done"]
     names = {os.path.basename(p) for p in out["files"]}
-    assert {"h1-h2-1-0.client.nflow", "h1-h2-1-0.server.nflow", "h1-10.nflow"} <= names  # + ping
+    assert {"h1-h2-1-0.client.nflow", "h1-h2-1-0.server.nflow", f"h1-{veth_pair.addr_b}.nflow"} <= names  # + ping
     client = read_flow(tmp_path / "ctl" / "1" / "flows" / "h1-h2-1-0.client.nflow")
     server = read_flow(tmp_path / "ctl" / "1" / "flows" / "h1-h2-1-0.server.nflow")
     assert client is not None and server is not None

@@ -59,6 +59,25 @@ def test_malformed_frames_raise_protocol_error():
             decode(data)
 
 
+@pytest.mark.parametrize("frame", [
+    {"v": "\u00b2.0", "k": "rep", "id": 1, "ok": True},  # str.isdigit() is true, int() refuses it
+    {"v": "1" * 5000 + ".0", "k": "evt", "t": "flow", "a": {}},  # past int()'s 4300-digit limit
+    {"v": "1.0 ", "k": "req", "id": 1, "t": "hello"},
+], ids=["superscript", "huge", "trailing-space"])
+def test_a_bad_version_text_is_a_protocol_error_not_a_crash(frame):
+    with pytest.raises(ProtocolError, match="bad protocol version"):
+        decode(msgpack.packb(frame))
+
+
+def test_the_fast_request_path_declines_an_unhashable_command():
+    from netesto.protocol.codec import request_parts
+
+    for command in (["hello"], {"t": 1}):
+        assert request_parts({"v": PROTOCOL_VERSION, "k": "req", "id": 1, "t": command, "a": {}}) is None
+        with pytest.raises(ProtocolError):
+            decode(msgpack.packb({"v": PROTOCOL_VERSION, "k": "req", "id": 1, "t": command, "a": {}}))
+
+
 def test_oversized_frame_is_refused_before_parsing():
     data = encode(Request(1, "hello", {"pad": b"x" * 2000}))
     with pytest.raises(ProtocolError, match="exceeds the limit of 1024 bytes"):

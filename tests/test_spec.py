@@ -36,6 +36,11 @@ def test_round_trip_through_dict():
         ({"port": 70000}, "bad port"),
         ({"driver": "nuttcp"}, "unknown driver"),
         ({"req": -1}, "req must be >= 0"),
+        ({"dur": float("nan")}, "dur must be a finite number"),
+        ({"dur": float("inf")}, "dur must be a finite number"),
+        ({"interval": float("nan")}, "interval must be a finite number"),
+        ({"start_at": float("nan")}, "start_at must be a finite number"),
+        ({"dur": "10"}, "dur must be a finite number"),
     ],
 )
 def test_bad_specs_name_the_flow_and_the_field(kwargs, message):

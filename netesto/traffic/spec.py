@@ -8,6 +8,7 @@ scale, on the host that runs the client side; ``None`` = start now).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,10 @@ class FlowSpec:
     meta: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        for name in ("dur", "interval", "start_at"):  # NaN passes every comparison below
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):
+                raise TrafficError(f"flow {self.flow_id}: {name} must be a finite number, got {value!r}")
         if self.test not in TEST_TYPES:
             raise TrafficError(
                 f"flow {self.flow_id}: unknown test {self.test!r}; one of {', '.join(TEST_TYPES)}"

@@ -220,23 +220,25 @@ def _check_snapshots(path: Path, raw: ExperimentRaw) -> None:
     """Name host snapshot files of ``0/`` without their ``1/`` counterpart
     (or the reverse) and files that are empty where their counterpart is not:
     the collectors write the same files before and after, so an asymmetry is
-    lost data (e.g. the experiment died before its after-snapshots)."""
+    usually lost data (the experiment died before its after-snapshots). A
+    warning, not an error: a script may take only one of the two, and the
+    counters it lacks are blank, not wrong."""
     dirs = {o: path / o for o in ("0", "1")}
     files = {o: _snapshot_files(d) for o, d in dirs.items()}
     for order, other in (("0", "1"), ("1", "0")):
         mine, theirs = files[order], files[other]
         for host in sorted(theirs):
             if host not in mine:
-                raw.errors.append(f"{dirs[order] / host}.*: missing (no snapshot of {host} here; "
+                raw.warnings.append(f"{dirs[order] / host}.*: missing (no snapshot of {host} here; "
                                   f"{dirs[other] / host}.* exists)")
                 continue
             for suffix in sorted(theirs[host]):
                 size = mine[host].get(suffix)
                 if size is None:
-                    raw.errors.append(f"{dirs[order] / host}.{suffix}: missing "
+                    raw.warnings.append(f"{dirs[order] / host}.{suffix}: missing "
                                       f"({dirs[other] / host}.{suffix} exists)")
                 elif size == 0 and theirs[host][suffix] > 0:
-                    raw.errors.append(f"{dirs[order] / host}.{suffix}: empty "
+                    raw.warnings.append(f"{dirs[order] / host}.{suffix}: empty "
                                       f"({dirs[other] / host}.{suffix} is not)")
 
 

@@ -242,11 +242,6 @@ class FlowManager:
             if at is not None and data.get("start_at") is None:
                 data["start_at"] = float(at)
             data.setdefault("exp", number)
-            for key in ("dur", "start_at", "interval"):  # NaN passes every range check; inf never ends
-                value = data.get(key)
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise AgentError(f"flow {data.get('flow_id', '?')}: {key} {value} is not a finite number",
-                                     kind="UsageError")
             if data["exp"] != number or isinstance(data["exp"], bool):
                 raise AgentError(f"flow {data.get('flow_id', '?')} says exp {data['exp']!r} but start_flows is for "
                                  f"experiment {number}", kind="UsageError")

@@ -332,7 +332,7 @@ def test_bad_arguments_get_usage_errors_not_crashes(agents, keys):
                                 ("start_flows", {"exp": 1, "specs": [{"flow_id": "x", "test": "TCP_STREAM",
                                                                       "server": "127.0.0.1", "port": 9,
                                                                       "dur": float("nan")}]},
-                                 r"flow x: dur nan is not a finite number"),
+                                 r"bad flow spec: flow x: dur must be a finite number, got nan"),
                                 ("snapshot", {"exp": 1, "interfaces": [1]}, r"bad interface 1 for snapshot"),
                                 ("prepare_server", {"exp": 1, "driver": "iperf3", "ports": ["a"]},
                                  r"bad port 'a' for the iperf3 server: expected 1\.\.65535"),

@@ -459,12 +459,20 @@ class HostControl:
                   other: str = "") -> dict[str, Any]:
         dev = self._check_dev(dev)
         cmds = self.qdisc_argv(dev, qdisc, action, rate, burst, limit, other)
+        had_entry = dev in self.journal.data["qdisc"]
         warnings = self._record_qdisc(dev)
         if action in ("", "replace") and qdisc == "htb" and rate:
             # Replacing an htb root in place keeps stale classes; start clean.
             _run(["tc", "qdisc", "del", "dev", dev, "root"], "tc qdisc del")
         for argv in cmds:
-            self._tc(argv, f"set qdisc {qdisc} on {dev}")
+            try:
+                self._tc(argv, f"set qdisc {qdisc} on {dev}")
+            except AgentError:
+                # tc refused and changed nothing: restore must not delete the root that is
+                # still the host's own (a tree it could not rebuild would be lost).
+                if not had_entry and self._qdisc_record(dev) == self.journal.data["qdisc"].get(dev):
+                    self.journal.forget("qdisc", dev)
+                raise
         log.info("qdisc on %s: %s", dev, " ; ".join(" ".join(a) for a in cmds))
         reply = {"dev": dev, "argv": [["tc", *a] for a in cmds], "kind": self._root_kind(dev)}
         if warnings:

@@ -110,3 +110,22 @@ def test_an_old_journal_entry_without_a_record_still_restores_the_default(veth_p
        "limit", "30000")
     agents(keys=keys, netns=ns, bind=veth_pair.addr_a, datadir=datadir)
     assert wait_for(lambda: qdiscs(ns) == default, timeout=10), qdiscs(ns)
+
+
+def test_a_refused_set_qdisc_leaves_the_original_tree_alone_on_restore(veth_pair, agents, keys):
+    ns = veth_pair.a
+    tc(ns, "qdisc", "replace", "dev", "veth0", "root", "handle", "1:", "htb", "default", "1")
+    tc(ns, "class", "replace", "dev", "veth0", "parent", "1:", "classid", "1:1", "htb", "rate", "100mbit")
+    before = qdiscs(ns)
+    agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a)
+    out = client_call(ns, keys, veth_pair.addr_a, agent.port, """
+        try:
+            c.set_qdisc("veth0", "tbf", rate="20mbit", other="nosuchoption 1")
+        except NetestoError as e:
+            r["refused"] = str(e)
+        r["restore"] = c.restore()
+    """)
+    assert "nosuchoption" in out["refused"], out
+    # tc changed nothing, so there is nothing to undo: the hand-built tree stays.
+    assert out["restore"]["errors"] == [], out
+    assert qdiscs(ns) == before

@@ -200,28 +200,38 @@ def _unrebuildable(entry: Mapping[str, Any]) -> str:
     return ""
 
 
-def _rebuild_args(entry: Mapping[str, Any], got: Mapping[str, Any] | None = None,
-                  last: list[str] | None = None) -> list[str]:
-    """tc arguments after the kind that recreate the recorded options.
+def _rebuild_args(entry: Mapping[str, Any]) -> list[str]:
+    """tc arguments after the kind that recreate the recorded options of a bfifo, pfifo, pfifo_fast or noqueue."""
+    opts = entry["options"]
+    if entry["kind"] in ("bfifo", "pfifo") and "limit" in opts:
+        return ["limit", str(int(opts["limit"]))]
+    return []  # pfifo_fast and noqueue take no options; the read-back checks the defaults match
 
-    tc's JSON gives tbf's burst and latency rounded (the kernel keeps clock ticks and a
-    byte limit), so the first try may read back a little off: the next try moves the
-    values by what the last read-back missed (``got``, after arguments ``last``)."""
-    kind, opts = entry["kind"], entry["options"]
-    if kind in ("bfifo", "pfifo"):
-        return ["limit", str(int(opts["limit"]))] if "limit" in opts else []
-    if kind != "tbf":
-        return []  # pfifo_fast and noqueue take no options; the read-back checks the defaults match
-    rate, burst, lat = int(opts["rate"]), int(opts["burst"]), int(opts["lat"])
-    b, la = burst, lat
-    if got is not None and last is not None:
-        b, la = int(last[3].rstrip("b")), int(last[5].rstrip("us"))
-        gb, gl = int(got.get("burst", burst)), int(got.get("lat", lat))
-        if gb != burst:
-            b += burst - gb if abs(burst - gb) > 1 else (1 if burst > gb else -1)
+
+def _search(want: int, first: int, probe: Callable[[int], int | None], tries: int = 12,
+            per: float = 1.0) -> int | None:
+    """The input whose read-back (non-decreasing in it) is ``want``: steps by the miss
+    (``per`` input units a read-back unit), then bisects."""
+    lo: int | None = None
+    hi: int | None = None
+    x = first
+    for _ in range(tries):
+        got = probe(x)
+        if got is None:
+            return None
+        if got == want:
+            return x
+        if got < want:
+            lo = x
         else:
-            la += lat - gl
-    return ["rate", f"{rate * 8}bit", "burst", f"{b}b", "latency", f"{la}us"]
+            hi = x
+        if lo is not None and hi is not None:
+            if hi - lo <= 1:
+                return None
+            x = (lo + hi) // 2
+        else:
+            x += int((want - got) * per) or (1 if want > got else -1)
+    return None
 
 
 def _tree_text(entry: Mapping[str, Any]) -> str:
@@ -398,10 +408,9 @@ class HostControl:
         """Recreate a recorded classless root qdisc; "" if tc reads it back the same, else what differs."""
         want = {"kind": entry["kind"], "handle": entry["handle"], "options": entry["options"]}
         got: Any = None
-        args: list[str] | None = None
-        for _ in range(8 if entry["kind"] == "tbf" else 1):
-            options = got.get("options") if isinstance(got, dict) else None
-            args = _rebuild_args(entry, options, args)
+
+        def apply(args: list[str]) -> Any:
+            nonlocal got
             self._tc(["qdisc", "replace", "dev", dev, "root", "handle", entry["handle"], entry["kind"], *args],
                      f"restore qdisc on {dev}")
             proc = _run(["tc", "-j", "qdisc", "show", "dev", dev, "root"], "tc qdisc show")
@@ -410,9 +419,27 @@ class HostControl:
                 got = {"kind": row.get("kind"), "handle": row.get("handle"), "options": row.get("options", {})}
             except (ValueError, IndexError, AttributeError):
                 got = proc.stdout.strip()
-            if got == want:
-                return ""
-        return f"tc reads back {got}, not {want}"
+            return got
+
+        if entry["kind"] != "tbf":
+            apply(_rebuild_args(entry))
+        else:
+            # tc's JSON gives tbf's burst and latency rounded (the kernel keeps clock ticks
+            # and a byte limit): search for the burst, then the latency, that read back as
+            # recorded (the limit, in bytes, sets the latency). Each read-back grows with its input.
+            opts = entry["options"]
+            rate, burst, lat = int(opts["rate"]), int(opts["burst"]), int(opts["lat"])
+
+            def tbf(name: str, b: int, limit: int) -> int | None:
+                back = apply(["rate", f"{rate * 8}bit", "burst", f"{b}b", "limit", f"{limit}b"])
+                return back["options"].get(name) if isinstance(back, dict) else None
+
+            # The kernel keeps the byte limit; tc shows it as latency = limit / rate - burst time.
+            limit = rate * lat // 10**6 + burst
+            found = _search(burst, burst + 1, lambda b: tbf("burst", b, limit))
+            if found is not None and got != want:
+                _search(lat, limit, lambda lim: tbf("lat", found, lim), tries=24, per=rate / 10**6)
+        return "" if got == want else f"tc reads back {got}, not {want}"
 
     def _root_kind(self, dev: str) -> str:
         proc = _run(["tc", "-j", "qdisc", "show", "dev", dev, "root"], "tc qdisc show")

@@ -19,6 +19,9 @@ ORIGINALS = {
     "pfifo": ["handle", "6:", "pfifo", "limit", "77"],
     "tbf": ["handle", "7:", "tbf", "rate", "50mbit", "burst", "20k", "latency", "30ms"],
     "tbf-high-rate": ["handle", "8:", "tbf", "rate", "1gbit", "burst", "100k", "latency", "5ms"],
+    # Values whose burst and latency tc shows rounded so that giving them back misses by a step.
+    "tbf-rounded": ["handle", "a:", "tbf", "rate", "5342968kbit", "burst", "1905289", "latency", "195ms"],
+    "tbf-limit": ["handle", "b:", "tbf", "rate", "882122kbit", "burst", "1010430", "limit", "8252015"],
 }
 
 

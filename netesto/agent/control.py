@@ -675,8 +675,9 @@ class HostControl:
                 if not why:
                     try:
                         why = self._rebuild_qdisc(dev, original)
-                    except AgentError as exc:
-                        why = exc.message
+                    except (AgentError, ValueError, TypeError, KeyError, AttributeError) as exc:
+                        # tc refused, or the record is damaged: the default is the safe state.
+                        why = exc.message if isinstance(exc, AgentError) else f"its record is damaged ({exc!r})"
                         _run(["tc", "qdisc", "del", "dev", dev, "root"], "restore qdisc")
                 if why:
                     # Never silent: the host is not as it was, and someone has to put it back by hand.

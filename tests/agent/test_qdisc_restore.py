@@ -132,3 +132,18 @@ def test_a_refused_set_qdisc_leaves_the_original_tree_alone_on_restore(veth_pair
     # tc changed nothing, so there is nothing to undo: the hand-built tree stays.
     assert out["restore"]["errors"] == [], out
     assert qdiscs(ns) == before
+
+
+def test_a_damaged_qdisc_record_is_reported_and_the_agent_still_starts(veth_pair, agents, keys, tmp_path):
+    ns = veth_pair.a
+    default = qdiscs(ns)
+    datadir = tmp_path / "bad-data"
+    (datadir / ".agent").mkdir(parents=True)
+    (datadir / ".agent" / "journal.json").write_text(json.dumps(
+        {"sysctl": {}, "module": {}, "netem_fallback": {},
+         "qdisc": {"veth0": {"default": False, "kind": "bfifo", "handle": "5:", "options": {"limit": "lots"},
+                             "show": "qdisc bfifo 5: root limit lots"}}}))
+    tc(ns, "qdisc", "replace", "dev", "veth0", "root", "handle", "9:", "pfifo", "limit", "10")
+    agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a, datadir=datadir)
+    assert wait_for(lambda: qdiscs(ns) == default, timeout=10), qdiscs(ns)
+    assert "NOT restored exactly" in agent.log_text() and "qdisc bfifo 5: root limit lots" in agent.log_text()

@@ -143,7 +143,9 @@ class Journal:
                 loaded = json.loads(path.read_text())
                 for key in self.data:
                     entries = loaded.get(key, {})
-                    if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+                    # A qdisc entry is the original root's record (a map); older journals hold its kind.
+                    ok = (str, dict) if key == "qdisc" else str
+                    if not isinstance(entries, dict) or not all(isinstance(v, ok) for v in entries.values()):
                         raise ValueError(f"{key!r} is not a map of original values")
                     self.data[key].update(entries)
             except (OSError, ValueError, AttributeError) as exc:
@@ -174,6 +176,68 @@ class Journal:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
         os.replace(tmp, self.path)
+
+
+# Root qdiscs restore can recreate from tc's JSON, each checked here by reading it back.
+# (fq, fq_codel, sfq, cake... are not in this kernel, so not verified: restore reports them.)
+REBUILD = ("bfifo", "pfifo", "pfifo_fast", "noqueue", "tbf")
+_REBUILD_OPTIONS = {"bfifo": {"limit"}, "pfifo": {"limit"}, "pfifo_fast": {"bands", "priomap", "multiqueue"},
+                    "noqueue": set(), "tbf": {"rate", "burst", "lat"}}
+
+
+def _unrebuildable(entry: Mapping[str, Any]) -> str:
+    """Why a recorded (non-default) root qdisc cannot be recreated exactly; "" if it can."""
+    kind = entry.get("kind", "")
+    if entry.get("children") or entry.get("class") or entry.get("filter"):
+        return f"a {kind} tree with classes, child qdiscs or filters is not rebuilt"
+    if kind not in REBUILD:
+        return f"restore does not rebuild a {kind} qdisc (it rebuilds {', '.join(REBUILD)})"
+    options = entry.get("options")
+    if not isinstance(options, dict) or set(options) - _REBUILD_OPTIONS[kind]:
+        return f"its options {options} include some tc's JSON does not give back in full (e.g. a tbf peakrate)"
+    if not re.fullmatch(r"[0-9a-f]{1,4}:", str(entry.get("handle", ""))):
+        return f"its handle {entry.get('handle')!r} is not one tc accepts back"
+    return ""
+
+
+def _rebuild_args(entry: Mapping[str, Any]) -> list[str]:
+    """tc arguments after the kind that recreate the recorded options of a bfifo, pfifo, pfifo_fast or noqueue."""
+    opts = entry["options"]
+    if entry["kind"] in ("bfifo", "pfifo") and "limit" in opts:
+        return ["limit", str(int(opts["limit"]))]
+    return []  # pfifo_fast and noqueue take no options; the read-back checks the defaults match
+
+
+def _search(want: int, first: int, probe: Callable[[int], int | None], tries: int = 12,
+            per: float = 1.0) -> int | None:
+    """The input whose read-back (non-decreasing in it) is ``want``: steps by the miss
+    (``per`` input units a read-back unit), then bisects."""
+    lo: int | None = None
+    hi: int | None = None
+    x = first
+    for _ in range(tries):
+        got = probe(x)
+        if got is None:
+            return None
+        if got == want:
+            return x
+        if got < want:
+            lo = x
+        else:
+            hi = x
+        if lo is not None and hi is not None:
+            if hi - lo <= 1:
+                return None
+            x = (lo + hi) // 2
+        else:
+            x += int((want - got) * per) or (1 if want > got else -1)
+    return None
+
+
+def _tree_text(entry: Mapping[str, Any]) -> str:
+    parts = [f"{what}es '{entry[what]}'" if what == "class" else f"{what}s '{entry[what]}'"
+             for what in ("class", "filter") if entry.get(what)]
+    return f" with {' and '.join(parts)}" if parts else ""
 
 
 def _run(argv: list[str], what: str) -> subprocess.CompletedProcess[str]:
@@ -302,6 +366,81 @@ class HostControl:
             raise AgentError(f"{what}: tc {' '.join(argv)} failed: {proc.stderr.strip()}", kind="ControlError",
                              detail={"argv": ["tc", *argv], "stderr": proc.stderr})
 
+    def _qdisc_record(self, dev: str) -> dict[str, Any]:
+        """What restore needs to put ``dev``'s root qdisc back: its kind, handle and options
+        from ``tc -j``, its ``tc qdisc show`` text, and for a tree its classes and filters."""
+        proc = _run(["tc", "-j", "qdisc", "show", "dev", dev], "tc qdisc show")
+        try:
+            rows = [r for r in json.loads(proc.stdout or "[]") if isinstance(r, dict)]
+        except ValueError:
+            rows = []
+        root = next((r for r in rows if r.get("root")), None)
+        # The kernel's own root (mq, default_qdisc, noqueue) has handle 0:; anything set up has another.
+        if root is None or root.get("handle") == "0:":
+            return {"default": True, "kind": str(root.get("kind", "")) if root else ""}
+        show = _run(["tc", "qdisc", "show", "dev", dev], "tc qdisc show").stdout
+        record: dict[str, Any] = {
+            "default": False, "kind": str(root.get("kind", "")), "handle": str(root.get("handle", "")),
+            "options": root.get("options", {}),
+            "show": "; ".join(" ".join(line.split()) for line in show.splitlines() if line.strip()),
+            # Children of the root (ingress/clsact hang off ffff:fff1 and are left alone).
+            "children": sum(1 for r in rows if r is not root and r.get("parent") != "ffff:fff1"),
+        }
+        if record["children"] or record["kind"] not in REBUILD:
+            # tc -j class show prints text, not JSON (iproute2 6.1): keep the text, for the report.
+            for what in ("class", "filter"):
+                out = _run(["tc", what, "show", "dev", dev], f"tc {what} show").stdout
+                record[what] = "; ".join(" ".join(line.split()) for line in out.splitlines() if line.strip())
+        return record
+
+    def _record_qdisc(self, dev: str) -> list[str]:
+        """Journal ``dev``'s root qdisc before the first change; warnings if restore cannot rebuild it."""
+        if dev not in self.journal.data["qdisc"]:
+            self.journal.record("qdisc", dev, self._qdisc_record(dev))
+        entry = self.journal.data["qdisc"][dev]
+        why = _unrebuildable(entry) if isinstance(entry, dict) and not entry.get("default") else ""
+        if not why:
+            return []
+        return [f"{self.host}: the root qdisc of {dev} before this change ({entry.get('show')}) cannot be rebuilt "
+                f"exactly by restore ({why}): restore will delete the root qdisc, so the kernel default comes back"]
+
+    def _rebuild_qdisc(self, dev: str, entry: Mapping[str, Any]) -> str:
+        """Recreate a recorded classless root qdisc; "" if tc reads it back the same, else what differs."""
+        want = {"kind": entry["kind"], "handle": entry["handle"], "options": entry["options"]}
+        got: Any = None
+
+        def apply(args: list[str]) -> Any:
+            nonlocal got
+            self._tc(["qdisc", "replace", "dev", dev, "root", "handle", entry["handle"], entry["kind"], *args],
+                     f"restore qdisc on {dev}")
+            proc = _run(["tc", "-j", "qdisc", "show", "dev", dev, "root"], "tc qdisc show")
+            try:
+                row = json.loads(proc.stdout or "[]")[0]
+                got = {"kind": row.get("kind"), "handle": row.get("handle"), "options": row.get("options", {})}
+            except (ValueError, IndexError, AttributeError):
+                got = proc.stdout.strip()
+            return got
+
+        if entry["kind"] != "tbf":
+            apply(_rebuild_args(entry))
+        else:
+            # tc's JSON gives tbf's burst and latency rounded (the kernel keeps clock ticks
+            # and a byte limit): search for the burst, then the latency, that read back as
+            # recorded (the limit, in bytes, sets the latency). Each read-back grows with its input.
+            opts = entry["options"]
+            rate, burst, lat = int(opts["rate"]), int(opts["burst"]), int(opts["lat"])
+
+            def tbf(name: str, b: int, limit: int) -> int | None:
+                back = apply(["rate", f"{rate * 8}bit", "burst", f"{b}b", "limit", f"{limit}b"])
+                return back["options"].get(name) if isinstance(back, dict) else None
+
+            # The kernel keeps the byte limit; tc shows it as latency = limit / rate - burst time.
+            limit = rate * lat // 10**6 + burst
+            found = _search(burst, burst + 1, lambda b: tbf("burst", b, limit))
+            if found is not None and got != want:
+                _search(lat, limit, lambda lim: tbf("lat", found, lim), tries=24, per=rate / 10**6)
+        return "" if got == want else f"tc reads back {got}, not {want}"
+
     def _root_kind(self, dev: str) -> str:
         proc = _run(["tc", "-j", "qdisc", "show", "dev", dev, "root"], "tc qdisc show")
         try:
@@ -347,14 +486,25 @@ class HostControl:
                   other: str = "") -> dict[str, Any]:
         dev = self._check_dev(dev)
         cmds = self.qdisc_argv(dev, qdisc, action, rate, burst, limit, other)
-        self.journal.record("qdisc", dev, self._root_kind(dev))
+        had_entry = dev in self.journal.data["qdisc"]
+        warnings = self._record_qdisc(dev)
         if action in ("", "replace") and qdisc == "htb" and rate:
             # Replacing an htb root in place keeps stale classes; start clean.
             _run(["tc", "qdisc", "del", "dev", dev, "root"], "tc qdisc del")
         for argv in cmds:
-            self._tc(argv, f"set qdisc {qdisc} on {dev}")
+            try:
+                self._tc(argv, f"set qdisc {qdisc} on {dev}")
+            except AgentError:
+                # tc refused and changed nothing: restore must not delete the root that is
+                # still the host's own (a tree it could not rebuild would be lost).
+                if not had_entry and self._qdisc_record(dev) == self.journal.data["qdisc"].get(dev):
+                    self.journal.forget("qdisc", dev)
+                raise
         log.info("qdisc on %s: %s", dev, " ; ".join(" ".join(a) for a in cmds))
-        return {"dev": dev, "argv": [["tc", *a] for a in cmds], "kind": self._root_kind(dev)}
+        reply = {"dev": dev, "argv": [["tc", *a] for a in cmds], "kind": self._root_kind(dev)}
+        if warnings:
+            reply["warnings"] = warnings
+        return reply
 
     def set_netem(self, dev: str, delay: float, jitter: float = 0.0, loss: float = 0.0, rate: int = 0,
                   limit: int = 1000) -> dict[str, Any]:
@@ -375,7 +525,7 @@ class HostControl:
                 result = fallback(dev, 0, 0, 0, 0, limit)  # all zeros = the delay line's own setting
                 self.journal.forget("netem_fallback", dev)
                 return {"dev": dev, "fallback": os.environ["NETESTO_NETEM_FALLBACK"], "result": result}
-            self.journal.record("qdisc", dev, root)
+            self._record_qdisc(dev)
             _run(["tc", "qdisc", "del", "dev", dev, "root"], "tc qdisc del")
             return {"dev": dev, "argv": [["tc", "qdisc", "del", "dev", dev, "root"]]}
         argv = ["qdisc", "replace", "dev", dev, "root", "netem", "limit", str(int(limit)), "delay", f"{delay}ms"]
@@ -389,10 +539,10 @@ class HostControl:
         # forgotten again if tc refused: when the fallback does the work, restore must
         # not delete the root qdisc that was there (the testbed's htb bottleneck).
         had_entry = dev in self.journal.data["qdisc"]
-        self.journal.record("qdisc", dev, root)
+        warnings = self._record_qdisc(dev)
         proc = _run(["tc", *argv], "set netem")
         if proc.returncode == 0:
-            return {"dev": dev, "argv": [["tc", *argv]]}
+            return {"dev": dev, "argv": [["tc", *argv]], **({"warnings": warnings} if warnings else {})}
         if not had_entry:
             self.journal.forget("qdisc", dev)
         if "netem" not in root and re.search(r"unknown|not found|No such file|Error: Specified qdisc",
@@ -485,6 +635,13 @@ class HostControl:
                     self._pcaps.pop(proc.pid, None)
         return {"stopped": stopped}
 
+    def _qdisc_show(self, dev: str) -> str:
+        try:
+            out = _run(["tc", "qdisc", "show", "dev", dev], "tc qdisc show").stdout
+        except AgentError as exc:
+            return exc.message
+        return "; ".join(" ".join(line.split()) for line in out.splitlines() if line.strip())
+
     # ---- restore
     def restore(self) -> dict[str, Any]:
         """Undo every journaled change (newest state back to the first original)."""
@@ -499,7 +656,7 @@ class HostControl:
             except Exception as exc:
                 errors.append(f"netem fallback on {dev}: {exc}")
             self.journal.forget("netem_fallback", dev)
-        for dev, kind in list(self.journal.data["qdisc"].items()):
+        for dev, original in list(self.journal.data["qdisc"].items()):
             try:
                 proc = _run(["tc", "qdisc", "del", "dev", dev, "root"], "restore qdisc")
             except AgentError as exc:  # no tc, or it hung: keep the entry for a restore that can work
@@ -511,8 +668,25 @@ class HostControl:
                     errors.append(f"qdisc on {dev}: {proc.stderr.strip()}")
                     continue
                 restored.append(f"qdisc on {dev} (device gone)")
+            elif not isinstance(original, dict) or original.get("default"):
+                restored.append(f"qdisc on {dev}")  # deleting the root brought the default back
             else:
-                restored.append(f"qdisc on {dev}")
+                why = _unrebuildable(original)
+                if not why:
+                    try:
+                        why = self._rebuild_qdisc(dev, original)
+                    except (AgentError, ValueError, TypeError, KeyError, AttributeError) as exc:
+                        # tc refused, or the record is damaged: the default is the safe state.
+                        why = exc.message if isinstance(exc, AgentError) else f"its record is damaged ({exc!r})"
+                        _run(["tc", "qdisc", "del", "dev", dev, "root"], "restore qdisc")
+                if why:
+                    # Never silent: the host is not as it was, and someone has to put it back by hand.
+                    errors.append(f"qdisc on {dev}: NOT restored exactly: it was '{original.get('show')}'"
+                                  f"{_tree_text(original)}; {why}; {dev} now has "
+                                  f"'{self._qdisc_show(dev)}'")
+                    log.error("restore: %s", errors[-1])
+                else:
+                    restored.append(f"qdisc on {dev} ({original.get('show')})")
             self.journal.forget("qdisc", dev)
         # Sysctls and module parameters are both files holding their original text.
         for kind, path_of in (("sysctl", sysctl_path), ("module", Path)):

@@ -401,7 +401,7 @@ class HostControl:
         why = _unrebuildable(entry) if isinstance(entry, dict) and not entry.get("default") else ""
         if not why:
             return []
-        return [f"{self.host}: the root qdisc of {dev} before this change ({entry.get('show')}) cannot be rebuilt "
+        return [f"the root qdisc of {dev} before this change ({entry.get('show')}) cannot be rebuilt "
                 f"exactly by restore ({why}): restore will delete the root qdisc, so the kernel default comes back"]
 
     def _rebuild_qdisc(self, dev: str, entry: Mapping[str, Any]) -> str:

@@ -519,7 +519,11 @@ class Runner:
     def _changing(self, host: str, what: Callable[[_Host], Any]) -> None:
         def call(h: _Host) -> Any:
             h.changed = True  # even a failed change may have left something to restore
-            return what(h)
+            reply = what(h)
+            # e.g. a root qdisc the agent cannot rebuild exactly when it restores
+            for warning in _texts(reply, "warnings"):
+                self._emit(Notice(host=h.lab.name, text=warning))
+            return reply
 
         self._remote(host, call)
 
@@ -887,9 +891,12 @@ class Runner:
             if h.client is None or h.dead or not (h.changed or interrupted or aborted):
                 continue
             try:
-                h.client.restore()
+                done = h.client.restore()
             except NetestoError as exc:
                 self._emit(HostError(host=h.lab.name, error=f"restore: {exc}"))
+                continue
+            for error in _texts(done, "errors"):  # what the agent could not put back as it was
+                self._emit(HostError(host=h.lab.name, error=f"restore: {error}"))
         self._close_clients()
 
     def _close_clients(self) -> None:
@@ -911,6 +918,12 @@ class Runner:
             for e in self.exps.values()
         )
         return RunResult(workdir=self.workdir, experiments=exps, errors=tuple(self.errors), elapsed=elapsed)
+
+
+def _texts(reply: Any, key: str) -> list[str]:
+    """The strings of a reply's list under ``key`` (none if the reply has no such list)."""
+    items = reply.get(key) if isinstance(reply, dict) else None
+    return [str(x) for x in items] if isinstance(items, list) else []
 
 
 def _make_workdir(path: Path) -> None:

@@ -274,6 +274,24 @@ def test_qdisc_goes_to_the_shaping_agent_and_is_restored_at_the_end(veth_pair, t
 
 
 @pytest.mark.netns
+def test_a_root_qdisc_the_agent_cannot_rebuild_is_named_at_set_and_at_restore(veth_pair, tmp_path: Path) -> None:
+    """The shaping device has its own htb tree: the agent says at SET_QDISC that restore will not
+    rebuild it, and the run prints restore's report, instead of a silent change to the host."""
+    lab, _agents = start_pair(veth_pair, tmp_path, shape_h1=True)
+    veth_pair.run(veth_pair.b, ["tc", "qdisc", "replace", "dev", "veth0", "root", "handle", "1:", "htb",
+                                "default", "10"], check=True)
+    script = tmp_path / "shape.script"
+    script.write_text(SHAPE)
+    rc, out, err = netesto_run(veth_pair, script, lab, tmp_path / "work")
+    assert rc == 0, out + err
+    lines = [line.split("] ", 1)[-1] for line in out.splitlines()]  # without the progress clock
+    notes = [line for line in lines if line.startswith("note: h2: the root qdisc of veth0") and "htb" in line]
+    assert notes and "cannot be rebuilt exactly" in notes[0], out
+    restored = [line for line in lines if line.startswith("ERROR h2: restore: qdisc on veth0:")]
+    assert restored and "NOT restored exactly" in restored[0] and "htb" in restored[0], out
+
+
+@pytest.mark.netns
 def test_controller_killed_mid_flow_then_a_new_controller_collects(veth_pair, tmp_path: Path) -> None:
     """`netesto run` dies by SIGKILL while a 30 s flow runs: at lease expiry (8 s) the agents stop
     the flow and restore h1's sysctl, keep the data; `netesto run --collect` fetches it.

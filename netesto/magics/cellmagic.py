@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from netesto.errors import NetestoError
+
+if TYPE_CHECKING:
+    from netesto.script import State
 
 DEFAULT_WORKDIR = "netesto-results"
 DEFAULT_RESULT = "netesto_result"
@@ -33,8 +36,8 @@ class NetestoMagics(Magics):
         self.lab: Any = None
         self.lab_path: str = ""
         self.workdir = Path(DEFAULT_WORKDIR)
-        # netesto.script.State after the last cell that ran; None: nothing defined yet.
-        self.state: Any = None
+        # What the cells that ran so far defined; None: nothing yet (or %netesto reset).
+        self.state: State | None = None
 
     @magic_arguments()
     @argument("what", choices=["lab", "workdir", "show", "reset"], help="what to set, show or reset")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from netesto.errors import ScriptError
+from netesto.errors import LabError, ScriptError
 from netesto.script import Interpreter, MemoryCounter, State, plan
 
 FIRST = """\
@@ -93,3 +93,26 @@ def test_experiment_bookkeeping_starts_afresh_in_each_script():
     assert action.exp == 2
     with pytest.raises(ScriptError, match="host= is required"):
         list(Interpreter(state=first.state()).run_text("GET_DATA\n"))
+
+
+def test_run_takes_the_state_forward_and_a_script_error_hands_none_back(tmp_path):
+    # netesto.run() with a lab nobody serves: scripts without actions touch no agent.
+    import netesto
+    from netesto.controller import Lab
+
+    lab = Lab.of(h1={"control": "127.0.0.1", "port": 1}, insecure=True)
+    first = netesto.run(FIRST, lab=lab, workdir=tmp_path)
+    assert first.exps == [] and first.state is not None and "mymacro" in first.state.macros
+    second = netesto.run("SET dur=$dur$dur\n", lab=lab, workdir=tmp_path, state=first.state)
+    assert second.state is not None and second.state.variables["dur"] == "55"
+    assert first.state.variables["dur"] == "5"
+    with pytest.raises(ScriptError, match="unknown macro 'mymacro'"):
+        netesto.run("RUN mymacro\n", lab=lab, workdir=tmp_path)  # no state: as before
+    with pytest.raises(ScriptError, match="unknown macro 'nosuch'") as err:
+        netesto.run("SET x=1\nRUN nosuch\n", lab=lab, workdir=tmp_path, state=second.state)
+    assert err.value.detail is None
+    # The dry plan starts from the state too (the macro, HOST_SUFFIX): an unknown
+    # host still fails before any agent is touched or a counter value is taken.
+    with pytest.raises(LabError, match="host 'h2.lab.example' is not in lab"):
+        netesto.run("RUN mymacro\n", lab=lab, workdir=tmp_path, state=second.state)
+    assert not (tmp_path / "counter").exists()

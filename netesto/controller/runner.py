@@ -27,7 +27,7 @@ import random
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -68,6 +68,7 @@ from netesto.script.actions import (
     SetSysctl,
     Wait,
 )
+from netesto.script.interp import State
 from netesto.traffic.spec import FlowSpec
 
 ClientFactory = Callable[[LabHost, Lab], Any]
@@ -181,6 +182,8 @@ class RunResult:
     experiments: tuple[ExperimentResult, ...]
     errors: tuple[str, ...] = ()
     elapsed: float = 0.0
+    # What the script left defined: run(state=...) takes it forward (too long to show).
+    state: State | None = field(default=None, repr=False, compare=False)
 
     @property
     def exps(self) -> list[int]:
@@ -970,6 +973,8 @@ def run(
     workdir: str | Path = ".",
     defines: dict[str, str] | None = None,
     progress: ProgressCallback | None = None,
+    *,
+    state: State | None = None,
     **runner_options: Any,
 ) -> RunResult:
     """Run a script (text or a file path) on ``lab`` (a Lab or a lab file path).
@@ -981,6 +986,12 @@ def run(
     :class:`RunResult` when the run got as far as the agents. ``runner_options``
     go to :class:`Runner` (``lead``, ``wait_margin``, ``cancel`` - a
     ``threading.Event`` that, once set, stops the run at its next wait like Ctrl-C).
+
+    ``state`` (a :class:`netesto.script.State`) starts the script with what earlier
+    scripts defined (variables, macros, SOURCEd files: a notebook's cells); the
+    result's ``state`` is what it holds after this script, also on the RunResult
+    of an error's ``detail`` when the run failed at an agent. A ScriptError hands
+    back nothing: the caller's state stays as it was.
     """
     from netesto.script import FileCounter, FileLoader, Interpreter, MemoryCounter, plan
 
@@ -994,11 +1005,20 @@ def run(
     runner = Runner(the_lab, wd, progress=progress, script=text, **runner_options)
     # A dry plan first: an unknown host fails here, before any agent is touched.
     suffix = the_lab.host_suffix
+    # The plan's interpreter copies ``state``, so planning changes nothing.
     runner.validate(plan(text, file=fname, loader=FileLoader(list(map(str, search))), counter=MemoryCounter(),
-                         defines=defs, host_suffix=suffix))
+                         defines=defs, host_suffix=suffix, state=state))
     interp = Interpreter(loader=FileLoader(list(map(str, search))), counter=FileCounter(wd / "counter"), defines=defs,
-                         host_suffix=suffix)
-    return runner.run(interp.run_text(text, file=fname))
+                         host_suffix=suffix, state=state)
+    try:
+        result = runner.run(interp.run_text(text, file=fname))
+    except NetestoError as exc:
+        # What the script defined before an agent failed was defined; a script error
+        # (here: one only the real counter shows) keeps the caller's state instead.
+        if isinstance(exc.detail, RunResult) and not isinstance(exc, ScriptError):
+            exc.detail = replace(exc.detail, state=interp.state())
+        raise
+    return replace(result, state=interp.state())
 
 
 def collect(

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from netesto.errors import NetestoError
+
+if TYPE_CHECKING:
+    from netesto.script import State
 
 DEFAULT_WORKDIR = "netesto-results"
 DEFAULT_RESULT = "netesto_result"
@@ -25,23 +28,27 @@ def _parse(magic: Any, line: str) -> Any:
 
 @magics_class
 class NetestoMagics(Magics):
-    """Run Netesto script cells on a lab; remembers the lab and workdir per session."""
+    """Run Netesto script cells on a lab; remembers the lab, the workdir and what the
+    cells that ran defined (one script interpreter's state, cell after cell) per session."""
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self.lab: Any = None
         self.lab_path: str = ""
         self.workdir = Path(DEFAULT_WORKDIR)
+        # What the cells that ran so far defined; None: nothing yet (or %netesto reset).
+        self.state: State | None = None
 
     @magic_arguments()
-    @argument("what", choices=["lab", "workdir", "show"], help="what to set or show")
+    @argument("what", choices=["lab", "workdir", "show", "reset"], help="what to set, show or reset")
     @argument("value", nargs="?", help="a lab file (lab) or a directory (workdir)")
     @line_magic("netesto")
     def netesto_line(self, line: str) -> Any:
         """Set the lab or working directory the ``%%netesto`` cells use.
 
         ``%netesto lab FILE`` (a lab file, e.g. from ``netesto testbed up``),
-        ``%netesto workdir DIR``, ``%netesto show``.
+        ``%netesto workdir DIR``, ``%netesto show``; ``%netesto reset`` forgets the
+        variables, macros and SOURCEd files earlier cells defined.
         """
         args = _parse(self.netesto_line, line)
         if args.what == "lab":
@@ -55,6 +62,11 @@ class NetestoMagics(Magics):
                 raise UsageError(exc.format_message()) from None
             self.lab_path = args.value
             print(f"netesto: lab {self.lab_path}: hosts {', '.join(self.lab.names)}")
+        elif args.what == "reset":
+            if args.value:
+                raise UsageError(f"%netesto reset takes no argument, got {args.value!r}")
+            self.state = None
+            print("netesto: script state cleared (variables, macros and SOURCEd files of earlier cells)")
         elif args.what == "workdir":
             if not args.value:
                 raise UsageError("%netesto workdir DIR: the directory is missing")
@@ -77,7 +89,9 @@ class NetestoMagics(Magics):
 
         The result (experiments, each with ``.dataset``) is bound to
         ``netesto_result`` (or ``--as NAME``). Script errors show as one
-        message with file:line, not a traceback.
+        message with file:line, not a traceback. Cells share one script state:
+        what a cell that ran defined (SET, BEGIN...END, SOURCE) the next cells
+        see, as if they were one script; ``%netesto reset`` clears it.
         """
         from netesto.script import parse_defines
 
@@ -95,12 +109,15 @@ class NetestoMagics(Magics):
 
             message = exc.format_message()
             kept = exc.detail
+            if isinstance(kept, RunResult) and kept.state is not None:
+                self.state = kept.state  # what the cell defined before a host failed stays defined
             if isinstance(kept, RunResult) and self.shell is not None:
                 # run() raises when a host failed; what it stored is still the user's.
                 self.shell.user_ns[args.result] = kept
                 exps = ", ".join(str(e) for e in kept.exps) or "none"
                 message += f"\nwhat the run kept (experiments {exps}) is in `{args.result}`"
             raise UsageError(message) from None
+        self.state = result.state
         assert self.shell is not None  # set by IPython when the magics are registered
         self.shell.user_ns[args.result] = result
         exps = ", ".join(str(e) for e in result.exps) or "none"
@@ -120,7 +137,8 @@ class NetestoMagics(Magics):
 
     def _plan(self, cell: str, args: Any, defines: dict[str, str], lab: Any) -> list[Any]:
         """The cell's actions as :func:`netesto.run` will produce them: the same SOURCE
-        search path, the workdir's counter (not written) and the lab's host_suffix."""
+        search path, the workdir's counter (not written), the lab's host_suffix and the
+        session's state (copied: planning defines nothing)."""
         from netesto.script import FileLoader, MemoryCounter, plan
         from netesto.script.store import read_counter_file
 
@@ -128,7 +146,8 @@ class NetestoMagics(Magics):
         search = list(dict.fromkeys([str(Path.cwd()), str(workdir.resolve())]))
         return plan(cell, file="<cell>", loader=FileLoader(search),
                     counter=MemoryCounter(read_counter_file(workdir / "counter")),
-                    defines=defines, host_suffix=lab.host_suffix if lab is not None else "")
+                    defines=defines, host_suffix=lab.host_suffix if lab is not None else "",
+                    state=self.state)
 
     def _show_plan(self, cell: str, args: Any, defines: dict[str, str]) -> None:
         from netesto.commands.plan import format_action
@@ -156,7 +175,7 @@ class NetestoMagics(Magics):
             raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
         workdir = Path(args.workdir) if args.workdir else self.workdir
         progress = _progress(estimate)
-        return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress)
+        return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress, state=self.state)
 
 
 def _progress(estimate: float) -> Any:

@@ -6,7 +6,7 @@
 """
 
 from netesto.script.actions import Action, Location
-from netesto.script.interp import Interpreter, estimate_seconds, plan
+from netesto.script.interp import Interpreter, State, estimate_seconds, plan
 from netesto.script.parser import COMMANDS, parse
 from netesto.script.store import FileCounter, FileLoader, MemoryCounter, MemoryLoader, parse_defines
 
@@ -19,6 +19,7 @@ __all__ = [
     "Location",
     "MemoryCounter",
     "MemoryLoader",
+    "State",
     "estimate_seconds",
     "parse",
     "parse_defines",

@@ -9,8 +9,10 @@ depth, variable expansion, statements and actions), so no script can hang.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TypeVar, cast
+from types import MappingProxyType
+from typing import Callable, Iterable, Iterator, Mapping, TypeVar, cast
 
 from netesto.errors import ScriptError
 from netesto.script import validate as V
@@ -88,6 +90,29 @@ ARGS: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclass(frozen=True, repr=False)
+class State:
+    """What scripts run so far defined, for the next script of a session (a notebook's
+    cells): variables, macros, the files SOURCE loaded, HOST_SUFFIX, DESC, OTHER and
+    forLoopPrint. Immutable: an interpreter started from it works on its own copy.
+
+    Experiment bookkeeping (the last host, exp and expName, DO_CLIENT groups) is not
+    part of it: each run starts its experiments afresh from the counter.
+    """
+
+    variables: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    macros: Mapping[str, Macro] = field(default_factory=lambda: MappingProxyType({}))
+    sourced: frozenset[str] = frozenset()
+    host_suffix: str | None = None  # set by HOST_SUFFIX; None: the interpreter's own (the lab's)
+    desc: str = ""
+    other: tuple[tuple[str, str], ...] = ()
+    for_loop_print: bool = False
+
+    def __repr__(self) -> str:  # the macros' syntax trees would fill a screen
+        return (f"State({len(self.variables)} variables, {len(self.macros)} macros, "
+                f"{len(self.sourced)} files sourced)")
+
+
 class _Stop(Exception):
     """END executed: finish the script cleanly."""
 
@@ -113,7 +138,9 @@ class Interpreter:
     HOST_SUFFIX; the ``max_*`` limits bound every run (exceeding one is a
     ScriptError). State (variables, macros, HOST_SUFFIX, last host/exp/expName)
     persists across ``run_text`` calls on the same interpreter, like lines
-    typed one after another into the original controller.
+    typed one after another into the original controller. ``state`` (from
+    :meth:`state`) starts it with what earlier scripts defined; ``defines`` and
+    ``host_suffix`` then apply on top, except that a HOST_SUFFIX in ``state`` wins.
     """
 
     def __init__(
@@ -128,26 +155,29 @@ class Interpreter:
         max_depth: int = MAX_DEPTH,
         max_expansion: int = MAX_EXPANSION,
         host_suffix: str = "",
+        state: State | None = None,
     ) -> None:
         self.loader: Loader = loader if loader is not None else FileLoader()
         self.counter: Counter = counter if counter is not None else MemoryCounter()
-        self.variables: dict[str, str] = {}
+        start = state if state is not None else State()
+        self.variables: dict[str, str] = dict(start.variables)
         for key, value in (defines or {}).items():
             if not _VARNAME.match(key):
                 raise ScriptError(f"bad variable name {key!r} in defines",
                                   file="<defines>", hint="letters, digits and _ only")
             self.variables[key] = str(value)
-        self.macros: dict[str, Macro] = {}
-        self.sourced: set[str] = set()
-        self.host_suffix = host_suffix.lstrip(".")
+        self.macros: dict[str, Macro] = dict(start.macros)
+        self.sourced: set[str] = set(start.sourced)
+        self._suffix_set = start.host_suffix is not None  # by a HOST_SUFFIX command
+        self.host_suffix = start.host_suffix if start.host_suffix is not None else host_suffix.lstrip(".")
         self.last_host = ""
         self.last_exp: int | None = None
         self.last_exp_name = "Exp"
-        self.desc = ""
-        self.other: tuple[tuple[str, str], ...] = ()
+        self.desc = start.desc
+        self.other: tuple[tuple[str, str], ...] = start.other
         self.debug = False
         self._debug_saved = False
-        self.for_loop_print = False
+        self.for_loop_print = start.for_loop_print
         self._group_exp: int | None = None
         self._group_next = 1
         self._fetched: set[tuple[str, int]] = set()
@@ -166,6 +196,13 @@ class Interpreter:
         self.ended = False
 
     # ----- public API
+
+    def state(self) -> State:
+        """A snapshot of what the scripts run so far defined (see :class:`State`)."""
+        return State(variables=MappingProxyType(dict(self.variables)),
+                     macros=MappingProxyType(dict(self.macros)), sourced=frozenset(self.sourced),
+                     host_suffix=self.host_suffix if self._suffix_set else None,
+                     desc=self.desc, other=self.other, for_loop_print=self.for_loop_print)
 
     def run_text(self, text: str, file: str = "<script>",
                  base_dir: str | None = None) -> Iterator[Action]:
@@ -472,6 +509,7 @@ class Interpreter:
             self._value(frame, node, "HOST_SUFFIX", "suffix", suffix, toks[0],
                         lambda s: V.word(s, "host suffix"))
         self.host_suffix = suffix
+        self._suffix_set = True
 
     def _source(self, node: Command, frame: _Frame) -> Iterator[Action]:
         toks = self._tokens(node, frame)
@@ -978,4 +1016,4 @@ def plan(text: str, *, file: str = "<script>", **kw: object) -> list[Action]:
     return list(Interpreter(**kw).run_text(text, file=file))  # type: ignore[arg-type]
 
 
-__all__ = ["Interpreter", "estimate_seconds", "plan"]
+__all__ = ["Interpreter", "State", "estimate_seconds", "plan"]

@@ -150,3 +150,95 @@ def test_plan_with_a_lab_reports_what_run_would_refuse(shell, tmp_path):
     lab.write_text(Lab.of(h1={"control": "127.0.0.1", "port": 1}, insecure=True).to_toml())
     with pytest.raises(UsageError, match=r"<cell>:2: host 'h2' is not in lab"):
         shell.run_cell_magic("netesto", f"--plan --lab {lab} --workdir {tmp_path}", "WAIT 1\nDO_SERVER host=h2\n")
+
+
+DEFINE_CELL = """\
+SOURCE inlib
+RUN InlibShortWaits
+SET dur=1
+BEGIN mymacro
+RUN OneFlowStream server=h1 client=h2 ca=$myca dur=$dur expName=cells
+END mymacro
+SET myca=cubic
+"""
+
+
+def _fake_lab(tmp_path, name="lab.toml", **hosts):
+    """A lab file whose hosts nobody serves: enough for cells without actions and --plan."""
+    from netesto.controller import Lab
+
+    path = tmp_path / name
+    path.write_text(Lab.of(**{h: {"control": "127.0.0.1", "port": 1} for h in hosts or {"h1": 0, "h2": 0}},
+                           insecure=True).to_toml())
+    return path
+
+
+def test_cells_share_what_earlier_cells_defined_on_a_real_lab(shell, tmp_path, capsys):
+    # Each cell used to start a fresh interpreter: SOURCE inlib, SET and BEGIN...END
+    # in one cell, then RUN mymacro in the next, was "unknown macro".
+    from netesto.testbed.lifecycle import TestbedConfig, down, up
+
+    shell.run_line_magic("netesto", "reset")
+    tb = up(TestbedConfig.parse(name=f"mc{os.getpid() % 10000}", hosts=2, loopback=True, dir=tmp_path))
+    try:
+        shell.run_line_magic("netesto", f"lab {tb.lab}")
+        shell.run_line_magic("netesto", f"workdir {tmp_path / 'res'}")
+        shell.run_cell_magic("netesto", "--as defs", DEFINE_CELL)
+        assert shell.user_ns["defs"].exps == []
+        shell.run_cell_magic("netesto", "--plan", "RUN mymacro\n")
+        assert "h2  DO_CLIENT" in capsys.readouterr().out
+        shell.run_cell_magic("netesto", "--as res", "RUN mymacro\n")
+        result = shell.user_ns["res"]
+        assert result.ok and result.exps == [1]
+        ds = result[1].dataset
+        assert list(ds.ca.values) == ["cubic"] and float(ds.rate.values[0]) > 0
+        shell.run_line_magic("netesto", "reset")
+        assert "cleared" in capsys.readouterr().out
+        with pytest.raises(UsageError, match="unknown macro 'mymacro'") as err:
+            shell.run_cell_magic("netesto", "--as res2", "RUN mymacro\n")
+        assert "SOURCE inlib first?" in str(err.value) and "res2" not in shell.user_ns
+    finally:
+        down(tb.name)
+        shell.run_line_magic("netesto", "reset")
+
+
+def test_a_cell_with_a_script_error_and_a_plan_leave_the_state_as_it_was(shell, tmp_path, capsys):
+    shell.run_line_magic("netesto", "reset")
+    shell.run_line_magic("netesto", f"lab {_fake_lab(tmp_path)}")
+    shell.run_line_magic("netesto", f"workdir {tmp_path / 'w'}")
+    try:
+        shell.run_cell_magic("netesto", "", "SET dur=3\nBEGIN m\nWAIT $dur\nEND m\n")
+        with pytest.raises(UsageError, match="unknown macro 'nosuch'"):
+            shell.run_cell_magic("netesto", "", "SET dur=9\nBEGIN m2\nWAIT 1\nEND m2\nRUN nosuch\n")
+        with pytest.raises(UsageError, match="did you mean DO_CLIENT"):
+            shell.run_cell_magic("netesto", "", "SET dur=8\nDO_CLENT host=h1\n")
+        shell.run_cell_magic("netesto", "--plan", "SET dur=7\nBEGIN m3\nWAIT 1\nEND m3\nRUN m\n")
+        assert "WAIT seconds=7" in capsys.readouterr().out  # a plan sees its own and earlier definitions
+        shell.run_cell_magic("netesto", "--plan", "RUN m\n")
+        assert "WAIT seconds=3" in capsys.readouterr().out
+        for gone in ("m2", "m3"):
+            with pytest.raises(UsageError, match=f"unknown macro '{gone}'"):
+                shell.run_cell_magic("netesto", "--plan", f"RUN {gone}\n")
+        # Another lab keeps the state: variables and macros do not depend on the lab.
+        shell.run_line_magic("netesto", f"lab {_fake_lab(tmp_path, 'other.toml', h1=0)}")
+        shell.run_cell_magic("netesto", "--plan", "RUN m\n")
+        assert "WAIT seconds=3" in capsys.readouterr().out
+        with pytest.raises(UsageError, match="no argument"):
+            shell.run_line_magic("netesto", "reset now")
+    finally:
+        shell.run_line_magic("netesto", "reset")
+    with pytest.raises(UsageError, match=r"undefined variable \$dur"):
+        shell.run_cell_magic("netesto", "--plan", "WAIT $dur\n")
+
+
+def test_what_a_cell_defined_stays_when_its_run_fails_at_an_agent(shell, tmp_path, capsys):
+    shell.run_line_magic("netesto", "reset")
+    cell = "SET before=1\nDO_SERVER host=h1 exp=COUNTER\nGET_DATA host=h1\nSET after=2\n"
+    try:
+        with pytest.raises(UsageError, match="h1"):
+            shell.run_cell_magic("netesto", f"--lab {_fake_lab(tmp_path)} --workdir {tmp_path / 'w'}", cell)
+        shell.run_cell_magic("netesto", "--plan", "ECHO $before $after\n")
+    finally:
+        shell.run_line_magic("netesto", "reset")
+    # h1 was dropped and the rest of the script ran: both SETs were executed.
+    assert "ECHO text=1 2" in capsys.readouterr().out

@@ -957,14 +957,14 @@ def _batched(actions: Iterable[Action]) -> Iterator[Action | list[DoClient]]:
         yield batch
 
 
-def _script_text(script: str | Path) -> tuple[str, str, Path | None]:
-    """(text, file name, directory) of a script given as text or as a path."""
+def _script_text(script: str | Path, name: str = "<script>") -> tuple[str, str, Path | None]:
+    """(text, file name, directory) of a script given as text (called ``name``) or as a path."""
     if isinstance(script, Path) or ("\n" not in script and len(script) < 4096 and Path(script).is_file()):
         from netesto.script.store import read_script
 
         path = Path(script)
         return read_script(path), str(path), path.resolve().parent
-    return str(script), "<script>", None
+    return str(script), name, None
 
 
 def run(
@@ -975,6 +975,7 @@ def run(
     progress: ProgressCallback | None = None,
     *,
     state: State | None = None,
+    name: str = "<script>",
     **runner_options: Any,
 ) -> RunResult:
     """Run a script (text or a file path) on ``lab`` (a Lab or a lab file path).
@@ -991,12 +992,13 @@ def run(
     scripts defined (variables, macros, SOURCEd files: a notebook's cells); the
     result's ``state`` is what it holds after this script, also on the RunResult
     of an error's ``detail`` when the run failed at an agent. A ScriptError hands
-    back nothing: the caller's state stays as it was.
+    back nothing: the caller's state stays as it was. ``name`` is what errors call a
+    script given as text (a notebook's ``<cell>``).
     """
     from netesto.script import FileCounter, FileLoader, Interpreter, MemoryCounter, plan
 
     the_lab = lab if isinstance(lab, Lab) else Lab.from_file(lab)
-    text, fname, sdir = _script_text(script)
+    text, fname, sdir = _script_text(script, name)
     wd = Path(workdir)
     _make_workdir(wd)
     search = [d for d in (Path.cwd(), sdir, wd.resolve()) if d is not None]

@@ -175,7 +175,7 @@ class NetestoMagics(Magics):
             raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
         workdir = Path(args.workdir) if args.workdir else self.workdir
         progress = _progress(estimate)
-        return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress, state=self.state)
+        return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress, state=self.state, name="<cell>")
 
 
 def _progress(estimate: float) -> Any:

@@ -150,6 +150,9 @@ def test_plan_with_a_lab_reports_what_run_would_refuse(shell, tmp_path):
     lab.write_text(Lab.of(h1={"control": "127.0.0.1", "port": 1}, insecure=True).to_toml())
     with pytest.raises(UsageError, match=r"<cell>:2: host 'h2' is not in lab"):
         shell.run_cell_magic("netesto", f"--plan --lab {lab} --workdir {tmp_path}", "WAIT 1\nDO_SERVER host=h2\n")
+    # the run's own check names the cell the same way (it said <script>)
+    with pytest.raises(UsageError, match=r"<cell>:2: host 'h2' is not in lab"):
+        shell.run_cell_magic("netesto", f"--lab {lab} --workdir {tmp_path}", "WAIT 1\nDO_SERVER host=h2\n")
 
 
 DEFINE_CELL = """\

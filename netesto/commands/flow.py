@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netesto.errors import UsageError
-from netesto.traffic.__main__ import _within
 from netesto.traffic.__main__ import add_arguments as _engine_arguments
+from netesto.traffic.__main__ import int_within
 from netesto.traffic.spec import TEST_TYPES, FlowSpec
 
 DATADIR = "netesto-flows"
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "sizes take K/M/G (2^10...) or k/m/g (10^3...); rates are bits/s with k/M/G (10^3...)",
     )
     quick.add_argument("-H", "--host", help="the flow server's address")
-    quick.add_argument("-p", "--port", type=_within(1, 65535, "a port 1..65535"), default=PORT,
+    quick.add_argument("-p", "--port", type=int_within(1, 65535, "a port 1..65535"), default=PORT,
                        help=f"its test port (default {PORT})")
     quick.add_argument("-t", "--test", default="TCP_STREAM", type=str.upper,
                        help=f"one of {', '.join(TEST_TYPES)} (default TCP_STREAM)")

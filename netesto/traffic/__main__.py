@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 from netesto.errors import NetestoError
 
 
-def _within(low: int, high: int | None, what: str) -> Callable[[str], int]:
+def int_within(low: int, high: int | None, what: str) -> Callable[[str], int]:
     """An argparse type: an integer in low..high (high None: no upper bound)."""
     def parse(text: str) -> int:
         try:
@@ -22,8 +22,8 @@ def _within(low: int, high: int | None, what: str) -> Callable[[str], int]:
     return parse
 
 
-PORT = _within(0, 65535, "a port 0..65535 (0 = any)")
-WORKERS = _within(0, None, "0 or more (0 = automatic)")
+PORT = int_within(0, 65535, "a port 0..65535 (0 = any)")
+WORKERS = int_within(0, None, "0 or more (0 = automatic)")
 
 
 def add_arguments(

@@ -851,16 +851,20 @@ def test_an_experiment_directory_that_is_a_symlink_is_neither_served_nor_deleted
     assert (outside / "secret").read_text() == "not experiment data\n" and not (outside / "0").exists()
 
 
+def _flow_in_flight(c, exp: int, dur: float) -> None:
+    """Flow h1-h1-1-0 of ``exp`` through the agent's own tokened engine server, until its server end runs."""
+    port = c.prepare_server(exp, f"tok{exp}")["port"]
+    c.start_flows(exp, [dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=dur,
+                             interval=0.05, token=f"tok{exp}")])
+    assert wait_for(lambda: c.status(exp)["server_running"], timeout=10)
+
+
 def test_an_open_server_request_never_restarts_a_server_with_flows_in_flight(agents, keys):
     # prepare_server with no token restarts a tokened engine server: that killed the
     # server ends of another experiment's running flows (and their data).
     agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
     with agent.client() as c:
-        port = c.prepare_server(21, "tok21")["port"]
-        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=3.0, interval=0.05,
-                    token="tok21")
-        c.start_flows(21, [spec])
-        assert wait_for(lambda: c.status(21)["server_running"], timeout=10)
+        _flow_in_flight(c, 21, 3.0)
         with pytest.raises(AgentError, match=r"server ends of h1-h1-1-0 \(experiment 21\) are running") as info:
             c.prepare_server(22, "")
         assert info.value.kind == "Busy"
@@ -881,11 +885,7 @@ def test_a_server_end_whose_engine_worker_died_does_not_hold_the_experiment_fore
     # were running forever, so status never finished and ack was refused for good.
     agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
     with agent.client() as c:
-        port = c.prepare_server(23, "tok23")["port"]
-        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=30.0, interval=0.05,
-                    token="tok23")
-        c.start_flows(23, [spec])
-        assert wait_for(lambda: c.status(23)["server_running"], timeout=10)
+        _flow_in_flight(c, 23, 30.0)
         (server,) = [p for p in _children(agent.proc.pid) if b"\x00server\x00" in open(f"/proc/{p}/cmdline", "rb").read()]
         for worker in _children(server):
             os.kill(worker, signal.SIGKILL)

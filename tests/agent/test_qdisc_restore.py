@@ -102,13 +102,18 @@ def test_journal_replay_after_sigkill_rebuilds_the_original(veth_pair, agents, k
     assert wait_for(lambda: qdiscs(ns) == before, timeout=10), (qdiscs(ns), before, again.log_text())
 
 
+def _with_journal(datadir, qdisc):
+    """A data directory whose restore journal holds just these qdisc entries (as a previous agent left it)."""
+    (datadir / ".agent").mkdir(parents=True)
+    (datadir / ".agent" / "journal.json").write_text(json.dumps(
+        {"sysctl": {}, "module": {}, "qdisc": qdisc, "netem_fallback": {}}))
+    return datadir
+
+
 def test_an_old_journal_entry_without_a_record_still_restores_the_default(veth_pair, agents, keys, tmp_path):
     ns = veth_pair.a
     default = qdiscs(ns)
-    datadir = tmp_path / "old-data"
-    (datadir / ".agent").mkdir(parents=True)
-    (datadir / ".agent" / "journal.json").write_text(json.dumps(
-        {"sysctl": {}, "module": {}, "qdisc": {"veth0": "noqueue"}, "netem_fallback": {}}))
+    datadir = _with_journal(tmp_path / "old-data", {"veth0": "noqueue"})
     tc(ns, "qdisc", "replace", "dev", "veth0", "root", "handle", "9:", "tbf", "rate", "20mbit", "burst", "15k",
        "limit", "30000")
     agents(keys=keys, netns=ns, bind=veth_pair.addr_a, datadir=datadir)
@@ -137,12 +142,9 @@ def test_a_refused_set_qdisc_leaves_the_original_tree_alone_on_restore(veth_pair
 def test_a_damaged_qdisc_record_is_reported_and_the_agent_still_starts(veth_pair, agents, keys, tmp_path):
     ns = veth_pair.a
     default = qdiscs(ns)
-    datadir = tmp_path / "bad-data"
-    (datadir / ".agent").mkdir(parents=True)
-    (datadir / ".agent" / "journal.json").write_text(json.dumps(
-        {"sysctl": {}, "module": {}, "netem_fallback": {},
-         "qdisc": {"veth0": {"default": False, "kind": "bfifo", "handle": "5:", "options": {"limit": "lots"},
-                             "show": "qdisc bfifo 5: root limit lots"}}}))
+    datadir = _with_journal(tmp_path / "bad-data", {
+        "veth0": {"default": False, "kind": "bfifo", "handle": "5:", "options": {"limit": "lots"},
+                  "show": "qdisc bfifo 5: root limit lots"}})
     tc(ns, "qdisc", "replace", "dev", "veth0", "root", "handle", "9:", "pfifo", "limit", "10")
     agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a, datadir=datadir)
     assert wait_for(lambda: qdiscs(ns) == default, timeout=10), qdiscs(ns)

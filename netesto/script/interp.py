@@ -38,6 +38,7 @@ from netesto.script.actions import (
 from netesto.script.expr import ExprError, evaluate
 from netesto.script.lexer import Line, Token
 from netesto.script.parser import (
+    COMMANDS,
     SIMPLE_COMMANDS,
     Command,
     End,
@@ -524,6 +525,10 @@ class Interpreter:
                             f"searched: {searched}") from None
         if key in self.sourced:
             return
+        if not _opens_like_a_script(text):
+            # Say nothing of its content: SOURCE must not become a way to print files.
+            raise self._err(frame, node.line, toks[0].col,
+                            f"SOURCE: {display} is not a netesto script (its first line is not a command)")
         self.sourced.add(key)
         nodes = parse(text, display)
         base = str(Path(display).parent) if not display.startswith("<") and "/" in display else frame.base_dir
@@ -983,6 +988,17 @@ _HANDLERS: dict[str, Callable[[Interpreter, Command, _Frame], Iterator[Action] |
     "CLOSE": Interpreter._noop,
     "EXIT": Interpreter._noop,
 }
+
+
+def _opens_like_a_script(text: str) -> bool:
+    """Whether the first line that is not blank or a comment starts with a command word."""
+    for line in text.splitlines():
+        words = line.upper().split(None, 2)
+        if not words or words[0].startswith("#"):
+            continue
+        joined = "_".join(words[:2])  # "DO SERVER" is read as DO_SERVER, as the parser does
+        return words[0] in COMMANDS or joined in COMMANDS or words[0].startswith("$")
+    return True
 
 
 def estimate_seconds(actions: Iterable[Action]) -> float:

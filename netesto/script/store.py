@@ -11,8 +11,10 @@ import os
 from pathlib import Path
 from typing import Protocol, Sequence
 
-import netesto
 from netesto.errors import ScriptError, UsageError
+
+# A SOURCEd file larger than this is not a macro library (the packaged ones are ~30 KB).
+MAX_SOURCE_BYTES = 1 << 20
 
 
 def parse_defines(items: list[str] | None) -> dict[str, str]:
@@ -67,7 +69,9 @@ def packaged_inlib_dirs() -> list[Path]:
         dirs.append(Path(str(root)))
     except (ModuleNotFoundError, TypeError):
         pass
-    checkout = Path(netesto.__file__).resolve().parent.parent / "inlib"
+    # From this file, not netesto.__file__: that is None when a folder named netesto on
+    # sys.path (the directory that holds a clone) shadows the package as a namespace.
+    checkout = Path(__file__).resolve().parents[2] / "inlib"
     if checkout.is_dir() and all(checkout != d for d in dirs):
         dirs.append(checkout)
     return dirs
@@ -75,7 +79,13 @@ def packaged_inlib_dirs() -> list[Path]:
 
 class FileLoader:
     """SOURCE from files: the including script's directory, the cwd, ``search_dirs``,
-    then the packaged macro libraries (so ``SOURCE inlib`` works anywhere)."""
+    then the packaged macro libraries (so ``SOURCE inlib`` works anywhere).
+
+    Only those directories are read: a name that resolves outside the directory it
+    was found in (``../../etc/passwd``, an absolute path elsewhere, a symlink out) is
+    refused, and so is a file that is not a script (binary, over
+    :data:`MAX_SOURCE_BYTES`, not UTF-8), without showing any of its content.
+    """
 
     def __init__(self, search_dirs: "Sequence[str | os.PathLike[str]]" = (),
                  *, packaged: bool = True) -> None:
@@ -96,22 +106,52 @@ class FileLoader:
         return [str(d) for d in self._candidates(base_dir)]
 
     def load(self, name: str, base_dir: str | None) -> tuple[str, str, str]:
+        roots = self._candidates(base_dir)
         path = Path(name)
         if path.is_absolute():
-            tries = [path]
+            tries = [(path, root) for root in roots]
         else:
-            tries = [d / name for d in self._candidates(base_dir)]
-        for candidate in tries:
+            tries = [(root / name, root) for root in roots]
+        outside = False
+        for candidate, root in tries:
+            if not _inside(candidate, root):
+                outside = outside or candidate.exists()
+                continue
             if candidate.is_file():
-                try:
-                    text = candidate.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise LookupError(f"cannot read {candidate}: {exc}") from exc
-                return str(candidate.resolve()), str(candidate), text
-        dirs = [c for c in tries if c.is_dir()]
+                return str(candidate.resolve()), str(candidate), _read_source(candidate)
+        dirs = [c for c, root in tries if _inside(c, root) and c.is_dir()]
         if dirs:
             raise LookupError(f"{dirs[0]} is a directory, not a script file")
+        if outside:
+            raise LookupError(f"{name!r} is outside the directories SOURCE reads "
+                              "(the script's folder, the working directory, the search path, the macro libraries)")
         raise LookupError(f"file {name!r} not found")
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether ``path`` (symlinks and ``..`` resolved) lies within ``root``."""
+    try:
+        path.resolve().relative_to(root.resolve())
+    except (ValueError, OSError):
+        return False
+    return True
+
+
+def _read_source(path: Path) -> str:
+    """A SOURCEd file's text; LookupError (naming only the file) when it is not a script."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_SOURCE_BYTES + 1)
+    except OSError as exc:
+        raise LookupError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_SOURCE_BYTES:
+        raise LookupError(f"{path} is larger than {MAX_SOURCE_BYTES >> 20} MiB: not a script file")
+    if b"\0" in data:
+        raise LookupError(f"{path} is a binary file, not a script file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LookupError(f"{path} is not UTF-8 text, not a script file") from None
 
 
 class MemoryLoader:
@@ -220,6 +260,7 @@ __all__ = [
     "FileCounter",
     "FileLoader",
     "Loader",
+    "MAX_SOURCE_BYTES",
     "MemoryCounter",
     "MemoryLoader",
     "next_round",

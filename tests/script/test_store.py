@@ -128,3 +128,60 @@ def test_source_of_a_directory_says_so(tmp_path: Path, monkeypatch: pytest.Monke
     (tmp_path / "sub" / "libs").write_text("ECHO found\n")  # a file further down the path still wins
     acts = plan("SOURCE libs", file=str(tmp_path / "m.nts"), loader=FileLoader([tmp_path / "sub"], packaged=False))
     assert [a.text for a in acts] == ["found"]
+
+
+@pytest.mark.parametrize("name", ["../../../../../../etc/passwd", "/etc/passwd", "/proc/self/environ"])
+def test_source_outside_the_allowed_directories_is_refused_without_leaking(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    # SOURCE ../../etc/passwd printed "unknown command 'root:x:0:0:...'": a way to read any file.
+    (tmp_path / "s").mkdir()
+    monkeypatch.chdir(tmp_path / "s")
+    with pytest.raises(ScriptError) as exc:
+        plan(f"SOURCE {name}", file=str(tmp_path / "s" / "m.nts"), loader=FileLoader())
+    text = exc.value.format_message()
+    assert "outside the directories SOURCE reads" in text
+    assert "root:" not in text and "PATH=" not in text
+
+
+def test_a_symlink_out_of_the_script_folder_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "secret").write_text("ECHO not yours\n")
+    (tmp_path / "s" / "lib").symlink_to(tmp_path / "secret")
+    monkeypatch.chdir(tmp_path / "s")
+    with pytest.raises(ScriptError, match="outside the directories SOURCE reads"):
+        plan("SOURCE lib", file=str(tmp_path / "s" / "m.nts"), loader=FileLoader(packaged=False))
+
+
+@pytest.mark.parametrize("content", [b"password=SECRET\nECHO x\n", b"\x00\x01SECRET", b"\xff\xfe SECRET"])
+def test_a_file_that_is_not_a_script_is_refused_without_showing_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes").write_bytes(content)
+    with pytest.raises(ScriptError) as exc:
+        plan("SOURCE notes", file=str(tmp_path / "m.nts"), loader=FileLoader(packaged=False))
+    text = exc.value.format_message()
+    assert "not a netesto script" in text or "not a script file" in text
+    assert "SECRET" not in text
+
+
+def test_an_absolute_path_inside_a_search_dir_is_read(tmp_path: Path) -> None:
+    (tmp_path / "libs").mkdir()
+    (tmp_path / "libs" / "mine").write_text("# my library\nECHO abs\n")
+    acts = plan(f"SOURCE {tmp_path / 'libs' / 'mine'}", loader=FileLoader([tmp_path / "libs"], packaged=False))
+    assert [a.text for a in acts] == ["abs"]
+
+
+def test_python_m_netesto_from_the_folder_holding_the_clone(tmp_path: Path) -> None:
+    # From the folder that contains the checkout, `netesto` resolves to a namespace package
+    # (netesto.__file__ is None) and SOURCE inlib crashed with a TypeError.
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    script = tmp_path / "one.nts"
+    script.write_text("SOURCE inlib\nECHO ok\n")
+    out = subprocess.run([sys.executable, "-c", "import netesto.cli, sys; sys.exit(netesto.cli.main(sys.argv[1:]))",
+                          "plan", str(script)], cwd=repo, capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo.parent)})
+    assert out.returncode == 0, out.stderr
+    assert "TypeError" not in out.stderr

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from netesto.errors import AgentError, PolicyError
+from netesto.protocol.names import is_name
 
 log = logging.getLogger("netesto.agent.control")
 
@@ -93,7 +94,6 @@ _BURST = re.compile(r"^\d+(\.\d+)?([KkMmGg]i?)?[bB]?$")
 _LIMIT = re.compile(r"^\d+([KkMm]?[bB]?)?$")
 _TOKEN = re.compile(r"^[A-Za-z0-9_.:/%-]{1,40}$")
 _DEV = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
-_HOST = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
 TCPDUMP_START_WAIT = 10.0  # seconds for tcpdump to say "listening on" (name lookups can be slow)
 
 
@@ -565,7 +565,7 @@ class HostControl:
             raise AgentError("tcpdump is not installed on this host", kind="Unavailable")
         dev = self._check_dev(dev)
         server = server or "X"
-        if not _HOST.match(server):
+        if not is_name(server, 253):  # a leading "-" would be read by tcpdump as an option
             raise PolicyError(f"bad tcpdump server {server!r}", kind="PolicyError")
         if not isinstance(packets, int) or not 1 <= packets <= 10**8:
             raise PolicyError(f"tcpdump packets={packets!r} is outside 1..100000000", kind="PolicyError")

@@ -8,7 +8,6 @@ import json
 import logging
 import math
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -20,10 +19,10 @@ from typing import Any, Callable
 
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
+from netesto.protocol.names import is_name
 from netesto.traffic.procs import parent_death_signal
 
 log = logging.getLogger("netesto.agent.flows")
-_LABEL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}$")
 Push = Callable[[str, dict[str, Any]], None]
 
 
@@ -308,8 +307,10 @@ class FlowManager:
         name = exp_name(exp)
         if not 0 < duration <= 10**6:  # also NaN: ping's -w takes whole seconds
             raise AgentError(f"ping {target}: duration {duration} is outside (0, 1000000] s", kind="UsageError")
-        if not _LABEL.match(label):
-            raise AgentError(f"bad ping name {label!r}: expected a host name or address", kind="UsageError")
+        for what, value in (("name", label), ("target", target)):  # never a path, never an option to ping
+            if not is_name(value, 253):
+                raise AgentError(f"bad ping {what} {str(value)[:80]!r}: expected a host name or address",
+                                 kind="UsageError")
         try:  # an address stays whole: its first label would give 10.0.0.2 and 10.0.0.3 one file
             label = str(ipaddress.ip_address(label)).replace(":", "_")
         except ValueError:

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 from netesto.errors import AgentError
-
-_EXP = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
-
+from netesto.protocol.names import inside, is_name
 
 def exp_name(exp: Any) -> str:
     """The directory name of experiment ``exp`` (an int or a simple name)."""
-    text = str(exp)
-    if isinstance(exp, bool) or not _EXP.match(text) or text in (".", ".."):
-        raise AgentError(f"bad experiment name {exp!r}: expected a number or [A-Za-z0-9_.-]", kind="UsageError")
-    return text
+    text = str(exp) if isinstance(exp, int) and not isinstance(exp, bool) else exp
+    if not is_name(text, 64):
+        shown = repr(exp) if len(repr(exp)) <= 80 else repr(exp)[:77] + "..."
+        raise AgentError(f"bad experiment name {shown}: expected a number or [A-Za-z0-9_.:@+-]", kind="UsageError")
+    return str(text)
 
 
 class DataStore:
@@ -34,7 +32,7 @@ class DataStore:
 
     def exp_dir(self, exp: Any, *, create: bool = True) -> Path:
         path = self.root / exp_name(exp)
-        if path.is_symlink():  # only the agent makes these: a link points outside the data directory
+        if path.is_symlink() or not inside(path, self.root):  # only the agent makes these: a link points outside the data directory
             raise AgentError(f"experiment {exp} is a symbolic link on this agent ({path}); refusing to use it",
                              kind="NotFound")
         if create:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from netesto.errors import ScriptError, UsageError
+from netesto.protocol.names import inside
 
 # A SOURCEd file larger than this is not a macro library (the packaged ones are ~30 KB).
 MAX_SOURCE_BYTES = 1 << 20
@@ -114,27 +115,18 @@ class FileLoader:
             tries = [(root / name, root) for root in roots]
         outside = False
         for candidate, root in tries:
-            if not _inside(candidate, root):
+            if not inside(candidate, root):
                 outside = outside or candidate.exists()
                 continue
             if candidate.is_file():
                 return str(candidate.resolve()), str(candidate), _read_source(candidate)
-        dirs = [c for c, root in tries if _inside(c, root) and c.is_dir()]
+        dirs = [c for c, root in tries if inside(c, root) and c.is_dir()]
         if dirs:
             raise LookupError(f"{dirs[0]} is a directory, not a script file")
         if outside:
             raise LookupError(f"{name!r} is outside the directories SOURCE reads "
                               "(the script's folder, the working directory, the search path, the macro libraries)")
         raise LookupError(f"file {name!r} not found")
-
-
-def _inside(path: Path, root: Path) -> bool:
-    """Whether ``path`` (symlinks and ``..`` resolved) lies within ``root``."""
-    try:
-        path.resolve().relative_to(root.resolve())
-    except (ValueError, OSError):
-        return False
-    return True
 
 
 def _read_source(path: Path) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import resource
 import socket
 import struct
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from netesto.errors import TrafficError
+from netesto.protocol.names import is_name
 from netesto.traffic import fastloop, tcpinfo
 from netesto.traffic.columns import (
     APP_COLUMNS,
@@ -45,7 +45,6 @@ FLUSH_SECONDS = 0.2  # a block per ~0.2 s: a crash loses at most that much
 SPIN_SLICE = 0.002  # a solo receiver's blocking reads give the loop a turn at least this often
 _RCVTIMEO_1MS = struct.pack("ll", 0, 1000)
 _SIZES = {"B": 1, "I": 4, "Q": 8, "d": 8}
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,199}$")
 
 _TCP_INFO = tcpinfo.TCP_INFO
 _TCP_CC_INFO = tcpinfo.TCP_CC_INFO
@@ -135,7 +134,7 @@ _sample_tick = fastloop.sample_tick if _C_ROWS and fastloop.sample_setup else No
 
 def safe_flow_id(flow_id: str) -> bool:
     """A flow id usable as a file name (no path separators, no leading dot)."""
-    return bool(_SAFE_ID.match(flow_id))
+    return is_name(flow_id)
 
 
 def flow_path(datadir: str | os.PathLike[str], exp: int, flow_id: str, side: str) -> Path:

@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from netesto.errors import TrafficError
+from netesto.errors import TrafficError, UsageError
+from netesto.protocol.names import check_name, is_name
 
 TEST_TYPES = ("TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR")
 STREAM_TESTS = frozenset({"TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "UDP_STREAM"})
@@ -63,6 +64,11 @@ class FlowSpec:
     meta: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        if not is_name(self.flow_id):  # it names files on both ends: never a path
+            try:
+                check_name("flow id", self.flow_id)
+            except UsageError as exc:
+                raise TrafficError(exc.message) from None
         for name in ("dur", "interval", "start_at"):  # NaN passes every comparison below
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)):

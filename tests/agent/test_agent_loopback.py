@@ -1039,3 +1039,32 @@ def test_tcpdump_dies_with_a_sigkilled_agent(agents, keys):
         if not gone():
             os.kill(pid, signal.SIGKILL)
     assert (agent.datadir / "29" / "h1-X.pcap").stat().st_size >= 24  # the capture so far is kept
+
+
+@pytest.mark.parametrize("flow_id", ["x/../../../../{outside}/pwned2", "{outside}/pwned", "..", "-oProxyCommand"])
+def test_start_flows_refuses_flow_ids_that_name_paths(agents, keys, tmp_path, flow_id):
+    # An authorized controller's ids "x/../../../../<elsewhere>/pwned2" and an absolute path made
+    # the agent's engine write root-owned *.client.nflow files outside its data directory.
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    flow_id = flow_id.format(outside=str(outside).lstrip("/"))
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        port = c.prepare_server(21, "")["port"]
+        spec = dict(flow_id=flow_id, test="TCP_STREAM", server="127.0.0.1", port=port, dur=1.0, interval=0.05)
+        with pytest.raises(AgentError, match=r"bad flow id") as info:
+            c.start_flows(21, [spec])
+        assert info.value.kind == "UsageError"
+        assert c.status(21)["running"] == []
+    assert list(outside.rglob("*")) == []
+    assert not list(Path("/").glob("pwned*")) and not list(agent.datadir.rglob("*pwned*"))
+
+
+@pytest.mark.parametrize("target", ["-f", "--help", "../x"])
+def test_ping_and_tcpdump_never_take_an_option_from_a_name(agents, keys, target):
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        with pytest.raises(AgentError, match=r"bad ping (target|name)"):
+            c.ping_start(22, target)
+        with pytest.raises(AgentError, match=r"bad tcpdump server"):
+            c.tcpdump_start(22, "lo", target, 10)

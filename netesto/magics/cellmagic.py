@@ -42,7 +42,7 @@ class NetestoMagics(Magics):
     @magic_arguments()
     @argument("what", choices=["lab", "workdir", "show", "reset"], help="what to set, show or reset")
     @argument("value", nargs="?", help="a lab file (lab) or a directory (workdir)")
-    @line_magic("netesto")
+    @line_magic("netesto")  # type: ignore[arg-type, unused-ignore]  # IPython 9 types its decorators as taking Never
     def netesto_line(self, line: str) -> Any:
         """Set the lab or working directory the ``%%netesto`` cells use.
 
@@ -83,7 +83,7 @@ class NetestoMagics(Magics):
     @argument("-D", dest="defines", action="append", metavar="VAR=VALUE", help="define a variable")
     @argument("--as", dest="result", default=DEFAULT_RESULT, help="variable that receives the result")
     @argument("--plan", action="store_true", help="only print the plan; contact no agent")
-    @cell_magic("netesto")
+    @cell_magic("netesto")  # type: ignore[arg-type, unused-ignore]  # (as above)
     def netesto_cell(self, line: str, cell: str) -> None:
         """Run the cell's Netesto script on the lab, with live progress.
 

@@ -58,6 +58,11 @@ class AgentProc:
     def log_text(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
 
+    def logged(self, *texts: str, timeout: float = 10.0) -> bool:
+        """Whether every one of ``texts`` shows up in the log within ``timeout``: the agent
+        may write a line just after the effect a test saw (restore done, reply sent)."""
+        return wait_for(lambda: all(t in self.log_text() for t in texts), timeout=timeout)
+
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)

@@ -46,7 +46,7 @@ def test_hello_over_curve(agents, keys):
         assert abs(info["time"] - time.time()) < 5
         offset, rtt = c.clock_offset(samples=4)
         assert abs(offset) < 0.05 and 0 < rtt < 0.5
-    assert "accepted connection from 127.0.0.1" in agent.log_text()
+    assert agent.logged("accepted connection from 127.0.0.1"), agent.log_text()[-2000:]
 
 
 def test_wrong_key_is_refused_and_the_refusal_logged(agents, keys):
@@ -106,7 +106,7 @@ def test_version_mismatch_is_reported_naming_both(agents, keys):
     assert "we speak 1.0, peer speaks 2.0" in reply.error.message
     assert reply.error.detail == {"ours": "1.0", "theirs": "2.0"}
     assert wait_for(lambda: "refused a request from peer" in agent.log_text())
-    assert "protocol version mismatch: we speak 1.0, peer speaks 2.0" in agent.log_text()
+    assert agent.logged("protocol version mismatch: we speak 1.0, peer speaks 2.0"), agent.log_text()[-2000:]
 
 
 def test_client_reports_an_agent_of_another_major_version(agents, keys):
@@ -745,7 +745,7 @@ def test_a_restore_that_cannot_run_tc_is_reported_and_the_agent_keeps_serving(ag
     assert wait_for(lambda: "lease expired" in agent.log_text(), timeout=10), agent.log_text()
     time.sleep(0.3)
     assert agent.proc.poll() is None, agent.log_text()[-2000:]
-    assert "qdisc on lo: " in agent.log_text() and "tc is not installed" in agent.log_text()
+    assert agent.logged("qdisc on lo: ", "tc is not installed"), agent.log_text()[-2000:]
     with agent.client() as c:
         assert c.hello()["journal_pending"]  # kept for a restore that can work
         out = c.restore()
@@ -894,7 +894,7 @@ def test_a_server_end_whose_engine_worker_died_does_not_hold_the_experiment_fore
         got = c.fetch(23, tmp_path / "got")
         assert tmp_path / "got" / "flows" / "h1-h1-1-0.server.nflow" in got
     assert not (agent.datadir / "23").exists()  # acknowledged
-    assert "server end of h1-h1-1-0 ended without reporting" in agent.log_text()
+    assert agent.logged("server end of h1-h1-1-0 ended without reporting"), agent.log_text()[-2000:]
 
 
 @pytest.mark.parametrize("reply", [
@@ -975,7 +975,7 @@ def test_a_corrupted_restore_journal_does_not_stop_the_agent_and_is_kept_aside(a
     with agent.client() as c:
         assert "3" in c.hello()["unfetched"]  # the agent serves its data
     assert (datadir / ".agent" / "journal.json.bad").read_text() == text  # the evidence is kept
-    assert "journal.json is unreadable" in agent.log_text() and "journal.json.bad" in agent.log_text()
+    assert agent.logged("journal.json is unreadable", "journal.json.bad"), agent.log_text()[-2000:]
 
 
 def test_one_unreadable_authorized_key_does_not_lock_out_every_controller(tmp_path):
@@ -992,7 +992,7 @@ def test_one_unreadable_authorized_key_does_not_lock_out_every_controller(tmp_pa
         with agent.client(key="intruder", timeout=1.0) as c:
             with pytest.raises(AgentUnreachable):
                 c.hello()
-        assert "broken.key" in agent.log_text() and "skipped" in agent.log_text()
+        assert agent.logged("broken.key", "skipped"), agent.log_text()[-2000:]
     finally:
         agent.kill()
 

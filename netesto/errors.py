@@ -15,7 +15,9 @@ Every error netesto raises on purpose derives from :class:`NetestoError`::
     │   ├── AgentUnreachable    no answer within the timeout (names host:port)
     │   └── PolicyError         refused by the agent's allowlist (sysctl, module, qdisc)
     ├── RawDataError            truncated or corrupted raw flow file (names the file)
-    └── ResultsError            processing results: datasets, exp.csv, analysis
+    ├── ResultsError            processing results: datasets, exp.csv, analysis
+    └── RunInterrupted          Ctrl-C, SIGTERM/SIGHUP or a cancel stopped a run: hosts restored,
+                                what was collected kept and processed, in ``.result``
 
 Errors from libraries underneath (zmq, msgpack, OSError from subprocesses) are
 translated at the boundary with ``raise X(...) from exc`` so callers catch one
@@ -170,6 +172,25 @@ class ResultsError(NetestoError):
     """Processing results failed: datasets, exp.csv, analysis."""
 
 
+class RunInterrupted(NetestoError):
+    """A run was stopped before its end (Ctrl-C, SIGTERM, SIGHUP, a cancel).
+
+    By the time it is raised the flows are stopped, the hosts restored and the data
+    collected so far fetched, processed and kept; ``result`` is the run's
+    :class:`~netesto.controller.runner.RunResult` (``interrupted`` is true).
+    """
+
+    exit_code = 130
+
+    def __init__(self, message: str, *, result: Any = None) -> None:
+        super().__init__(message, detail=result)
+
+    @property
+    def result(self) -> Any:
+        """The interrupted run's RunResult (the error's ``detail``)."""
+        return self.detail
+
+
 __all__ = [
     "AgentError",
     "AgentUnreachable",
@@ -180,6 +201,7 @@ __all__ = [
     "ProtocolError",
     "RawDataError",
     "ResultsError",
+    "RunInterrupted",
     "ScriptError",
     "TestbedError",
     "TrafficError",

@@ -31,6 +31,7 @@ def main(args: argparse.Namespace) -> int:
 
     from netesto.controller import ConsoleProgress, Lab, collect, run
     from netesto.controller.progress import HostError, Progress, ProgressEvent, RunFinished
+    from netesto.controller.signals import signals_interrupt
 
     if (args.script is None) == (not args.collect):
         raise UsageError("give a SCRIPT to run, or --collect (not both)")
@@ -51,5 +52,6 @@ def main(args: argparse.Namespace) -> int:
     script: str | Path = sys.stdin.read() if args.script == "-" else Path(args.script)
     if isinstance(script, Path) and not script.is_file():
         raise UsageError(f"script {script} not found")
-    result = run(script, lab=lab, workdir=args.workdir, defines=parse_defines(args.defines), progress=progress)
+    with signals_interrupt():  # SIGTERM, SIGHUP: stopped as Ctrl-C stops it, hosts restored
+        result = run(script, lab=lab, workdir=args.workdir, defines=parse_defines(args.defines), progress=progress)
     return 0 if result.ok else 1

@@ -50,7 +50,16 @@ from netesto.controller.progress import (
     RunStarted,
 )
 from netesto.controller.schedule import expand_do_client, short_name, start_skew, wait_timeout
-from netesto.errors import AgentError, AgentUnreachable, LabError, NetestoError, ScriptError, UsageError
+from netesto.controller.signals import shield_signals
+from netesto.errors import (
+    AgentError,
+    AgentUnreachable,
+    LabError,
+    NetestoError,
+    RunInterrupted,
+    ScriptError,
+    UsageError,
+)
 from netesto.script.actions import (
     Action,
     Debug,
@@ -182,6 +191,8 @@ class RunResult:
     experiments: tuple[ExperimentResult, ...]
     errors: tuple[str, ...] = ()
     elapsed: float = 0.0
+    # Stopped before its end (Ctrl-C, SIGTERM, cancel): what it collected is kept and processed.
+    interrupted: bool = False
     # What the script left defined: run(state=...) takes it forward (too long to show).
     state: State | None = field(default=None, repr=False, compare=False)
 
@@ -191,7 +202,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return not self.errors
+        return not self.errors and not self.interrupted
 
     def __getitem__(self, exp: int) -> ExperimentResult:
         for e in self.experiments:
@@ -240,6 +251,7 @@ class Runner:
         self.errors: list[str] = []
         self.first_error: NetestoError | None = None
         self._stop = cancel if cancel is not None else threading.Event()
+        self._interrupted = False
         self.iperf3_port = iperf3_port
         self._current: _Exp | None = None
         self._collecting = False
@@ -308,16 +320,21 @@ class Runner:
                     raise LabError(f"{loc}: {exc.message}") from exc
         except KeyboardInterrupt:
             interrupted = True
-            raise
         except _Abort as exc:
             aborted = exc.__cause__ or exc
         except NetestoError as exc:
             aborted = exc
             self._note(str(exc), exc)
         finally:
-            self._finish(interrupted=interrupted, aborted=aborted is not None)
+            self._interrupted = interrupted
+            with shield_signals(lambda: self._emit(Notice(host="", text="restoring the hosts, please wait"))):
+                self._finish(interrupted=interrupted, aborted=aborted is not None)
         result = self._result(time.time() - t0)
         self._emit(RunFinished(experiments=tuple(result.exps), elapsed=result.elapsed, errors=result.errors))
+        if interrupted:
+            exps = ", ".join(map(str, result.exps)) or "none"
+            raise RunInterrupted(f"interrupted: flows stopped, hosts restored; the data collected so far is "
+                                 f"kept and processed (experiments {exps} in {self.workdir})", result=result)
         if self.errors:
             raise self._summary_error(result)
         return result
@@ -834,6 +851,7 @@ class Runner:
             "schema": 1, "exp": e.exp, "exp_name": e.exp_name, "script": self.script,
             "desc": e.desc, "other": [list(p) for p in e.other], "netesto_version": __version__,
             "flows": flows, "hosts": hosts, "actions": e.actions, "errors": list(e.errors),
+            "interrupted": self._interrupted,
         }
 
     def _write_json(self, e: _Exp) -> Path:
@@ -850,6 +868,10 @@ class Runner:
             if not self.hosts.get(host) or not self.hosts[host].dead:
                 if host in self.hosts:
                     self._get_data(host, e)
+        self._process_stored(e)
+
+    def _process_stored(self, e: _Exp) -> None:
+        """experiment.json, then the results (all.exp.out, exp.nc, exp.csv rows, exp.html)."""
         path = self._write_json(e)
         e.processed = True
         note = ""
@@ -859,7 +881,7 @@ class Runner:
             note = "results extra not installed: raw data only"
         else:
             try:
-                process_experiment(self.workdir, e.exp, desc=a.desc, other=a.other)
+                process_experiment(self.workdir, e.exp, desc=e.desc, other=e.other)
             except NetestoError as exc:
                 note = f"results processing failed (raw data kept): {exc}"
                 self._emit(Notice(host="", text=note))
@@ -878,17 +900,21 @@ class Runner:
                 except NetestoError as exc:
                     self._emit(HostError(host=h.lab.name, error=f"stop: {exc}"))
         for e in self.exps.values():
-            if not interrupted:  # Ctrl-C: leave the rest on the agents (--collect fetches it)
-                for host in sorted(e.hosts):
-                    held = self.hosts.get(host)
-                    if held is None or held.dead or held.client is None or (host, e.exp) in self._foreign:
-                        continue
-                    try:
-                        self._get_data(host, e, salvage=aborted)
-                    except _Abort:
-                        pass
-            # Even when interrupted: the data already stored needs its description.
-            if not e.processed and e.dir.exists():
+            for host in sorted(e.hosts):  # the flows are stopped: what they wrote is fetched now
+                held = self.hosts.get(host)
+                if held is None or held.dead or held.client is None or (host, e.exp) in self._foreign:
+                    continue
+                try:
+                    if interrupted:  # the stopped flows' ends (server ones too) finish their files first
+                        self._remote(host, lambda h: h.client.wait_flows(e.exp, timeout=3.0))
+                    self._get_data(host, e, salvage=aborted or interrupted)
+                except _Abort:
+                    pass
+            if e.processed or not e.dir.exists():
+                continue
+            if interrupted and e.flows:  # the partial experiment is processed, and says it is partial
+                self._process_stored(e)
+            else:
                 self._write_json(e)
         for h in self.hosts.values():
             if h.client is None or h.dead or not (h.changed or interrupted or aborted):
@@ -920,7 +946,8 @@ class Runner:
             )
             for e in self.exps.values()
         )
-        return RunResult(workdir=self.workdir, experiments=exps, errors=tuple(self.errors), elapsed=elapsed)
+        return RunResult(workdir=self.workdir, experiments=exps, errors=tuple(self.errors), elapsed=elapsed,
+                         interrupted=self._interrupted)
 
 
 def _texts(reply: Any, key: str) -> list[str]:

@@ -431,6 +431,8 @@ def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:
         "start_skew_max": max(skews) if skews else 0.0,
         "errors": json.dumps(raw.errors),
         "run_errors": json.dumps(meta.get("errors", []), default=str),
+        # 1: the run was stopped before its end (Ctrl-C, SIGTERM): the flows were cut short
+        "interrupted": int(bool(meta.get("interrupted", False))),
         "warnings": json.dumps(raw.warnings),
         "source": str(raw.path),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import shutil
 import socket
 import subprocess
@@ -210,6 +211,7 @@ def test_ctrl_c_keeps_the_description_of_experiments_already_fetched(loopback_la
 
     from netesto.controller import run
     from netesto.controller.progress import DataStored
+    from netesto.errors import RunInterrupted
 
     cancel = threading.Event()
     stored: list[str] = []
@@ -222,10 +224,42 @@ def test_ctrl_c_keeps_the_description_of_experiments_already_fetched(loopback_la
 
     text = SCRIPT.replace("$dur", "1") + "DO_CLIENT host=h1 server=h2 dur=30 exp=COUNTER\nWAIT 30\nGET_DATA host=h1\n"
     work = tmp_path / "w"
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(RunInterrupted) as info:
         run(text, lab=loopback_lab, workdir=work, progress=progress, cancel=cancel)
     meta = json.loads((work / "1" / "experiment.json").read_text())
     assert meta["exp"] == 1 and [f["flow_id"] for f in meta["flows"]] == ["h1-h2-1-0"]
+    result = info.value.result
+    assert result.interrupted and not result.ok and result.exps == [1, 2] and info.value.exit_code == 130
+
+
+def test_an_interrupted_run_keeps_processes_and_marks_what_it_collected(loopback_lab: Path, tmp_path: Path) -> None:
+    # Ctrl-C used to leave the flows' data on the agents (and block the next run with it).
+    import threading
+
+    from netesto.controller import run
+    from netesto.controller.progress import FlowProgress
+    from netesto.errors import RunInterrupted
+
+    cancel = threading.Event()
+
+    def progress(event: object) -> None:
+        if isinstance(event, FlowProgress) and event.event == "progress" and event.exp == 1:
+            cancel.set()  # the 30 s flow is running: "Ctrl-C"
+
+    text = SCRIPT.replace("$dur", "30")
+    work = tmp_path / "w"
+    t0 = time.monotonic()
+    with pytest.raises(RunInterrupted) as info:
+        run(text, lab=loopback_lab, workdir=work, progress=progress, cancel=cancel)
+    assert time.monotonic() - t0 < 25  # did not sit out the flow
+    result = info.value.result
+    assert result.interrupted and result.exps == [1] and "interrupted" in str(info.value)
+    meta = json.loads((work / "1" / "experiment.json").read_text())
+    assert meta["interrupted"] is True
+    ds = result[1].dataset
+    assert ds.attrs["interrupted"] == 1 and float(ds.goodput.sum()) > 0
+    agent_data = [p for p in tmp_path.glob("agent-h*/1") if p.is_dir()]
+    assert agent_data == [], agent_data  # everything was fetched: the next run is not blocked
 
 
 def test_a_run_does_not_overwrite_data_an_agent_kept_from_an_earlier_run(loopback_lab: Path, tmp_path: Path) -> None:
@@ -310,3 +344,32 @@ def test_an_unknown_host_is_reported_at_its_script_line(tmp_path: Path) -> None:
     bad = cli(str(script), "--lab", str(lab), "--workdir", str(tmp_path / "w"))
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert f"{script}:4: host 'h3' is not in lab" in bad.stderr and "did you mean" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize("signals", [("SIGTERM",), ("SIGHUP",), ("SIGINT", "SIGINT", "SIGINT")])
+def test_signals_stop_the_run_with_its_data_kept(loopback_lab: Path, tmp_path: Path, signals: tuple[str, ...]) -> None:
+    # SIGTERM (rc 143) and a third Ctrl-C (rc 130) left flows running and hosts changed until
+    # the lease expired. Now each stops the run as the first Ctrl-C does; later ones wait.
+    import signal
+
+    work = tmp_path / "w"
+    proc = subprocess.Popen([sys.executable, "-m", "netesto", "run", "-", "--lab", str(loopback_lab),
+                             "--workdir", str(work), "-D", "dur=30", "-v"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(SCRIPT)
+    proc.stdin.close()
+    t0 = time.monotonic()
+    for line in proc.stdout:
+        if ": progress" in line:  # a flow runs and has samples
+            break
+    for name in signals:
+        proc.send_signal(getattr(signal, name))
+        time.sleep(0.05)
+    proc.wait(timeout=40)
+    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+    assert proc.returncode == 130, out + err
+    assert time.monotonic() - t0 < 25 and "interrupted" in err, err
+    meta = json.loads((work / "1" / "experiment.json").read_text())
+    assert meta["interrupted"] is True and (work / "1" / "exp.nc").exists()
+    assert not [p for p in tmp_path.glob("agent-h*/1") if p.is_dir()]  # nothing left behind on the agents

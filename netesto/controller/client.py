@@ -27,6 +27,8 @@ from netesto.protocol.messages import ErrorInfo, Event, Reply
 
 log = logging.getLogger("netesto.controller.client")
 EventCallback = Callable[[Event], None]
+_HANDSHAKE_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
 FETCH_WINDOW = 4  # chunk requests in flight: hides the round trip behind the transfer
 
 
@@ -79,6 +81,7 @@ class AgentClient:
         self._last_request = 0.0
         self._closed = False
         self._socket: zmq.Socket | None = None
+        self._auth_failure: str | None = None
         self._connect()
         self.lease: float | None = None
         self._heartbeat = heartbeat
@@ -102,14 +105,39 @@ class AgentClient:
         if ":" in host:
             sock.ipv6 = True
             host = f"[{host}]"
+        # A CURVE handshake the agent refuses never connects: without watching for it a
+        # wrong key looked like a dead agent, found only after the whole request timeout.
+        self._monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS) if self._curve else None
         sock.connect(f"tcp://{host}:{self.port}")
         self._socket = sock
         self._rcvtimeo = -1
 
+    def _close_socket(self) -> None:
+        if self._socket is not None:
+            if self._monitor is not None:
+                self._socket.disable_monitor()
+                self._monitor.close(0)
+                self._monitor = None
+            self._socket.close(0)
+            self._socket = None
+
+    def _check_handshake(self) -> None:
+        """AgentError naming host and key when the agent refused our CURVE handshake
+        (kept: every later request, the heartbeat's too, fails the same way at once)."""
+        while self._auth_failure is None and self._monitor is not None and self._monitor.poll(0):
+            event = zmq.Event(int.from_bytes(self._monitor.recv_multipart()[0][:2], "little"))
+            if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                self._auth_failure = (f"{self.address}:{self.port} refused our CURVE key: the controller's public "
+                                      "key is not among the agent's authorized keys (or our address is not allowed)")
+            elif event in (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
+                self._auth_failure = (f"CURVE handshake with {self.address}:{self.port} failed: the agent's public "
+                                      "key in the lab file does not match the agent's key (or it is not a netesto-agent)")
+        if self._auth_failure is not None:
+            raise AgentError(self._auth_failure, host=self.name, kind="AuthFailed")
+
     def _reset(self) -> None:
         """Drop the socket (and anything queued on it) after a timeout."""
-        if self._socket is not None:
-            self._socket.close(0)
+        self._close_socket()
         self._stash.clear()
         self._connect()
 
@@ -126,6 +154,7 @@ class AgentClient:
                 self._socket.send(data, zmq.NOBLOCK)
                 break
             except zmq.Again:
+                self._check_handshake()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise self._unreachable(type, self.timeout) from None
@@ -472,9 +501,7 @@ class AgentClient:
         if self._hb_thread is not None:
             self._hb_thread.join(timeout=2 * self.timeout)
         with self._lock:
-            if self._socket is not None:
-                self._socket.close(0)
-                self._socket = None
+            self._close_socket()
 
     def __enter__(self) -> "AgentClient":
         return self

@@ -373,3 +373,35 @@ def test_signals_stop_the_run_with_its_data_kept(loopback_lab: Path, tmp_path: P
     meta = json.loads((work / "1" / "experiment.json").read_text())
     assert meta["interrupted"] is True and (work / "1" / "exp.nc").exists()
     assert not [p for p in tmp_path.glob("agent-h*/1") if p.is_dir()]  # nothing left behind on the agents
+
+
+def test_a_wrong_agent_key_fails_the_run_within_seconds_naming_host_and_key(tmp_path: Path) -> None:
+    # A wrong CURVE key used to cost 10 s a host, and the script then ran anyway (35 s for a 5 s one).
+    from .agentproc import make_keys
+
+    keys = make_keys(tmp_path / "keys")
+    agents = [start_agent(loopback_popen, f"h{i}", "127.0.0.1", tmp_path, keys=keys) for i in (1, 2)]
+    try:
+        wrong, _ = keys.agent("stranger")
+        lab = tmp_path / "lab.toml"
+        lab.write_text(f"""[lab]
+name = "wrongkey"
+controller_key = "{keys.controller_secret}"
+[hosts.h1]
+control = "127.0.0.1"
+port = {agents[0].port}
+public_key = "{keys.agent('h1')[0]}"
+[hosts.h2]
+control = "127.0.0.1"
+port = {agents[1].port}
+public_key = "{wrong}"
+""")
+        t0 = time.monotonic()
+        done = cli("-", "--lab", str(lab), "--workdir", str(tmp_path / "w"), "-D", "dur=5", stdin=SCRIPT)
+        assert time.monotonic() - t0 < 15  # the interpreter's start-up and h1's session included
+        assert done.returncode != 0, done.stdout + done.stderr
+        assert "h2" in done.stderr and "public key in the lab file does not match" in done.stderr, done.stderr
+        assert "flows of 5 s" not in done.stdout  # nothing ran
+    finally:
+        for a in agents:
+            a.stop()

@@ -792,8 +792,9 @@ class Runner:
         return complete
 
     def _report_failed_flows(self, client: str, e: _Exp, st: dict[str, Any]) -> None:
-        """A flow that ended in error (refused connection, reset...) is a host error of the
-        experiment (in experiment.json's ``errors``), not a fault of the run: the other flows' data stands."""
+        """A flow that ended in error (refused connection, reset, refused spec...) is an error of
+        the experiment (experiment.json's ``errors``) and of the run: the run goes on and the other
+        flows' data stands, but it ends with an error (non-zero exit, a failed notebook cell)."""
         ours = {r.spec.flow_id for r in e.flows if r.host == client}
         errors = st.get("errors") or {}
         for flow in st.get("failed") or ():
@@ -802,6 +803,9 @@ class Runner:
             e.failed_flows.add(flow)
             text = f"flow {flow} of experiment {e.exp} failed: {errors.get(flow) or 'error'}"
             e.errors.append(f"{client}: {text}")
+            self.errors.append(f"{client}: {text}")
+            if self.first_error is None:
+                self.first_error = AgentError(text, host=client, kind="FlowFailed")
             self._emit(HostError(host=client, error=text))
 
     def _skews_from_files(self, e: _Exp, host: str) -> None:

@@ -138,6 +138,7 @@ def test_flows_use_the_test_address_control_stays_on_the_control_address(tmp_pat
     only on its test address 127.0.0.2, and the flow gets there."""
     from netesto.controller import run
     from netesto.controller.progress import HostError, RecordingProgress
+    from netesto.errors import AgentError
     from netesto.traffic.rawformat import read_flow
 
     h1 = start_agent(loopback_popen, "h1", "127.0.0.1", tmp_path)
@@ -156,8 +157,11 @@ def test_flows_use_the_test_address_control_stays_on_the_control_address(tmp_pat
         # has no flow server. The failed flow is reported as such, with its reason.
         wrong = Lab.of(h1={"control": "127.0.0.1", "port": h1.port}, h2={"control": "127.0.0.1", "port": h2.port}, insecure=True)
         rec = RecordingProgress()
-        result = run(SCRIPT.replace("$dur", "1"), lab=wrong, workdir=tmp_path / "w", progress=rec)
-        exp = result.exps[0]
+        # ... and the run ends with an error (it used to return as if all was well)
+        with pytest.raises(AgentError, match=r"flow h1-h2-1-0 of experiment \d+ failed") as info:
+            run(SCRIPT.replace("$dur", "1"), lab=wrong, workdir=tmp_path / "w", progress=rec)
+        assert info.value.host == "h1" and info.value.kind == "FlowFailed"
+        exp = info.value.detail.exps[0]
         errors = [ev.error for ev in rec.events if isinstance(ev, HostError)]
         assert any(f"flow h1-h2-1-0 of experiment {exp} failed" in e and "refused" in e for e in errors), errors
         doc = json.loads((tmp_path / "w" / str(exp) / "experiment.json").read_text())
@@ -405,3 +409,10 @@ public_key = "{wrong}"
     finally:
         for a in agents:
             a.stop()
+
+
+def test_a_run_whose_flows_the_engine_refuses_exits_non_zero(loopback_lab: Path, tmp_path: Path) -> None:
+    done = cli("-", "--lab", str(loopback_lab), "--workdir", str(tmp_path / "w"), "-D", "dur=604800",
+               stdin=SCRIPT.replace("WAIT $dur", "WAIT 1"))
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "h1" in done.stderr, done.stderr

@@ -30,6 +30,21 @@ from __future__ import annotations
 from typing import Any
 
 
+MAX_MESSAGE = 2000  # characters of a message shown; a 6 MB FOR line must not print 6 MB
+EXCERPT = 160  # characters of a script line shown around the error's column
+
+
+def clip(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` cut to about ``limit`` characters, saying how much was left out.
+
+    >>> clip("x" * 10, 4)
+    'xxxx... (6 more characters)'
+    """
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 class NetestoError(Exception):
     """Root of every error netesto raises on purpose."""
 
@@ -41,8 +56,8 @@ class NetestoError(Exception):
         self.detail = detail
 
     def format_message(self) -> str:
-        """The one-paragraph text shown to users (no traceback)."""
-        return self.message
+        """The one-paragraph text shown to users (no traceback), bounded in size."""
+        return clip(self.message)
 
     def __str__(self) -> str:
         return self.format_message()
@@ -86,16 +101,28 @@ class ScriptError(NetestoError):
         return f"{self.file}:{self.line}:{self.column}"
 
     def format_message(self) -> str:
-        out = [f"{self.where}: error: {self.message}"]
+        out = [f"{self.where}: error: {clip(self.message, EXCERPT * 2)}"]
         if self.text:
-            out.append(f"    {self.text}")
-            if self.column > 0:
+            text, column = self._excerpt()
+            out.append(f"    {text}")
+            if column > 0:
                 # the text's own tabs under it: a terminal expands both lines alike
-                lead = "".join(c if c == "\t" else " " for c in self.text[: self.column - 1])
-                out.append("    " + lead.ljust(self.column - 1) + "^")
+                lead = "".join(c if c == "\t" else " " for c in text[: column - 1])
+                out.append("    " + lead.ljust(column - 1) + "^")
         if self.hint:
-            out.append(f"    {self.hint}")
+            out.append(f"    {clip(self.hint, EXCERPT * 2)}")
         return "\n".join(out)
+
+    def _excerpt(self) -> tuple[str, int]:
+        """The part of a long line around the column (with "..." where cut), and the column in it."""
+        text, column = self.text, self.column
+        if len(text) <= EXCERPT:
+            return text, column
+        start = max(0, min(column - 1 - EXCERPT // 2, len(text) - EXCERPT))
+        piece = text[start:start + EXCERPT]
+        head = "..." if start > 0 else ""
+        tail = "..." if start + EXCERPT < len(text) else ""
+        return head + piece + tail, (column - start + len(head)) if column > 0 else 0
 
 
 class LabError(NetestoError):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 import netesto
 from netesto import errors
+from netesto.errors import ScriptError
 
 
 def test_every_error_derives_from_the_root():
@@ -49,3 +52,31 @@ def test_agent_errors_name_the_host_and_versions():
 
 def test_package_reexports_the_root():
     assert netesto.NetestoError is errors.NetestoError
+
+
+def test_a_huge_script_line_is_shown_as_an_excerpt_around_the_column() -> None:
+    # A 1,000,000-item FOR with an error printed all 6.9 MB of its line.
+    from netesto.script import plan
+
+    items = ",".join(str(i) for i in range(400_000))  # 2.7 MB, under the size limit
+    with pytest.raises(ScriptError) as info:
+        plan(f"FOR x IN {items} DOO\nDONE\n")
+    text = info.value.format_message()
+    assert len(text) < 1500, len(text)
+    line, caret = text.splitlines()[1:3]
+    assert len(line) < 200 and line.rstrip().endswith("...")  # the start of the line, where FOR is wrong
+
+
+def test_the_excerpt_of_a_long_line_keeps_the_caret_under_the_column() -> None:
+    text = "SET " + "a" * 5000 + " BAD " + "b" * 5000
+    err = errors.ScriptError("bad", file="f", line=1, column=text.index("BAD") + 1, text=text)
+    line, caret = err.format_message().splitlines()[1:3]
+    assert len(line) < 200 and line.lstrip().startswith("...") and line.endswith("...")
+    assert line[caret.index("^"):].startswith("BAD")
+
+
+def test_long_messages_are_clipped_saying_how_much() -> None:
+    from netesto.errors import MAX_MESSAGE, NetestoError
+
+    text = NetestoError("x" * 10_000_000).format_message()
+    assert len(text) < MAX_MESSAGE + 100 and text.endswith(f"({10_000_000 - MAX_MESSAGE} more characters)")

@@ -197,8 +197,14 @@ def _parse_if(line: Line, tokens: tuple[Token, ...], depth: int) -> Node:
     return IfDef(line, first.col, cond_tokens[0], body)
 
 
+MAX_SCRIPT_CHARS = 4 << 20  # the paper's longest scripts are a few KB; this bounds memory and time
+
+
 def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
     """Parse a whole script; a bare top-level END stops parsing (like the original)."""
+    if len(text) > MAX_SCRIPT_CHARS:
+        raise ScriptError(f"the script is {len(text) / 2**20:.1f} MiB: more than the {MAX_SCRIPT_CHARS >> 20} MiB "
+                          "a script may be", file=file)
     top: list[Node] = []
     stack: list[_Block] = []
     for line in logical_lines(text, file):
@@ -282,6 +288,7 @@ __all__ = [
     "For",
     "If",
     "IfDef",
+    "MAX_SCRIPT_CHARS",
     "Macro",
     "Node",
     "SIMPLE_COMMANDS",

@@ -753,6 +753,10 @@ class Runner:
                         files = [Path(p) for p in paths]
                         size = sum(p.stat().st_size for p in files if p.is_file())
                         self._emit(DataStored(host=lh.name, exp=exp, files=len(files), bytes=size, dest=str(e.dir)))
+            for e in self.exps.values():  # what a crashed run left gets the results it never got
+                if (e.dir / "flows").is_dir():
+                    note = self._run_processing(e)
+                    self._emit(ExperimentProcessed(exp=e.exp, path=str(e.dir), note=note))
         except _Abort:
             pass
         finally:
@@ -878,21 +882,24 @@ class Runner:
         """experiment.json, then the results (all.exp.out, exp.nc, exp.csv rows, exp.html)."""
         path = self._write_json(e)
         e.processed = True
-        note = ""
+        self._emit(ExperimentProcessed(exp=e.exp, path=str(path), note=self._run_processing(e)))
+
+    def _run_processing(self, e: _Exp) -> str:
+        """Process ``e``'s stored data; '' or a note saying why only the raw data is there."""
         try:
             from netesto.results import process_experiment  # type: ignore[attr-defined]
         except ImportError:
-            note = "results extra not installed: raw data only"
+            return "results extra not installed: raw data only"
+        try:
+            process_experiment(self.workdir, e.exp, desc=e.desc, other=e.other)
+        except NetestoError as exc:
+            note = f"results processing failed (raw data kept): {exc}"
+        except Exception as exc:  # results bugs must not lose the run's data
+            note = f"results processing failed (raw data kept): {type(exc).__name__}: {exc}"
         else:
-            try:
-                process_experiment(self.workdir, e.exp, desc=e.desc, other=e.other)
-            except NetestoError as exc:
-                note = f"results processing failed (raw data kept): {exc}"
-                self._emit(Notice(host="", text=note))
-            except Exception as exc:  # results bugs must not lose the run's data
-                note = f"results processing failed (raw data kept): {type(exc).__name__}: {exc}"
-                self._emit(Notice(host="", text=note))
-        self._emit(ExperimentProcessed(exp=e.exp, path=str(path), note=note))
+            return ""
+        self._emit(Notice(host="", text=note))
+        return note
 
     def _finish(self, *, interrupted: bool, aborted: bool) -> None:
         """Stop flows if needed, fetch what is left, write experiment.json, restore, close."""

@@ -226,9 +226,28 @@ def read_header(path: Path) -> list[str] | None:
         return None
 
 
+def _without_exp(old: bytes, exp: int | str) -> bytes:
+    """``old`` CSV text less the rows of experiment ``exp`` (``exp`` column ``N.0``, ``N.1``, ...)."""
+    lines = old.decode("utf-8").splitlines(keepends=True)
+    rows = list(csv.reader(lines))
+    if not rows or "exp" not in rows[0]:
+        return old
+    col = rows[0].index("exp")
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(rows[0])
+    for row in rows[1:]:
+        if not (len(row) > col and row[col].split(".")[0] == str(exp)):
+            writer.writerow(row)
+    return out.getvalue().encode("utf-8")
+
+
 def append_rows(path: str | os.PathLike[str], fields: Sequence[Field],
-                rows: Iterable[Mapping[str, Any]]) -> Path:
+                rows: Iterable[Mapping[str, Any]], *, replace_exp: int | str | None = None) -> Path:
     """Append ``rows`` to the CSV at ``path`` atomically (header written if new).
+
+    With ``replace_exp`` the rows experiment ``replace_exp`` already has are
+    dropped first, so processing an experiment again replaces its rows.
 
     An existing file keeps its own header: rows are written in its column
     order (fields it lacks are dropped, columns it has that the rows lack stay
@@ -244,6 +263,8 @@ def append_rows(path: str | os.PathLike[str], fields: Sequence[Field],
             stale.unlink(missing_ok=True)
         header = read_header(path)
         old = path.read_bytes() if header is not None else b""
+        if old and replace_exp is not None:
+            old = _without_exp(old, replace_exp)
         columns = header if header is not None else [f.name for f in fields]
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:

@@ -52,7 +52,7 @@ def process_experiment(
     ``<exp>/errors.txt`` and printed on stderr); everything else is processed.
     Raises :class:`ResultsError` only if no flow could be read at all.
     Re-processing replaces the experiment's files (it never re-reads an old
-    all.exp.out) but appends new exp.csv rows.
+    all.exp.out) and its exp.csv rows.
     """
     root = Path(workdir)
     expdir = root / str(exp)
@@ -97,7 +97,7 @@ def process_experiment(
     rows = [aggregate(all_items, fields, desc=desc, other=other_pairs)]
     if len(groups) > 1:
         rows += [aggregate(g.items, fields, desc=desc, other=other_pairs) for g in groups]
-    result.files.append(append_rows(root / csv_name, fields, rows))
+    result.files.append(append_rows(root / csv_name, fields, rows, replace_exp=raw.exp))
     result.rows = rows
     if html:
         page = _render_html(ds, groups, all_items, result)

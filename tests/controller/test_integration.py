@@ -340,3 +340,7 @@ def test_controller_killed_mid_flow_then_a_new_controller_collects(veth_pair, tm
 
     client = read_flow(work / "1" / "flows" / "h1-h2-1-0.client.nflow")
     assert client.rows > 0 and (work / "1" / "flows" / "h1-h2-1-0.server.nflow").is_file()
+    # ... and processes what it fetched (it used to leave raw files only); exp.csv gets the rows once
+    assert (work / "1" / "exp.nc").is_file() and (work / "1" / "all.exp.out").is_file()
+    rows = [line.split(",")[0] for line in (work / "exp.csv").read_text().splitlines()[1:]]
+    assert rows == ["1.0"], rows

@@ -114,12 +114,14 @@ def test_user_fields_txt_is_honoured(workdir: Path) -> None:
         process_experiment(workdir, 3, fields_file=other)
 
 
-def test_reprocessing_replaces_files_and_appends(workdir: Path) -> None:
+def test_reprocessing_replaces_files_and_rows(workdir: Path) -> None:
+    # Processing again (--collect, a second PROCESS_EXP) duplicated the experiment's exp.csv rows.
+    process_experiment(workdir, 3)
     process_experiment(workdir, 2)
     first = (workdir / "2" / "all.exp.out").read_text()
     process_experiment(workdir, 2)
     assert (workdir / "2" / "all.exp.out").read_text().count("exp:2.0") == first.count("exp:2.0")
-    assert [r["exp"] for r in _rows(workdir / "exp.csv")] == ["2.0", "2.0"]
+    assert [r["exp"] for r in _rows(workdir / "exp.csv")] == ["3.0", "2.0"]
     html = (workdir / "2" / "exp.html").read_text()
     assert "h1-h2-1" in html and "min/avg/max Rates" in html
 

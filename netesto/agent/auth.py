@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +108,37 @@ def is_loopback(address: str) -> bool:
         return False
 
 
+class RateLimit:
+    """At most one log line per peer every ``seconds``, counting what it held back: a peer
+    that retries (zmq reconnects every 100 ms) or floods must not fill the disk.
+
+    >>> r = RateLimit(10.0)
+    >>> r.allow("a", now=0.0), r.allow("a", now=1.0), r.allow("a", now=2.0), r.allow("a", now=11.0)
+    (0, None, None, 2)
+    """
+
+    def __init__(self, seconds: float = 10.0, peers: int = 1024) -> None:
+        self.seconds = seconds
+        self.peers = peers
+        self._last: dict[str, tuple[float, int]] = {}
+
+    def allow(self, peer: str, now: float | None = None) -> int | None:
+        """None: stay quiet; else log, saying how many lines were held back since the last one."""
+        now = time.monotonic() if now is None else now
+        last = self._last.get(peer)
+        if last is not None and now - last[0] < self.seconds:
+            self._last[peer] = (last[0], last[1] + 1)
+            return None
+        if len(self._last) >= self.peers:  # many addresses: forget the quiet ones
+            self._last = {p: v for p, v in self._last.items() if now - v[0] < self.seconds}
+        self._last[peer] = (now, 0)
+        return last[1] if last is not None else 0
+
+
 class LoggingAuthenticator(ThreadAuthenticator):
-    """zmq.auth's thread authenticator that logs each refusal with the peer's address."""
+    """zmq.auth's thread authenticator that logs refusals with the peer's address (rate-limited)."""
+
+    refusals = RateLimit()
 
     async def handle_zap_message(self, msg: list[bytes]) -> None:
         # Frames: version, request id, domain, address, identity, mechanism, credentials...
@@ -118,9 +148,13 @@ class LoggingAuthenticator(ThreadAuthenticator):
 
     def _send_zap_reply(self, request_id: bytes, status_code: bytes, status_text: bytes, user_id: str = "anonymous") -> None:
         if status_code != b"200":
-            key = f" client key {self._client_key}" if getattr(self, "_client_key", "") else ""
-            log.warning("refused connection from %s: %s%s", getattr(self, "_peer", "?"),
-                        status_text.decode("utf-8", "replace"), key)
+            peer = getattr(self, "_peer", "?")
+            held = self.refusals.allow(peer)
+            if held is not None:
+                key = f" client key {self._client_key}" if getattr(self, "_client_key", "") else ""
+                more = f" ({held} more refusals from it not logged)" if held else ""
+                log.warning("refused connection from %s: %s%s%s", peer, status_text.decode("utf-8", "replace"),
+                            key, more)
         else:
             log.info("accepted connection from %s", getattr(self, "_peer", "?"))
         super()._send_zap_reply(request_id, status_code, status_text, user_id)

@@ -570,15 +570,21 @@ class FlowManager:
                     self._stop_ping(collector)
         return {"stopped": stopped}
 
+    def stop_tool_servers(self) -> list[str]:
+        """Kill the iperf3/netserver servers started for a run (they outlived runs and leases)."""
+        stopped = [f"{driver}:{port}" for driver, port in self.tool_servers]
+        for proc in self.tool_servers.values():
+            _kill(proc)
+        self.tool_servers.clear()
+        return stopped
+
     def shutdown(self) -> None:
         self._closing = True
         self.stop(reason="stopped: the agent was shut down")
         if self.server is not None:
             _kill(self.server)
             self.server = None
-        for proc in self.tool_servers.values():
-            _kill(proc)
-        self.tool_servers.clear()
+        self.stop_tool_servers()
 
 
 __all__ = ["ClientRun", "FlowManager", "free_port"]

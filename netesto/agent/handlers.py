@@ -71,6 +71,17 @@ class Handlers:
             "journal_pending": not a.control.journal.empty(),
         }
 
+    def cmd_claim(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The run ``run`` of controller ``controller`` owns the agent (AgentError "lab busy" if another does)."""
+        return self.agent.ownership.claim(self.agent.peer, args)
+
+    def cmd_release(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The run is over: the agent is free, and the tool servers started for the run go."""
+        out = self.agent.ownership.release(self.agent.peer)
+        if out["released"]:
+            out["tool_servers_stopped"] = self.agent.flows.stop_tool_servers()
+        return out
+
     def cmd_time(self, args: Mapping[str, Any]) -> dict[str, Any]:
         return {"time": time.time()}
 

@@ -19,8 +19,9 @@ from netesto.agent.control import HostControl
 from netesto.agent.flows import FlowManager
 from netesto.agent.handlers import Handlers, error_type
 from netesto.agent.lease import Lease
+from netesto.agent.owner import Ownership
 from netesto.agent.store import DataStore
-from netesto.errors import NetestoError, ProtocolError, UsageError, VersionMismatch
+from netesto.errors import AgentError, NetestoError, ProtocolError, UsageError, VersionMismatch
 from netesto.protocol.codec import DEFAULT_MAX_MESSAGE, encode, encode_result, from_wire, request_parts, unpack
 from netesto.protocol.messages import MAX_ID, ErrorInfo, Event, Reply, Request
 from netesto.protocol.version import PROTOCOL_VERSION
@@ -96,6 +97,8 @@ class Agent:
         self.flows = FlowManager(self.store, config.name, self.push, test_bind=config.test_bind,
                                  flow_port=config.flow_port)
         self.handlers = Handlers(self)
+        self.ownership = Ownership(self.lease)
+        self.peer = b""  # the identity of the request being handled (claim/release need it)
         self.context = zmq.Context()
         self.socket: zmq.Socket | None = None
         self.auth: Any = None
@@ -228,6 +231,7 @@ class Agent:
             stopped = self.flows.stop(reason=f"stopped: the controller's lease expired (no request for "
                                              f"{self.lease.seconds:g} s)")["stopped"]
             dumps = self.control.tcpdump_stop()["stopped"]
+            self.flows.stop_tool_servers()
             restored = self.control.restore()
             log.warning("lease expired (no controller request for %.1f s): stopped %d flow(s) and %d tcpdump(s), "
                         "restored %s%s; data kept (unfetched: %s)", self.lease.seconds, len(stopped), len(dumps),
@@ -274,8 +278,16 @@ class Agent:
                 return
             parts = (msg.id, msg.type, dict(msg.args))
         rid, command, args = parts
-        self.lease.renew(identity)
         reply: Reply | None = None
+        try:
+            self.ownership.check(identity, command)  # refused: no lease either, it is not our controller
+        except AgentError as exc:
+            log.info("%s from %s refused: %s", command, peer, exc.message)
+            self._send(identity, Reply(rid, False, None, ErrorInfo(error_type(exc), exc.message, exc.detail),
+                                       self.version))
+            return
+        self.lease.renew(identity)
+        self.peer = identity
         try:
             result = self.handlers.dispatch(command, args)
         except NetestoError as exc:

@@ -342,6 +342,13 @@ class AgentClient:
         return self.request("ping_start", {"exp": exp, "target": target, "name": name or target,
                                            "interval": interval, "duration": duration})
 
+    def claim(self, run: str, controller: str) -> dict[str, Any]:
+        """Own the agent for run ``run`` (AgentError kind "Busy" naming the owner if another run does)."""
+        return self.request("claim", {"run": run, "controller": controller})
+
+    def release(self) -> dict[str, Any]:
+        return self.request("release", {})
+
     def status(self, exp: int | str) -> dict[str, Any]:
         return self.request("status", {"exp": exp})
 

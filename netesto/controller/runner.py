@@ -23,6 +23,7 @@ ends; Ctrl-C stops flows and restores before re-raising.
 from __future__ import annotations
 
 import json
+import os
 import random
 import secrets
 import threading
@@ -252,6 +253,7 @@ class Runner:
         self.first_error: NetestoError | None = None
         self._stop = cancel if cancel is not None else threading.Event()
         self._interrupted = False
+        self.run_id = secrets.token_hex(4)  # names this run to another controller that finds the lab busy
         self.iperf3_port = iperf3_port
         self._current: _Exp | None = None
         self._collecting = False
@@ -394,6 +396,8 @@ class Runner:
                     from netesto.protocol.version import check_compatible
 
                     check_compatible(str(h.info["protocol"]), host=lh.name)
+                if "claim" in (h.info.get("commands") or ()):  # one controller at a time (older agents: no claim)
+                    client.claim(self.run_id, _controller_name())
                 h.client = client
                 left = [str(x) for x in h.info.get("unfetched", []) or []]
                 h.leftover = frozenset(left)
@@ -943,6 +947,11 @@ class Runner:
         for h in self.hosts.values():
             if h.client is not None:
                 try:
+                    if "claim" in (h.info.get("commands") or ()):
+                        h.client.release()
+                except NetestoError:
+                    pass  # its lease lapses anyway, and the claim with it
+                try:
                     h.client.close()
                 except Exception:  # closing is best effort: the run's outcome is already decided
                     pass
@@ -959,6 +968,18 @@ class Runner:
         )
         return RunResult(workdir=self.workdir, experiments=exps, errors=tuple(self.errors), elapsed=elapsed,
                          interrupted=self._interrupted)
+
+
+def _controller_name() -> str:
+    """Who runs this controller, for "lab busy" messages: user@host pid N."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} pid {os.getpid()}"
 
 
 def _texts(reply: Any, key: str) -> list[str]:

@@ -34,6 +34,8 @@ COMMANDS = (
     "tcpdump_stop",
     "ping_start",
     "restore",
+    "claim",
+    "release",
 )
 
 # Pushed events (agent -> controller between replies).

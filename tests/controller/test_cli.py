@@ -28,7 +28,17 @@ GET_DATA host=h1
 
 @pytest.fixture
 def loopback_lab(tmp_path: Path):
-    agents = [start_agent(loopback_popen, f"h{i}", "127.0.0.1", tmp_path) for i in (1, 2)]
+    yield from _loopback_lab(tmp_path)
+
+
+@pytest.fixture
+def short_lease_lab(tmp_path: Path):
+    """Agents whose controller's lease lapses 3 s after its last request."""
+    yield from _loopback_lab(tmp_path, lease=3.0)
+
+
+def _loopback_lab(tmp_path: Path, lease: float | None = None):
+    agents = [start_agent(loopback_popen, f"h{i}", "127.0.0.1", tmp_path, lease=lease) for i in (1, 2)]
     try:
         lab = Lab.of(h1={"control": "127.0.0.1", "port": agents[0].port},
                      h2={"control": "127.0.0.1", "port": agents[1].port}, insecure=True)
@@ -91,9 +101,21 @@ def test_iperf3_driver_gets_a_server_per_flow(loopback_lab: Path, tmp_path: Path
     for i in (0, 1):
         for side in ("client", "server"):
             assert (flows / f"h1-h2-1-{i}.{side}.nflow").is_file()
+    # the iperf3 servers the agent started for the run end with it (they outlived runs by minutes)
+    ports = {str(base), str(base + 1)}
+
+    def iperf3_servers() -> list[str]:
+        out = subprocess.run(["pgrep", "-af", "iperf3"], capture_output=True, text=True).stdout.splitlines()
+        return [line for line in out if " -s" in line and ports & set(line.split())]
+
+    deadline = time.monotonic() + 5
+    while iperf3_servers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert iperf3_servers() == []
 
 
-def test_controller_killed_then_collect_fetches_what_agents_kept(loopback_lab: Path, tmp_path: Path) -> None:
+def test_controller_killed_then_collect_fetches_what_agents_kept(short_lease_lab: Path, tmp_path: Path) -> None:
+    loopback_lab = short_lease_lab
     import os
     import signal
     import time
@@ -111,7 +133,14 @@ def test_controller_killed_then_collect_fetches_what_agents_kept(loopback_lab: P
     os.kill(proc.pid, signal.SIGKILL)  # the controller dies before GET_DATA
     proc.wait(timeout=5)
     assert not (work / "1" / "flows").exists()
+    # the agents cannot tell a killed controller from a live one until its lease lapses:
+    # until then the lab is busy, and --collect says whose run holds it
     done = cli("--collect", "--lab", str(loopback_lab), "--workdir", str(work))
+    deadline = time.monotonic() + 15
+    while done.returncode != 0 and time.monotonic() < deadline:
+        assert "lab busy: run " in done.stderr and "lease lapses in" in done.stderr, done.stderr
+        time.sleep(0.5)
+        done = cli("--collect", "--lab", str(loopback_lab), "--workdir", str(work))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "stored" in done.stdout
     assert (work / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()
@@ -416,3 +445,43 @@ def test_a_run_whose_flows_the_engine_refuses_exits_non_zero(loopback_lab: Path,
                stdin=SCRIPT.replace("WAIT $dur", "WAIT 1"))
     assert done.returncode != 0, done.stdout + done.stderr
     assert "h1" in done.stderr, done.stderr
+
+
+def test_a_second_controller_finds_the_lab_busy_and_touches_nothing(loopback_lab: Path, tmp_path: Path) -> None:
+    # Run B's end-of-run restore used to reset h3's settings under run A's flows, and a
+    # --collect during A took A's data (split 53/76 across two workdirs).
+    import threading
+
+    from netesto.controller import run
+    from netesto.controller.progress import FlowProgress
+    from netesto.errors import RunInterrupted
+
+    running, cancel = threading.Event(), threading.Event()
+    outcome: list[BaseException] = []
+
+    def progress(event: object) -> None:
+        if isinstance(event, FlowProgress) and event.event == "progress":
+            running.set()
+
+    def run_a() -> None:
+        try:
+            run(SCRIPT.replace("$dur", "30"), lab=loopback_lab, workdir=tmp_path / "a", progress=progress, cancel=cancel)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    try:
+        assert running.wait(20), "run A's flow did not start"
+        b = cli("-", "--lab", str(loopback_lab), "--workdir", str(tmp_path / "b"), "-D", "dur=1", stdin=SCRIPT)
+        assert b.returncode != 0 and "lab busy: run " in b.stderr and "from controller " in b.stderr, b.stderr
+        assert "flows of 1 s" not in b.stdout  # B ran nothing
+        collect_b = cli("--collect", "--lab", str(loopback_lab), "--workdir", str(tmp_path / "c"))
+        assert collect_b.returncode != 0 and "lab busy" in collect_b.stderr, collect_b.stdout + collect_b.stderr
+        assert not list((tmp_path / "c").glob("*/flows"))  # took none of A's data
+    finally:
+        cancel.set()
+        a.join(60)
+    assert len(outcome) == 1 and isinstance(outcome[0], RunInterrupted), outcome
+    flows = tmp_path / "a" / "1" / "flows"
+    assert (flows / "h1-h2-1-0.client.nflow").is_file() and (flows / "h1-h2-1-0.server.nflow").is_file()

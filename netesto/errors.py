@@ -16,6 +16,7 @@ Every error netesto raises on purpose derives from :class:`NetestoError`::
     │   └── PolicyError         refused by the agent's allowlist (sysctl, module, qdisc)
     ├── RawDataError            truncated or corrupted raw flow file (names the file)
     ├── ResultsError            processing results: datasets, exp.csv, analysis
+    ├── StorageError            the controller cannot write its workdir (disk full): agents keep the data
     └── RunInterrupted          Ctrl-C, SIGTERM/SIGHUP or a cancel stopped a run: hosts restored,
                                 what was collected kept and processed, in ``.result``
 
@@ -199,6 +200,14 @@ class ResultsError(NetestoError):
     """Processing results failed: datasets, exp.csv, analysis."""
 
 
+class StorageError(NetestoError):
+    """The controller cannot write its working directory (disk full, permissions).
+
+    What was not stored stays on the agents (nothing is acknowledged before it is
+    written): ``netesto run --collect`` into a directory with room fetches it.
+    """
+
+
 class RunInterrupted(NetestoError):
     """A run was stopped before its end (Ctrl-C, SIGTERM, SIGHUP, a cancel).
 
@@ -230,6 +239,7 @@ __all__ = [
     "ResultsError",
     "RunInterrupted",
     "ScriptError",
+    "StorageError",
     "TestbedError",
     "TrafficError",
     "UsageError",

@@ -21,7 +21,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import zmq
 
-from netesto.errors import AgentError, AgentUnreachable, NetestoError, PolicyError, ProtocolError, VersionMismatch
+from netesto.errors import (
+    AgentError,
+    AgentUnreachable,
+    NetestoError,
+    PolicyError,
+    ProtocolError,
+    StorageError,
+    VersionMismatch,
+)
 from netesto.protocol.codec import CHUNK_SIZE, DEFAULT_MAX_MESSAGE, encode_request, from_wire, reply_result, unpack
 from netesto.protocol.messages import ErrorInfo, Event, Reply
 
@@ -421,7 +429,12 @@ class AgentClient:
         dest = Path(dest_dir)
         out = []
         for entry in files:
-            out.append(self._fetch_file(exp, entry, dest, chunk))
+            try:
+                out.append(self._fetch_file(exp, entry, dest, chunk))
+            except OSError as exc:  # our disk, not the agent: it keeps the file (nothing acknowledged)
+                raise StorageError(f"cannot store {entry.get('path', '?')} of experiment {exp} from {self.name} "
+                                   f"in {dest}: {exc.strerror or exc}; the agent keeps it (fetch it with "
+                                   "'netesto run --collect' into a directory with room)") from exc
         if ack:
             if listing.get("flows_running"):
                 log.warning("%s: exp %s still has running flows; not acknowledging", self.where, exp)

@@ -59,6 +59,7 @@ from netesto.errors import (
     NetestoError,
     RunInterrupted,
     ScriptError,
+    StorageError,
     UsageError,
 )
 from netesto.script.actions import (
@@ -461,7 +462,7 @@ class Runner:
         except AgentUnreachable as exc:
             self._drop(name, exc)
             return None
-        except AgentError as exc:
+        except (AgentError, StorageError) as exc:
             self._note(str(exc), exc)
             raise _Abort() from exc
 
@@ -715,8 +716,14 @@ class Runner:
         if host in e.stats_hosts and (host, 1) not in e.snapshots:
             if self._remote(host, lambda h: h.client.snapshot(e.exp, 1, short_name(host))) is not None:
                 e.snapshots.add((host, 1))
-        e.dir.mkdir(parents=True, exist_ok=True)
-        paths = self._remote(host, lambda h: h.client.fetch(e.exp, e.dir))
+        def fetch(h: _Host) -> Any:
+            try:
+                e.dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"cannot create {e.dir}: {exc.strerror or exc}; the agents keep the data") from exc
+            return h.client.fetch(e.exp, e.dir)
+
+        paths = self._remote(host, fetch)
         if paths is None:
             return
         if complete:
@@ -867,11 +874,15 @@ class Runner:
         }
 
     def _write_json(self, e: _Exp) -> Path:
-        e.dir.mkdir(parents=True, exist_ok=True)
         path = e.dir / "experiment.json"
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.experiment_json(e), indent=1, default=str))
-        tmp.replace(path)
+        try:
+            e.dir.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(self.experiment_json(e), indent=1, default=str))
+            tmp.replace(path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
         return path
 
     def _process(self, e: _Exp, a: ProcessExp) -> None:
@@ -927,10 +938,13 @@ class Runner:
                     pass
             if e.processed or not e.dir.exists():
                 continue
-            if interrupted and e.flows:  # the partial experiment is processed, and says it is partial
-                self._process_stored(e)
-            else:
-                self._write_json(e)
+            try:
+                if interrupted and e.flows:  # the partial experiment is processed, and says it is partial
+                    self._process_stored(e)
+                else:
+                    self._write_json(e)
+            except StorageError as exc:  # a full disk must not keep the hosts from being restored
+                self._note(str(exc), exc)
         for h in self.hosts.values():
             if h.client is None or h.dead or not (h.changed or interrupted or aborted):
                 continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 import shutil
 import socket
@@ -485,3 +486,33 @@ def test_a_second_controller_finds_the_lab_busy_and_touches_nothing(loopback_lab
     assert len(outcome) == 1 and isinstance(outcome[0], RunInterrupted), outcome
     flows = tmp_path / "a" / "1" / "flows"
     assert (flows / "h1-h2-1-0.client.nflow").is_file() and (flows / "h1-h2-1-0.server.nflow").is_file()
+
+
+@pytest.fixture
+def tiny_workdir(tmp_path: Path):
+    """A 64 KiB tmpfs: the workdir fills up while the run stores its data."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_full_workdir_ends_the_run_with_one_error_and_the_agents_keep_the_data(
+        loopback_lab: Path, tmp_path: Path, tiny_workdir: Path) -> None:
+    # A full disk gave three chained tracebacks, a crash inside cleanup, and hosts left
+    # changed until the lease expired.
+    done = cli("-", "--lab", str(loopback_lab), "--workdir", str(tiny_workdir / "w"), "-D", "dur=2", stdin=SCRIPT)
+    assert done.returncode not in (0, 130), done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "No space left on device" in done.stderr and "netesto run: error:" in done.stderr, done.stderr
+    # nothing was acknowledged that was not written: the agents keep it for --collect
+    kept = [p for p in tmp_path.glob("agent-h*/1/flows/*.nflow")]
+    assert kept, list(tmp_path.glob("agent-h*/**"))
+    again = cli("--collect", "--lab", str(loopback_lab), "--workdir", str(tmp_path / "roomy"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (tmp_path / "roomy" / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from netesto.errors import AgentError, PolicyError
+from netesto.policy import qdisc_other_words
 from netesto.protocol.names import is_name
 
 log = logging.getLogger("netesto.agent.control")
@@ -92,7 +93,6 @@ QDISC_ACTIONS = ("", "add", "replace", "change", "del", "delete")
 _RATE = re.compile(r"^\d+(\.\d+)?([KkMmGgTt]i?)?(bit|bps)?$")
 _BURST = re.compile(r"^\d+(\.\d+)?([KkMmGg]i?)?[bB]?$")
 _LIMIT = re.compile(r"^\d+([KkMm]?[bB]?)?$")
-_TOKEN = re.compile(r"^[A-Za-z0-9_.:/%-]{1,40}$")
 _DEV = re.compile(r"^[A-Za-z0-9_.@-]{1,15}$")
 TCPDUMP_START_WAIT = 10.0  # seconds for tcpdump to say "listening on" (name lookups can be slow)
 
@@ -464,9 +464,10 @@ class HostControl:
             if value and not pattern.match(value):
                 raise PolicyError(f"qdisc {field_name} {value!r} is not valid (e.g. rate 100mbit, burst 15k, limit 300000)",
                                   kind="PolicyError")
-        tokens = other.split() if other else []
-        if len(tokens) > 24 or any(not _TOKEN.match(t) for t in tokens):
-            raise PolicyError(f"qdisc other {other!r} is not valid: up to 24 words of [A-Za-z0-9_.:/%-]", kind="PolicyError")
+        try:
+            tokens = qdisc_other_words(other)  # the rule the script's plan checks too
+        except ValueError as exc:
+            raise PolicyError(f"qdisc other {other[:80]!r} is not valid: {exc}", kind="PolicyError") from None
         verb = action or "replace"
         if qdisc == "htb" and rate:
             # htb takes its rate on a class: root htb -> class 1:1 -> optional bfifo leaf sized in bytes.

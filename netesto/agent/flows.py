@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
+from netesto.policy import TOOL_PORTS
 from netesto.protocol.names import is_name
 from netesto.traffic.procs import parent_death_signal
 
@@ -197,9 +198,10 @@ class FlowManager:
         They get SIGTERM when the agent dies, even by SIGKILL: a server left behind would
         hold its port against the restarted agent.
         """
+        low, high = TOOL_PORTS
         for port in ports or ():
-            if type(port) is not int or not 0 < port < 65536:
-                raise AgentError(f"bad port {port!r} for the {driver} server: expected 1..65535", kind="UsageError")
+            if type(port) is not int or not low <= port <= high:  # never a privileged port
+                raise AgentError(f"bad port {port!r} for the {driver} server: expected {low}..{high}", kind="UsageError")
         try:
             module = importlib.import_module(f"netesto.traffic.{driver}")
         except ImportError as exc:

@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from netesto.errors import AgentError
+from netesto.policy import MAX_EXP
 from netesto.protocol.names import inside, is_name
 
 def exp_name(exp: Any) -> str:
     """The directory name of experiment ``exp`` (an int or a simple name)."""
     text = str(exp) if isinstance(exp, int) and not isinstance(exp, bool) else exp
+    if isinstance(text, str) and text.isdigit() and int(text) > MAX_EXP:
+        raise AgentError(f"experiment number {text[:30]} is over {MAX_EXP}", kind="UsageError")
     if not is_name(text, 64):
         shown = repr(exp) if len(repr(exp)) <= 80 else repr(exp)[:77] + "..."
         raise AgentError(f"bad experiment name {shown}: expected a number or [A-Za-z0-9_.:@+-]", kind="UsageError")

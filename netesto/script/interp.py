@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Callable, Iterable, Iterator, Mapping, TypeVar, cast
 
 from netesto.errors import ScriptError
+from netesto.policy import MAX_EXP, MAX_FLOW_SECONDS, qdisc_other_words
 from netesto.script import validate as V
 from netesto.script.actions import (
     DRIVERS,
@@ -65,7 +66,6 @@ MAX_EXPANSION = 100_000
 MAX_STEPS = 2_000_000
 MAX_ACTIONS = 1_000_000
 MAX_SECONDS = 7 * 86400.0  # longest WAIT, dur or delay accepted
-MAX_EXP = 2**31 - 1  # the original's exp is a 32-bit integer; the wire cannot carry any size
 
 COMMON = ("exp", "host", "expName")
 # Accepted spellings -> the original's argument names.
@@ -708,7 +708,7 @@ class Interpreter:
         self.last_host = host  # server= does not change the default host
         g = lambda k, d, c: self._get(frame, node, args, k, d, c)  # noqa: E731
         ca = g("ca", "reno", lambda s: V.name(s, "congestion control"))
-        dur = g("dur", "20", lambda s: V.to_float(s, low=0.001, high=MAX_SECONDS))
+        dur = g("dur", "20", lambda s: V.to_float(s, low=0.001, high=MAX_FLOW_SECONDS))
         delay = g("delay", "0", lambda s: V.to_float(s, low=0, high=MAX_SECONDS))
         instances = g("instances", "1", lambda s: V.to_int(s, low=1, high=10000))
         test_raw, test_tok = args.get("test", ("TCP_RR", None))
@@ -866,9 +866,7 @@ class Interpreter:
             return s
 
         def other_ok(s: str) -> str:
-            if s and not re.match(r"^[A-Za-z0-9_.,:/-]+$", s):
-                raise ValueError(f"{s!r}: letters, digits and _ . , : / - only")
-            return s
+            return " ".join(qdisc_other_words(s))  # "mpu,64" -> the tc words "mpu 64", as the agent takes them
 
         yield SetQdisc(
             loc=self._loc(node, frame), host=host, exp=exp, exp_name=exp_name, qdisc=qraw,

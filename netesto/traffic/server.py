@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from netesto.errors import TrafficError
+from netesto.policy import MAX_FLOW_SECONDS
 from netesto.traffic import fastloop
 from netesto.traffic import handshake as hs
 from netesto.traffic import tcpinfo
@@ -781,7 +782,7 @@ class ServerWorker(Worker):
         if ints["req"] > MAX_SIZE or ints["reply"] > MAX_SIZE:
             raise _Refuse("request/reply size over 1 GiB")
         dur, interval = f.get("dur"), f.get("interval")
-        if not isinstance(dur, (int, float)) or not 0 < dur <= 86400:
+        if not isinstance(dur, (int, float)) or not 0 < dur <= MAX_FLOW_SECONDS:
             raise _Refuse(f"bad dur {dur!r}")
         if not isinstance(interval, (int, float)) or not 0.001 <= interval <= 60:
             raise _Refuse(f"bad interval {interval!r}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from netesto.errors import TrafficError, UsageError
+from netesto.policy import MAX_FLOW_SECONDS
 from netesto.protocol.names import check_name, is_name
 
 TEST_TYPES = ("TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR")
@@ -77,8 +78,8 @@ class FlowSpec:
             raise TrafficError(
                 f"flow {self.flow_id}: unknown test {self.test!r}; one of {', '.join(TEST_TYPES)}"
             )
-        if self.dur <= 0:
-            raise TrafficError(f"flow {self.flow_id}: dur must be > 0, got {self.dur}")
+        if not 0 < self.dur <= MAX_FLOW_SECONDS:  # the engine's server refuses longer ones
+            raise TrafficError(f"flow {self.flow_id}: dur must be in (0, {MAX_FLOW_SECONDS:g}] s, got {self.dur}")
         if not 0.001 <= self.interval <= 60:
             raise TrafficError(
                 f"flow {self.flow_id}: interval must be 0.001..60 s, got {self.interval}"

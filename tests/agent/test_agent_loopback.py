@@ -1100,3 +1100,18 @@ def test_refused_connections_are_logged_at_a_bounded_rate(agents, keys):
     with agent.client() as c:  # a request the agent answers after the 20 refusals were handled
         c.hello()
     assert agent.log_text().count("refused connection from 127.0.0.1") == 1, agent.log_text()[-3000:]
+
+
+def test_the_agent_bounds_experiment_numbers_ports_and_durations(agents, keys):
+    # The agent accepted experiment 2**64-1, dur=1e12 and privileged iperf3 ports.
+    agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
+    with agent.client() as c:
+        with pytest.raises(AgentError, match=r"experiment number 18446744073709551615 is over 2147483647"):
+            c.status(2**64 - 1)
+        with pytest.raises(AgentError, match=r"bad port 80 for the iperf3 server: expected 1024\.\.65535"):
+            c.prepare_server(31, "", driver="iperf3", ports=[80])
+        port = c.prepare_server(31, "")["port"]
+        spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=1e12, interval=0.05)
+        with pytest.raises(AgentError, match=r"dur must be in \(0, 86400\]"):
+            c.start_flows(31, [spec])
+    assert not (agent.datadir / "18446744073709551615").exists()

@@ -230,3 +230,18 @@ def test_a_script_over_the_size_limit_is_refused_at_once() -> None:
     with pytest.raises(ScriptError, match=r"MiB: more than the 4 MiB a script may be") as info:
         plan(text)
     assert len(info.value.format_message()) < 300
+
+
+@pytest.mark.parametrize("line, message", [
+    ("DO_CLIENT host=a server=b dur=604800", r"dur.*86400"),
+    ("SET_QDISC host=a qdisc=bfifo other=mpu,$(x)", r"not a tc word"),
+])
+def test_the_plan_refuses_what_the_agent_would(line: str, message: str) -> None:
+    # dur=604800 and bad qdisc words passed the plan and failed on the hosts.
+    with pytest.raises(ScriptError, match=message):
+        plan(line)
+
+
+def test_qdisc_other_words_reach_the_agent_as_tc_words() -> None:
+    (action,) = plan("SET_QDISC host=a qdisc=bfifo other=mpu,64")
+    assert action.other == "mpu 64"  # the agent takes space-separated words: "mpu,64" was refused there

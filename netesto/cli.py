@@ -13,7 +13,7 @@ import sys
 from typing import Sequence
 
 from netesto._version import __version__
-from netesto.errors import NetestoError, ScriptError
+from netesto.errors import NetestoError, RunInterrupted, ScriptError
 
 # name -> (module, one-line help). Order is the order shown by --help.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -61,7 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = exc.format_message()
         # a script error already starts "file:line:col: error:", as compilers print them
         located = isinstance(exc, ScriptError) and exc.line > 0
-        print(text if located else f"netesto {name}: error: {text}", file=sys.stderr)
+        if located:
+            print(text, file=sys.stderr)
+        else:  # an interrupted run is no error of the user's: "netesto run: interrupted: ..."
+            print(f"netesto {name}: {'' if isinstance(exc, RunInterrupted) else 'error: '}{text}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"netesto {name}: interrupted", file=sys.stderr)

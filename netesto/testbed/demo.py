@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
+from netesto.errors import RunInterrupted
 from netesto.testbed import lifecycle
 
 DEMO_SCRIPT = """\
@@ -129,11 +130,10 @@ def run_demo(
         say(f"  note: {note}")
     try:
         _run_experiment(result, up, dur1=dur1, dur2=dur2, delay2=delay2, bw=bw, rtt=rtt, say=say, out=out)
-    except KeyboardInterrupt:
-        # the controller stops the flows without fetching; the agents' copies stay on this disk
-        kept = Path(cfg.dir) / f"{name}.data"
-        if kept.is_dir():
-            say(f"interrupted: what the agents collected is kept in {kept}/<host>/<exp>/")
+    except RunInterrupted as exc:
+        # the controller stopped the flows, then fetched and processed what they wrote
+        exps = ", ".join(f"{wd}/{e}/" for e in exc.result.exps) if exc.result is not None else ""
+        say(f"interrupted: what ran until then is kept in {exps or wd}")
         raise
     finally:
         if keep:
@@ -168,7 +168,7 @@ def _run_experiment(result: DemoResult, up: lifecycle.UpResult, *, dur1: int, du
     progress = demo_progress(bar, errors, result.notes)
     try:
         run_result = run(result.workdir / "demo.nts", lab=up.lab, workdir=result.workdir, progress=progress)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RunInterrupted):
         bar.finish("interrupted")
         raise
     except BaseException:

@@ -73,7 +73,7 @@ def only(text: str) -> Any:
         ("SET_QDISC host=r qdisc=tbf rate=100mbit burst=32k limit=100kb",
          A.SetQdisc(host="r", qdisc="tbf", rate="100mbit", burst="32k", limit="100kb")),
         ("SET_QDISC host=r qdisc=fq_codel action=replace other=target,5ms",
-         A.SetQdisc(host="r", qdisc="fq_codel", action="replace", other="target,5ms")),
+         A.SetQdisc(host="r", qdisc="fq_codel", action="replace", other="target 5ms")),
         ("DO_TCPDUMP host=h server=s", A.DoTcpdump(host="h", exp=1, server="s", packets=10000)),
         ("DO_TCPDUMP host=h server=X packets=50", A.DoTcpdump(host="h", exp=1, server="X", packets=50)),
         ("WAIT 3", A.Wait(seconds=3.0)),

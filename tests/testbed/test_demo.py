@@ -71,10 +71,10 @@ def test_ctrl_c_during_the_demo_tears_the_testbed_down_and_says_so(tmp_path) -> 
     assert f"testbed {name} torn down" in out and "netesto demo: interrupted" in out, out
     assert "Traceback" not in out, out
     assert tbutil.leftovers(name) == []
-    # what ran until then is still on disk, and the demo said where
-    kept = tmp_path / "testbed" / f"{name}.data"
-    assert f"what the agents collected is kept in {kept}/" in out, out
-    assert list(kept.glob("h2/*/flows/*.client.nflow")), sorted(kept.rglob("*"))
+    # what ran until then was fetched and processed, and the demo said where
+    assert f"interrupted: what ran until then is kept in {tmp_path.resolve()}/1/" in out, out
+    assert list(tmp_path.glob("1/flows/h2-*.client.nflow")), sorted(tmp_path.rglob("*"))
+    assert (tmp_path / "1" / "exp.nc").is_file()
 
 
 def test_demo_progress_keeps_notices_apart_from_errors() -> None:

@@ -198,7 +198,11 @@ def _engine_clients(ns: str) -> list[int]:
 
 
 @pytest.mark.netns
-def test_ctrl_c_stops_flows_and_restores(veth_pair, tmp_path: Path) -> None:
+@pytest.mark.parametrize("signals", [("SIGINT",), ("SIGTERM",), ("SIGINT", "SIGINT", "SIGINT")],
+                         ids=["ctrl-c", "sigterm", "ctrl-c-x3"])
+def test_ctrl_c_stops_flows_and_restores(veth_pair, tmp_path: Path, signals: tuple[str, ...]) -> None:
+    # SIGTERM and a third Ctrl-C used to exit at once, leaving flows running and hosts changed
+    # until the lease expired; now every one of them restores the hosts before the process exits.
     import signal
 
     lab, agents = start_pair(veth_pair, tmp_path)
@@ -212,7 +216,9 @@ def test_ctrl_c_stops_flows_and_restores(veth_pair, tmp_path: Path) -> None:
         if "flow(s) of" in line:
             def interrupt() -> None:
                 running.append(bool(_engine_clients(veth_pair.a)))
-                proc_box[0].send_signal(signal.SIGINT)
+                for name in signals:
+                    proc_box[0].send_signal(getattr(signal, name))
+                    time.sleep(0.05)
             threading.Timer(2.0, interrupt).start()
 
     real_popen = veth_pair.popen
@@ -241,6 +247,7 @@ def test_ctrl_c_stops_flows_and_restores(veth_pair, tmp_path: Path) -> None:
     assert agents["h1"].proc.poll() is None  # agents keep running
     after = veth_pair.run(veth_pair.a, ["cat", "/proc/sys/net/ipv4/tcp_ecn"]).stdout.strip()
     assert after == before
+    assert (tmp_path / "work" / "1" / "exp.nc").is_file()  # what ran was fetched and processed
 
 
 SHAPE = """

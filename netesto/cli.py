@@ -8,9 +8,10 @@ its command runs, so ``netesto plan`` never pays for xarray or zmq.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from netesto._version import __version__
 from netesto.errors import NetestoError, RunInterrupted, ScriptError
@@ -40,21 +41,54 @@ def _top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Third-party packages a command may need -> the extra that installs them.
+EXTRAS = {
+    "numpy": "results", "pandas": "results", "xarray": "results", "netCDF4": "results",
+    "holoviews": "plots", "bokeh": "plots", "jinja2": "report",
+    "IPython": "notebook", "ipywidgets": "notebook", "ipykernel": "notebook",
+    "papermill": "sweep", "nbclient": "sweep", "nbformat": "sweep", "nbconvert": "sweep",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The pip command that installs what ``exc`` says is missing, if an extra of ours has it."""
+    top = (exc.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    return f"pip install 'netesto[{extra}]'" if extra else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     top = _top_parser()
-    if not argv or argv[0].startswith("-"):
-        top.parse_args(argv or ["--help"])
+    if not argv:
+        top.print_help(sys.stderr)
+        return 2
+    if argv[0].startswith("-"):
+        top.parse_args(argv)  # --help, --version (exit 0) or an unknown option (exit 2)
         return 2
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        top.parse_args([name])  # argparse prints the choices and exits 2
+        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        print(f"netesto: unknown command {name!r}{hint}\ncommands: {', '.join(COMMANDS)}  "
+              "('netesto --help' says what each does)", file=sys.stderr)
         return 2
     module_name, text = COMMANDS[name]
-    module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"netesto {name}", description=text)
-    module.add_arguments(parser)
-    args = parser.parse_args(rest)
+    try:
+        module = importlib.import_module(module_name)
+        parser = argparse.ArgumentParser(prog=f"netesto {name}", description=text)
+        module.add_arguments(parser)
+        args = parser.parse_args(rest)
+        return _run(name, module, args)
+    except ModuleNotFoundError as exc:
+        fix = missing_extra(exc)
+        if fix is None:
+            raise
+        print(f"netesto {name}: needs {exc.name}, which this install lacks: {fix}", file=sys.stderr)
+        return 1
+
+
+def _run(name: str, module: Any, args: argparse.Namespace) -> int:
     try:
         return int(module.main(args) or 0)
     except NetestoError as exc:

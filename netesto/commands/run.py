@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from netesto.errors import UsageError
+from typing import TYPE_CHECKING, TextIO
+
+from netesto.errors import NetestoError, UsageError
 from netesto.script.store import parse_defines
+
+if TYPE_CHECKING:
+    from netesto.controller.runner import RunResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +35,7 @@ def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from netesto.controller import ConsoleProgress, Lab, collect, run
+    from netesto.controller.runner import RunResult
     from netesto.controller.progress import HostError, Progress, ProgressEvent, RunFinished
     from netesto.controller.signals import signals_interrupt
 
@@ -46,12 +52,35 @@ def main(args: argparse.Namespace) -> int:
                     console.handle(event)
 
         progress = Quiet()
-    if args.collect:
-        result = collect(lab, workdir=args.workdir, progress=progress)
-        return 0 if result.ok else 1
-    script: str | Path = sys.stdin.read() if args.script == "-" else Path(args.script)
-    if isinstance(script, Path) and not script.is_file():
-        raise UsageError(f"script {script} not found")
-    with signals_interrupt():  # SIGTERM, SIGHUP: stopped as Ctrl-C stops it, hosts restored
-        result = run(script, lab=lab, workdir=args.workdir, defines=parse_defines(args.defines), progress=progress)
+    try:
+        if args.collect:
+            result = collect(lab, workdir=args.workdir, progress=progress)
+        else:
+            script: str | Path = sys.stdin.read() if args.script == "-" else Path(args.script)
+            if isinstance(script, Path) and not script.is_file():
+                raise UsageError(f"script {script} not found")
+            with signals_interrupt():  # SIGTERM, SIGHUP: stopped as Ctrl-C stops it, hosts restored
+                result = run(script, lab=lab, workdir=args.workdir, defines=parse_defines(args.defines),
+                             progress=progress)
+    except NetestoError as exc:  # a failed or interrupted run still shows what it kept
+        if isinstance(exc.detail, RunResult) and not args.quiet:
+            summarize(exc.detail, sys.stdout)
+        raise
+    if not args.quiet:
+        summarize(result, sys.stdout)
     return 0 if result.ok else 1
+
+
+def summarize(result: "RunResult", out: TextIO) -> None:
+    """The rate table of the run's experiments (exp.csv) and where their reports are."""
+    try:
+        from netesto.results.expcsv import rate_table, read_rows
+    except ImportError:  # the results extra is not installed: raw data only
+        return
+    rows = read_rows(result.workdir / "exp.csv", result.exps)
+    if rows:
+        print("", *rate_table(rows), sep="\n", file=out)
+    for e in result.experiments:
+        page = e.path / "exp.html"
+        if page.is_file():
+            print(f"report: {page} (open it in a browser)", file=out)

@@ -290,6 +290,37 @@ def append_rows(path: str | os.PathLike[str], fields: Sequence[Field],
     return path
 
 
+
+def read_rows(path: str | os.PathLike[str], exps: Iterable[int] | None = None) -> list[dict[str, str]]:
+    """exp.csv's rows (of experiments ``exps`` only, when given), as text; none if there is no file."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except FileNotFoundError:
+        return []
+    if exps is None:
+        return rows
+    wanted = {str(e) for e in exps}
+    return [r for r in rows if (r.get("exp") or "").split(".")[0] in wanted]
+
+
+def rate_table(rows: Iterable[Mapping[str, str]]) -> list[str]:
+    """The headline lines of exp.csv rows: experiment, host, ca, rate, rtt, retransmits.
+
+    >>> print("\\n".join(rate_table([{"exp": "1.0", "host": "h2", "ca": "cubic", "rate": "46.5", "rtt": "30500"}])))
+      exp    host  ca          rate(Mbit/s)  rtt(ms)  retrans
+      1.0    all   cubic               46.5     30.5  
+    """
+    out = ["  exp    host  ca          rate(Mbit/s)  rtt(ms)  retrans"]
+    for row in rows:
+        exp = row.get("exp") or ""
+        host = "all" if exp.endswith(".0") else row.get("host") or ""
+        rtt = parse_number(row.get("rtt") or "")
+        rtt_ms = f"{rtt / 1000:.1f}" if rtt is not None else "-"
+        retrans = row.get("retrans_total") or row.get("localRetrans") or ""
+        out.append(f"  {exp:<6} {host:<5} {row.get('ca') or '':<11} {row.get('rate') or '':>12}  {rtt_ms:>7}  {retrans}")
+    return out
+
 __all__ = [
     "Field",
     "OPS",
@@ -300,5 +331,7 @@ __all__ = [
     "parse_fields",
     "parse_number",
     "parse_other",
+    "rate_table",
     "read_header",
+    "read_rows",
 ]

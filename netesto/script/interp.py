@@ -167,6 +167,9 @@ class Interpreter:
                 raise ScriptError(f"bad variable name {key!r} in defines",
                                   file="<defines>", hint="letters, digits and _ only")
             self.variables[key] = str(value)
+        # -D wins over the script's own SET/SET_EXP of the same name (as make's command-line
+        # variables do): `netesto plan two.nts -D dur=5` must not be undone by `SET dur=20`.
+        self.fixed = frozenset(defines or ())
         self.macros: dict[str, Macro] = dict(start.macros)
         self.sourced: set[str] = set(start.sourced)
         self._suffix_set = start.host_suffix is not None  # by a HOST_SUFFIX command
@@ -481,7 +484,8 @@ class Interpreter:
         if key == "forLoopPrint":
             self.for_loop_print = self._truthy(value)
             return
-        self.variables[key] = value
+        if key not in self.fixed:
+            self.variables[key] = value
 
     def _set_exp(self, node: Command, frame: _Frame) -> None:
         toks = self._tokens(node, frame)
@@ -497,7 +501,8 @@ class Interpreter:
             col = toks[0].col + len(key) + 1 + exc.pos
             raise self._err(frame, node.line, col, f"SET_EXP: {exc}",
                             "integers, variables, + - * / and parentheses") from None
-        self.variables[key] = str(value)
+        if key not in self.fixed:
+            self.variables[key] = str(value)
 
     def _host_suffix(self, node: Command, frame: _Frame) -> None:
         toks = self._tokens(node, frame)

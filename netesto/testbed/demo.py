@@ -187,7 +187,12 @@ def _run_experiment(result: DemoResult, up: lifecycle.UpResult, *, dur1: int, du
     absent = [f for f, ok in result.files.items() if not ok]
     if absent:
         result.missing.append(f"not written (results/report layer missing or failed): {', '.join(absent)}")
-    result.rows = _csv_rows(result.workdir / "exp.csv", result.exps)
+    try:
+        from netesto.results.expcsv import read_rows
+    except ImportError:  # the results extra is not installed: no exp.csv either
+        pass
+    else:
+        result.rows = read_rows(result.workdir / "exp.csv", result.exps)
     result.ok = bool(result.exps) and run_result.ok
 
 
@@ -235,29 +240,15 @@ def _congestion_controls(mode: str, say: Callable[[str], None]) -> tuple[str, st
     return pick[0], pick[1]
 
 
-def _csv_rows(path: Path, exps: list[int]) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    lines = path.read_text().splitlines()
-    if not lines:
-        return []
-    header = lines[0].split(",")
-    rows = [dict(zip(header, ln.split(","))) for ln in lines[1:]]
-    wanted = {str(e) for e in exps}
-    return [r for r in rows if r.get("exp", "").split(".")[0] in wanted]
-
-
 def report(result: DemoResult, out: TextIO = sys.stdout) -> None:
     """Print where the results are and the headline numbers."""
     say = lambda msg: print(msg, file=out)  # noqa: E731
     if result.rows:
-        say("\n  exp    host  ca          rate(Mbit/s)  rtt(ms)  retrans")
-        for row in result.rows:
-            if row.get("exp", "").endswith(".0"):
-                row = {**row, "host": "all"}
-            rtt_us = row.get("rtt") or ""
-            rtt_ms = f"{float(rtt_us) / 1000:.1f}" if rtt_us.replace(".", "", 1).isdigit() else "-"
-            say(f"  {row.get('exp', ''):<6} {row.get('host', ''):<5} {row.get('ca', ''):<11} {row.get('rate', ''):>12}  {rtt_ms:>7}  {row.get('retrans_total', '') or row.get('localRetrans', '')}")
+        from netesto.results.expcsv import rate_table
+
+        say("")
+        for line in rate_table(result.rows):
+            say(line)
     say(f"\nresults in {result.workdir}")
     for rel, ok in result.files.items():
         say(f"  {'ok     ' if ok else 'MISSING'} {result.workdir / rel}")

@@ -516,3 +516,16 @@ def test_a_full_workdir_ends_the_run_with_one_error_and_the_agents_keep_the_data
     again = cli("--collect", "--lab", str(loopback_lab), "--workdir", str(tmp_path / "roomy"))
     assert again.returncode == 0, again.stdout + again.stderr
     assert (tmp_path / "roomy" / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()
+
+
+def test_run_prints_the_rate_table_and_where_the_report_is(loopback_lab: Path, tmp_path: Path) -> None:
+    # `netesto run` printed no rate table and did not say where exp.html is (the demo does both).
+    work = tmp_path / "w"
+    done = cli("-", "--lab", str(loopback_lab), "--workdir", str(work), "-D", "dur=1",
+               stdin=SCRIPT + "PROCESS_EXP exp=PREV\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rate(Mbit/s)" in done.stdout and "\n  1.0    all " in done.stdout, done.stdout
+    assert f"report: {work}/1/exp.html (open it in a browser)" in done.stdout, done.stdout
+    quiet = cli("-", "--lab", str(loopback_lab), "--workdir", str(work), "-D", "dur=1", "-q",
+                stdin=SCRIPT + "PROCESS_EXP exp=PREV\n")
+    assert quiet.returncode == 0 and "rate(Mbit/s)" not in quiet.stdout

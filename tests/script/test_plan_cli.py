@@ -146,3 +146,14 @@ def test_plan_finds_source_files_where_run_does(tmp_path: Path) -> None:
     res = run_plan(str(script), "--workdir", str(work), cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "DO_CLIENT exp=8 server=h2 ca=reno dur=4 " in res.stdout
+
+
+def test_a_define_wins_over_the_scripts_own_set(tmp_path) -> None:
+    # `netesto plan -D dur=5` was silently overridden by the script's `SET dur=20`.
+    from netesto.script import plan
+
+    text = "SET dur=20\nSET_EXP half=$dur/2\nDO_CLIENT host=a server=b dur=$dur exp=1\nWAIT $half\n"
+    client, wait = plan(text, defines={"dur": "5"})
+    assert client.dur == 5.0 and wait.seconds == 2  # SET_EXP is integer arithmetic
+    client, wait = plan(text)
+    assert client.dur == 20.0 and wait.seconds == 10.0

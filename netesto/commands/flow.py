@@ -148,8 +148,34 @@ def format_event(event: dict[str, Any]) -> str | None:
     return None
 
 
+def total_line(summaries: list[dict[str, Any]]) -> str | None:
+    """The sum over the flows' summaries (None for one flow: its own lines say it all).
+
+    >>> total_line([{"rate_tx_bps": 2e6, "transactions": 10, "tps": 5.0},
+    ...             {"rate_tx_bps": 1e6, "transactions": 30, "tps": 15.0}])
+    'total of 2 flows: tx 3.00 Mbit/s  40 transactions (20/s)'
+    """
+    if len(summaries) < 2:
+        return None
+    tx = sum(s.get("rate_tx_bps") or 0.0 for s in summaries)
+    rx = sum(s.get("rate_rx_bps") or 0.0 for s in summaries)
+    parts = [f"total of {len(summaries)} flows:"]
+    if tx:
+        parts.append(f"tx {_rate(tx)}")
+    if rx:
+        parts.append(f"rx {_rate(rx)}")
+    transactions = sum(s.get("transactions") or 0 for s in summaries)
+    if transactions:
+        parts.append(f" {transactions} transactions ({sum(s.get('tps') or 0.0 for s in summaries):.0f}/s)")
+    return " ".join(parts)
+
+
 def main(args: argparse.Namespace) -> int:
+    summaries: list[dict[str, Any]] = []
+
     def out(event: dict[str, Any]) -> None:
+        if event.get("event") in ("done", "error") and isinstance(event.get("summary"), dict):
+            summaries.append(event["summary"])
         if args.json:
             import json
 
@@ -171,6 +197,9 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("give the flows with --specs FILE or -H HOST, not both or neither")
     specs = load_specs(args.specs) if args.specs else command_line_specs(args)
     code = run_client(specs, args.datadir, workers=args.workers, out=out)
+    total = total_line(summaries)
+    if total and not args.json:
+        print(total)
     if code:
         print("some flows failed", file=sys.stderr)
     if not args.json:

@@ -93,6 +93,13 @@ def test_flow_client_takes_one_flow_from_the_command_line(tmp_path):
         again = subprocess.run([*quick, "-l", "0.5"], capture_output=True, text=True, timeout=30)
         assert again.returncode == 0, again.stderr
         assert f"raw data in {data / '2' / 'flows'}" in again.stdout
+        # several RR flows: their total too (it printed per-flow rates only)
+        rr = subprocess.run([*quick, "-t", "tcp_rr", "-l", "0.5", "-P", "4"], capture_output=True, text=True, timeout=30)
+        assert rr.returncode == 0, rr.stderr
+        total = re.search(r"total of 4 flows: tx .*  (\d+) transactions \((\d+)/s\)", rr.stdout)
+        assert total, rr.stdout
+        per_flow = [int(n) for n in re.findall(r"^    (\d+) transactions", rr.stdout, re.M)]
+        assert len(per_flow) == 4 and int(total.group(1)) == sum(per_flow)
         # bad input: both or neither way of giving flows, a bad size
         for argv, what in (([*quick, "--specs", "x.json"], "--specs FILE or -H HOST"),
                            ([*NETESTO, "flow", "client"], "--specs FILE or -H HOST"),

@@ -51,8 +51,7 @@ def up(config: Any, *, reason: str, progress: Callable[[str], None]) -> Any:
     path = state_path(config.name)
     base = Path(config.dir)
     base.mkdir(parents=True, exist_ok=True)
-    note = missing_note(reason)
-    progress(note)
+    note = missing_note(reason)  # shown once, with the other notes the caller prints
     with machine_lock():
         if path.exists():
             raise TestbedError(f"testbed {config.name!r} is up already (state {path})")

@@ -29,6 +29,7 @@ from netesto.testbed.state import (
     load_state,
     machine_lock,
     proc_alive,
+    remove_lab_files,
     save_state,
     state_dir,
     state_path,
@@ -428,6 +429,7 @@ def down(name: str) -> list[str]:
         Path(state["delayline_control"]).unlink(missing_ok=True)
     for leftover in state_dir().glob(f"{name}.*.ready"):  # an `up` killed while waiting
         leftover.unlink(missing_ok=True)
+    remove_lab_files(state)
     path.unlink(missing_ok=True)
     return problems
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from netesto.errors import TestbedError
 from netesto.testbed import agents
 from netesto.testbed.lab import LabFile, LabHost, write_lab
-from netesto.testbed.state import machine_lock, proc_alive, save_state, state_path, stop_process
+from netesto.testbed.state import machine_lock, proc_alive, remove_lab_files, save_state, state_path, stop_process
 
 BASE_PORT = 12870
 
@@ -104,6 +104,7 @@ def down(state: dict[str, Any], path: Path) -> list[str]:
         stop_process(proc["pid"], proc.get("start_time"))
         if proc_alive(proc["pid"], proc.get("start_time")):
             problems.append(f"{proc['kind']} {proc['name']} (pid {proc['pid']}) did not stop")
+    remove_lab_files(state)
     path.unlink(missing_ok=True)
     return problems
 

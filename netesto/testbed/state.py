@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -134,12 +135,26 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+
+def remove_lab_files(state: dict[str, Any]) -> None:
+    """A testbed that is down takes its lab file and CURVE keys with it: a run against a stale
+    lab file waited out a timeout per host before failing. The agents' data directory stays."""
+    lab = state.get("lab")
+    if not lab:
+        return
+    lab_path = Path(lab)
+    lab_path.unlink(missing_ok=True)
+    keys = lab_path.parent / f"{state.get('name', '')}.keys"
+    if state.get("name") and keys.is_dir() and not keys.is_symlink():
+        shutil.rmtree(keys, ignore_errors=True)
+
 __all__ = [
     "list_states",
     "load_state",
     "machine_lock",
     "proc_alive",
     "proc_start_time",
+    "remove_lab_files",
     "save_state",
     "state_dir",
     "state_path",

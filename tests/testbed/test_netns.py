@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -192,6 +193,8 @@ def test_down_removes_everything(tmp_path) -> None:
         down = subprocess.run([sys.executable, "-m", "netesto", "testbed", "down", "--name", name], capture_output=True, text=True)
     assert down.returncode == 0, down.stdout + down.stderr
     assert tbutil.leftovers(name) == []
+    # the lab file (and keys) go too: a run against a stale lab file waited out a timeout per host
+    assert state["lab"] and not Path(state["lab"]).exists() and not (tmp_path / f"{name}.keys").exists()
     for p in state["processes"]:
         assert not lifecycle.proc_alive(p["pid"], p["start_time"])
     if not _other_testbeds(name):

@@ -44,3 +44,20 @@ def test_importing_netesto_is_light():
     mods = _imported_after("import netesto, netesto.errors, netesto.traffic.rawformat")
     for heavy in ("xarray", "IPython", "bokeh", "holoviews", "pandas", "numpy", "zmq"):
         assert heavy not in mods, heavy
+
+
+def test_the_systemd_unit_starts_the_agent_its_install_lines_install() -> None:
+    # The unit hard-coded /usr/local/bin/netesto-agent, where a PEP 668 Debian installs nothing.
+    import re
+
+    unit = (Path(__file__).resolve().parents[1] / "contrib" / "netesto-agent.service").read_text()
+    venv = re.search(r"python3 -m venv (\S+)", unit).group(1)
+    exec_start = re.search(r"^ExecStart=(\S+)", unit, re.M).group(1)
+    assert exec_start == f"{venv}/bin/netesto-agent"
+    assert f"{venv}/bin/pip install netesto" in unit
+
+
+def test_environment_yml_names_conda_forge_packages() -> None:
+    text = (Path(__file__).resolve().parents[1] / "environment.yml").read_text()
+    assert "- iperf3" not in text and "- iperf " in text  # conda-forge publishes iperf3 as "iperf"
+    assert "- jupyterlab" in text

@@ -12,7 +12,7 @@ from netesto.errors import UsageError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("script", help="exp.py-style script (File=..., Select=..., doTable, doPlot ...)")
     parser.add_argument("vars", nargs="*", metavar="var=value", help="variables for $var in the script")
-    parser.add_argument("-o", "--output", help="write the HTML page here (default: stdout)")
+    parser.add_argument("-o", "--output", "--out", help="write the HTML page here (default: stdout)")
     parser.add_argument("-C", "--directory", default=".", help="resolve File= paths from here (default: .)")
 
 
@@ -25,7 +25,8 @@ def main(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise UsageError(f"expected var=value, got {item!r}")
         variables[key] = value
-    page = run_script(args.script, variables, base=args.directory)
+    page_dir = Path(args.output).parent if args.output else Path.cwd()
+    page = run_script(args.script, variables, base=args.directory, page_dir=page_dir)
     if args.output:
         Path(args.output).write_text(page)
     else:

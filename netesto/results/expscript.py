@@ -26,7 +26,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -81,8 +81,8 @@ def _select_mask(df: pd.DataFrame, spec: str) -> pd.Series:
             else:
                 raise ResultsError(f"Select: no operator in {cond!r}")
             name, value = name.strip(), value.strip()
-            if name not in df.columns:
-                continue
+            if name not in df.columns:  # the original ignored it: a typo selected everything
+                raise ResultsError(f"Select: unknown column {name!r}{_did_you_mean(name, df.columns)}")
             col = df[name]
             text = col.map(cell_text)
             num = pd.to_numeric(col, errors="coerce")
@@ -149,6 +149,8 @@ class ExpScript:
     rel_path: str = ""
     fmt: int | None = None
     plot_count: int = 0
+    # Where the page will be: without relPath=, its exp links point from there to the CSV's directory.
+    page_dir: Path | None = None
 
     def _load(self, path: str) -> Table:
         p = Path(path)
@@ -183,7 +185,7 @@ class ExpScript:
             return "end"
         if k == "file":
             if self.full is None:
-                self.rel_path = value.rsplit("/", 1)[0] if "/" in value else value
+                self.rel_path = self._links_to(value)
                 self.full = self._load(value)
                 self._set(self.full)
         elif k == "read":
@@ -231,6 +233,9 @@ class ExpScript:
             t = self._need()
             if value.strip().upper() != "ALL":
                 wanted = [c.strip() for c in value.split(",") if c.strip()]
+                unknown = [c for c in wanted if c not in t.df.columns]
+                if unknown:
+                    raise ResultsError(f"unknown column {unknown[0]!r}{_did_you_mean(unknown[0], t.df.columns)}")
                 # Shown in the table's own column order, as the original.
                 self._set(t.cols(*[c for c in t.df.columns if c in wanted]))
         elif k in ("removecols", "deletecols"):
@@ -259,9 +264,20 @@ class ExpScript:
             self.parts.append(_percent_table(self._need()).to_html())
         elif k == "doplot":
             self.parts.append(self._plot(value))
-        else:
+        elif key in OPTIONS:
             self.options[key] = value
+        else:
+            raise ResultsError(f"unknown command or option {key!r}{_did_you_mean(key)}")
         return None
+
+    def _links_to(self, csv: str) -> str:
+        """The original's relPath (for its web server) unless we know where the page goes:
+        then the path from the page's folder to the CSV's, so row links open each exp.html."""
+        if self.page_dir is None:
+            return csv.rsplit("/", 1)[0] if "/" in csv else csv
+        path = Path(csv) if Path(csv).is_absolute() else self.base / csv
+        rel = os.path.relpath(path.resolve().parent, self.page_dir.resolve())
+        return "" if rel == "." else rel
 
     def _plot(self, name: str) -> str:
         t = self._need()
@@ -303,6 +319,28 @@ class ExpScript:
                 "<style>table{border-collapse:collapse;font-family:sans-serif}"
                 "td,th{padding:2px 6px;text-align:right}</style></head>\n<body>\n"
                 f"{body}\n</body></html>\n")
+
+
+COMMANDS = ("File", "read", "append", "Select", "Cols", "SelectCols", "RemoveCols", "DeleteCols", "Rows",
+            "SelectRows", "SelectExp", "Average", "NewCol", "NewColName", "doTable", "PercentTable", "doPlot",
+            "format", "relPath", "path", "log", "IterFile", "source", "end")
+# The original's options (case-sensitive), those we draw and those we accept and leave alone.
+OPTIONS = frozenset({
+    "plotX", "plotY1", "plotY2", "plotSeries", "plotTitle", "plotXTitle", "plotY1Title", "plotY2Title",
+    "plotSeriesTitle", "plotSize", "plotXSize", "plotYSize", "plotXLen", "xUniform", "Y1min", "Y2min",
+    "Y1eqY2", "Y1Units", "Y2Units", "Y1div", "Y2div", "Y1LogScale", "Y2LogScale", "BkgLevel", "PlotRatio",
+    "PlotPercent", "rowColorChange", "NewColField1", "NewColOp", "NewColField2",
+})
+
+
+def _did_you_mean(word: str, choices: Iterable[object] | None = None) -> str:
+    """"; did you mean X?" for the closest of ``choices`` (default: commands and options)."""
+    import difflib
+
+    names = [str(c) for c in choices] if choices is not None else [*COMMANDS, *OPTIONS]
+    lowered = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.7)
+    return f"; did you mean {lowered[close[0]]!r}?" if close else ""
 
 
 def _split_average(value: str) -> list[str]:
@@ -359,16 +397,20 @@ def _percent_table(t: Table) -> Table:
 
 
 def run_script(path: str | os.PathLike[str], variables: Mapping[str, str] | None = None,
-               *, base: str | os.PathLike[str] | None = None) -> str:
+               *, base: str | os.PathLike[str] | None = None,
+               page_dir: str | os.PathLike[str] | None = None) -> str:
     """Run the exp.py script at ``path``; return the HTML page. Relative
     ``File=`` paths are resolved against ``base`` (default: the current
-    directory, as the original run in its working directory)."""
+    directory, as the original run in its working directory). ``page_dir``, the
+    folder the page will be saved in, makes the rows' exp links relative to it
+    unless the script sets ``relPath=``."""
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as exc:
         raise ResultsError(f"{p}: cannot read script: {exc.strerror}") from exc
-    script = ExpScript(Path(base) if base is not None else Path.cwd(), dict(variables or {}))
+    script = ExpScript(Path(base) if base is not None else Path.cwd(), dict(variables or {}),
+                       page_dir=Path(page_dir) if page_dir is not None else None)
     return script.run(text, source=str(p))
 
 

@@ -80,3 +80,36 @@ def test_a_bad_value_names_the_script_line(processed: Path, tmp_path: Path, line
     line = 1 + len(lines.splitlines())
     with pytest.raises(ResultsError, match=rf"bad\.script:{line}: {what}: "):
         run_script(s)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("doTabel", r"t.script:3: doTabel: unknown command or option 'doTabel'; did you mean 'doTable'\?"),
+    ("Select=rtte>1", r"t.script:3: Select: Select: unknown column 'rtte'; did you mean 'rtt'\?"),
+    ("Cols=exp,rat", r"t.script:3: Cols: unknown column 'rat'; did you mean 'rate'\?"),
+])
+def test_unknown_commands_and_columns_are_refused_where_they_are(processed: Path, tmp_path: Path, line: str,
+                                                                 message: str) -> None:
+    # A misspelled command (doTabel) or column was ignored with exit 0: an empty or unfiltered page.
+    from netesto.errors import ResultsError
+
+    s = tmp_path / "t.script"
+    s.write_text(f"File={processed}/exp\n# a comment\n{line}\ndoTable\n")
+    with pytest.raises(ResultsError, match=message):
+        run_script(s)
+
+
+def test_the_shipped_example_runs_and_its_links_open_the_experiments(processed: Path, tmp_path: Path) -> None:
+    # Without relPath the row links were broken; the example table script ships in examples/.
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "rates.table"
+    out = processed / "pages" / "rates.html"
+    out.parent.mkdir()
+    done = subprocess.run([sys.executable, "-m", "netesto", "table", str(example), "-C", str(processed),
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    links = re.findall(r'href="([^"]+/exp\.html)"', page)
+    assert links and all((out.parent / link).resolve().is_file() for link in links), links
+    assert 'id="rates"' in page and tag_problems(page) == []

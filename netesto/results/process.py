@@ -105,6 +105,7 @@ def process_experiment(
             p = expdir / "exp.html"
             write_text_atomic(p, page)
             result.files.append(p)
+            _link_next(root / str(raw.exp - 1) / "exp.html", raw.exp)
     return result
 
 
@@ -120,6 +121,16 @@ def _note_processing(path: Path, desc: str, other: list[tuple[str, str]]) -> Non
         write_text_atomic(path, json.dumps(meta, indent=1, default=str))
 
 
+def _link_next(previous: Path, exp: int) -> None:
+    """Give the previous experiment's page its Next link, now that this page exists."""
+    try:
+        text = previous.read_text(encoding="utf-8")
+    except OSError:
+        return
+    if "<!--netesto:next-->" in text:
+        write_text_atomic(previous, text.replace("<!--netesto:next-->", f' <a href="../{exp}/exp.html">Next</a>', 1))
+
+
 def _render_html(ds: Any, groups: list[Any], all_items: list[tuple[str, str]],
                  result: ProcessResult) -> str | None:
     try:
@@ -133,10 +144,12 @@ def _render_html(ds: Any, groups: list[Any], all_items: list[tuple[str, str]],
     except (FileNotFoundError, ModuleNotFoundError):
         return None
     env = jinja2.Environment(autoescape=True)
+    values = [g.as_dict() for g in groups]
     keys: list[str] = []
     for g in groups:
         for k, _ in g.items:
-            if k not in keys:
+            # a row nobody has a value for (latencies of stream flows) is left out
+            if k not in keys and any(str(v.get(k, "")).strip() for v in values):
                 keys.append(k)
     from markupsafe import Markup
 
@@ -155,9 +168,10 @@ def _render_html(ds: Any, groups: list[Any], all_items: list[tuple[str, str]],
         errors=result.errors,
         warnings=result.warnings,
         run_errors=[str(e) for e in json.loads(ds.attrs.get("run_errors", "[]") or "[]")],
-        # The previous experiment's page exists already (or never will); the next one may come later.
+        # Links only to pages that exist: the previous one's Next is added when this one is written.
         prev_exp=exp - 1 if (result.directory.parent / str(exp - 1) / "exp.html").is_file() else None,
-        next_exp=exp + 1,
+        next_exp=exp + 1 if (result.directory.parent / str(exp + 1) / "exp.html").is_file() else None,
+        has_latency=any(str(v.get("meanLatency", "")).strip() for v in values),
         hosts=json.loads(ds.attrs.get("hosts", "{}") or "{}"),
     )
 

@@ -73,9 +73,14 @@ def test_experiment_page_has_the_time_series(workdir: Path, tmp_path: Path) -> N
     peak = float(ds.goodput.max()) / 1e9
     assert 30 + 245 * (1 - peak / max(ticks)) == pytest.approx(top_px, abs=1.5)
     assert "could not be read" not in shown.dom and "Warnings" not in shown.dom
-    assert ">Prev<" not in shown.dom and 'href="../2/exp.html">Next<' in shown.dom  # no experiment 0
+    # No experiment 0, and no experiment 2 page yet: no links to pages that do not exist
+    assert ">Prev<" not in shown.dom and ">Next<" not in shown.dom
     process_experiment(workdir, 2)
     assert 'href="../1/exp.html">Prev<' in (workdir / "2" / "exp.html").read_text()
+    assert 'href="../2/exp.html">Next<' in (workdir / "1" / "exp.html").read_text()  # added now that it exists
+    # stream flows have no latencies: no rows of " / / " for them
+    page1 = (workdir / "1" / "exp.html").read_text()
+    assert "Latencies" not in page1 and not re.search(r"<td>\s*/\s*/\s*</td>", page1)
     # The screenshot really shows the lines: the first flow's colour is painted.
     image = pytest.importorskip("PIL.Image", reason="Pillow is needed to read the screenshot")
     pixels = np.asarray(image.open(shown.png).convert("RGB")).reshape(-1, 3)

@@ -39,7 +39,7 @@ class NetestoMagics(Magics):
         # What the cells that ran so far defined; None: nothing yet (or %netesto reset).
         self.state: State | None = None
 
-    @magic_arguments()
+    @magic_arguments(name="netesto")
     @argument("what", choices=["lab", "workdir", "show", "reset"], help="what to set, show or reset")
     @argument("value", nargs="?", help="a lab file (lab) or a directory (workdir)")
     @line_magic("netesto")  # type: ignore[arg-type, unused-ignore]  # IPython 9 types its decorators as taking Never
@@ -77,7 +77,7 @@ class NetestoMagics(Magics):
             print(f"netesto: lab {lab}; workdir {self.workdir}")
         return None
 
-    @magic_arguments()
+    @magic_arguments(name="%netesto")
     @argument("--lab", help="lab file for this cell (default: the one set with %%netesto lab)")
     @argument("--workdir", help=f"results directory (default: {DEFAULT_WORKDIR})")
     @argument("-D", dest="defines", action="append", metavar="VAR=VALUE", help="define a variable")

@@ -25,6 +25,10 @@ def shell():
 def test_help_comes_from_magic_arguments(shell):
     doc = shell.find_cell_magic("netesto").__doc__
     assert "--plan" in doc and "--as" in doc and "VAR=VALUE" in doc
+    # `%%netesto?` and `%netesto?` name the magics as users type them (it said %netesto_cell)
+    assert "  %%netesto [--lab LAB]" in doc and "netesto_cell" not in doc
+    line_doc = shell.find_line_magic("netesto").__doc__
+    assert "  %netesto {lab,workdir,show,reset}" in line_doc and "netesto_line" not in line_doc
 
 
 def test_plan_only_prints_the_plan(shell, capsys):

@@ -31,7 +31,7 @@ def test_round_trip_through_dict():
     "kwargs, message",
     [
         ({"test": "TCP_FOO"}, "unknown test"),
-        ({"dur": 0}, "dur must be > 0"),
+        ({"dur": 0}, r"dur must be in \(0, 86400\] s, got 0"),
         ({"interval": 0.0001}, "interval"),
         ({"port": 70000}, "bad port"),
         ({"driver": "nuttcp"}, "unknown driver"),

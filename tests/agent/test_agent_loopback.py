@@ -341,7 +341,7 @@ def test_bad_arguments_get_usage_errors_not_crashes(agents, keys):
                                  r"bad flow spec: flow x: dur must be a finite number, got nan"),
                                 ("snapshot", {"exp": 1, "interfaces": [1]}, r"bad interface 1 for snapshot"),
                                 ("prepare_server", {"exp": 1, "driver": "iperf3", "ports": ["a"]},
-                                 r"bad port 'a' for the iperf3 server: expected 1\.\.65535"),
+                                 r"bad port 'a' for the iperf3 server: expected 1024\.\.65535"),
                                 ("prepare_server", {"exp": 1, "driver": "netperf", "ports": [70000]},
                                  r"bad port 70000 for the netperf server"),
                                 ("set_sysctl", {"settings": [1, 2]}, r"bad sysctl setting 1: expected \[name, value\]"),

@@ -529,3 +529,27 @@ def test_run_prints_the_rate_table_and_where_the_report_is(loopback_lab: Path, t
     quiet = cli("-", "--lab", str(loopback_lab), "--workdir", str(work), "-D", "dur=1", "-q",
                 stdin=SCRIPT + "PROCESS_EXP exp=PREV\n")
     assert quiet.returncode == 0 and "rate(Mbit/s)" not in quiet.stdout
+
+
+def test_a_controller_frozen_past_its_lease_exits_non_zero_saying_why(short_lease_lab: Path, tmp_path: Path) -> None:
+    # A controller stopped (SIGSTOP, a suspended laptop) past its lease: the agents stop the
+    # flows and restore. The run used to carry on and exit 0 as if the flows had run.
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-m", "netesto", "run", "-", "--lab", str(short_lease_lab),
+                             "--workdir", str(tmp_path / "w"), "-D", "dur=10", "-v"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(SCRIPT)
+    proc.stdin.close()
+    for line in proc.stdout:
+        if ": progress" in line:
+            break
+    proc.send_signal(signal.SIGSTOP)
+    time.sleep(5)  # the agents' lease is 3 s: they stop the flow meanwhile
+    proc.send_signal(signal.SIGCONT)
+    proc.wait(timeout=60)
+    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+    assert proc.returncode not in (0, 130), out + err
+    assert "lease expired" in err and "h1-h2-1-0" in err, err
+    assert (tmp_path / "w" / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()  # what ran is kept

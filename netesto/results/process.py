@@ -157,7 +157,8 @@ def _render_html(ds: Any, groups: list[Any], all_items: list[tuple[str, str]],
 
     exp = int(ds.attrs.get("exp", result.exp))
     # Our own SVG (every text in it is escaped): inserted as markup.
-    plots = [{"id": p.id, "title": p.title, "svg": Markup(p.svg)} for p in experiment_plots(ds)]
+    plots = [{"id": p.id, "title": p.title, "svg": Markup(p.svg), "caption": p.caption, "folded": p.folded}
+             for p in experiment_plots(ds)]
     return env.from_string(text).render(
         plots=plots,
         exp=exp,

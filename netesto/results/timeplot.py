@@ -11,13 +11,24 @@ import numpy as np
 
 from netesto.results.plotting import PALETTE, nice_step
 
-# (variable, title, unit choices as (factor, label) from small to large)
-PLOTS: tuple[tuple[str, str, tuple[tuple[float, str], ...]], ...] = (
-    ("goodput", "Goodput per flow", ((1.0, "bit/s"), (1e3, "kbit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s"))),
-    ("cwnd", "Congestion window per flow", ((1.0, "packets"),)),
-    ("rtt", "Smoothed RTT per flow", ((1.0, "us"), (1e3, "ms"), (1e6, "s"))),
-    ("lat_p99", "p99 transaction latency per flow (RR tests)", ((1.0, "us"), (1e3, "ms"), (1e6, "s"))),
+SMOOTH_SECONDS = 0.2  # the goodput shown first: a 10 ms sample of application bytes is bursty
+_RATE = ((1.0, "bit/s"), (1e3, "kbit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s"))
+_TIME = ((1.0, "us"), (1e3, "ms"), (1e6, "s"))
+
+# (id, variable, title, unit choices as (factor, label) from small to large, what the lines are)
+PLOTS: tuple[tuple[str, str, str, tuple[tuple[float, str], ...], str], ...] = (
+    ("goodput", "goodput", f"Goodput per flow ({SMOOTH_SECONDS * 1000:g} ms mean)", _RATE,
+     f"Bytes the receiver got, per second, averaged over {SMOOTH_SECONDS * 1000:g} ms: one line per flow."),
+    ("goodput_raw", "goodput", "Goodput per flow (each sample)", _RATE,
+     "The same, one point per sampling interval: a few ms of application bytes arrive in bursts, so single "
+     "samples can exceed the link rate while the mean above does not."),
+    ("cwnd", "cwnd", "Congestion window per flow", ((1.0, "packets"),),
+     "The sender's congestion window (TCP_INFO tcpi_snd_cwnd), in packets."),
+    ("rtt", "rtt", "Smoothed RTT per flow", _TIME, "The sender's smoothed round-trip time (tcpi_rtt)."),
+    ("lat_p99", "lat_p99", "p99 transaction latency per flow (RR tests)", _TIME,
+     "The 99th percentile of request/response times in each interval (RR and CRR flows only)."),
 )
+FOLDED = frozenset({"goodput_raw"})  # shown one click away (a <details> on the page)
 
 
 @dataclass(frozen=True)
@@ -27,6 +38,28 @@ class TimePlot:
     id: str
     title: str
     svg: str
+    caption: str = ""
+    folded: bool = False
+
+
+def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """Trailing mean over ``window`` samples along the last axis, ignoring NaN (all-NaN -> NaN).
+
+    >>> rolling_mean(np.array([1.0, 3.0, np.nan, 5.0]), 2).tolist()
+    [1.0, 2.0, 3.0, 5.0]
+    """
+    if window <= 1:
+        return values
+    ok = np.isfinite(values)
+    pad = [(0, 0)] * (values.ndim - 1) + [(1, 0)]
+    sums = np.cumsum(np.pad(np.where(ok, values, 0.0), pad), axis=-1)
+    counts = np.cumsum(np.pad(ok.astype(float), pad), axis=-1)
+    n = values.shape[-1]
+    lo = np.maximum(np.arange(1, n + 1) - window, 0)
+    total = sums[..., 1:] - sums[..., lo]
+    count = counts[..., 1:] - counts[..., lo]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def downsample(time: np.ndarray, values: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
@@ -129,18 +162,22 @@ def experiment_plots(ds: Any, **kw: Any) -> list[TimePlot]:
     if "time" not in ds.coords or ds.sizes.get("time", 0) == 0:
         return out
     time = ds["time"].values
-    for name, title, units in PLOTS:
+    interval = float(ds.attrs.get("interval", 0.0) or 0.0) or (float(np.median(np.diff(time))) if len(time) > 1 else 1.0)
+    for plot_id, name, title, units, caption in PLOTS:
         if name not in ds:
             continue
         data = np.asarray(ds[name].transpose("flow", "time").values, dtype=float)
         if not np.isfinite(data).any():
             continue
+        if plot_id == "goodput":
+            data = rolling_mean(data, max(1, round(SMOOTH_SECONDS / interval)))
         factor, unit = _unit(float(np.nanmax(np.abs(data))), units)
         # Flows without a finite value (e.g. streams in a latency plot) are left out.
         lines = [(str(f), data[i] / factor) for i, f in enumerate(ds["flow"].values)
                  if np.isfinite(data[i]).any()]
-        out.append(TimePlot(name, title, line_svg(time, lines, title=title, y_label=f"{name} ({unit})", **kw)))
+        svg = line_svg(time, lines, title=title, y_label=f"{name} ({unit})", **kw)
+        out.append(TimePlot(plot_id, title, svg, caption, plot_id in FOLDED))
     return out
 
 
-__all__ = ["PLOTS", "TimePlot", "downsample", "experiment_plots", "line_svg"]
+__all__ = ["PLOTS", "SMOOTH_SECONDS", "TimePlot", "downsample", "experiment_plots", "line_svg", "rolling_mean"]

@@ -97,7 +97,7 @@ def test_plots_skip_missing_variables(workdir: Path) -> None:
     process_experiment(workdir, 2)
     ds = xr.open_dataset(workdir / "2" / "exp.nc").load()
     ds["cwnd"][:] = np.nan
-    assert [p.id for p in experiment_plots(ds.drop_vars("rtt"))] == ["goodput"]
+    assert [p.id for p in experiment_plots(ds.drop_vars("rtt"))] == ["goodput", "goodput_raw"]
 
 
 def test_the_page_shows_the_runs_errors_missing_data_and_warnings(workdir: Path, tmp_path: Path) -> None:

@@ -184,6 +184,13 @@ class ExperimentResult:
 
         return open_experiment(self.path)
 
+    def plot(self, *variables: str, **options: Any) -> Any:
+        """Per-flow time series (goodput, cwnd, RTT by default) as holoviews panels with linked
+        time axes; ``netesto.plots.save(res[1].plot(), "flows.html")`` writes them as an offline page."""
+        from netesto.plots import timeseries
+
+        return timeseries(self.dataset, variables, **options) if variables else timeseries(self.dataset, **options)
+
 
 @dataclass(frozen=True)
 class RunResult:

@@ -1,0 +1,65 @@
+"""Open a saved page in Debian's chromium through Playwright: console errors, bokeh plots, pixels."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+# Every figure of the page with the number of glyph renderers it draws (one per flow, plus extras).
+_FIGURES = """() => [...Bokeh.documents[0].all_models]
+  .filter(m => m.constructor.__name__ === 'Figure')
+  .map(f => ({title: f.title ? f.title.text : '', renderers: f.renderers
+    .filter(r => r.constructor.__name__ === 'GlyphRenderer').map(r => r.name || '')}))"""
+
+
+@dataclass
+class Shown:
+    errors: list[str]
+    figures: list[dict]
+    png: Path
+
+
+def show(page_path: Path, png: Path) -> Shown:
+    """Load ``page_path`` from file:// with no network, wait for bokeh, screenshot it."""
+    pw = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.skip("Debian's chromium is not installed: cannot check that the page renders")
+    with pw.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.route("http*://**", lambda route: (errors.append(f"network request: {route.request.url}"),
+                                                    route.abort()))
+            page.goto(page_path.resolve().as_uri())
+            page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=30_000)
+            page.wait_for_timeout(1000)  # bokeh paints its canvases after the document is built
+            figures = page.evaluate(_FIGURES)
+            page.screenshot(path=str(png), full_page=True)
+        finally:
+            browser.close()
+    return Shown(errors, figures, png)
+
+
+def painted(png: Path) -> float:
+    """The share of the screenshot's pixels that are not the white background."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(png).convert("RGB")).reshape(-1, 3)
+    return float((pixels < 250).any(axis=1).mean())
+
+
+def has_colour(png: Path, rgb: tuple[int, int, int], tolerance: int = 12) -> bool:
+    """Whether some pixel of the screenshot is ``rgb`` (within ``tolerance`` a channel)."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(png).convert("RGB")).reshape(-1, 3).astype(int)
+    return bool((np.abs(pixels - np.array(rgb)) <= tolerance).all(axis=1).any())

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from netesto.results.timeplot import SMOOTH_SECONDS, downsample, rolling_mean
+from netesto.results.timeplot import SMOOTH_SECONDS, downsample, pick_unit, rolling_mean, sample_interval
 
 # variable -> (panel title, unit choices as (factor, label) from small to large)
 PANELS: dict[str, tuple[str, tuple[tuple[float, str], ...]]] = {
@@ -25,14 +25,6 @@ MAX_POINTS = 2000  # per line on screen: display only, the dataset keeps every s
 PAGE_POINTS = 120_000  # per panel: many flows get fewer points each, so a page stays small and quick
 
 
-def _unit(peak: float, choices: tuple[tuple[float, str], ...]) -> tuple[float, str]:
-    best = choices[0]
-    for factor, label in choices:
-        if peak >= factor:
-            best = (factor, label)
-    return best
-
-
 def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900, height: int = 260,
                max_points: int = MAX_POINTS) -> Any:
     """One panel per variable (goodput, cwnd, rtt by default), one line per flow, time axes linked.
@@ -47,7 +39,7 @@ def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900,
 
     _bokeh()
     time = np.asarray(ds["time"].values, dtype=float)
-    interval = float(ds.attrs.get("interval", 0.0) or 0.0) or (float(np.median(np.diff(time))) if len(time) > 1 else 1.0)
+    interval = sample_interval(ds)
     flows = [str(f) for f in ds["flow"].values]
     cas = [str(v) for v in ds["ca"].values] if "ca" in ds.coords else [""] * len(flows)
     # the flow id names client, server, group and instance: with the ca, the hover says it all
@@ -63,7 +55,7 @@ def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900,
         if var == "goodput":
             data = rolling_mean(data, max(1, round(SMOOTH_SECONDS / interval)))
         title, units = PANELS[var]
-        factor, unit = _unit(float(np.nanmax(np.abs(data))), units)
+        factor, unit = pick_unit(float(np.nanmax(np.abs(data))), units)
         tooltips = [("flow", "$name"), ("time", "@time{0.00} s"), (var, f"@{{{var}}}{{0.00}} {unit}")]
         curves = []
         for i, label in enumerate(labels):

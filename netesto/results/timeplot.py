@@ -147,12 +147,23 @@ def line_svg(time: np.ndarray, lines: Sequence[tuple[str, np.ndarray]], *, title
     return "\n".join(out)
 
 
-def _unit(peak: float, choices: tuple[tuple[float, str], ...]) -> tuple[float, str]:
+def pick_unit(peak: float, choices: tuple[tuple[float, str], ...]) -> tuple[float, str]:
+    """The largest (factor, label) of ``choices`` not above ``peak`` (the first if none).
+
+    >>> pick_unit(2.5e9, ((1.0, "bit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s")))
+    (1000000000.0, 'Gbit/s')
+    """
     best = choices[0]
     for factor, label in choices:
         if peak >= factor:
             best = (factor, label)
     return best
+
+
+def sample_interval(ds: Any) -> float:
+    """The dataset's sampling interval in seconds (its attr, else the spacing of its time axis)."""
+    time = ds["time"].values
+    return float(ds.attrs.get("interval", 0.0) or 0.0) or (float(np.median(np.diff(time))) if len(time) > 1 else 1.0)
 
 
 def experiment_plots(ds: Any, **kw: Any) -> list[TimePlot]:
@@ -162,7 +173,7 @@ def experiment_plots(ds: Any, **kw: Any) -> list[TimePlot]:
     if "time" not in ds.coords or ds.sizes.get("time", 0) == 0:
         return out
     time = ds["time"].values
-    interval = float(ds.attrs.get("interval", 0.0) or 0.0) or (float(np.median(np.diff(time))) if len(time) > 1 else 1.0)
+    interval = sample_interval(ds)
     for plot_id, name, title, units, caption in PLOTS:
         if name not in ds:
             continue
@@ -171,7 +182,7 @@ def experiment_plots(ds: Any, **kw: Any) -> list[TimePlot]:
             continue
         if plot_id == "goodput":
             data = rolling_mean(data, max(1, round(SMOOTH_SECONDS / interval)))
-        factor, unit = _unit(float(np.nanmax(np.abs(data))), units)
+        factor, unit = pick_unit(float(np.nanmax(np.abs(data))), units)
         # Flows without a finite value (e.g. streams in a latency plot) are left out.
         lines = [(str(f), data[i] / factor) for i, f in enumerate(ds["flow"].values)
                  if np.isfinite(data[i]).any()]
@@ -180,4 +191,5 @@ def experiment_plots(ds: Any, **kw: Any) -> list[TimePlot]:
     return out
 
 
-__all__ = ["PLOTS", "SMOOTH_SECONDS", "TimePlot", "downsample", "experiment_plots", "line_svg", "rolling_mean"]
+__all__ = ["PLOTS", "SMOOTH_SECONDS", "TimePlot", "downsample", "experiment_plots", "line_svg", "pick_unit",
+           "rolling_mean", "sample_interval"]

@@ -17,6 +17,7 @@ Every error netesto raises on purpose derives from :class:`NetestoError`::
     ├── RawDataError            truncated or corrupted raw flow file (names the file)
     ├── ResultsError            processing results: datasets, exp.csv, analysis
     ├── StorageError            the controller cannot write its workdir (disk full): agents keep the data
+    ├── SweepError              a sweep's notebook, grid, manifest or criteria (names the point)
     └── RunInterrupted          Ctrl-C, SIGTERM/SIGHUP or a cancel stopped a run: hosts restored,
                                 what was collected kept and processed, in ``.result``
 
@@ -208,6 +209,15 @@ class StorageError(NetestoError):
     """
 
 
+class SweepError(NetestoError):
+    """A sweep cannot start or go on: its notebook has no parameters cell, a
+    parameter is unknown, the grid is empty, the output directory holds another
+    sweep, a criterion does not parse. Failures of single points are not errors:
+    they are recorded in the manifest and the sweep goes on."""
+
+    exit_code = 2
+
+
 class RunInterrupted(NetestoError):
     """A run was stopped before its end (Ctrl-C, SIGTERM, SIGHUP, a cancel).
 
@@ -240,6 +250,7 @@ __all__ = [
     "RunInterrupted",
     "ScriptError",
     "StorageError",
+    "SweepError",
     "TestbedError",
     "TrafficError",
     "UsageError",

@@ -21,12 +21,16 @@ from netesto.results.fairness import jain_index, max_min_ratio
 from netesto.results.schema import ALL_VARS
 
 # Per-experiment summary variables and their units.
+# Named so that no sweep parameter is likely to take a measurement's name
+# (a sweep over ``rtt`` or ``flows`` must keep both the parameter and the
+# measurement); :func:`combine` renames any measurement a parameter still takes.
 SUMMARY_UNITS = {
-    "rate": "Mbit/s", "rate_min": "Mbit/s", "rate_max": "Mbit/s", "cwnd": "packets",
-    "rtt": "us", "ping_rtt": "us", "retrans_pkts_pct": "percent", "jain": "1",
-    "max_min_ratio": "1", "flows": "1", "local_cpu": "percent", "remote_cpu": "percent",
+    "rate": "Mbit/s", "rate_min": "Mbit/s", "rate_max": "Mbit/s", "mean_cwnd": "packets",
+    "mean_rtt": "us", "ping_rtt": "us", "retrans_pkts_pct": "percent", "jain": "1",
+    "max_min_ratio": "1", "n_flows": "1", "local_cpu": "percent", "remote_cpu": "percent",
     "lat_p50": "us", "lat_p99": "us",
 }
+MEASURED_PREFIX = "measured_"
 
 
 def _nan(fn: Any, v: np.ndarray) -> float:
@@ -59,13 +63,13 @@ def experiment_summary(ds: xr.Dataset) -> dict[str, Any]:
         "rate": total_rate(ds),
         "rate_min": _nan(np.min, ds.rate.values),
         "rate_max": _nan(np.max, ds.rate.values),
-        "cwnd": _nan(np.mean, ds.mean_cwnd.values),
-        "rtt": _nan(np.mean, ds.mean_rtt.values),
+        "mean_cwnd": _nan(np.mean, ds.mean_cwnd.values),
+        "mean_rtt": _nan(np.mean, ds.mean_rtt.values),
         "ping_rtt": _nan(np.mean, ds.ping_rtt_mean.values),
         "retrans_pkts_pct": 100.0 * retrans / packets if packets > 0 else math.nan,
         "jain": jain_index(ds.rate.values),
         "max_min_ratio": max_min_ratio(ds.rate.values),
-        "flows": int(ds.sizes.get("flow", 0)),
+        "n_flows": int(ds.sizes.get("flow", 0)),
         "local_cpu": _nan(np.mean, ds.local_cpu.values),
         "remote_cpu": _nan(np.mean, ds.remote_cpu.values),
         "lat_p50": _nan(np.mean, ds.lat_p50_total.values),
@@ -91,7 +95,10 @@ def combine(
 ) -> xr.Dataset:
     """A Dataset with dim ``exp``: each experiment's summary numbers as data
     variables and its parameters (ca, test, exp_name, instances, the
-    ``other`` pairs such as bw/netem, plus ``params[exp]``) as coordinates."""
+    ``other`` pairs such as bw/netem, plus ``params[exp]``) as coordinates.
+
+    A parameter never hides a measurement: were one named like a summary
+    variable, the variable is kept as ``measured_<name>``."""
     items = list(datasets.items()) if isinstance(datasets, Mapping) else [
         (int(ds.attrs.get("exp", i)), ds) for i, ds in enumerate(datasets)]
     if not items:
@@ -104,9 +111,10 @@ def combine(
         p.update((params or {}).get(exp, {}))
         prow.append(p)
     exps = [e for e, _ in items]
-    data = {k: ("exp", np.array([r[k] for r in rows], dtype=float), {"units": SUMMARY_UNITS.get(k, "1")})
-            for k in rows[0]}
     keys = list(dict.fromkeys(k for p in prow for k in p))
+    data = {(MEASURED_PREFIX + k if k in keys else k):
+            ("exp", np.array([r[k] for r in rows], dtype=float), {"units": SUMMARY_UNITS.get(k, "1")})
+            for k in rows[0]}
     coords: dict[str, Any] = {"exp": ("exp", np.array(exps))}
     for k in keys:
         vals = [p.get(k, "") for p in prow]
@@ -159,4 +167,4 @@ def concat_flows(datasets: Mapping[int, xr.Dataset], variables: Sequence[str] | 
     return xr.concat(parts, dim="flow")
 
 
-__all__ = ["combine", "concat_flows", "experiment_summary", "grid"]
+__all__ = ["MEASURED_PREFIX", "SUMMARY_UNITS", "combine", "concat_flows", "experiment_summary", "grid"]

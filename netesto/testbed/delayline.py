@@ -362,22 +362,31 @@ class DelayLine:
         self.nfq.close()
 
 
-def guard_links(guards: dict[str, tuple[int, int, str]], stop: "threading.Event", period: float = 1.0) -> None:
+def guard_links(guards: dict[str, tuple[int, int, str]], stop: "threading.Event", period: float = 1.0,
+                state_path: str | None = None) -> None:
     """Put the testbed bottleneck back on router links left with no root qdisc.
 
     An agent's restore() deletes the root qdisc of a link it changed, which on
     a testbed link would remove the bottleneck itself; "nothing" on a testbed
     link means the testbed's own shaping. Runs in a thread; testbeds give it
     a process of its own (no queues), so its tc calls never take the GIL from
-    a packet loop.
+    a packet loop. With ``state_path`` the rate and buffer put back are the
+    testbed's current ones (``netesto.testbed.reshape`` changes them in place).
     """
     from netesto.testbed import shaping
+    from netesto.testbed.state import load_state
 
     while not stop.wait(period):
         for dev, (bw, buffer_bytes, subnet) in guards.items():
             out = shaping.tc(None, ["qdisc", "show", "dev", dev, "root"], check=False).stdout
             if out.strip() and not out.startswith("qdisc noqueue"):
                 continue
+            if state_path:
+                try:
+                    state = load_state(Path(state_path))
+                    bw, buffer_bytes = int(state["bw_bps"]), int(state["config"]["buffer_bytes"])
+                except (TestbedError, OSError, KeyError, TypeError, ValueError):
+                    pass  # the testbed is going down: its first settings will do
             try:
                 shaping.setup_bottleneck(None, dev, bw, buffer_bytes, subnet)
                 print(f"delayline: re-installed the bottleneck on {dev} (its root qdisc had been removed)", flush=True)
@@ -471,6 +480,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="scheduling niceness (default -10: wake before busy flows, for accuracy)")
     parser.add_argument("--guard", action="append", default=[], metavar="DEV=BW:BYTES:SUBNET",
                         help="re-install the htb bottleneck on DEV whenever its root qdisc is removed")
+    parser.add_argument("--state", help="testbed state file: --guard takes the current rate and buffer from it")
     return parser.parse_args(argv)
 
 
@@ -503,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
             dev, _, rest = text.partition("=")
             bw, buffer_bytes, subnet = rest.split(":")
             guards[dev] = (int(bw), int(buffer_bytes), subnet)
-        threading.Thread(target=guard_links, args=(guards, stop), daemon=True).start()
+        threading.Thread(target=guard_links, args=(guards, stop, 1.0, args.state), daemon=True).start()
     if args.ready_file:
         Path(args.ready_file).write_text(str(os.getpid()))
     try:

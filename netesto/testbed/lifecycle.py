@@ -384,7 +384,7 @@ def _start_guard(config: TestbedConfig, topo: topology.Topology, rec: _StateReco
     would otherwise cost the delay line's packet loop the GIL)."""
     ready = state_dir() / f"{config.name}.guard.ready"
     ready.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "netesto.testbed.delayline", "--ready-file", str(ready)]
+    argv = [sys.executable, "-m", "netesto.testbed.delayline", "--ready-file", str(ready), "--state", str(rec.path)]
     for g in guards:
         argv += ["--guard", g]
     started = agents.spawn("guard", "guard", topo.router_ns, argv, base / f"{config.name}.logs" / "guard.log")

@@ -1,0 +1,68 @@
+"""Change a running testbed's bottleneck in place: rate, buffer, RTT, jitter, loss.
+
+A sweep over bandwidth and RTT runs every point on the same namespaces and
+agents; tearing the testbed down between points would cost seconds and new
+keys. ``reshape("tb", bw="10mbit", rtt="40ms")`` changes the htb rate and the
+bfifo limit on each router link and the delay (netem on the hosts' egress, or
+the delay line's queues where the kernel has no netem), and records the new
+settings in the testbed's state, so an agent's restore and the bottleneck
+guard put back these settings rather than the first ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from netesto.errors import TestbedError
+from netesto.testbed import shaping
+from netesto.testbed.delayline import send_control
+from netesto.testbed.lifecycle import parse_loss
+from netesto.testbed.state import load_state, machine_lock, save_state, state_path
+
+SHAPES = ("bw", "rtt", "buffer", "loss", "jitter")
+
+
+def reshape(name: str, *, bw: str | int | None = None, rtt: str | float | None = None,
+            buffer: str | int | None = None, loss: str | float | None = None,
+            jitter: str | float | None = None) -> dict[str, Any]:
+    """Set what is given (``None`` keeps the current value) on testbed ``name``;
+    returns the settings now in force (``bw_bps``, ``rtt_ms``, ``buffer_bytes``,
+    ``loss``, ``jitter_ms``). A buffer in BDPs (``"1bdp"``) is taken against the
+    new rate and RTT; without ``buffer`` the queue keeps its bytes."""
+    path = state_path(name)
+    with machine_lock():
+        state = load_state(path)
+        if state.get("mode") != "netns":
+            raise TestbedError(f"testbed {name!r} runs on loopback (no namespaces here): it has no bottleneck to reshape")
+        if state.get("status") != "up":
+            raise TestbedError(f"testbed {name!r} is {state.get('status')!r}, not up")
+        cfg = state["config"]
+        bw_bps = shaping.parse_rate(bw) if bw is not None else int(cfg["bw_bps"])
+        rtt_ms = shaping.parse_time_ms(rtt) if rtt is not None else float(cfg["rtt_ms"])
+        buffer_bytes = shaping.parse_buffer(buffer, bw_bps, rtt_ms) if buffer is not None else int(cfg["buffer_bytes"])
+        loss_p = parse_loss(loss) if loss is not None else float(cfg["loss"])
+        jitter_ms = shaping.parse_time_ms(jitter) if jitter is not None else float(cfg["jitter_ms"])
+        _apply(state, bw_bps, buffer_bytes, rtt_ms / 2, jitter_ms / 2, loss_p)
+        cfg.update(bw_bps=bw_bps, rtt_ms=rtt_ms, buffer_bytes=buffer_bytes, loss=loss_p, jitter_ms=jitter_ms)
+        state["bw_bps"] = bw_bps
+        save_state(path, state)
+    return {"bw_bps": bw_bps, "rtt_ms": rtt_ms, "buffer_bytes": buffer_bytes, "loss": loss_p, "jitter_ms": jitter_ms}
+
+
+def _apply(state: dict[str, Any], bw_bps: int, buffer_bytes: int, one_way: float, jitter: float, loss: float) -> None:
+    router = state["router_ns"]
+    for lk in state["links"]:
+        shaping.change_rate(router, lk["router_dev"], bw_bps)
+        shaping.change_buffer(router, lk["router_dev"], buffer_bytes)
+        if state.get("delay_mode") == "netem":
+            shaping.setup_netem(lk["ns"], lk["dev"], one_way, jitter, loss)
+            continue
+        control = state.get("delayline_control")
+        if not control:
+            raise TestbedError(f"testbed {state.get('name')!r} has no delay line to set the RTT with")
+        reply = send_control(control, {"queue": lk["queue"], "delay": one_way, "jitter": jitter, "loss": loss})
+        if not reply.get("ok"):
+            raise TestbedError(f"delay line of testbed {state.get('name')!r} refused the new delay: {reply.get('error')}")
+
+
+__all__ = ["SHAPES", "reshape"]

@@ -28,9 +28,11 @@ _LAZY = {
     "combine": "netesto.results:combine",
     "open_experiment": "netesto.results:open_experiment",
     "open_experiments": "netesto.results:open_experiments",
+    "open_sweep": "netesto.sweep:open_sweep",
     "plan": "netesto.script:plan",
     "process_experiment": "netesto.results:process_experiment",
     "run": "netesto.controller:run",
+    "sweep": "netesto.sweep:sweep",
 }
 
 
@@ -66,7 +68,9 @@ __all__ = [
     "load_ipython_extension",
     "open_experiment",
     "open_experiments",
+    "open_sweep",
     "plan",
     "process_experiment",
     "run",
+    "sweep",
 ]

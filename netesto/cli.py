@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "flow": ("netesto.commands.flow", "run the built-in flow engine without agents"),
     "keys": ("netesto.commands.keys", "create CURVE key pairs for agents and controllers"),
     "table": ("netesto.commands.table", "run an exp.py-style table/plot script over exp.csv"),
+    "sweep": ("netesto.commands.sweep", "run a notebook once per point of a parameter grid (papermill)"),
 }
 
 
@@ -46,7 +47,8 @@ EXTRAS = {
     "numpy": "results", "pandas": "results", "xarray": "results", "netCDF4": "results",
     "holoviews": "plots", "bokeh": "plots", "jinja2": "report",
     "IPython": "notebook", "ipywidgets": "notebook", "ipykernel": "notebook",
-    "papermill": "sweep", "nbclient": "sweep", "nbformat": "sweep", "nbconvert": "sweep",
+    "papermill": "sweep", "nbclient": "sweep", "nbformat": "sweep", "nbconvert": "sweep", "dask": "sweep",
+    "tqdm": "sweep",
 }
 
 

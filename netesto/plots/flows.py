@@ -94,12 +94,26 @@ def _goodput_extras(ds: Any, time: np.ndarray, goodput: np.ndarray, flows: list[
 
 
 def _bokeh() -> None:
-    """holoviews' bokeh backend, loaded once (plain Python: no notebook needed)."""
+    """holoviews' bokeh backend, loaded once, with no notebook output: ``hv.extension`` in a
+    kernel would publish panel's loader, which fetches from CDNs (see :mod:`netesto.plots.display`)."""
     import holoviews as hv
+    import holoviews.plotting.bokeh  # noqa: F401 - registers the bokeh renderer and its options
 
-    if "bokeh" not in hv.Store.renderers:
-        hv.extension("bokeh", logo=False)
     hv.Store.set_current_backend("bokeh")
+
+
+def standalone(model: Any, title: str = "netesto") -> str:
+    """A bokeh model's page with bokeh's JavaScript inline (nothing from the network)."""
+    import re
+
+    from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+
+    # bokeh's own page, not holoviews.save's panel template: that one loads icons and MathJax from CDNs.
+    page = file_html(model, INLINE, title)
+    # panel (imported by holoviews) adds a script by a path relative to a server's static files, which no
+    # saved page can load; these plots use bokeh's own models only, whose code is inline above.
+    return re.sub(r'<script src="static/[^"]*"></script>\n?', "", page)
 
 
 def save(obj: Any, path: Any, *, title: str = "netesto") -> Any:
@@ -107,21 +121,12 @@ def save(obj: Any, path: Any, *, title: str = "netesto") -> Any:
     JavaScript inline: it opens offline, as lab machines often are. Returns the path."""
     from pathlib import Path
 
-    import re
-
     import holoviews as hv
-    from bokeh.embed import file_html
-    from bokeh.resources import INLINE
 
     _bokeh()
     out = Path(path)
-    # bokeh's own page, not holoviews.save's panel template: that one loads icons and MathJax from CDNs.
-    page = file_html(hv.render(obj, backend="bokeh"), INLINE, title)
-    # panel (imported by holoviews) adds a script by a path relative to a server's static files, which no
-    # saved page can load; these plots use bokeh's own models only, whose code is inline above.
-    page = re.sub(r'<script src="static/[^"]*"></script>\n?', "", page)
-    out.write_text(page, encoding="utf-8")
+    out.write_text(standalone(hv.render(obj, backend="bokeh"), title), encoding="utf-8")
     return out
 
 
-__all__ = ["DEFAULT", "PANELS", "save", "timeseries"]
+__all__ = ["DEFAULT", "PANELS", "save", "standalone", "timeseries"]

@@ -1,0 +1,105 @@
+"""Figures across experiments: a sweep's measures against its parameters, one colour per ca.
+
+Built from :func:`netesto.sweep.cube.stats` (means over repetitions with their
+95 % confidence half-widths)::
+
+    sw = netesto.open_sweep("out")
+    netesto.plots.summary.sweep_figures(sw.stats())          # rate, RTT, retransmits, Jain vs bw, per ca
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+MEASURES = ("rate", "mean_rtt", "retrans_pkts_pct", "jain")
+LABELS = {"rate": "goodput", "mean_rtt": "smoothed RTT", "ping_rtt": "ping RTT", "retrans_pkts_pct": "retransmitted",
+          "jain": "Jain fairness", "mean_cwnd": "cwnd", "max_min_ratio": "max/min rate", "lat_p99": "p99 latency"}
+X_PREFERENCE = ("bw", "rtt", "buffer", "flows", "loss", "dur")
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+MAX_PANELS = 12
+
+
+def choose_axes(dims: Sequence[str], sizes: dict[str, int], x: str | None = None,
+                color: str | None = None) -> tuple[str, str | None, list[str]]:
+    """The x axis, the colour and the facet dimensions of a sweep's summary plots.
+
+    >>> choose_axes(["ca", "bw", "rtt"], {"ca": 2, "bw": 3, "rtt": 2})
+    ('bw', 'ca', ['rtt'])
+    >>> choose_axes(["ca"], {"ca": 2})
+    ('ca', None, [])
+    """
+    dims = [d for d in dims if d != "rep"]
+    if color is None and "ca" in dims and (x != "ca"):
+        color = "ca"
+    if x is None:
+        rest = [d for d in dims if d != color]
+        many = [d for d in rest if sizes.get(d, 1) > 1] or rest
+        ranked = sorted(many, key=lambda d: (X_PREFERENCE.index(d) if d in X_PREFERENCE else len(X_PREFERENCE), dims.index(d)))
+        x = ranked[0] if ranked else (color or dims[0])
+        if x == color:
+            color = None
+    facets = [d for d in dims if d not in (x, color) and sizes.get(d, 1) > 1]
+    return x, color, facets
+
+
+def _title(measure: str, units: str) -> str:
+    label = LABELS.get(measure, measure)
+    return f"{label} ({units})" if units and units != "1" else label
+
+
+def _panel(st: Any, measure: str, x: str, color: str | None, where: dict[str, Any], width: int, height: int) -> Any:
+    import holoviews as hv
+
+    units = str(st[measure].attrs.get("units", ""))
+    sub = st.sel(**where) if where else st
+    labels = [str(v) for v in sub[x].values]
+    groups = [str(v) for v in sub[color].values] if color else [""]
+    layers = []
+    for i, g in enumerate(groups):
+        part = sub.sel({color: sub[color].values[i]}) if color else sub
+        mean = np.asarray(part[measure].values, dtype=float).reshape(-1)
+        ci_name = f"{measure}_ci95"
+        ci = np.asarray(part[ci_name].values, dtype=float).reshape(-1) if ci_name in part else np.full(mean.shape, np.nan)
+        ci = np.where(np.isfinite(ci), ci, 0.0)
+        col = PALETTE[i % len(PALETTE)]
+        rows = [(lab, m, c) for lab, m, c in zip(labels, mean, ci) if math.isfinite(m)]
+        name = f"{color}={g}" if color else measure
+        kdims, vdims = [hv.Dimension(x)], [hv.Dimension(measure, label=_title(measure, units))]
+        layers.append(hv.Curve([(r[0], r[1]) for r in rows], kdims, vdims, label=name).opts(color=col, line_width=2))
+        layers.append(hv.Scatter([(r[0], r[1]) for r in rows], kdims, vdims, label=name).opts(
+            color=col, size=8, tools=["hover"]))
+        if any(r[2] for r in rows):
+            layers.append(hv.ErrorBars(rows, kdims, [*vdims, "ci95"], label=name).opts(color=col))
+    facet = ", ".join(f"{k}={v}" for k, v in where.items())
+    title = _title(measure, units) + (f" | {facet}" if facet else "")
+    return hv.Overlay(layers).opts(title=title, width=width, height=height, legend_position="top_left",
+                                   show_grid=True, xlabel=x)
+
+
+def sweep_figures(st: Any, measures: Sequence[str] = MEASURES, *, x: str | None = None, color: str | None = None,
+                  width: int = 440, height: int = 280) -> Any:
+    """One panel per measure (and per value of the remaining parameters): the
+    mean over repetitions at each ``x`` value, one line per ``color`` value,
+    95 % confidence bars where there were repetitions. Returns a holoviews Layout."""
+    import holoviews as hv
+
+    from netesto.plots.flows import _bokeh
+
+    _bokeh()
+    dims = [d for d in st.dims if d != "rep"]
+    x, color, facets = choose_axes(dims, dict(st.sizes), x, color)
+    combos = list(itertools.product(*(list(st[f].values) for f in facets))) or [()]
+    panels = []
+    for combo in combos[:MAX_PANELS]:
+        where = dict(zip(facets, combo))
+        for m in measures:
+            if m in st:
+                panels.append(_panel(st, m, x, color, where, width, height))
+    return hv.Layout(panels).cols(2).opts(shared_axes=False)
+
+
+__all__ = ["MEASURES", "choose_axes", "sweep_figures"]

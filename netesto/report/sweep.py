@@ -1,0 +1,91 @@
+"""The sweep report: grid summary plots, a table of points, links to every point's pages.
+
+``write_report("out")`` renders ``out/sweep.html`` from ``sweep.html.j2``
+(netesto's ``report_templates`` or a user's own directory of templates),
+self-contained: bokeh's JavaScript is inline, links are relative.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from netesto.report.render import render
+from netesto.sweep.manifest import DONE
+
+REPORT = "sweep.html"
+COLUMNS = (("rate", "goodput", "Mbit/s", 2), ("mean_rtt", "sRTT", "us", 0), ("retrans_pkts_pct", "retrans", "%", 3),
+           ("jain", "Jain", "", 3))
+
+
+def _num(v: Any, decimals: int) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return ""
+    return "" if math.isnan(f) else f"{f:.{decimals}f}"
+
+
+def _point_rows(sw: Any, directory: Path) -> list[dict[str, Any]]:
+    from netesto.sweep.checks import summary
+
+    rows = []
+    for rec in sw.manifest:
+        values = summary([directory / e for e in rec.experiments]) if rec.status == DONE and rec.experiments else {}
+        links = []
+        if rec.html:
+            links.append({"text": "notebook", "href": rec.html})
+        for e in rec.experiments:
+            if (directory / e / "exp.html").exists():
+                links.append({"text": f"exp {Path(e).name}", "href": f"{e}/exp.html"})
+        rows.append({
+            "key": rec.key, "params": rec.params, "rep": rec.rep, "status": rec.status, "error": rec.error,
+            "seconds": _num(rec.seconds, 1), "checks": rec.checks, "links": links,
+            "values": [_num(values.get(k), d) for k, _, _, d in COLUMNS],
+        })
+    return rows
+
+
+def report_context(directory: str | Path) -> dict[str, Any]:
+    """What the template gets: the sweep's settings, provenance, plots and points."""
+    from netesto.plots.summary import sweep_figures
+    from netesto.report.embed import bokeh_parts
+    from netesto.sweep.cube import open_sweep
+
+    root = Path(directory)
+    sw = open_sweep(root)
+    m = sw.manifest
+    counts = m.counts()
+    st = sw.stats()
+    figures = {}
+    if counts[DONE]:
+        figures["summary"] = sweep_figures(st)
+    parts = bokeh_parts(figures)
+    failing = [r.key for r in m if r.checks and not all(r.checks.values())]
+    return {
+        "title": f"netesto sweep {root.name}",
+        "notebook": m.notebook, "notebook_name": Path(m.notebook).name,
+        "grid": m.grid, "fixed": m.fixed, "reps": m.reps, "checks": m.checks, "failing": failing,
+        "counts": counts, "total": len(m.points),
+        "created": datetime.datetime.fromtimestamp(m.created).isoformat(timespec="seconds"),
+        "provenance": m.provenance, "provenance_json": json.dumps(m.provenance, indent=1, default=str),
+        "columns": [(label, units) for _, label, units, _ in COLUMNS],
+        "rows": _point_rows(sw, root), "param_names": list(m.grid),
+        "bokeh": parts,
+    }
+
+
+def write_report(directory: str | Path, *, templates: str | os.PathLike[str] | None = None) -> Path:
+    """Render ``<directory>/sweep.html``; ``templates`` is a directory whose
+    ``sweep.html.j2`` replaces netesto's."""
+    root = Path(directory)
+    out = root / REPORT
+    out.write_text(render("sweep.html.j2", report_context(root), templates=templates), encoding="utf-8")
+    return out
+
+
+__all__ = ["REPORT", "report_context", "write_report"]

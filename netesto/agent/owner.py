@@ -27,7 +27,8 @@ class Owner:
         left = lease.deadlines.get(self.identity, 0.0) - time.monotonic()
         return AgentError(f"lab busy: run {self.run} from controller {self.controller} since {when} "
                           f"(if that controller is gone, its lease lapses in {max(left, 0.0):.0f} s)",
-                          kind="Busy", detail={"run": self.run, "controller": self.controller, "since": self.since})
+                          kind="Busy", detail={"run": self.run, "controller": self.controller, "since": self.since,
+                                               "lease_left": round(max(left, 0.0), 3)})
 
 
 class Ownership:

@@ -87,6 +87,25 @@ IPERF3_PORT = 5201  # iperf3's default port; one server per flow from here up
 NETSERVER_PORT = 12865  # netperf's netserver control port
 
 
+CLAIM_WAIT = 15.0  # seconds a run waits for a gone controller's lease to lapse
+
+
+def _claim(client: Any, run_id: str, wait: float = CLAIM_WAIT) -> None:
+    """Claim the agent for this run. A lab whose owner's lease lapses within ``wait``
+    seconds (a controller that was killed: its agents do not all time it out at the
+    same moment) is waited for; a live owner renews its lease and the busy error stands."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            client.claim(run_id, _controller_name())
+            return
+        except AgentError as exc:
+            left = exc.detail.get("lease_left") if exc.kind == "Busy" and isinstance(exc.detail, dict) else None
+            if not isinstance(left, (int, float)) or time.monotonic() + left > deadline:
+                raise
+            time.sleep(min(float(left), 5.0) + 0.2)
+
+
 def default_client_factory(host: LabHost, lab: Lab) -> Any:
     """An AgentClient for ``host`` with the lab's keys (imported late: pulls zmq)."""
     from netesto.controller.client import AgentClient
@@ -405,7 +424,7 @@ class Runner:
 
                     check_compatible(str(h.info["protocol"]), host=lh.name)
                 if "claim" in (h.info.get("commands") or ()):  # one controller at a time (older agents: no claim)
-                    client.claim(self.run_id, _controller_name())
+                    _claim(client, self.run_id)
                 h.client = client
                 left = [str(x) for x in h.info.get("unfetched", []) or []]
                 h.leftover = frozenset(left)

@@ -28,7 +28,8 @@ def test_live_flows_between_namespaces(veth_pair, tmp_path: Path) -> None:
     assert ds.sizes["flow"] == 3 and list(ds.ca.values) == ["cubic", "bbr", "cubic"]
     for fid in ds.flow.values:
         f = ds.sel(flow=fid)
-        assert float(f.duration) == pytest.approx(1.0, abs=0.15)
+        # 1 s flows; a CPU-starved end only ends late
+        assert 0.85 <= float(f.duration) <= 1.5
         assert float(f.rate) > 0 and float(f.mean_rtt) > 0
         assert int(f.remote_port) > 0 and int(f.local_port) > 0
         bits = float(f.goodput.fillna(0).sum()) * ds.attrs["interval"]

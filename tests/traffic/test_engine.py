@@ -35,12 +35,34 @@ class Server:
         self.port = first["port"]
         self.addr = addr
 
+        self.seen: list[dict] = []
+        self._partial = b""
+
+    def wait_done(self, n: int, timeout: float = 10.0) -> None:
+        """Read events until ``n`` flows are done (or ``timeout``): a flow's server end
+        writes its summary, then says "done"; a SIGTERM in between would lose the line.
+        (Reads the pipe's fd: communicate() below reads it so too, past any buffer.)"""
+        import select
+
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while sum(e["event"] in ("done", "error") for e in self.seen) < n and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            *lines, self._partial = (self._partial + chunk).split(b"\n")
+            self.seen += [json.loads(line) for line in lines if line.strip()]
+
     def events(self) -> list[dict]:
         """Stop the server and return everything it reported."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         out, _ = self.proc.communicate(timeout=10)
-        return [json.loads(line) for line in out.splitlines() if line.strip()]
+        rest = self._partial.decode() + out
+        return self.seen + [json.loads(line) for line in rest.splitlines() if line.strip()]
 
 
 def run_client(pair, ns: str, tmp: Path, specs: list[dict], timeout: float = 60) -> tuple[int, list[dict]]:
@@ -370,6 +392,7 @@ def test_multi_process_server_serves_crr_across_workers(veth_pair, tmp_path):
         else:
             assert cli.summary["bytes_tx"] == srv.summary["bytes_rx"]
     assert len(pids) == 2  # new flows are spread over both workers
+    server.wait_done(len(specs))
     assert sum(e["event"] == "done" for e in server.events()) == len(specs)
 
 

@@ -134,8 +134,16 @@ def stats(cube: xr.Dataset) -> xr.Dataset:
         t = xr.apply_ufunc(np.vectorize(lambda m: t95(int(m) - 1)), n)
         out[k] = v.mean("rep").assign_attrs(v.attrs)
         out[f"{k}_ci95"] = (t * sd / np.sqrt(n.where(n > 0))).assign_attrs(units=v.attrs.get("units", ""))
-        out["n"] = n
+    out["n"] = (cube["status"] == DONE).sum("rep").assign_attrs(long_name="repetitions that ran")
     return xr.Dataset(out, attrs=cube.attrs)
+
+
+def _labels_in_memory(ds: xr.Dataset) -> xr.Dataset:
+    """Text variables (host, ca, ... per flow: small) read now: points with other flows
+    fill them with NaN, which dask cannot chunk as text; the numbers stay lazy."""
+    text = [k for k, v in ds.variables.items() if v.dtype.kind in "OUS" and k not in ds.indexes]
+    return ds.assign({k: ds[k].load() for k in text if k in ds.data_vars}).assign_coords(
+        {k: ds[k].load() for k in text if k in ds.coords})
 
 
 @dataclass
@@ -164,7 +172,7 @@ class Sweep:
             raise SweepError(f"{self.directory}: no experiments where {sel or 'anywhere'}")
         ds = xr.open_mfdataset([str(p) for p in paths], combine="nested", concat_dim="point", engine="netcdf4",
                                chunks={}, join="outer", data_vars="all", coords="different", compat="no_conflicts",
-                               combine_attrs="drop_conflicts")
+                               combine_attrs="drop_conflicts", preprocess=_labels_in_memory)
         return ds.assign_coords(point=[str(p.parent.relative_to(self.directory)) for p in paths])
 
     def table(self) -> pd.DataFrame:

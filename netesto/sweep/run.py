@@ -302,7 +302,7 @@ def _run_point(rec: PointRecord, worker: Worker, nb: Path, directory: Path, decl
         rec.status, rec.error = "interrupted", "interrupted (Ctrl-C)"
         raise
     except papermill.PapermillExecutionError as exc:
-        rec.status, rec.error = "failed", f"cell {exc.exec_count}: {exc.ename}: {exc.evalue}"
+        rec.status, rec.error = "failed", f"In [{exc.exec_count}]: {exc.ename}: {exc.evalue}"
     except NetestoError as exc:
         rec.status, rec.error = "failed", exc.format_message()
     except Exception as exc:  # noqa: BLE001 - a kernel that died, a bad notebook: recorded, the sweep goes on

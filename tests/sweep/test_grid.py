@@ -1,0 +1,78 @@
+"""The grid of a sweep, its points, and the notebook's parameters cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from netesto.errors import SweepError
+from netesto.sweep.grid import parse_grid, points, typed
+from netesto.sweep.notebook import check_names, parameters_of
+
+from .nbfiles import write
+
+
+def test_the_grid_is_the_product_in_the_order_given() -> None:
+    g = parse_grid(["ca=cubic,bbr", "bw=10mbit,100mbit,1gbit"])
+    pts = points(g, reps=2)
+    assert len(pts) == 12
+    assert [p.as_dict() for p in pts[:3:2]] == [{"ca": "cubic", "bw": "10mbit"}, {"ca": "cubic", "bw": "100mbit"}]
+    assert [p.rep for p in pts[:2]] == [0, 1] and pts[0].index == pts[1].index == 0
+    assert len({p.key for p in pts}) == len({p.dirname for p in pts}) == 12
+    assert pts[0].seed == points(g, reps=2)[0].seed != pts[1].seed  # stable per point, different per rep
+
+
+def test_a_mapping_takes_typed_values_and_scalars() -> None:
+    assert parse_grid({"dur": [2, 3], "ca": "reno"}) == {"dur": [2, 3], "ca": ["reno"]}
+
+
+@pytest.mark.parametrize(("items", "message"), [
+    (["ca"], "expected NAME=VALUE"),
+    (["ca=cubic", "ca=bbr"], "given twice"),
+    (["ca=cubic,,bbr"], "empty value"),
+    (["ca=cubic,cubic"], "repeats a value"),
+    (["rep=1,2"], "taken by the sweep"),
+    (["2fast=1"], "a Python name"),
+])
+def test_bad_grids_are_refused(items: list[str], message: str) -> None:
+    with pytest.raises(SweepError, match=message):
+        parse_grid(items)
+
+
+def test_an_empty_grid_and_no_reps_are_refused() -> None:
+    with pytest.raises(SweepError, match="the grid is empty"):
+        points({}, 1)
+    with pytest.raises(SweepError, match="--reps 0"):
+        points({"ca": ["reno"]}, 0)
+
+
+def test_values_take_the_type_of_the_notebooks_default() -> None:
+    assert typed("2", 3, "dur") == 2 and typed("2.5", 3.0, "x") == 2.5 and typed("off", True, "on") is False
+    assert typed("bbr", "cubic", "ca") == "bbr" and typed(5, "x", "n") == 5
+    with pytest.raises(SweepError, match=r"dur='fast'.*int"):
+        typed("fast", 3, "dur")
+
+
+def test_parameters_are_read_from_the_tagged_cell(tmp_path: Path) -> None:
+    nb = write(tmp_path / "a.ipynb", 'ca = "cubic"  # the cc\ndur = 3\nratio = 0.5\nexpr = 2 * 3', "print(ca)")
+    assert parameters_of(nb) == {"ca": "cubic", "dur": 3, "ratio": 0.5, "expr": "2 * 3"}
+    check_names(nb, parameters_of(nb), {"ca": 1, "dur": 2})
+    with pytest.raises(SweepError, match=r"no parameter 'cca' \(did you mean 'ca'\?\)"):
+        check_names(nb, parameters_of(nb), {"cca": 1})
+
+
+def test_a_notebook_without_a_parameters_cell_or_at_all(tmp_path: Path) -> None:
+    with pytest.raises(SweepError, match="no cell tagged 'parameters'"):
+        parameters_of(write(tmp_path / "b.ipynb", None, "x = 1"))
+    with pytest.raises(SweepError, match="no such notebook"):
+        parameters_of(tmp_path / "none.ipynb")
+    (tmp_path / "bad.ipynb").write_text("{not json")
+    with pytest.raises(SweepError, match="not a readable notebook"):
+        parameters_of(tmp_path / "bad.ipynb")
+
+
+def test_the_shipped_notebooks_declare_what_the_docs_say() -> None:
+    root = Path(__file__).parents[2] / "notebooks"
+    assert list(parameters_of(root / "sweep.ipynb")) == ["ca", "bw", "rtt", "buffer", "dur", "flows", "lab", "workdir"]
+    assert list(parameters_of(root / "analysis.ipynb")) == ["sweep_dir"]

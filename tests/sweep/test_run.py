@@ -1,0 +1,100 @@
+"""Sweeps of small notebooks in real kernels: points, failures, resume, bad input (no lab needed)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netesto.errors import SweepError
+from netesto.sweep.run import sweep
+
+from .nbfiles import write
+from .pages import broken_links
+
+BODY = '''import os, pathlib
+pathlib.Path(f"ran-{x}-{name}.txt").write_text(str(seed))
+if os.path.exists(fail_if) and x == 3:
+    raise ValueError(f"x is {x}")
+print("point", x, name)'''
+
+
+@pytest.fixture
+def notebook(tmp_path: Path) -> Path:
+    return write(tmp_path / "point.ipynb", 'x = 1\nname = "a"\nfail_if = ""\nseed = 0', BODY)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "netesto", "sweep", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_points_run_a_failed_one_is_kept_and_resume_runs_only_it(notebook: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    flag = tmp_path / "fail"
+    flag.write_text("")
+    first = cli(str(notebook), "-p", "x=1,2,3", "--set", "name=b", "--set", f"fail_if={flag}", "--out", str(out), "-q")
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "2 of 3 points ok" in first.stdout and "failed x=3,rep=0: In [3]: ValueError: x is 3" in first.stdout
+    m = json.loads((out / "manifest.json").read_text())
+    recs = sorted(m["points"].values(), key=lambda r: r["index"])
+    assert [r["status"] for r in recs] == ["ok", "ok", "failed"]
+    for r in recs:  # each point ran in its own directory, with its values and seed; notebook and HTML kept
+        d = out / r["dir"]
+        assert (d / f"ran-{r['params']['x']}-b.txt").read_text() == str(r["seed"])
+        assert (out / r["notebook"]).is_file() and (out / r["html"]).is_file() and r["seconds"] > 0
+    ok_html = out / recs[0]["html"]
+    before = {r["dir"]: (out / r["notebook"]).stat().st_mtime_ns for r in recs}
+    assert "point 1 b" in ok_html.read_text()
+    flag.unlink()
+    again = cli(str(notebook), "-p", "x=1,2,3", "--set", "name=b", "--set", f"fail_if={flag}", "--out", str(out),
+                "-q", "--resume")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "3 of 3 points ok (1 run now)" in again.stdout
+    after = {r["dir"]: (out / r["notebook"]).stat().st_mtime_ns for r in json.loads((out / "manifest.json").read_text())["points"].values()}
+    assert [d for d in after if after[d] != before[d]] == [recs[2]["dir"]]
+    assert broken_links(out / "sweep.html") == []
+
+
+def test_the_api_returns_the_result_and_checks_need_experiments(notebook: Path, tmp_path: Path) -> None:
+    res = sweep(notebook, {"x": [1]}, out=tmp_path / "o", checks=["rate > 0"], progress=False)
+    assert res.ran == ["x=1,rep=0"] and not res.failed
+    # no experiment in the point: the check cannot pass (a gate must not pass on no data)
+    assert [r.key for r in res.check_failures] == ["x=1,rep=0"] and not res.ok
+    assert res.open().cube.status.sel(x=1, rep=0).item() == "ok"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-p", "y=1,2"], "no parameter 'y'"),
+    (["-p", "nme=c"], "did you mean 'name'"),
+    ([], "the grid is empty"),
+    (["-p", "x=one"], "x='one'"),
+    (["-p", "x=1", "--set", "x=2"], "both swept and fixed"),
+    (["-p", "x=1", "--check", "jian > 1"], "did you mean 'jain'"),
+    (["-p", "x=1", "--lab", "{lab}"], "h1: no answer to hello within 3 s from 127.0.0.1:9"),
+])
+def test_bad_input_is_refused_before_anything_runs(notebook: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    lab = tmp_path / "lab.toml"
+    lab.write_text('[lab]\nname = "x"\ninsecure = true\n[hosts.h1]\ncontrol = "127.0.0.1"\nport = 9\n')
+    out = tmp_path / "never"
+    done = cli(str(notebook), *[a.replace("{lab}", str(lab)) for a in args], "--out", str(out), "-q")
+    assert done.returncode != 0 and message in done.stderr, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+def test_a_notebook_without_parameters_and_a_sweep_dir_in_use(notebook: Path, tmp_path: Path) -> None:
+    bare = write(tmp_path / "bare.ipynb", None, "print(1)")
+    done = cli(str(bare), "-p", "x=1", "--out", str(tmp_path / "o1"))
+    assert done.returncode == 2 and "no cell tagged 'parameters'" in done.stderr
+    sweep(notebook, ["x=1"], out=tmp_path / "o2", progress=False, report=False)
+    with pytest.raises(SweepError, match="holds a sweep already: --resume"):
+        sweep(notebook, ["x=1"], out=tmp_path / "o2", progress=False)
+    with pytest.raises(SweepError, match="another grid"):
+        sweep(notebook, ["x=1,2"], out=tmp_path / "o2", progress=False, resume=True)
+    (tmp_path / "o3").mkdir()
+    (tmp_path / "o3" / "mine.txt").write_text("")
+    with pytest.raises(SweepError, match="not a sweep directory"):
+        sweep(notebook, ["x=1"], out=tmp_path / "o3", progress=False)

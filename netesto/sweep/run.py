@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from netesto._version import __version__
-from netesto.errors import NetestoError, SweepError
+from netesto.errors import NetestoError, SweepError, clip
 from netesto.sweep import checks as criteria
 from netesto.sweep.grid import Point, parse_grid, points, typed
 from netesto.sweep.manifest import DONE, Manifest, PointRecord
@@ -302,7 +302,7 @@ def _run_point(rec: PointRecord, worker: Worker, nb: Path, directory: Path, decl
         rec.status, rec.error = "interrupted", "interrupted (Ctrl-C)"
         raise
     except papermill.PapermillExecutionError as exc:
-        rec.status, rec.error = "failed", f"In [{exc.exec_count}]: {exc.ename}: {exc.evalue}"
+        rec.status, rec.error = "failed", f"In [{exc.exec_count}]: {_cell_error(out_nb, exc)}"
     except NetestoError as exc:
         rec.status, rec.error = "failed", exc.format_message()
     except Exception as exc:  # noqa: BLE001 - a kernel that died, a bad notebook: recorded, the sweep goes on
@@ -318,6 +318,24 @@ def _run_point(rec: PointRecord, worker: Worker, nb: Path, directory: Path, decl
             rec.checks = criteria.evaluate_point(checks, [directory / e for e in rec.experiments])
         with lock:
             manifest.save(directory)
+
+
+def _cell_error(out_nb: Path, exc: Any) -> str:
+    """What the failed cell said. A magic's UsageError reaches papermill with no text
+    (IPython prints it on stderr instead of raising it): then the cell's last stderr lines."""
+    if exc.evalue:
+        return f"{exc.ename}: {exc.evalue}"
+    try:
+        import nbformat
+
+        nb = nbformat.read(out_nb, as_version=4)
+        cell = next(c for c in nb.cells if c.get("execution_count") == exc.exec_count)
+        text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stderr")
+    except (OSError, ValueError, StopIteration):
+        text = ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    error = next((line for line in reversed(lines) if "rror" in line), lines[-1] if lines else exc.ename)
+    return clip(error, 600)
 
 
 def _shape(testbed: str, values: Mapping[str, Any]) -> None:

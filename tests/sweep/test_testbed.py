@@ -1,0 +1,144 @@
+"""A 2 x 2 sweep (ca x bw) of notebooks/sweep.ipynb on a real testbed, end to end.
+
+Interrupted after its second point and resumed, it runs only the rest; each point's
+testbed is reshaped to its bw; the reports open in chromium; a point made to fail is
+recorded while the others complete; notebooks/analysis.ipynb reads the result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from netesto.testbed import lifecycle
+
+from ..testbed import tbutil
+from .pages import broken_links, links
+
+pytestmark = [pytest.mark.netns, pytest.mark.slow]
+NOTEBOOKS = Path(__file__).parents[2] / "notebooks"
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    name = tbutil.unique_name()
+    cfg = lifecycle.TestbedConfig.parse(name=name, hosts=2, bw="100mbit", rtt="10ms", dir=tmp_path_factory.mktemp(name))
+    up = lifecycle.up(cfg)
+    try:
+        yield up
+    finally:
+        assert lifecycle.down(up.name) == []
+        assert tbutil.leftovers(up.name) == []
+
+
+def sweep_cmd(bed, out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "netesto", "sweep", str(NOTEBOOKS / "sweep.ipynb"), "--testbed", bed.name,
+            "--set", "dur=2", "--set", "rtt=10ms", "--out", str(out), "-q", *args]
+
+
+def manifest(out: Path) -> list[dict]:
+    try:
+        data = json.loads((out / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return sorted(data["points"].values(), key=lambda r: (r["index"], r["rep"]))
+
+
+def frames_drawn(page: Path) -> tuple[list[str], int]:
+    """Console errors of ``page`` opened offline, and how many of its frames hold a bokeh document."""
+    pw = pytest.importorskip("playwright.sync_api")
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.skip("Debian's chromium is not installed")
+    errors: list[str] = []
+    with pw.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        try:
+            pg = browser.new_page(viewport={"width": 1200, "height": 900})
+            pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.route("http*://**", lambda route: (errors.append(f"network: {route.request.url}"), route.abort()))
+            pg.goto(page.resolve().as_uri())
+            pg.wait_for_timeout(3000)
+            drawn = sum(1 for f in pg.frames if f.evaluate("window.Bokeh ? Bokeh.documents.length : 0"))
+        finally:
+            browser.close()
+    return errors, drawn
+
+
+def test_a_sweep_interrupted_resumed_reshaped_and_reported(bed, tmp_path: Path) -> None:
+    from ..plots.browser import painted, show
+
+    out = tmp_path / "sw"
+    args = ["-p", "ca=reno,cubic", "-p", "bw=20mbit,50mbit", "--check", "rate > 1"]
+    proc = subprocess.Popen(sweep_cmd(bed, out, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while sum(r["status"] == "ok" for r in manifest(out)) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.3)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err and "Traceback" not in err
+    done = {r["key"]: (out / r["notebook"]).stat().st_mtime_ns for r in manifest(out) if r["status"] == "ok"}
+    assert 2 <= len(done) < 4, manifest(out)
+
+    again = subprocess.run(sweep_cmd(bed, out, *args, "--resume"), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"4 of 4 points ok ({4 - len(done)} run now)" in again.stdout
+    recs = manifest(out)
+    assert all((out / r["notebook"]).stat().st_mtime_ns == done[r["key"]] for r in recs if r["key"] in done)
+    assert all(r["checks"] == {"rate > 1": True} for r in recs)
+
+    import netesto
+
+    sw = netesto.open_sweep(out)
+    assert sw.cube.rate.dims == ("ca", "bw", "rep")
+    for ca in ("reno", "cubic"):  # the testbed was reshaped for each point
+        assert 10 < float(sw.cube.rate.sel(ca=ca, bw="20mbit", rep=0)) <= 20.5
+        assert 25 < float(sw.cube.rate.sel(ca=ca, bw="50mbit", rep=0)) <= 51
+
+    report = out / "sweep.html"
+    assert broken_links(report) == []
+    hrefs = links(report)
+    assert sum(h.endswith("notebook.html") for h in hrefs) == 4 and sum(h.endswith("exp.html") for h in hrefs) == 4
+    shown = show(report, tmp_path / "report.png")
+    assert shown.errors == [] and len(shown.figures) == 4 and painted(shown.png) > 0.02
+    errors, drawn = frames_drawn(out / recs[0]["html"])
+    assert errors == [] and drawn == 1  # the executed notebook's plot, drawn offline
+
+    # the analysis notebook reads this sweep
+    import papermill
+
+    done_nb = tmp_path / "analysis.ipynb"
+    papermill.execute_notebook(str(NOTEBOOKS / "analysis.ipynb"), str(done_nb), parameters={"sweep_dir": str(out)},
+                               cwd=str(tmp_path), progress_bar=False, kernel_name="python3")
+    from netesto.report.notebook import export_html
+
+    errors, drawn = frames_drawn(export_html(done_nb))
+    assert errors == [] and drawn == 1
+
+
+def test_a_failing_point_is_recorded_and_the_others_complete(bed, tmp_path: Path) -> None:
+    out = tmp_path / "sw"
+    done = subprocess.run(sweep_cmd(bed, out, "-p", "ca=nosuchcc,reno"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    bad, good = manifest(out)
+    assert bad["status"] == "failed" and "nosuchcc" in bad["error"], bad
+    assert good["status"] == "ok" and good["experiments"]
+    assert "1 of 2 points ok" in done.stdout and "failed ca=nosuchcc,rep=0" in done.stdout
+    assert "nosuchcc" in (out / "sweep.html").read_text()

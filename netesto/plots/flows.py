@@ -95,7 +95,7 @@ def _goodput_extras(ds: Any, time: np.ndarray, goodput: np.ndarray, flows: list[
 
 def _bokeh() -> None:
     """holoviews' bokeh backend, loaded once, with no notebook output: ``hv.extension`` in a
-    kernel would publish panel's loader, which fetches from CDNs (see :mod:`netesto.plots.display`)."""
+    kernel would publish panel's loader, which fetches from CDNs (see :mod:`netesto.plots.notebook`)."""
     import holoviews as hv
     import holoviews.plotting.bokeh  # noqa: F401 - registers the bokeh renderer and its options
 

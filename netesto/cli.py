@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("netesto.commands.keys", "create CURVE key pairs for agents and controllers"),
     "table": ("netesto.commands.table", "run an exp.py-style table/plot script over exp.csv"),
     "sweep": ("netesto.commands.sweep", "run a notebook once per point of a parameter grid (papermill)"),
+    "report": ("netesto.commands.report", "HTML reports: a sweep, two sweeps compared, a workdir's index"),
 }
 
 

@@ -27,7 +27,7 @@ def test_export_list_is_sorted_and_resolvable():
     assert set(netesto.__all__) == {
         "AgentError", "AgentUnreachable", "Lab", "NetestoError", "ProtocolError", "ResultsError",
         "ScriptError", "Table", "UsageError", "__version__", "combine", "load_ipython_extension",
-        "open_experiment", "open_experiments", "plan", "process_experiment", "run",
+        "open_experiment", "open_experiments", "open_sweep", "plan", "process_experiment", "run", "sweep",
     }
     for name in netesto.__all__:
         if name != "load_ipython_extension":

@@ -11,6 +11,7 @@ import zlib
 from typing import TYPE_CHECKING, Any, Mapping
 
 from netesto._version import __version__
+from netesto.agent.facts import tool_versions
 from netesto.agent.store import exp_name
 from netesto.errors import AgentError, NetestoError
 from netesto.protocol.codec import CHUNK_SIZE
@@ -69,6 +70,7 @@ class Handlers:
             "unfetched": a.store.experiments(),
             "commands": list(COMMANDS),
             "journal_pending": not a.control.journal.empty(),
+            "tools": tool_versions(),
         }
 
     def cmd_claim(self, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -87,6 +87,28 @@ IPERF3_PORT = 5201  # iperf3's default port; one server per flow from here up
 NETSERVER_PORT = 12865  # netperf's netserver control port
 
 
+def testbed_shape(lab: Lab) -> dict[str, Any]:
+    """The bottleneck of the testbed whose lab file ``lab`` is (``{}`` for any other lab):
+    its settings now, as a result's parameters (bw, rtt, buffer, loss, jitter)."""
+    if lab.path is None:
+        return {}
+    try:
+        from netesto.testbed.state import list_states
+    except ImportError:
+        return {}
+    try:
+        here = Path(lab.path).resolve()
+        state = next((s for s in list_states() if s.get("lab") and Path(s["lab"]).resolve() == here), None)
+    except OSError:
+        return {}
+    if not state:
+        return {}
+    cfg = state.get("config", {})
+    return {"name": state.get("name", ""), "mode": state.get("mode", ""), "bw": int(cfg.get("bw_bps", 0)),
+            "rtt": float(cfg.get("rtt_ms", 0.0)), "buffer": int(cfg.get("buffer_bytes", 0)),
+            "loss": float(cfg.get("loss", 0.0)), "jitter": float(cfg.get("jitter_ms", 0.0))}
+
+
 CLAIM_WAIT = 15.0  # seconds a run waits for a gone controller's lease to lapse
 
 
@@ -260,6 +282,8 @@ class Runner:
         clock_refresh: float = 60.0,
         script: str = "",
         rng: random.Random | None = None,
+        seed: int | None = None,
+        defines: dict[str, str] | None = None,
         cancel: threading.Event | None = None,
         iperf3_port: int = IPERF3_PORT,
     ) -> None:
@@ -273,7 +297,11 @@ class Runner:
         self.clock_samples = clock_samples
         self.clock_refresh = clock_refresh
         self.script = script
-        self.rng = rng or random.Random()
+        # RAND_WAITs draw from a seeded generator: experiment.json records the seed
+        self.seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
+        self.rng = rng or random.Random(self.seed)
+        self.defines = dict(defines or {})
+        self.testbed = testbed_shape(lab)
         self.hosts: dict[str, _Host] = {}
         self.exps: dict[int, _Exp] = {}
         self.errors: list[str] = []
@@ -891,12 +919,14 @@ class Runner:
                 "address": self.lab.resolve(name).control,
                 "test_address": self.lab.resolve(name).test_address,
                 "error": h.dead if h else "",
+                "tools": info.get("tools", {}),
             }
         return {
             "schema": 1, "exp": e.exp, "exp_name": e.exp_name, "script": self.script,
             "desc": e.desc, "other": [list(p) for p in e.other], "netesto_version": __version__,
             "flows": flows, "hosts": hosts, "actions": e.actions, "errors": list(e.errors),
             "interrupted": self._interrupted,
+            "seed": self.seed, "defines": self.defines, "testbed": self.testbed,
         }
 
     def _write_json(self, e: _Exp) -> Path:
@@ -1103,7 +1133,7 @@ def run(
     search = [d for d in (Path.cwd(), sdir, wd.resolve()) if d is not None]
     search = list(dict.fromkeys(search))
     defs = dict(defines or {})
-    runner = Runner(the_lab, wd, progress=progress, script=text, **runner_options)
+    runner = Runner(the_lab, wd, progress=progress, script=text, defines=defs, **runner_options)
     # A dry plan first: an unknown host fails here, before any agent is touched.
     suffix = the_lab.host_suffix
     # The plan's interpreter copies ``state``, so planning changes nothing.

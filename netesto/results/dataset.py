@@ -425,6 +425,12 @@ def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:
         "sysctls": json.dumps(sysctls, sort_keys=True),
         "offloads": json.dumps({h: s.offloads for h, s in raw.before.items() if s.offloads},
                                sort_keys=True, default=str),
+        "qdiscs": json.dumps({h: s.qdiscs for h, s in raw.before.items() if s.qdiscs}, sort_keys=True),
+        "tools": json.dumps({h: i.get("tools", {}) for h, i in (meta.get("hosts") or {}).items()
+                             if isinstance(i, dict) and i.get("tools")}, sort_keys=True, default=str),
+        "defines": json.dumps(meta.get("defines") or {}, sort_keys=True, default=str),
+        "testbed": json.dumps(meta.get("testbed") or {}, sort_keys=True, default=str),
+        "seed": int(meta["seed"]) if isinstance(meta.get("seed"), int) else -1,
         "flows_resolved": json.dumps(meta.get("flows", []), default=str),
         "start_wall": t0,
         "interval": interval,

@@ -26,6 +26,7 @@ class HostSnapshot:
     offloads: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     has_ifstat: bool = False
+    qdiscs: str = ""  # the qdisc lines of `tc -s qdisc show` (their configuration, not the counters)
 
 
 def _flatten(parsed: dict[str, Any]) -> dict[str, int]:
@@ -53,6 +54,7 @@ def read_snapshot(directory: Path, host: str) -> HostSnapshot:
         offloads=hoststats.offload_summary(parsed.get("ethtool-k", {}), parsed.get("ethtool-c", {})),
         info=dict(parsed.get("info", {}) or {}),
         has_ifstat=bool(parsed.get("ifstat")),
+        qdiscs="\n".join(line for line in str(parsed.get("tc", "")).splitlines() if line.startswith("qdisc ")),
     )
 
 

@@ -81,6 +81,18 @@ def experiment_summary(ds: xr.Dataset) -> dict[str, Any]:
         "exp_name": str(ds.attrs.get("exp_name", "")),
         "instances": int(ds.sizes.get("flow", 0)),
     }
+    # What shaped the experiment is a parameter of it: the testbed's bottleneck
+    # (bw in bit/s, rtt in ms, buffer in bytes, loss 0..1), the -D values, OTHER.
+    for key, prefix in (("testbed", ""), ("defines", "")):
+        try:
+            extra = json.loads(ds.attrs.get(key, "{}") or "{}")
+        except (ValueError, TypeError):
+            continue
+        if isinstance(extra, dict):
+            for k, v in extra.items():
+                if key == "testbed" and k in ("name", "mode"):
+                    continue
+                params[f"{prefix}{k}"] = v
     try:
         for k, v in json.loads(ds.attrs.get("other", "[]") or "[]"):
             params[str(k)] = v

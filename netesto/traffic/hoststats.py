@@ -517,6 +517,7 @@ def load(snap_dir: str | os.PathLike[str], host: str) -> dict[str, Any]:
         "ethtool-k": parse_sections(text("ethtool-k"), parse_ethtool_k),
         "ethtool-c": parse_sections(text("ethtool-c"), parse_ethtool_c),
         "info": info,
+        "tc": text("tc"),
     }
 
 

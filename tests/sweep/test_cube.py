@@ -17,22 +17,20 @@ from netesto.sweep.grid import parse_grid, points
 from netesto.sweep.manifest import Manifest, PointRecord
 
 from ..plots.browser import painted, show
-from ..results.conftest import processed, workdir  # noqa: F401 - fixtures
 from .pages import broken_links, links
 
 
-@pytest.fixture
-def swept(processed: Path, tmp_path: Path) -> Path:  # noqa: F811
-    """A finished 2 x 2 x 2-rep sweep directory made of the recorded experiments; one point failed."""
-    out = tmp_path / "sw"
+def make_sweep(processed: Path, out: Path, fail: int | None = 5, shift: int = 0) -> Path:
+    """A finished 2 x 2 x 2-rep sweep directory made of the recorded experiments (point
+    ``i`` gets experiment 1 + (i + shift) % 3); point ``fail`` failed."""
     grid = parse_grid(["ca=cubic,bbr", "bw=10mbit,100mbit"])
     m = Manifest("sweep.ipynb", grid, 2)
     for i, p in enumerate(points(grid, 2)):
         rec = PointRecord(p.key, p.index, p.rep, p.as_dict(), p.dirname, p.seed)
-        if i == 5:
+        if i == fail:
             rec.status, rec.error = "failed", "In [4]: AgentError: h2: no congestion control 'bbr'"
         else:
-            exp = 1 + i % 3
+            exp = 1 + (i + shift) % 3
             dest = out / p.dirname / "results" / str(exp)
             shutil.copytree(processed / str(exp), dest)
             rec.status, rec.experiments = "ok", [dest.relative_to(out).as_posix()]
@@ -41,6 +39,11 @@ def swept(processed: Path, tmp_path: Path) -> Path:  # noqa: F811
     m.save(out)
     write_cube(out, m)
     return out
+
+
+@pytest.fixture
+def swept(processed: Path, tmp_path: Path) -> Path:
+    return make_sweep(processed, tmp_path / "sw")
 
 
 def test_the_cube_has_the_sweep_dims_and_each_points_numbers(swept: Path) -> None:
@@ -77,7 +80,7 @@ def test_flows_of_points_open_lazily(swept: Path) -> None:
         sw.flows(ca="bbr", bw="10mbit", rep=1)
 
 
-def test_a_parameter_never_hides_a_measurement(processed: Path) -> None:  # noqa: F811
+def test_a_parameter_never_hides_a_measurement(processed: Path) -> None:
     ds = open_experiments(processed)
     c = combine(ds, params={e: {"rtt": "10ms", "rate": "fast"} for e in (1, 2, 3)})
     assert list(c.rtt.values) == ["10ms"] * 3 and "mean_rtt" in c.data_vars

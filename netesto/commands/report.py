@@ -1,0 +1,38 @@
+"""``netesto report sweep|compare|index``: write the HTML reports again, or compare two sweeps."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="what", required=True, metavar="sweep|compare|index")
+    sweep = sub.add_parser("sweep", help="(re)write DIR/sweep.html of a sweep directory")
+    sweep.add_argument("dir")
+    compare = sub.add_parser("compare", help="sweep B against sweep A, point by point: deltas with 95 %% CIs")
+    compare.add_argument("a", help="the baseline sweep directory")
+    compare.add_argument("b", help="the sweep compared with it")
+    compare.add_argument("--out", "-o", help="the page to write (default B/compare.html)")
+    index = sub.add_parser("index", help="WORKDIR/index.html: every experiment of a working directory")
+    index.add_argument("workdir")
+    for p in (sweep, compare, index):
+        p.add_argument("--templates", metavar="DIR", help="a directory of Jinja2 templates replacing netesto's")
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.what == "sweep":
+        from netesto.report.sweep import write_report
+        from netesto.sweep.cube import write_cube
+        from netesto.sweep.manifest import Manifest
+
+        write_cube(args.dir, Manifest.load(args.dir))
+        print(write_report(args.dir, templates=args.templates))
+    elif args.what == "compare":
+        from netesto.report.compare import write_compare
+
+        print(write_compare(args.a, args.b, args.out, templates=args.templates))
+    else:
+        from netesto.report.index import write_index
+
+        print(write_index(args.workdir, templates=args.templates))
+    return 0

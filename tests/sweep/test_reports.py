@@ -1,0 +1,65 @@
+"""Two sweeps compared, and a working directory's index page."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netesto.errors import SweepError
+from netesto.report.compare import compare
+from netesto.sweep.cube import open_sweep, t95
+
+from ..plots.browser import show
+from .pages import broken_links, links
+from .test_cube import make_sweep
+
+
+def test_compare_gives_welch_intervals_and_flags_changes(processed: Path, tmp_path: Path) -> None:
+    a = open_sweep(make_sweep(processed, tmp_path / "a", fail=None)).cube
+    b = open_sweep(make_sweep(processed, tmp_path / "b", fail=None, shift=1)).cube
+    d = compare(a, b)
+    cell = {"ca": "cubic", "bw": "10mbit"}
+    ra, rb = a.rate.sel(**cell).values, b.rate.sel(**cell).values
+    assert float(d.rate.sel(**cell)) == pytest.approx(rb.mean() - ra.mean())
+    se2 = ra.var(ddof=1) / 2 + rb.var(ddof=1) / 2
+    dof = se2 ** 2 / ((ra.var(ddof=1) / 2) ** 2 + (rb.var(ddof=1) / 2) ** 2)
+    assert float(d.rate_ci95.sel(**cell)) == pytest.approx(t95(int(dof)) * math.sqrt(se2))
+    assert float(d.rate_changed.sel(**cell)) == float(abs(rb.mean() - ra.mean()) > t95(int(dof)) * math.sqrt(se2))
+    same = compare(a, a)
+    assert float(abs(same.rate).max()) == 0 and float(same.rate_changed.max()) == 0
+
+
+def test_sweeps_of_other_grids_cannot_be_compared(processed: Path, tmp_path: Path) -> None:
+    a = open_sweep(make_sweep(processed, tmp_path / "a")).cube
+    with pytest.raises(SweepError, match="different parameters"):
+        compare(a, a.rename(bw="rtt"))
+    with pytest.raises(SweepError, match="share no grid point"):
+        compare(a, a.assign_coords(bw=["1gbit", "10gbit"]))
+
+
+def test_the_compare_page_opens_offline_and_links_both_sweeps(processed: Path, tmp_path: Path) -> None:
+    a, b = make_sweep(processed, tmp_path / "a"), make_sweep(processed, tmp_path / "b", shift=1)
+    for d in (a, b):
+        assert subprocess.run([sys.executable, "-m", "netesto", "report", "sweep", str(d)], capture_output=True).returncode == 0
+    done = subprocess.run([sys.executable, "-m", "netesto", "report", "compare", str(a), str(b)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    page = Path(done.stdout.strip())
+    assert page == b / "compare.html" and broken_links(page) == []
+    assert sorted(links(page)) == ["../a/sweep.html", "sweep.html"]
+    shown = show(page, tmp_path / "compare.png")
+    assert shown.errors == [] and len(shown.figures) == 4
+
+
+def test_the_index_of_a_workdir_links_every_experiment(processed: Path, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    shutil.copytree(processed, work)
+    done = subprocess.run([sys.executable, "-m", "netesto", "report", "index", str(work)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    page = work / "index.html"
+    assert sorted(links(page)) == ["1/exp.html", "2/exp.html", "3/exp.html"] and broken_links(page) == []

@@ -294,9 +294,11 @@ def _run_point(rec: PointRecord, worker: Worker, nb: Path, directory: Path, decl
     try:
         if worker.testbed:
             _shape(worker.testbed, {**{k: declared[k] for k in SHAPE_PARAMS if k in declared}, **values})
-        papermill.execute_notebook(str(nb), str(out_nb), parameters=values, cwd=str(pdir), kernel_name=kernel_name,
+        # The kernel starts in the point's directory (nbclient's resources path), not through
+        # papermill's cwd=, which chdirs the whole process: points run in parallel threads.
+        papermill.execute_notebook(str(nb), str(out_nb), parameters=values, kernel_name=kernel_name,
                                    progress_bar=False, log_output=False, execution_timeout=timeout,
-                                   extra_arguments=KERNEL_ARGS)
+                                   extra_arguments=KERNEL_ARGS, resources={"metadata": {"path": str(pdir)}})
         rec.status = DONE
     except KeyboardInterrupt:
         rec.status, rec.error = "interrupted", "interrupted (Ctrl-C)"

@@ -112,6 +112,14 @@ def test_a_sweep_interrupted_resumed_reshaped_and_reported(bed, tmp_path: Path) 
         assert 10 < float(sw.cube.rate.sel(ca=ca, bw="20mbit", rep=0)) <= 20.5
         assert 25 < float(sw.cube.rate.sel(ca=ca, bw="50mbit", rep=0)) <= 51
 
+    # what shaped each point is in its dataset: the testbed's bottleneck, the -D values, the seed, tools, qdiscs
+    ds = netesto.open_experiment(out / recs[0]["experiments"][0])
+    assert recs[0]["params"] == {"ca": "reno", "bw": "20mbit"}
+    assert json.loads(ds.attrs["testbed"])["bw"] == 20_000_000 and json.loads(ds.attrs["testbed"])["rtt"] == 10.0
+    assert json.loads(ds.attrs["defines"])["ca"] == "reno" and ds.attrs["seed"] >= 0
+    assert "python" in json.loads(ds.attrs["tools"])["h1"] and "qdisc" in json.loads(ds.attrs["qdiscs"])["h1"]
+    assert float(netesto.combine([ds]).bw.values[0]) == 20e6
+
     report = out / "sweep.html"
     assert broken_links(report) == []
     hrefs = links(report)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from netesto.errors import AgentError, PolicyError
-from netesto.policy import qdisc_other_words
+from netesto.policy import MODULE_PARAMS, QDISC_ACTIONS, QDISCS, SYSCTLS, check_sysctl, describe, qdisc_other_words
 from netesto.protocol.names import is_name
 
 log = logging.getLogger("netesto.agent.control")
@@ -35,61 +35,6 @@ _CA_NAME = re.compile(r"^[a-z0-9_]{1,16}$")
 _QDISC_NAME = re.compile(r"^[a-z0-9_]{1,16}$")
 
 
-def _ints(count: int, ranges: Sequence[tuple[int, int]]) -> Callable[[list[str]], str]:
-    def check(values: list[str]) -> str:
-        if len(values) != count:
-            raise ValueError(f"expected {count} value(s), got {len(values)}")
-        out = []
-        for text, (lo, hi) in zip(values, ranges):
-            if not re.fullmatch(r"\d{1,12}", text):
-                raise ValueError(f"{text!r} is not a non-negative integer")
-            if not lo <= int(text) <= hi:
-                raise ValueError(f"{text} is outside {lo}..{hi}")
-            out.append(str(int(text)))
-        return " ".join(out)
-
-    check.describe = " ".join(f"[{lo}..{hi}]" for lo, hi in ranges)  # type: ignore[attr-defined]
-    return check
-
-
-def _names(many: bool) -> Callable[[list[str]], str]:
-    def check(values: list[str]) -> str:
-        if not values or (not many and len(values) != 1):
-            raise ValueError("expected one name" if not many else "expected one or more names")
-        for v in values:
-            if not _CA_NAME.match(v):
-                raise ValueError(f"{v!r} is not a valid name")
-        return " ".join(values)
-
-    check.describe = "names" if many else "a name"  # type: ignore[attr-defined]
-    return check
-
-
-# The original's allowlist and ranges (its tcp_cong_dscp_* were not upstream sysctls).
-BUF_RANGE = (2621440, 67108864)
-TCP_MEM_RANGES = ((4096, 10000), (16000, 270000), (128000, 61000000))
-SYSCTLS: dict[str, Callable[[list[str]], str]] = {
-    "net.core.rmem_max": _ints(1, [BUF_RANGE]),
-    "net.core.wmem_max": _ints(1, [BUF_RANGE]),
-    "net.ipv4.tcp_rmem": _ints(3, TCP_MEM_RANGES),
-    "net.ipv4.tcp_wmem": _ints(3, TCP_MEM_RANGES),
-    "net.ipv4.tcp_ecn": _ints(1, [(0, 2)]),
-    "net.ipv4.tcp_no_metrics_save": _ints(1, [(0, 1)]),
-    "net.core.default_qdisc": _names(False),
-    "net.ipv4.tcp_congestion_control": _names(False),
-    "net.ipv4.tcp_allowed_congestion_control": _names(True),
-}
-
-MODULE_PARAMS: dict[str, tuple[str, ...]] = {
-    "tcp_nv": ("nv_pad", "nv_reset_period", "nv_min_cwnd"),
-    "tcp_cubic": ("fast_convergence", "initial_ssthresh", "tcp_friendliness", "hystart",
-                  "hystart_detect", "hystart_low_window", "hystart_ack_delta"),
-    "tcp_dctcp": ("dctcp_shift_g", "dctcp_alpha_on_init", "dctcp_clamp_alpha_on_loss"),
-}
-
-QDISCS = ("htb", "tbf", "pfifo", "bfifo", "pfifo_fast", "netem", "fq", "fq_codel", "codel", "cake",
-          "pie", "red", "sfq", "prio", "noqueue")
-QDISC_ACTIONS = ("", "add", "replace", "change", "del", "delete")
 _RATE = re.compile(r"^\d+(\.\d+)?([KkMmGgTt]i?)?(bit|bps)?$")
 _BURST = re.compile(r"^\d+(\.\d+)?([KkMmGg]i?)?[bB]?$")
 _LIMIT = re.compile(r"^\d+([KkMm]?[bB]?)?$")
@@ -276,16 +221,15 @@ class HostControl:
         """Validate every setting against the allowlist first: all or nothing."""
         out = []
         for name, values in normalize_settings(settings):
-            check = SYSCTLS.get(name)
-            if check is None:
-                allowed = ", ".join(f"{n} {getattr(c, 'describe', '')}".strip() for n, c in SYSCTLS.items())
+            if name not in SYSCTLS:
+                allowed = ", ".join(f"{n} ({describe(n)})" for n in SYSCTLS)
                 raise PolicyError(f"sysctl {name} is not allowed; allowed: {allowed}",
                                   kind="PolicyError", detail={"name": name, "allowed": list(SYSCTLS)})
             try:
-                out.append((name, check(values)))
+                out.append((name, check_sysctl(name, values)))
             except ValueError as exc:
                 raise PolicyError(f"sysctl {name}={' '.join(values)} refused: {exc} "
-                                  f"(allowed: {getattr(check, 'describe', '')})",
+                                  f"(allowed: {describe(name)})",
                                   kind="PolicyError", detail={"name": name, "allowed": list(SYSCTLS)}) from exc
         return out
 

@@ -10,48 +10,9 @@ import math
 import re
 
 from netesto.errors import TrafficError
+from netesto.policy import MODULE_PARAMS, QDISC_ACTIONS, QDISCS, SYSCTL_ALIASES, SYSCTLS, check_sysctl
 from netesto.traffic.spec import parse_size
 
-# The original controller's sysctl allowlist: name -> per-value [low, high]
-# ranges (None = not range-checked).
-SYSCTLS: dict[str, tuple[tuple[int, int], ...] | None] = {
-    "net.core.rmem_max": ((2621440, 67108864),),
-    "net.core.wmem_max": ((2621440, 67108864),),
-    "net.core.default_qdisc": None,
-    "net.ipv4.tcp_wmem": ((4096, 10000), (16000, 270000), (128000, 61000000)),
-    "net.ipv4.tcp_rmem": ((4096, 10000), (16000, 270000), (128000, 61000000)),
-    "net.ipv4.tcp_allowed_congestion_control": None,
-    "net.ipv4.tcp_cong_dscp_mask": ((0, 255),),
-    "net.ipv4.tcp_cong_dscp_val": ((0, 255),),
-    "net.ipv4.tcp_ecn": ((0, 2),),
-    "net.ipv4.tcp_congestion_control": None,
-}
-# Spellings from the README / paper.
-SYSCTL_ALIASES = {
-    "net.core.rmem.max": "net.core.rmem_max",
-    "net.core.wmem.max": "net.core.wmem_max",
-}
-
-MODULE_PARAMS: dict[str, tuple[str, ...]] = {
-    "tcp_nv": ("nv_pad", "nv_reset_period", "nv_min_cwnd"),
-    "tcp_cubic": (
-        "fast_convergence",
-        "initial_ssthresh",
-        "tcp_friendliness",
-        "hystart",
-        "hystart_detect",
-        "hystart_low_window",
-        "hystart_ack_delta",
-    ),
-    "tcp_dctcp": ("dctcp_shift_g", "dctcp_alpha_on_init", "dctcp_clamp_alpha_on_loss"),
-}
-
-QDISCS = (
-    "bfifo", "cake", "choke", "codel", "drr", "fq", "fq_codel", "fq_pie", "hfsc", "htb",
-    "mq", "netem", "noqueue", "pfifo", "pfifo_fast", "pfifo_head_drop", "pie", "prio",
-    "red", "sfb", "sfq", "tbf",
-)
-QDISC_ACTIONS = ("", "add", "change", "replace", "del", "delete")
 
 MAX_BYTES = 2**40
 MAX_BITS = 10.0**13
@@ -156,18 +117,12 @@ def sysctl_setting(key: str, value: str) -> tuple[str, tuple[str, ...]]:
     values = tuple(v for v in value.split(",") if v != "")
     if not values:
         raise ValueError(f"{canon} needs a value")
-    ranges = SYSCTLS[canon]
-    if ranges is None:
-        for v in values:
-            word(v, f"{canon} value")
-        return canon, values
-    if len(values) != len(ranges):
-        raise ValueError(f"{canon} takes {len(ranges)} value(s), got {len(values)}")
-    for v, (low, high) in zip(values, ranges):
-        try:
-            to_int(v, low=low, high=high)
-        except ValueError as exc:
-            raise ValueError(f"{canon}: {exc} (allowed {low}..{high})") from None
+    try:
+        check_sysctl(canon, list(values))  # the agent's own rule (netesto.policy)
+    except ValueError as exc:
+        from netesto.policy import describe
+
+        raise ValueError(f"{canon}: {exc} (allowed: {describe(canon)})") from None
     return canon, values
 
 

@@ -21,3 +21,13 @@ def test_quickstart_runs_and_shows_both_flows(tmp_path):
     assert "cubic" in text and "bbr" in text
     assert "experiments 1" in text
     assert (tmp_path / "quickstart-results" / "exp.csv").exists()
+    # exported with nbconvert, it opens offline in chromium with the per-flow plot drawn
+    done = tmp_path / "quickstart.ipynb"
+    nbformat.write(nb, done)
+    from netesto.report.notebook import export_html
+
+    from ..sweep.test_testbed import frames_drawn
+
+    errors, drawn, renderers = frames_drawn(export_html(done))
+    assert errors == [] and drawn == 1
+    assert renderers["Goodput (200 ms mean)"] >= 2 and renderers["Congestion window"] == 2  # one per flow

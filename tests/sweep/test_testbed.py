@@ -52,8 +52,17 @@ def manifest(out: Path) -> list[dict]:
     return sorted(data["points"].values(), key=lambda r: (r["index"], r["rep"]))
 
 
-def frames_drawn(page: Path) -> tuple[list[str], int]:
-    """Console errors of ``page`` opened offline, and how many of its frames hold a bokeh document."""
+# In every frame with a bokeh document: each figure's title and its number of glyph renderers.
+_FIGURES = """() => window.Bokeh ? Object.fromEntries([...Bokeh.documents[0].all_models]
+  .filter(m => m.constructor.__name__ === 'Figure')
+  .map(f => [f.title ? f.title.text : '', f.renderers.filter(r => r.constructor.__name__ === 'GlyphRenderer').length]))
+  : null"""
+
+
+def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
+    """Console errors of ``page`` opened offline, how many of its frames hold a bokeh
+    document, and their figures' glyph renderers by title; each frame's canvas must
+    be painted (not blank)."""
     pw = pytest.importorskip("playwright.sync_api")
     exe = shutil.which("chromium")
     if exe is None:
@@ -68,10 +77,22 @@ def frames_drawn(page: Path) -> tuple[list[str], int]:
             pg.route("http*://**", lambda route: (errors.append(f"network: {route.request.url}"), route.abort()))
             pg.goto(page.resolve().as_uri())
             pg.wait_for_timeout(3000)
-            drawn = sum(1 for f in pg.frames if f.evaluate("window.Bokeh ? Bokeh.documents.length : 0"))
+            figures: dict[str, int] = {}
+            drawn = 0
+            for frame in pg.frames:
+                found = frame.evaluate(_FIGURES)
+                if found is None:
+                    continue
+                drawn += 1
+                figures.update(found)
+                png = page.with_suffix(f".frame{drawn}.png")
+                frame.frame_element().screenshot(path=str(png)) if frame.parent_frame else pg.screenshot(path=str(png))
+                from ..plots.browser import painted
+
+                assert painted(png) > 0.05, f"{page}: frame {drawn} is blank"
         finally:
             browser.close()
-    return errors, drawn
+    return errors, drawn, figures
 
 
 def test_a_sweep_interrupted_resumed_reshaped_and_reported(bed, tmp_path: Path) -> None:
@@ -126,8 +147,9 @@ def test_a_sweep_interrupted_resumed_reshaped_and_reported(bed, tmp_path: Path) 
     assert sum(h.endswith("notebook.html") for h in hrefs) == 4 and sum(h.endswith("exp.html") for h in hrefs) == 4
     shown = show(report, tmp_path / "report.png")
     assert shown.errors == [] and len(shown.figures) == 4 and painted(shown.png) > 0.02
-    errors, drawn = frames_drawn(out / recs[0]["html"])
+    errors, drawn, figures = frames_drawn(out / recs[0]["html"])
     assert errors == [] and drawn == 1  # the executed notebook's plot, drawn offline
+    assert figures["Congestion window"] == 2  # a line per flow
 
     # the analysis notebook reads this sweep
     import papermill
@@ -137,8 +159,8 @@ def test_a_sweep_interrupted_resumed_reshaped_and_reported(bed, tmp_path: Path) 
                                cwd=str(tmp_path), progress_bar=False, kernel_name="python3")
     from netesto.report.notebook import export_html
 
-    errors, drawn = frames_drawn(export_html(done_nb))
-    assert errors == [] and drawn == 1
+    errors, drawn, figures = frames_drawn(export_html(done_nb))
+    assert errors == [] and drawn == 1 and len(figures) == 4
 
 
 def test_a_failing_point_is_recorded_and_the_others_complete(bed, tmp_path: Path) -> None:

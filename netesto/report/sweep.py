@@ -50,6 +50,32 @@ def _point_rows(sw: Any, directory: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _hosts(sw: Any, directory: Path) -> list[dict[str, Any]]:
+    """Per host of the sweep's first finished experiment: kernel, tool versions, sysctls that
+    shape TCP, qdiscs (the testbed or lab the points ran on)."""
+    import netCDF4
+
+    first = next((directory / e / "exp.nc" for r in sw.manifest if r.status == DONE for e in r.experiments), None)
+    if first is None:
+        return []
+    try:
+        with netCDF4.Dataset(first) as nc:
+            attrs = {k: json.loads(nc.getncattr(k)) for k in ("kernels", "tools", "sysctls", "qdiscs")
+                     if k in nc.ncattrs()}
+    except (OSError, ValueError, RuntimeError):
+        return []
+    tcp = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_ecn",
+           "net.core.default_qdisc")
+    rows = []
+    for host in sorted(attrs.get("kernels", {})):
+        sysctls = attrs.get("sysctls", {}).get(host, {})
+        rows.append({"host": host, "kernel": attrs["kernels"][host],
+                     "tools": ", ".join(f"{k} {v}" for k, v in sorted(attrs.get("tools", {}).get(host, {}).items())),
+                     "sysctls": "; ".join(f"{k.rsplit('.', 1)[-1]}={sysctls[k]}" for k in tcp if k in sysctls),
+                     "qdiscs": attrs.get("qdiscs", {}).get(host, "")})
+    return rows
+
+
 def report_context(directory: str | Path) -> dict[str, Any]:
     """What the template gets: the sweep's settings, provenance, plots and points."""
     from netesto.plots.summary import sweep_figures
@@ -74,7 +100,7 @@ def report_context(directory: str | Path) -> dict[str, Any]:
         "created": datetime.datetime.fromtimestamp(m.created).isoformat(timespec="seconds"),
         "provenance": m.provenance, "provenance_json": json.dumps(m.provenance, indent=1, default=str),
         "columns": [(label, units) for _, label, units, _ in COLUMNS],
-        "rows": _point_rows(sw, root), "param_names": list(m.grid),
+        "rows": _point_rows(sw, root), "param_names": list(m.grid), "hosts": _hosts(sw, root),
         "bokeh": parts,
     }
 

@@ -149,6 +149,8 @@ def test_a_sweep_interrupted_resumed_reshaped_and_reported(bed, tmp_path: Path) 
 
     report = out / "sweep.html"
     assert broken_links(report) == []
+    page = report.read_text()
+    assert "<th>kernel</th>" in page and "python 3." in page and "congestion_control=" in page  # the hosts' facts
     hrefs = links(report)
     assert sum(h.endswith("notebook.html") for h in hrefs) == 4 and sum(h.endswith("exp.html") for h in hrefs) == 4
     shown = show(report, tmp_path / "report.png")

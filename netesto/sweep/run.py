@@ -72,6 +72,17 @@ class SweepResult:
 
         return open_sweep(self.directory)
 
+    def _repr_html_(self) -> str:
+        import html
+
+        c = self.manifest.counts()
+        rows = "".join(f"<tr><td>{html.escape(r.key)}</td><td>{r.status}</td><td>{html.escape(r.error)}</td></tr>"
+                       for r in self.manifest if r.status != DONE or (r.checks and not all(r.checks.values())))
+        report = f' <a href="{html.escape(str(self.report))}">report</a>' if self.report else ""
+        return (f"<p>netesto sweep <code>{html.escape(str(self.directory))}</code>: {c[DONE]} of "
+                f"{len(self.manifest.points)} points ok, {len(self.ran)} run now{report}</p>"
+                + (f"<table><tr><th>point</th><th>status</th><th>error</th></tr>{rows}</table>" if rows else ""))
+
     def __repr__(self) -> str:
         c = self.manifest.counts()
         return (f"<SweepResult {self.directory}: {c[DONE]} ok, {c['failed']} failed, {c['interrupted']} interrupted, "

@@ -16,8 +16,8 @@ def timeseries(ds: Any, *args: Any, **kw: Any) -> Any:
 
 
 def save(obj: Any, path: Any, **kw: Any) -> Any:
-    """A self-contained HTML file, bokeh's JavaScript inline (see :func:`netesto.plots.flows.save`)."""
-    from netesto.plots.flows import save as write
+    """A self-contained HTML file, bokeh's JavaScript inline (see :func:`netesto.plots.page.save`)."""
+    from netesto.plots.page import save as write
 
     return write(obj, path, **kw)
 

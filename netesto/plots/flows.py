@@ -7,12 +7,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from netesto.plots.display import envelope, first_per_bin
+from netesto.plots.page import bokeh_backend
 from netesto.results.timeplot import SMOOTH_SECONDS, pick_unit, rolling_mean, sample_interval
 
 # variable -> (panel title, unit choices as (factor, label) from small to large)
 PANELS: dict[str, tuple[str, tuple[tuple[float, str], ...]]] = {
     "goodput": (f"Goodput ({SMOOTH_SECONDS * 1000:g} ms mean)", ((1.0, "bit/s"), (1e3, "kbit/s"), (1e6, "Mbit/s"),
                                                                (1e9, "Gbit/s"))),
+    "goodput_raw": ("Goodput (each sample)", ((1.0, "bit/s"), (1e3, "kbit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s"))),
     "cwnd": ("Congestion window", ((1.0, "packets"),)),
     "rtt": ("Smoothed RTT", ((1.0, "us"), (1e3, "ms"))),
     "min_rtt": ("Min RTT", ((1.0, "us"), (1e3, "ms"))),
@@ -21,6 +23,7 @@ PANELS: dict[str, tuple[str, tuple[tuple[float, str], ...]]] = {
     "delivery_rate": ("Delivery rate", ((1.0, "bit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s"))),
     "lat_p99": ("p99 transaction latency (RR)", ((1.0, "us"), (1e3, "ms"))),
 }
+SOURCES = {"goodput_raw": "goodput"}  # panels that show a variable another way
 DEFAULT = ("goodput", "cwnd", "rtt")
 BINS = 1000  # display bins per line (each keeps its min and max): about one per pixel column
 PAGE_BINS = 20_000  # per panel: many flows get fewer bins each, so a page stays small and quick
@@ -42,7 +45,7 @@ def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900,
     """
     import holoviews as hv
 
-    _bokeh()
+    bokeh_backend()
     time = np.asarray(ds["time"].values, dtype=float)
     interval = sample_interval(ds)
     flows = [str(f) for f in ds["flow"].values]
@@ -52,9 +55,10 @@ def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900,
     bins = max(25, min(bins, PAGE_BINS // max(1, len(flows))))
     panels = []
     for var in variables:
-        if var not in ds or var not in PANELS:
+        source = SOURCES.get(var, var)
+        if source not in ds or var not in PANELS:
             continue
-        data = np.asarray(ds[var].transpose("flow", "time").values, dtype=float)
+        data = np.asarray(ds[source].transpose("flow", "time").values, dtype=float)
         if not np.isfinite(data).any():
             continue
         if var == "goodput":
@@ -68,7 +72,7 @@ def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900,
         if var == "goodput":
             elements += _goodput_extras(ds, time, data / factor, labels, bins)
         panel = hv.Overlay(elements).opts(title=title, width=width, height=height, xlabel="time (s)",
-                                          ylabel=f"{var} ({unit})", legend_position="right",
+                                          ylabel=f"{source} ({unit})", legend_position="right",
                                           legend_opts={"click_policy": "hide"})
         panels.append(panel)
     if not panels:
@@ -158,35 +162,4 @@ def _goodput_extras(ds: Any, time: np.ndarray, goodput: np.ndarray, flows: list[
     return out
 
 
-def _bokeh() -> None:
-    """holoviews' bokeh backend, loaded once (plain Python: no notebook needed)."""
-    import holoviews as hv
-
-    if "bokeh" not in hv.Store.renderers:
-        hv.extension("bokeh", logo=False)
-    hv.Store.set_current_backend("bokeh")
-
-
-def save(obj: Any, path: Any, *, title: str = "netesto") -> Any:
-    """Write ``obj`` (any holoviews object of :mod:`netesto.plots`) as one HTML file with bokeh's
-    JavaScript inline: it opens offline, as lab machines often are. Returns the path."""
-    from pathlib import Path
-
-    import re
-
-    import holoviews as hv
-    from bokeh.embed import file_html
-    from bokeh.resources import INLINE
-
-    _bokeh()
-    out = Path(path)
-    # bokeh's own page, not holoviews.save's panel template: that one loads icons and MathJax from CDNs.
-    page = file_html(hv.render(obj, backend="bokeh"), INLINE, title)
-    # panel (imported by holoviews) adds a script by a path relative to a server's static files, which no
-    # saved page can load; these plots use bokeh's own models only, whose code is inline above.
-    page = re.sub(r'<script src="static/[^"]*"></script>\n?', "", page)
-    out.write_text(page, encoding="utf-8")
-    return out
-
-
-__all__ = ["BINS", "DEFAULT", "PANELS", "PER_FLOW_MAX", "save", "timeseries"]
+__all__ = ["BINS", "DEFAULT", "PANELS", "PER_FLOW_MAX", "timeseries"]

@@ -8,7 +8,7 @@ import numpy as np
 
 from netesto.plots.display import envelope, first_per_bin
 from netesto.plots.page import bokeh_backend
-from netesto.results.timeplot import SMOOTH_SECONDS, pick_unit, rolling_mean, sample_interval
+from netesto.results.series import SMOOTH_SECONDS, pick_unit, rolling_mean, sample_interval
 
 # variable -> (panel title, unit choices as (factor, label) from small to large)
 PANELS: dict[str, tuple[str, tuple[tuple[float, str], ...]]] = {

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 # Every figure of the page with its glyph renderers: name, glyph type and, for a multi-line, how many
-# lines it draws (one per flow); and whether the figure has a hover tool.
+# lines it draws (one per flow), n its data rows; and whether the figure has a hover tool.
 _FIGURES = """() => [...Bokeh.documents[0].all_models]
   .filter(m => m.constructor.__name__ === 'Figure')
   .map(f => ({title: f.title ? f.title.text : '', renderers: f.renderers
     .filter(r => r.constructor.__name__ === 'GlyphRenderer').map(r => r.name || ''),
     glyphs: f.renderers.filter(r => r.constructor.__name__ === 'GlyphRenderer')
       .map(r => ({name: r.name || '', type: r.glyph.constructor.__name__,
-                  lines: r.glyph.constructor.__name__ === 'MultiLine' ? r.data_source.data.xs.length : 1})),
+                  lines: r.glyph.constructor.__name__ === 'MultiLine' ? r.data_source.data.xs.length : 1,
+                  n: r.data_source.get_length()})),
     hover: f.toolbar.tools.some(t => t.constructor.__name__ === 'HoverTool')}))"""
 
 

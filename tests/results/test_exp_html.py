@@ -10,45 +10,8 @@ import pytest
 import xarray as xr
 
 from netesto.results import process_experiment
-from netesto.results.plotting import nice_step, nice_top
-from netesto.results.timeplot import downsample, experiment_plots, line_svg
 from tests.plots.browser import has_colour, painted, show
 from tests.results.browser import render, tag_problems
-
-
-def _points(svg: str, flow: str) -> list[tuple[float, float]]:
-    out = []
-    for pts in re.findall(rf'data-flow="{re.escape(flow)}" points="([^"]*)"', svg):
-        out += [tuple(map(float, p.split(","))) for p in pts.split()]
-    return out
-
-
-def test_line_svg_places_points_on_the_axes() -> None:
-    # Plot area: x 70..770 (960-70-190 wide), y 30..275 (320-30-45 high); y axis 0..100.
-    svg = line_svg(np.array([0.0, 1.0, 2.0, 3.0]), [("f", np.array([0.0, 50.0, np.nan, 100.0]))],
-                   title="t", y_label="y")
-    assert _points(svg, "f") == [(70.0, 275.0), (303.3, 152.5), (770.0, 30.0)]
-    assert svg.count("<polyline") == 2  # the NaN sample is a gap, not a zero
-    assert '<circle cx="770.0" cy="30.0"' in svg  # the lone last sample is still visible
-    assert ">100<" in svg and ">50<" not in svg.split("</text>")[0]
-
-
-def test_long_legends_say_how_many_flows_are_not_listed() -> None:
-    t = np.arange(5.0)
-    names = lambda n: re.findall(r'>(f\d+|\+\d+ more flows)<', line_svg(  # noqa: E731
-        t, [(f"f{i}", t) for i in range(n)], title="t", y_label="y"))
-    assert names(15) == [f"f{i}" for i in range(15)]
-    assert names(40) == [f"f{i}" for i in range(14)] + ["+26 more flows"]
-
-
-def test_nice_steps_and_downsampling() -> None:
-    assert [nice_step(s) for s in (1, 7, 30, 0.9, 0)] == [0.2, 2, 10, 0.2, 1.0]
-    assert [nice_top(p) for p in (0.03, 1.504, 100, 0)] == [(0.03, 0.01), (2.0, 0.5), (100, 20), (1.0, 0.2)]
-    t = np.arange(10_000) * 0.01
-    v = np.where(np.arange(10_000) < 5_000, 1.0, np.nan)
-    ts, vs = downsample(t, v, 100)
-    assert len(ts) == len(vs) == 100 and np.all(vs[:50] == 1.0) and np.isnan(vs[50:]).all()
-    assert ts[0] == pytest.approx(t[:100].mean())
 
 
 def test_experiment_page_has_the_time_series(workdir: Path, tmp_path: Path) -> None:

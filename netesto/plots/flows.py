@@ -21,7 +21,11 @@ PANELS: dict[str, tuple[str, tuple[tuple[float, str], ...]]] = {
     "ping_rtt": ("Ping RTT", ((1.0, "us"), (1e3, "ms"))),
     "pacing_rate": ("Pacing rate", ((1.0, "bit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s"))),
     "delivery_rate": ("Delivery rate", ((1.0, "bit/s"), (1e6, "Mbit/s"), (1e9, "Gbit/s"))),
+    "lat_p50": ("Median transaction latency (RR)", ((1.0, "us"), (1e3, "ms"))),
+    "lat_p90": ("p90 transaction latency (RR)", ((1.0, "us"), (1e3, "ms"))),
     "lat_p99": ("p99 transaction latency (RR)", ((1.0, "us"), (1e3, "ms"))),
+    "lat_p999": ("p99.9 transaction latency (RR)", ((1.0, "us"), (1e3, "ms"))),
+    "transactions": ("Transactions per second (RR)", ((1.0, "1/s"), (1e3, "k/s"))),
 }
 SOURCES = {"goodput_raw": "goodput"}  # panels that show a variable another way
 DEFAULT = ("goodput", "cwnd", "rtt")

@@ -17,6 +17,8 @@ PLOTS: tuple[tuple[str, str], ...] = (
     ("rtt", "The sender's smoothed round-trip time (tcpi_rtt)."),
     ("lat_p99", "The 99th percentile of request/response times in each interval (RR and CRR flows only)."),
 )
+CDF_CAPTION = ("The share of request/response transactions that took at most the time on the (log) axis, "
+               "from every transaction's time as the engine recorded it (RR and CRR flows only).")
 FOLDED = frozenset({"goodput_raw"})  # shown one click away (a <details> on the page)
 NEXT_MARK = "<!--netesto:next-->"
 
@@ -32,9 +34,10 @@ class PagePlots:
     note: str = ""
 
 
-def page_plots(ds: Any) -> PagePlots:
+def page_plots(ds: Any, raw: Any = None) -> PagePlots:
     """The page's per-flow plots (holoviews/bokeh, time axes linked): those of :data:`PLOTS` that
-    the dataset has values for, each its own bokeh figure."""
+    the dataset has values for, each its own bokeh figure; with the experiment's ``raw`` data
+    (:class:`~netesto.results.load.ExperimentRaw`), the latency CDF of its RR/CRR flows last."""
     try:
         import bokeh  # noqa: F401
         import holoviews  # noqa: F401
@@ -50,19 +53,31 @@ def page_plots(ds: Any) -> PagePlots:
     except ValueError:  # none of the variables has a value
         return PagePlots()
     by_title = {fig.title.text: fig for fig in figures(layout)}
-    shown = [(name, caption, by_title[PANELS[name][0]]) for name, caption in PLOTS if PANELS[name][0] in by_title]
+    shown = [(name, PANELS[name][0], caption, by_title[PANELS[name][0]]) for name, caption in PLOTS
+             if PANELS[name][0] in by_title]
+    if raw is not None:
+        from netesto.plots.latency import latency_cdf
+
+        try:
+            (fig,) = figures(latency_cdf(raw))
+        except ValueError:  # no RR/CRR flow
+            pass
+        else:
+            shown.append(("latency_cdf", fig.title.text, CDF_CAPTION, fig))
     emb = embed([fig for *_, fig in shown])
     from markupsafe import Markup
 
-    plots = tuple({"id": name, "title": PANELS[name][0], "caption": caption, "div": Markup(div),
-                   "folded": name in FOLDED} for (name, caption, _), div in zip(shown, emb.divs))
+    plots = tuple({"id": name, "title": title, "caption": caption, "div": Markup(div), "folded": name in FOLDED}
+                  for (name, title, caption, _), div in zip(shown, emb.divs))
     # bokeh's own code and the plots' JSON data: inserted as markup
     return PagePlots(Markup(emb.head), Markup(emb.script), plots)
 
 
 def render_page(ds: Any, groups: Sequence[Any], all_items: Sequence[tuple[str, str]], *, exp: int,
-                directory: Path, errors: Sequence[str] = (), warnings: Sequence[str] = ()) -> str | None:
-    """exp.html for the experiment in ``directory``, or None without Jinja2 (or its template)."""
+                directory: Path, errors: Sequence[str] = (), warnings: Sequence[str] = (),
+                raw: Any = None) -> str | None:
+    """exp.html for the experiment in ``directory``, or None without Jinja2 (or its template);
+    ``raw``, the experiment's raw data, adds the latency CDF of its RR/CRR flows."""
     try:
         import jinja2
     except ImportError:
@@ -81,7 +96,7 @@ def render_page(ds: Any, groups: Sequence[Any], all_items: Sequence[tuple[str, s
             if k not in keys and any(str(v.get(k, "")).strip() for v in values):
                 keys.append(k)
     exp = int(ds.attrs.get("exp", exp))
-    plots = page_plots(ds)
+    plots = page_plots(ds, raw)
     return jinja2.Environment(autoescape=True).from_string(text).render(
         plots=plots.plots,
         bokeh_head=plots.head,

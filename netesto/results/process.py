@@ -104,7 +104,7 @@ def process_experiment(
         from netesto.report.experiment import link_next, render_page
 
         page = render_page(ds, groups, all_items, exp=raw.exp, directory=expdir, errors=result.errors,
-                           warnings=result.warnings)
+                           warnings=result.warnings, raw=raw)
         if page is not None:
             p = expdir / "exp.html"
             write_text_atomic(p, page)

@@ -31,7 +31,8 @@ def test_experiment_page_has_the_time_series(workdir: Path, tmp_path: Path) -> N
     assert drawn == {"Goodput (200 ms mean)": {*flows, "sum", "retransmits"}, "Goodput (each sample)": flows,
                      "Congestion window": flows, "Smoothed RTT": flows,
                      # only the RR flow has latencies: the stream flows are not even in the legend
-                     "p99 transaction latency (RR)": {"h1-h2-3-0 cubic"}}
+                     "p99 transaction latency (RR)": {"h1-h2-3-0 cubic"},
+                     "Transaction latency CDF (every transaction)": {"h1-h2-3-0 cubic"}}
     assert all(f["hover"] for f in shown.figures)
     # The 10 ms samples spiked above the link rate and read as a measurement error: the page
     # shows the 200 ms mean first, says what each line is, and keeps each sample one click away.
@@ -43,7 +44,7 @@ def test_experiment_page_has_the_time_series(workdir: Path, tmp_path: Path) -> N
         url = urlparse(link)
         assert Path(url.path).exists(), link
         assert not url.fragment or f'id="{url.fragment}"' in text, link
-    assert {urlparse(u).fragment for u in shown.links} >= {"goodput", "cwnd", "rtt", "lat_p99"}
+    assert {urlparse(u).fragment for u in shown.links} >= {"goodput", "cwnd", "rtt", "lat_p99", "latency_cdf"}
     # No experiment 0, and no experiment 2 page yet: no links to pages that do not exist
     assert "Prev" not in shown.text and "Next" not in shown.text
     process_experiment(workdir, 2)

@@ -10,7 +10,7 @@ import pytest
 
 # Every figure of the page with its glyph renderers: name, glyph type and, for a multi-line, how many
 # lines it draws (one per flow), n its data rows; and whether the figure has a hover tool.
-_FIGURES = """() => [...Bokeh.documents[0].all_models]
+_FIGURES = """() => Bokeh.documents.flatMap(d => [...d.all_models])
   .filter(m => m.constructor.__name__ === 'Figure')
   .map(f => ({title: f.title ? f.title.text : '', renderers: f.renderers
     .filter(r => r.constructor.__name__ === 'GlyphRenderer').map(r => r.name || ''),

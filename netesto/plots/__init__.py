@@ -15,11 +15,25 @@ def timeseries(ds: Any, *args: Any, **kw: Any) -> Any:
     return build(ds, *args, **kw)
 
 
+def latency_cdf(source: Any, **kw: Any) -> Any:
+    """The latency CDF of an experiment's RR/CRR flows (see :func:`netesto.plots.latency.latency_cdf`)."""
+    from netesto.plots.latency import latency_cdf as build
+
+    return build(source, **kw)
+
+
+def table(table: Any, x: str, y1: Any, **kw: Any) -> Any:
+    """Bars or lines of an analysis table's columns (see :func:`netesto.plots.tables.table_plot`)."""
+    from netesto.plots.tables import table_plot
+
+    return table_plot(table, x, y1, **kw)
+
+
 def save(obj: Any, path: Any, **kw: Any) -> Any:
-    """A self-contained HTML file, bokeh's JavaScript inline (see :func:`netesto.plots.flows.save`)."""
-    from netesto.plots.flows import save as write
+    """A self-contained HTML file, bokeh's JavaScript inline (see :func:`netesto.plots.page.save`)."""
+    from netesto.plots.page import save as write
 
     return write(obj, path, **kw)
 
 
-__all__ = ["save", "timeseries"]
+__all__ = ["latency_cdf", "save", "table", "timeseries"]

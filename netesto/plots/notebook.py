@@ -37,9 +37,9 @@ def page(obj: Any, title: str = "netesto") -> tuple[str, int]:
     """``obj``'s self-contained page and the height it needs in pixels."""
     import holoviews as hv
 
-    from netesto.plots.flows import _bokeh, standalone
+    from netesto.plots.page import bokeh_backend, standalone
 
-    _bokeh()
+    bokeh_backend()
     model = hv.render(obj, backend="bokeh")
     return standalone(model, title), (_height(model) or DEFAULT_HEIGHT) + MARGIN
 

@@ -87,9 +87,9 @@ def sweep_figures(st: Any, measures: Sequence[str] = MEASURES, *, x: str | None 
     95 % confidence bars where there were repetitions. Returns a holoviews Layout."""
     import holoviews as hv
 
-    from netesto.plots.flows import _bokeh
+    from netesto.plots.page import bokeh_backend
 
-    _bokeh()
+    bokeh_backend()
     dims = [d for d in st.dims if d != "rep"]
     x, color, facets = choose_axes(dims, dict(st.sizes), x, color)
     combos = list(itertools.product(*(list(st[f].values) for f in facets))) or [()]

@@ -284,23 +284,19 @@ class Table:
         return self.to_html()
 
     def plot(self, x: str, y1: str | Sequence[str], *, y2: str | Sequence[str] | None = None,
-             series: str | None = None, kind: str = "bar", title: str = "",
-             backend: str = "auto", **opts: Any) -> Any:
-        """A bar or line plot of ``y1`` (and ``y2`` on a right axis) against
-        ``x``, one series per value of ``series``. Returns a holoviews object
-        when holoviews is installed (``backend="auto"``/``"holoviews"``), else
-        (or with ``backend="html"``) an :class:`HtmlPlot` (inline SVG)."""
-        from netesto.results import plotting
+             series: str | None = None, kind: str = "bar", title: str = "", **opts: Any) -> Any:
+        """A holoviews plot (bokeh): bars (or ``kind="line"``) of ``y1`` against ``x``, one series
+        per value of ``series``, ``y2`` as diamonds on a right axis; ``opts`` are
+        :func:`netesto.plots.tables.table_plot`'s (sizes, axis titles, series labels).
+        ``netesto.plots.save(t.plot(...), "plot.html")`` writes it as an offline page."""
+        try:
+            import bokeh  # noqa: F401
+            import holoviews  # noqa: F401
+        except ImportError as exc:
+            raise ResultsError(f"plots need holoviews and bokeh (pip install 'netesto[plots]'): {exc}") from None
+        from netesto.plots.tables import table_plot
 
-        if backend in ("auto", "holoviews"):
-            try:
-                import holoviews  # noqa: F401
-            except ImportError:
-                if backend == "holoviews":
-                    raise ResultsError("holoviews is not installed (pip install 'netesto[plots]')") from None
-            else:
-                return plotting.holoviews_plot(self, x, y1, y2=y2, series=series, kind=kind, title=title)
-        return plotting.svg_plot(self, x, y1, y2=y2, series=series, kind=kind, title=title, **opts)
+        return table_plot(self, x, y1, y2=y2, series=series, kind=kind, title=title, **opts)
 
 
 def figure8(table: Table) -> Table:

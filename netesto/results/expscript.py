@@ -26,7 +26,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -37,6 +37,7 @@ from netesto.results.safeexpr import cell_text
 
 _VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _SELECT_OPS = ("[hasnot]", "[has]", "==", "!=", ">=", "<=", "<>", ">", "<")
+_PLOT_MARK = "<!--netesto:plot:{}-->"
 _NEWCOL_OPS = {"newcoldiv": "/", "newcolmul": "*", "newcoladd": "+", "newcolsub": "-"}
 
 
@@ -148,7 +149,7 @@ class ExpScript:
     parts: list[str] = field(default_factory=list)
     rel_path: str = ""
     fmt: int | None = None
-    plot_count: int = 0
+    plots: list[Any] = field(default_factory=list)  # holoviews plots of doPlot, in page order
     # Where the page will be: without relPath=, its exp links point from there to the CSV's directory.
     page_dir: Path | None = None
 
@@ -304,21 +305,29 @@ class ExpScript:
         if missing:
             raise ResultsError(f"doPlot: unknown column(s) {', '.join(missing)}")
         plot_t = _scale_units(t, y1, o.get("Y1Units"))
-        plot = plot_t.plot(o["plotX"], y1, y2=y2 or None, series=series, backend="html",
+        plot = plot_t.plot(o["plotX"], y1, y2=y2 or None, series=series,
                            title=o.get("plotTitle", "").replace("|", " / "), width=width,
                            height=height, x_title=o.get("plotXTitle", ""),
                            y1_title=o.get("plotY1Title", ""), y2_title=o.get("plotY2Title", ""),
                            series_title=o.get("plotSeriesTitle", ""), series_labels=series_labels)
-        self.plot_count += 1
-        anchor = html.escape(name or f"plot{self.plot_count}")
-        return f'<div id="{anchor}">{plot.html}</div>'
+        self.plots.append(plot)
+        anchor = html.escape(name or f"plot{len(self.plots)}")
+        # the plot's div is known once every plot is rendered into the page's one bokeh document
+        return f'<div id="{anchor}">{_PLOT_MARK.format(len(self.plots) - 1)}</div>'
 
     def page(self) -> str:
-        body = "\n".join(self.parts)
+        body, head, script = "\n".join(self.parts), "", ""
+        if self.plots:
+            from netesto.plots.page import embed
+
+            embedded = embed(self.plots)
+            head, script = embedded.head, embedded.script
+            for i, div in enumerate(embedded.divs):
+                body = body.replace(_PLOT_MARK.format(i), div, 1)
         return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>netesto table</title>"
                 "<style>table{border-collapse:collapse;font-family:sans-serif}"
-                "td,th{padding:2px 6px;text-align:right}</style></head>\n<body>\n"
-                f"{body}\n</body></html>\n")
+                f"td,th{{padding:2px 6px;text-align:right}}</style>{head}</head>\n<body>\n"
+                f"{body}\n{script}</body></html>\n")
 
 
 COMMANDS = ("File", "read", "append", "Select", "Cols", "SelectCols", "RemoveCols", "DeleteCols", "Rows",

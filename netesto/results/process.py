@@ -100,12 +100,16 @@ def process_experiment(
     result.files.append(append_rows(root / csv_name, fields, rows, replace_exp=raw.exp))
     result.rows = rows
     if html:
-        page = _render_html(ds, groups, all_items, result)
+        # the page is the report layer's (plots, Jinja2): imported only when a page is asked for
+        from netesto.report.experiment import link_next, render_page
+
+        page = render_page(ds, groups, all_items, exp=raw.exp, directory=expdir, errors=result.errors,
+                           warnings=result.warnings, raw=raw)
         if page is not None:
             p = expdir / "exp.html"
             write_text_atomic(p, page)
             result.files.append(p)
-            _link_next(root / str(raw.exp - 1) / "exp.html", raw.exp)
+            link_next(root / str(raw.exp - 1) / "exp.html", raw.exp)
     return result
 
 
@@ -119,62 +123,6 @@ def _note_processing(path: Path, desc: str, other: list[tuple[str, str]]) -> Non
     if isinstance(meta, dict):
         meta["processed"] = {"desc": desc, "other": [list(p) for p in other]}
         write_text_atomic(path, json.dumps(meta, indent=1, default=str))
-
-
-def _link_next(previous: Path, exp: int) -> None:
-    """Give the previous experiment's page its Next link, now that this page exists."""
-    try:
-        text = previous.read_text(encoding="utf-8")
-    except OSError:
-        return
-    if "<!--netesto:next-->" in text:
-        write_text_atomic(previous, text.replace("<!--netesto:next-->", f' <a href="../{exp}/exp.html">Next</a>', 1))
-
-
-def _render_html(ds: Any, groups: list[Any], all_items: list[tuple[str, str]],
-                 result: ProcessResult) -> str | None:
-    try:
-        import jinja2
-    except ImportError:
-        return None
-    from importlib import resources
-
-    try:
-        text = resources.files("netesto.report_templates").joinpath("exp.html.j2").read_text()
-    except (FileNotFoundError, ModuleNotFoundError):
-        return None
-    env = jinja2.Environment(autoescape=True)
-    values = [g.as_dict() for g in groups]
-    keys: list[str] = []
-    for g in groups:
-        for k, _ in g.items:
-            # a row nobody has a value for (latencies of stream flows) is left out
-            if k not in keys and any(str(v.get(k, "")).strip() for v in values):
-                keys.append(k)
-    from markupsafe import Markup
-
-    from netesto.results.timeplot import experiment_plots
-
-    exp = int(ds.attrs.get("exp", result.exp))
-    # Our own SVG (every text in it is escaped): inserted as markup.
-    plots = [{"id": p.id, "title": p.title, "svg": Markup(p.svg), "caption": p.caption, "folded": p.folded}
-             for p in experiment_plots(ds)]
-    return env.from_string(text).render(
-        plots=plots,
-        exp=exp,
-        exp_name=ds.attrs.get("exp_name", ""),
-        groups=[{"hsn": g.hsn, "values": g.as_dict()} for g in groups],
-        keys=keys,
-        overall=dict(all_items),
-        errors=result.errors,
-        warnings=result.warnings,
-        run_errors=[str(e) for e in json.loads(ds.attrs.get("run_errors", "[]") or "[]")],
-        # Links only to pages that exist: the previous one's Next is added when this one is written.
-        prev_exp=exp - 1 if (result.directory.parent / str(exp - 1) / "exp.html").is_file() else None,
-        next_exp=exp + 1 if (result.directory.parent / str(exp + 1) / "exp.html").is_file() else None,
-        has_latency=any(str(v.get("meanLatency", "")).strip() for v in values),
-        hosts=json.loads(ds.attrs.get("hosts", "{}") or "{}"),
-    )
 
 
 __all__ = ["ProcessResult", "process_experiment"]

@@ -8,11 +8,17 @@ from pathlib import Path
 
 import pytest
 
-# Every figure of the page with the number of glyph renderers it draws (one per flow, plus extras).
-_FIGURES = """() => [...Bokeh.documents[0].all_models]
+# Every figure of the page with its glyph renderers: name, glyph type and, for a multi-line, how many
+# lines it draws (one per flow), n its data rows; and whether the figure has a hover tool.
+_FIGURES = """() => Bokeh.documents.flatMap(d => [...d.all_models])
   .filter(m => m.constructor.__name__ === 'Figure')
   .map(f => ({title: f.title ? f.title.text : '', renderers: f.renderers
-    .filter(r => r.constructor.__name__ === 'GlyphRenderer').map(r => r.name || '')}))"""
+    .filter(r => r.constructor.__name__ === 'GlyphRenderer').map(r => r.name || ''),
+    glyphs: f.renderers.filter(r => r.constructor.__name__ === 'GlyphRenderer')
+      .map(r => ({name: r.name || '', type: r.glyph.constructor.__name__,
+                  lines: r.glyph.constructor.__name__ === 'MultiLine' ? r.data_source.data.xs.length : 1,
+                  n: r.data_source.get_length()})),
+    hover: f.toolbar.tools.some(t => t.constructor.__name__ === 'HoverTool')}))"""
 
 
 @dataclass
@@ -20,10 +26,13 @@ class Shown:
     errors: list[str]
     figures: list[dict]
     png: Path
+    links: list[str]  # every <a href> of the page, resolved (file:// URLs)
+    text: str  # what the page reads (innerText)
 
 
-def show(page_path: Path, png: Path) -> Shown:
-    """Load ``page_path`` from file:// with no network, wait for bokeh, screenshot it."""
+def show(page_path: Path, png: Path, *, open_details: bool = False) -> Shown:
+    """Load ``page_path`` from file:// with no network, wait for bokeh, screenshot it
+    (after opening every <details> when ``open_details``)."""
     pw = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
@@ -40,11 +49,16 @@ def show(page_path: Path, png: Path) -> Shown:
             page.goto(page_path.resolve().as_uri())
             page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=30_000)
             page.wait_for_timeout(1000)  # bokeh paints its canvases after the document is built
+            if open_details:
+                page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+                page.wait_for_timeout(1000)
             figures = page.evaluate(_FIGURES)
+            links = page.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
+            text = page.evaluate("() => document.body.innerText")
             page.screenshot(path=str(png), full_page=True)
         finally:
             browser.close()
-    return Shown(errors, figures, png)
+    return Shown(errors, figures, png, links, text)
 
 
 def painted(png: Path) -> float:

@@ -33,10 +33,24 @@ def _labels(ds: xr.Dataset) -> list[str]:
     return [f"{f} {ca}" for f, ca in zip(ds.flow.values, ds.ca.values)]
 
 
-def _curves(overlay: object) -> dict[str, object]:
+def _figures(layout: object) -> list[object]:
+    """The bokeh figures holoviews renders ``layout`` to, top to bottom."""
     import holoviews as hv
+    from bokeh.plotting import figure
 
-    return {el.label: el for el in overlay if isinstance(el, hv.Curve)}  # type: ignore[attr-defined]
+    root = hv.render(layout, backend="bokeh")
+    return [root] if isinstance(root, figure) else [f for f, *_ in root.children]  # type: ignore[attr-defined]
+
+
+def _lines(fig: object) -> dict[str, np.ndarray]:
+    """A figure's per-flow (and sum) lines: renderer name -> the y values it draws."""
+    from bokeh.models import Line
+
+    out = {}
+    for r in fig.renderers:  # type: ignore[attr-defined]
+        if isinstance(r.glyph, Line):
+            out[r.name] = np.asarray(r.data_source.data[r.glyph.y], dtype=float)
+    return out
 
 
 def test_one_panel_per_variable_one_line_per_flow(dataset: xr.Dataset) -> None:
@@ -47,17 +61,23 @@ def test_one_panel_per_variable_one_line_per_flow(dataset: xr.Dataset) -> None:
     panels = list(layout)
     assert [p.opts.get().kwargs["title"] for p in panels] == ["Goodput (200 ms mean)", "Congestion window",
                                                               "Smoothed RTT"]
-    assert set(_curves(panels[0])) == {*flows, "sum"} and set(_curves(panels[1])) == set(flows)
+    goodput, cwnd, _ = _figures(layout)
+    assert [f.title.text for f in (goodput, cwnd)] == ["Goodput (200 ms mean)", "Congestion window"]
+    assert set(_lines(goodput)) == {*flows, "sum"} and set(_lines(cwnd)) == set(flows)
+    # each flow a legend entry of its own (a click hides it), in flow order, then the sum and the marks
+    (legend,) = goodput.legend
+    assert [getattr(item.label, "value", item.label) for item in legend.items] == [*flows, "sum", "retransmits"]
+    assert legend.click_policy == "hide" and all(len(item.renderers) == 1 for item in legend.items)
     # the goodput lines are the 200 ms mean of the samples, in the unit the panel names
-    first = _curves(panels[0])[flows[0]]
-    ylabel = panels[0].opts.get().kwargs["ylabel"]
-    assert ylabel == "goodput (Gbit/s)"  # loopback
+    first = _lines(goodput)[flows[0]]
+    assert panels[0].opts.get().kwargs["ylabel"] == "goodput (Gbit/s)"  # loopback
     raw = dataset.goodput.isel(flow=0).values / 1e9
-    assert np.nanmax(first.dimension_values("goodput")) <= np.nanmax(raw) + 1e-9
+    assert np.nanmax(first) <= np.nanmax(raw) + 1e-6
+    assert np.nanmax(first) > 0.5 * np.nanmax(raw)
     # the sum is the sum of the flows' lines
-    total = _curves(panels[0])["sum"].dimension_values("goodput")
-    parts = np.nansum([c.dimension_values("goodput") for f, c in _curves(panels[0]).items() if f != "sum"], axis=0)
-    assert np.allclose(total, parts)
+    total = _lines(goodput)["sum"]
+    parts = np.nansum([v for f, v in _lines(goodput).items() if f != "sum"], axis=0)
+    assert np.allclose(total, parts, rtol=1e-5)
 
 
 def test_retransmits_are_marked_where_the_counter_rises(dataset: xr.Dataset) -> None:
@@ -77,8 +97,8 @@ def test_retransmits_are_marked_where_the_counter_rises(dataset: xr.Dataset) -> 
 def test_latency_panel_has_only_the_rr_flow(dataset: xr.Dataset) -> None:
     import netesto.plots
 
-    (panel,) = netesto.plots.timeseries(dataset, ["lat_p99"])
-    assert set(_curves(panel)) == {"h1-h2-3-0 cubic"}
+    (fig,) = _figures(netesto.plots.timeseries(dataset, ["lat_p99"]))
+    assert set(_lines(fig)) == {"h1-h2-3-0 cubic"}
     with pytest.raises(ValueError, match="none of the variables"):
         netesto.plots.timeseries(dataset, ["no_such_variable"])
 
@@ -117,5 +137,76 @@ def test_an_experiment_of_a_run_result_plots_itself(tmp_path: Path) -> None:
     process_experiment(tmp_path, 2, html=False)
     exp = ExperimentResult(exp=2, exp_name="", path=tmp_path / "2", hosts=(), flows=())
     (panel,) = exp.plot("cwnd")
-    assert panel.opts.get().kwargs["title"] == "Congestion window" and len(_curves(panel)) >= 1
+    assert panel.opts.get().kwargs["title"] == "Congestion window" and len(_lines(_figures(panel)[0])) >= 1
     assert len(exp.plot()) == 3
+
+
+def _many(flows: int, seconds: float = 60.0) -> xr.Dataset:
+    """``flows`` synthetic stream flows sampled every 10 ms (cubic and bbr alternating)."""
+    rng = np.random.default_rng(7)
+    n = int(seconds / 0.01)
+    shape = (flows, n)
+    return xr.Dataset(
+        {"goodput": (("flow", "time"), rng.random(shape) * 1e8), "cwnd": (("flow", "time"), rng.random(shape) * 100),
+         "rtt": (("flow", "time"), 1e4 + rng.random(shape) * 1e4),
+         "retransmits": (("flow", "time"), np.cumsum(rng.random(shape) < 0.01, axis=1).astype(float))},
+        coords={"flow": [f"h{i}-h0-1-0" for i in range(flows)], "time": np.arange(n) * 0.01,
+                "ca": ("flow", ["cubic", "bbr"] * (flows // 2))},
+        attrs={"interval": 0.01})
+
+
+def test_up_to_per_flow_max_flows_each_flow_is_a_legend_entry() -> None:
+    import netesto.plots
+    from netesto.plots.flows import PER_FLOW_MAX
+
+    ds = _many(PER_FLOW_MAX, seconds=2)
+    _, cwnd, _ = _figures(netesto.plots.timeseries(ds))
+    assert set(_lines(cwnd)) == set(_labels(ds)) and len(cwnd.renderers) == PER_FLOW_MAX
+    more = _figures(netesto.plots.timeseries(_many(PER_FLOW_MAX + 2, seconds=2), ["cwnd"]))[0]
+    assert [r.name for r in more.renderers] == ["flows"]
+
+
+def test_many_flows_are_one_multi_line_whose_hover_names_each_flow() -> None:
+    """Above PER_FLOW_MAX flows a panel is one bokeh MultiLine (one renderer, a line per flow,
+    each with its flow name and colour), thinned for the screen; the dataset is untouched."""
+    import holoviews as hv
+    from bokeh.models import HoverTool, MultiLine
+    from bokeh.plotting import figure
+
+    import netesto.plots
+
+    ds = _many(20)  # above PER_FLOW_MAX
+    before = ds.goodput.values.copy()
+    layout = netesto.plots.timeseries(ds, ["cwnd", "goodput"])
+    grid = hv.render(layout, backend="bokeh")
+    figures = sorted(grid.select({"type": figure}), key=lambda f: f.title.text)
+    assert [f.title.text for f in figures] == ["Congestion window", "Goodput (200 ms mean)"]
+    cwnd, goodput = figures
+    (flows_renderer,) = [r for r in cwnd.renderers if r.name == "flows"]
+    assert isinstance(flows_renderer.glyph, MultiLine) and len(cwnd.renderers) == 1
+    data = flows_renderer.data_source.data
+    assert data["flow"] == [f"h{i}-h0-1-0 {'cubic' if i % 2 == 0 else 'bbr'}" for i in range(20)]
+    assert len(set(data["colour"])) > 5 and len(data["xs"]) == len(data["ys"]) == 20
+    # thinned to at most 2 x 1000 points a line (20 flows x 6000 samples in the dataset), peaks kept
+    assert all(len(x) <= 2000 for x in data["xs"]) and data["ys"][3].dtype == np.float32
+    assert float(np.nanmax(data["ys"][3])) == pytest.approx(float(ds.cwnd[3].max()), rel=1e-6)
+    hovers = [t for t in cwnd.toolbar.tools if isinstance(t, HoverTool)]
+    assert any(flows_renderer in h.renderers and ("flow", "@flow") in h.tooltips for h in hovers)
+    # goodput: the flows, the sum and the retransmit marks (one per flow and display bin at most)
+    assert {r.name for r in goodput.renderers} >= {"flows"} and len(goodput.renderers) == 3
+    np.testing.assert_array_equal(ds.goodput.values, before)
+
+
+def test_a_page_of_64_flows_opens_offline_and_draws_every_flow(tmp_path: Path) -> None:
+    import netesto.plots
+
+    page = netesto.plots.save(netesto.plots.timeseries(_many(64, seconds=20)), tmp_path / "many.html")
+    assert page.stat().st_size < 5e6
+    shown = show(page, tmp_path / "many.png")
+    assert shown.errors == []
+    assert [[(g["type"], g["lines"]) for g in f["glyphs"] if g["name"] == "flows"] for f in shown.figures] == [
+        [("MultiLine", 64)]] * 3, shown.figures
+    assert all(f["hover"] for f in shown.figures)
+    assert painted(shown.png) > 0.02
+    for rgb in ((0x30, 0xA2, 0xDA), (0xFC, 0x4F, 0x30)):
+        assert has_colour(shown.png, rgb), rgb

@@ -15,7 +15,7 @@ import netesto
 import netesto.results as results
 
 MODULES = ["analysis", "dataset", "expcsv", "expscript", "fairness", "hostfiles", "load",
-           "plotting", "process", "safeexpr", "schema", "summaries", "sweep"]
+           "process", "safeexpr", "schema", "series", "summaries", "sweep"]
 
 
 def test_exports_sorted_and_present() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from netesto.results import Table, run_script
-from tests.results.browser import render, tag_problems
+from tests.plots.browser import painted, show
+from tests.results.browser import tag_problems
 
 
 def _cells(table_html: str) -> list[list[str]]:
@@ -53,15 +54,17 @@ def test_doplot_page_renders_in_chromium(processed: Path, tmp_path: Path) -> Non
     page = tmp_path / "fig8.html"
     page.write_text(run_script(script, {"dir": str(processed)}))
     assert tag_problems(page.read_text()) == []
-    shown = render(page, tmp_path / "fig8.png")
-    # Chromium parsed the plot as SVG: the anchor div holds an svg with bars and y2 diamonds.
-    assert '<div id="plotRate"><div class="netesto-plot"><svg' in shown.dom
-    svg = shown.dom.split('<div id="plotRate">', 1)[1]
-    # Rows 2.0 and 3.0 (1.0 mixes tests): frame + 2 bars + 2 legend boxes, 2 y2 diamonds.
-    assert svg.count("<rect") == 5 and svg.count("<path") == 2
-    assert "Retransmissions and Fairness" in svg and "</svg>" in svg
-    assert "<table" in shown.dom and ">fairness<" in shown.dom
-    rows = _cells(shown.dom.split("<table", 1)[1].split("</table>", 1)[0])
+    shown = show(page, tmp_path / "fig8.png")
+    assert shown.errors == []
+    # Rows 2.0 and 3.0 (1.0 mixes tests): 2 bars, and 2 y2 diamonds on the right axis.
+    (fig,) = shown.figures
+    assert fig["title"] == "Retransmissions and Fairness" and fig["hover"]
+    assert sorted((g["type"], g["n"]) for g in fig["glyphs"]) == [("Scatter", 2), ("VBar", 2)]
+    assert painted(shown.png) > 0.02
+    dom = page.read_text()
+    assert '<div id="plotRate"><div id="' in dom and "Fairness = Fastest/Slowest BW" in dom
+    assert "<table" in dom and ">fairness<" in dom
+    rows = _cells(dom.split("<table", 1)[1].split("</table>", 1)[0])
     assert [r[0] for r in rows[1:]] == ["2.0", "3.0"]
 
 

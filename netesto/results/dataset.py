@@ -449,20 +449,78 @@ def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:
 def write_netcdf(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
     """Write ``ds`` to ``path`` (netCDF4) via a temporary file and a rename.
 
-    Numeric variables are stored with HDF5's Fletcher-32 checksum, so damaged
-    data is refused when read instead of read as other numbers (strings and
-    attributes cannot carry one)."""
+    Every variable is stored with HDF5's Fletcher-32 checksum, so damaged data
+    is refused when read instead of read as other numbers. Text (flow ids,
+    hosts, counter names) is stored as fixed-width characters, not as HDF5
+    variable-length strings: those live in a heap no checksum covers, and a
+    damaged heap made HDF5 loop for ever reading it. (Attributes carry none.)"""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    encoding = {name: {"fletcher32": True} for name, var in ds.variables.items()
-                if var.dtype.kind in "fiub" and var.ndim and 0 not in var.shape}
+    encoding: dict[str, dict[str, Any]] = {}
+    for name, var in ds.variables.items():
+        if not var.ndim or 0 in var.shape:
+            continue
+        if var.dtype.kind in "fiub":
+            encoding[str(name)] = {"fletcher32": True}
+        elif var.dtype.kind in "OUS":
+            encoding[str(name)] = {"dtype": "S1", "fletcher32": True}
     try:
         ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
+        digest = _sha256(tmp)
         os.replace(tmp, path)
+        _sidecar(path).write_text(f"{digest}  {path.name}\n")
     except Exception as exc:
         tmp.unlink(missing_ok=True)
         raise ResultsError(f"{path}: cannot write netCDF: {exc}") from exc
     return path
+
+
+def _sidecar(path: Path) -> Path:
+    """``exp.nc.sha256``: the file's digest in ``sha256sum`` form (``sha256sum -c`` checks it)."""
+    return path.with_name(path.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_digest(path: Path) -> None:
+    """A ResultsError when ``path`` no longer matches the digest written with it. HDF5
+    cannot be trusted with every damaged file (a damaged heap or index made it loop for
+    ever), so a damaged exp.nc is refused before HDF5 reads it. Without the digest
+    (an exp.nc copied alone) HDF5's own checksums are what is left."""
+    side = _sidecar(path)
+    try:
+        want = side.read_text().split()[0]
+    except (OSError, IndexError):
+        return
+    if _sha256(path) != want:
+        raise ResultsError(f"{path}: damaged: its sha256 is not the one {side.name} recorded when it was written "
+                           "(process the experiment again to rebuild it from the raw data)")
+
+
+def _close_cached(path: Path) -> None:
+    """Close what a failed open left open of ``path``. xarray keeps the file open when
+    decoding fails half-way; HDF5 then serves the next open of the same file (a rewritten
+    exp.nc) from the stale handle's cached metadata, and looped for ever in one case."""
+    from xarray.backends import file_manager
+
+    cache = file_manager.FILE_CACHE
+    target = str(path.resolve())
+    for key in list(cache.keys()):
+        if any(target in str(part) for part in (key if isinstance(key, tuple) else (key,))):
+            f = cache.pop(key, None)
+            try:
+                if f is not None:
+                    f.close()
+            except Exception:  # noqa: BLE001 - a damaged file may not even close cleanly
+                pass
 
 
 def open_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
@@ -474,12 +532,14 @@ def open_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     p = Path(path)
     nc = p / "exp.nc" if p.is_dir() else p
     if nc.is_file():
+        check_digest(nc)
         try:
             with xr.open_dataset(nc, engine="netcdf4") as ds:
                 return ds.load()
         # A damaged file makes netCDF4/HDF5 raise RuntimeError, AttributeError,
         # KeyError, ... besides OSError: all of them mean "this file is unreadable".
         except Exception as exc:
+            _close_cached(nc)
             raise ResultsError(f"{nc}: cannot open dataset: {type(exc).__name__}: {exc}") from exc
     if p.is_dir():
         return build_dataset(load_experiment(p))

@@ -23,7 +23,16 @@ def workdir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def processed(workdir: Path) -> Path:
-    """The recorded experiments processed (exp.csv, exp.nc, summaries), OTHER testType=3Stream1."""
+    """The recorded experiments processed (exp.csv, exp.nc, summaries), OTHER testType=3Stream1;
+    no exp.html (its plots take ~2 s an experiment; test_exp_html and ``processed_pages`` test it)."""
+    for exp in (1, 2, 3):
+        process_experiment(workdir, exp, other="testType=3Stream1", html=False)
+    return workdir
+
+
+@pytest.fixture
+def processed_pages(workdir: Path) -> Path:
+    """As ``processed``, with each experiment's exp.html."""
     for exp in (1, 2, 3):
         process_experiment(workdir, exp, other="testType=3Stream1")
     return workdir

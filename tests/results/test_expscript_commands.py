@@ -101,12 +101,13 @@ def test_unknown_commands_and_columns_are_refused_where_they_are(processed: Path
         run_script(s)
 
 
-def test_the_shipped_example_runs_and_its_links_open_the_experiments(processed: Path, tmp_path: Path) -> None:
+def test_the_shipped_example_runs_and_its_links_open_the_experiments(processed_pages: Path, tmp_path: Path) -> None:
     # Without relPath the row links were broken; the example table script ships in examples/.
     import subprocess
     import sys
 
     example = Path(__file__).resolve().parents[2] / "examples" / "rates.table"
+    processed = processed_pages
     out = processed / "pages" / "rates.html"
     out.parent.mkdir()
     done = subprocess.run([sys.executable, "-m", "netesto", "table", str(example), "-C", str(processed),

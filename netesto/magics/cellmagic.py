@@ -9,7 +9,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from netesto.errors import NetestoError
+from netesto.errors import NetestoError, RunInterrupted
+from netesto.magics.outcome import CellInterrupted, held_warnings, interrupted_line
 
 if TYPE_CHECKING:
     from netesto.script import State
@@ -104,6 +105,12 @@ class NetestoMagics(Magics):
                 self._show_plan(cell, args, defines)
                 return None
             result = self._run(cell, args, defines)
+        except RunInterrupted as exc:  # the run's own cleanup is done: the cell ends in one line
+            if exc.result is not None:
+                self.state = exc.result.state or self.state
+                assert self.shell is not None
+                self.shell.user_ns[args.result] = exc.result
+            raise CellInterrupted(interrupted_line(exc, args.result), result=exc.result) from None
         except NetestoError as exc:
             from netesto.controller.runner import RunResult
 
@@ -175,7 +182,19 @@ class NetestoMagics(Magics):
             raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
         workdir = Path(args.workdir) if args.workdir else self.workdir
         progress = _progress(estimate)
-        return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress, state=self.state, name="<cell>")
+        shown = True
+        with held_warnings() as held:
+            try:
+                return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress, state=self.state,
+                           name="<cell>")
+            except RunInterrupted:
+                shown = False  # what the stopped flows' files lack is expected (and in <exp>/errors.txt)
+                raise
+            finally:
+                if hasattr(progress, "close_run"):
+                    progress.close_run()  # a widget whose run ended without RunFinished is not left "running"
+                if shown:
+                    held.target.writelines(held.held)
 
 
 def _progress(estimate: float) -> Any:

@@ -41,6 +41,7 @@ class WidgetProgress(Progress):
         self.log = w.HTML(value="")
         self.box = w.VBox([w.HBox([self.bar, self.status]), self.log])
         self._flows_live = 0
+        self._finished = False
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -95,8 +96,21 @@ class WidgetProgress(Progress):
         self._log(f"experiment {e.exp} processed{note}")
 
     def on_run_finished(self, e: RunFinished) -> None:
+        self._finished = True
         self.bar.max = max(self.bar.max, e.elapsed)
         self.bar.value = self.bar.max
-        self.bar.bar_style = "danger" if e.errors else "success"
         exps = ", ".join(str(x) for x in e.experiments) or "none"
-        self.status.value = f"done in {e.elapsed:.1f} s: experiments {exps}"
+        if e.interrupted:
+            self.bar.bar_style = "warning"
+            self.status.value = f"interrupted after {e.elapsed:.1f} s: partial experiments {exps} kept"
+        else:
+            self.bar.bar_style = "danger" if e.errors else "success"
+            self.status.value = f"done in {e.elapsed:.1f} s: experiments {exps}"
+
+    def close_run(self, text: str = "stopped") -> None:
+        """End the view of a run that finished without saying so (an error before RunFinished)."""
+        with self._lock:
+            if not self._finished:
+                self._finished = True
+                self.bar.bar_style = "danger"
+                self.status.value = f"{text} after {time.time() - self._t0:.1f} s"

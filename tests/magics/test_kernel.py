@@ -1,0 +1,138 @@
+"""%%netesto in a real kernel (jupyter_client, nbclient) on a real testbed: interrupts, failures."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from .kernel import Kernel, kernel_manager
+
+_names = itertools.count(1)
+WMEM = "4096 131072 6291456"  # what SET_SYSCTL below changes; a fresh namespace has the kernel default
+
+STREAM = """\
+SOURCE inlib
+RUN InlibShortWaits
+{extra}RUN OneFlowStream server=h1 client=h2 ca={ca} dur=$dur expName=kernel
+"""
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory):
+    from netesto.testbed.lifecycle import TestbedConfig, down, up
+
+    where = tmp_path_factory.mktemp("kbed")
+    tb = up(TestbedConfig.parse(name=f"k{os.getpid() % 100000}x{next(_names)}", hosts=2, rtt="10ms",
+                                bw="100mbit", dir=where))
+    try:
+        yield tb
+    finally:
+        down(tb.name)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory, testbed):
+    where = tmp_path_factory.mktemp("kernel")
+    k = Kernel(where)
+    try:
+        ex = k.execute(f"%load_ext netesto\n%netesto lab {testbed.lab}\n")
+        assert ex.status == "ok", ex.reply
+        yield k
+    finally:
+        k.close()
+
+
+def _wmem(testbed) -> str:
+    out = subprocess.run(["ip", "netns", "exec", f"{testbed.name}-h2", "cat", "/proc/sys/net/ipv4/tcp_wmem"],
+                         capture_output=True, text=True, check=True).stdout
+    return " ".join(out.split())
+
+
+def _agents_idle(testbed) -> dict[str, tuple[list[str], list[str]]]:
+    """Per host: (experiments it still holds, flows of experiment 1 still running)."""
+    from netesto.controller import Lab
+    from netesto.controller.runner import default_client_factory
+
+    lab = Lab.from_file(testbed.lab)
+    seen = {}
+    for name in ("h1", "h2"):
+        client = default_client_factory(lab.resolve(name), lab)
+        try:
+            held = [str(x) for x in client.hello().get("unfetched", [])]
+            seen[name] = (held, list(client.status(1).get("running", [])))
+        finally:
+            client.close()
+    return seen
+
+
+def test_interrupting_a_cell_ends_it_in_one_line_with_the_partial_result_bound(kernel, testbed, tmp_path):
+    netns = testbed.mode == "netns"
+    before = _wmem(testbed) if netns else ""
+    extra = "SET_SYSCTL host=h2 net.ipv4.tcp_wmem=4096,131072,6291456\n" if netns else ""
+    work = tmp_path / "res"
+    cell = f"%%netesto -D dur=5 --workdir {work} --as res\n" + STREAM.format(extra=extra, ca="cubic")
+    ex = kernel.execute(cell, interrupt_after=2.5, timeout=60)
+
+    assert ex.status == "error" and ex.reply["ename"] == "CellInterrupted"
+    errors = ex.of("error")
+    assert len(errors) == 1
+    shown = errors[0][1]["traceback"]
+    assert len(shown) == 1 and "\n" not in shown[0]  # one line, no traceback
+    assert "interrupted" in shown[0] and str(work) in shown[0] and "`res`" in shown[0]
+    stderr = ex.stream("stderr")
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    assert "netesto results: warning" not in stderr  # the stopped flows' files are expected to end early
+    assert ex.messages[-1][0] - ex.interrupted_at < 15  # stopped, fetched and restored promptly
+
+    # The widget says so (it used to stay at "1 flow(s) running").
+    states = [s for _, s in ex.widget_states()]
+    assert {"bar_style": "warning"} in states
+    assert any(str(s.get("value", "")).startswith("interrupted after") for s in states)
+
+    res = kernel.value("dict(interrupted=res.interrupted, exps=res.exps, errors=list(res.errors))")
+    assert res == {"interrupted": True, "exps": [1], "errors": []}  # its own stop is no flow failure
+    exp = work / "1"
+    assert (exp / "flows" / "h2-h1-1-0.client.nflow").is_file()
+    assert json.loads((exp / "experiment.json").read_text())["interrupted"] is True
+    assert (exp / "exp.nc").is_file()  # the partial experiment was processed
+    assert _agents_idle(testbed) == {"h1": ([], []), "h2": ([], [])}  # nothing left unfetched or running
+    if netns:
+        assert WMEM != before and _wmem(testbed) == before  # the sysctl is restored
+
+    again = kernel.execute(f"%%netesto -D dur=1 --workdir {work} --as res\n" + STREAM.format(extra="", ca="cubic"))
+    assert again.status == "ok", again.reply
+    assert "holds unfetched data" not in again.stream("stdout") + again.stream("stderr")
+    assert kernel.value("res.ok") is True
+
+
+def test_a_failed_flow_fails_the_cell_after_storing_the_data(kernel, testbed, tmp_path):
+    work = tmp_path / "res"
+    cell = f"%%netesto -D dur=1 --workdir {work} --as bad\n" + STREAM.format(extra="", ca="nosuchca")
+    ex = kernel.execute(cell)
+    assert ex.status == "error"
+    assert "congestion control 'nosuchca'" in ex.stream("stderr") and "Traceback" not in ex.stream("stderr")
+    kept = kernel.value("dict(ok=bad.ok, exps=bad.exps)")
+    assert kept == {"ok": False, "exps": [1]}
+    assert "nosuchca" in " ".join(json.loads((work / "1" / "experiment.json").read_text())["errors"])
+
+
+def test_nbclient_sees_the_failed_cell_and_stops(testbed, tmp_path):
+    # papermill runs notebooks through nbclient: a failed run must stop the notebook there.
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(f"%load_ext netesto\n%netesto lab {testbed.lab}\n%netesto workdir {tmp_path / 'w'}"),
+        nbformat.v4.new_code_cell("%%netesto -D dur=1\n" + STREAM.format(extra="", ca="nosuchca")),
+        nbformat.v4.new_code_cell("after = 1"),
+    ]
+    client = NotebookClient(nb, timeout=120, km=kernel_manager(tmp_path), resources={"metadata": {"path": str(tmp_path)}})
+    with pytest.raises(CellExecutionError, match="nosuchca"):
+        client.execute()
+    assert nb.cells[2].get("execution_count") is None  # the cell after the failed one never ran
+    assert (tmp_path / "w" / "1" / "experiment.json").is_file()

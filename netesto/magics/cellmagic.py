@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 DEFAULT_WORKDIR = "netesto-results"
 DEFAULT_RESULT = "netesto_result"
+PROGRESS_MODES = ("auto", "live", "bar", "text")
 
 
 def _parse(magic: Any, line: str) -> Any:
@@ -39,6 +40,7 @@ class NetestoMagics(Magics):
         self.workdir = Path(DEFAULT_WORKDIR)
         # What the cells that ran so far defined; None: nothing yet (or %netesto reset).
         self.state: State | None = None
+        self.bokehjs_loaded = False  # BokehJS goes into the page once per session (it is large)
 
     @magic_arguments(name="netesto")
     @argument("what", choices=["lab", "workdir", "show", "reset"], help="what to set, show or reset")
@@ -84,6 +86,9 @@ class NetestoMagics(Magics):
     @argument("-D", dest="defines", action="append", metavar="VAR=VALUE", help="define a variable")
     @argument("--as", dest="result", default=DEFAULT_RESULT, help="variable that receives the result")
     @argument("--plan", action="store_true", help="only print the plan; contact no agent")
+    @argument("--progress", choices=PROGRESS_MODES, default="auto",
+              help="live: widgets with a per-flow goodput/cwnd plot; bar: widgets only; text: plain lines "
+                   "(auto: live in a notebook front end, text under papermill/nbconvert or a terminal)")
     @cell_magic("netesto")  # type: ignore[arg-type, unused-ignore]  # (as above)
     def netesto_cell(self, line: str, cell: str) -> None:
         """Run the cell's Netesto script on the lab, with live progress.
@@ -170,6 +175,37 @@ class NetestoMagics(Magics):
             print(format_action(action))
         print(f"{len(actions)} actions, about {estimate_seconds(actions):.0f} s")
 
+    def _progress(self, estimate: float, mode: str) -> Any:
+        """The cell's progress sink, displayed: the live view, the bar, or plain lines."""
+        from IPython.display import display
+
+        from netesto.controller.live import LiveText
+
+        if mode == "auto":
+            mode = "live" if _widget_frontend(self.shell) else "text"
+        if mode == "live":
+            try:
+                from netesto.magics.liveview import LiveWidgetProgress, load_bokehjs
+
+                view: Any = LiveWidgetProgress(estimate)
+            except ImportError:  # no jupyter_bokeh (or ipywidgets): the bar at least
+                mode = "bar"
+            else:
+                if not self.bokehjs_loaded:
+                    load_bokehjs()
+                    self.bokehjs_loaded = True
+        if mode == "bar":
+            try:
+                from netesto.magics.widgets import WidgetProgress
+
+                view = WidgetProgress(estimate)
+            except ImportError:
+                mode = "text"
+        if mode == "text":
+            return LiveText(estimate=estimate)
+        display(view)
+        return view
+
     def _run(self, cell: str, args: Any, defines: dict[str, str]) -> Any:
         from netesto.controller import run
         from netesto.script import estimate_seconds
@@ -181,7 +217,7 @@ class NetestoMagics(Magics):
         if lab is None:
             raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
         workdir = Path(args.workdir) if args.workdir else self.workdir
-        progress = _progress(estimate)
+        progress = self._progress(estimate, args.progress)
         shown = True
         with held_warnings() as held:
             try:
@@ -197,17 +233,11 @@ class NetestoMagics(Magics):
                     held.target.writelines(held.held)
 
 
-def _progress(estimate: float) -> Any:
-    """An ipywidgets view when ipywidgets is installed, else console lines."""
-    try:
-        from netesto.magics.widgets import WidgetProgress
+def _widget_frontend(shell: Any) -> bool:
+    """Whether a front end that shows widgets is likely: a kernel whose request allows input.
 
-        view = WidgetProgress(estimate)
-    except ImportError:
-        from netesto.controller import ConsoleProgress
-
-        return ConsoleProgress()
-    from IPython.display import display
-
-    display(view)
-    return view
+    nbclient (papermill, nbconvert) executes with ``allow_stdin`` off and keeps no live
+    widget view; JupyterLab, Notebook and VS Code allow input. A terminal IPython has no kernel.
+    """
+    kernel = getattr(shell, "kernel", None)
+    return kernel is not None and bool(getattr(kernel, "_allow_stdin", False))

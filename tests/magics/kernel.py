@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
@@ -64,16 +64,21 @@ class Kernel:
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
 
-    def execute(self, code: str, *, interrupt_after: float | None = None, timeout: float = 120,
+    def execute(self, code: str, *, interrupt_after: float | None = None,
+                interrupt_when: Callable[[str, dict[str, Any]], bool] | None = None, timeout: float = 120,
                 allow_stdin: bool = True) -> Execution:
+        """Run ``code``; interrupt the kernel ``interrupt_after`` seconds after the request, or
+        that long after the first iopub message ``interrupt_when(msg_type, content)`` is true for."""
         msg_id = self.kc.execute(code, allow_stdin=allow_stdin)
         t0 = time.monotonic()
         ex = Execution(reply={})
+        armed = 0.0 if interrupt_when is None else None
         while True:
             now = time.monotonic() - t0
             if now > timeout:
                 raise TimeoutError(f"no idle status {timeout} s after executing {code[:60]!r}")
-            if interrupt_after is not None and ex.interrupted_at is None and now >= interrupt_after:
+            if (interrupt_after is not None and armed is not None and ex.interrupted_at is None
+                    and now >= armed + interrupt_after):
                 self.km.interrupt_kernel()
                 ex.interrupted_at = now
             try:
@@ -83,6 +88,8 @@ class Kernel:
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             ex.messages.append((time.monotonic() - t0, msg["msg_type"], msg["content"]))
+            if armed is None and interrupt_when is not None and interrupt_when(msg["msg_type"], msg["content"]):
+                armed = time.monotonic() - t0
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 break
         while True:  # wait_for_ready may have left kernel_info replies before ours

@@ -72,13 +72,19 @@ def _agents_idle(testbed) -> dict[str, tuple[list[str], list[str]]]:
     return seen
 
 
+def _flows_running(msg_type: str, content: dict) -> bool:
+    """The progress view says the flows run (its status line or the live view's host status)."""
+    state = content.get("data", {}).get("state", {}) if msg_type == "comm_msg" else {}
+    return "flow(s) running" in str(state.get("value", "")) or "flow running" in str(state.get("value", ""))
+
+
 def test_interrupting_a_cell_ends_it_in_one_line_with_the_partial_result_bound(kernel, testbed, tmp_path):
     netns = testbed.mode == "netns"
     before = _wmem(testbed) if netns else ""
     extra = "SET_SYSCTL host=h2 net.ipv4.tcp_wmem=4096,131072,6291456\n" if netns else ""
     work = tmp_path / "res"
     cell = f"%%netesto -D dur=5 --workdir {work} --as res\n" + STREAM.format(extra=extra, ca="cubic")
-    ex = kernel.execute(cell, interrupt_after=2.5, timeout=60)
+    ex = kernel.execute(cell, interrupt_after=1.5, interrupt_when=_flows_running, timeout=60)
 
     assert ex.status == "error" and ex.reply["ename"] == "CellInterrupted"
     errors = ex.of("error")
@@ -136,3 +142,52 @@ def test_nbclient_sees_the_failed_cell_and_stops(testbed, tmp_path):
         client.execute()
     assert nb.cells[2].get("execution_count") is None  # the cell after the failed one never ran
     assert (tmp_path / "w" / "1" / "experiment.json").is_file()
+
+
+def _plot_patches(ex) -> list[tuple[float, list[dict]]]:
+    """(arrival, bokeh document events) of each PATCH-DOC a BokehModel widget sent."""
+    out = []
+    for t, c in ex.of("comm_msg"):
+        content = c["data"].get("content") if c["data"].get("method") == "custom" else None
+        if isinstance(content, dict) and content.get("msg") == "patch" and '"events"' in content.get("payload", ""):
+            out.append((t, json.loads(content["payload"])["events"]))
+    return out
+
+
+def test_the_live_view_draws_every_flow_at_least_once_a_second(kernel, testbed, tmp_path):
+    cell = (f"%%netesto -D dur=5 --workdir {tmp_path / 'res'} --as live\n"
+            + STREAM.format(extra="", ca="cubic").replace("expName=kernel", "expName=kernel instances=2"))
+    ex = kernel.execute(cell)  # a front end that allows input: "auto" is the live view
+    assert ex.status == "ok", ex.reply
+    opened = [c["data"]["state"].get("_model_name") for _, c in ex.of("comm_open")]
+    assert "BokehModel" in opened
+
+    patches = _plot_patches(ex)
+    streamed = [(t, e) for t, events in patches for e in events if e["kind"] == "ColumnsStreamed"]
+    flows = {dict(e["data"]["entries"])["flow"][0] for _, e in streamed}
+    assert flows == {"h2-h1-1-0", "h2-h1-1-1"}
+    rates = [y for _, e in streamed for y in dict(e["data"]["entries"])["y"]]
+    assert len(rates) >= 2 * 3 and sorted(rates)[len(rates) // 2] > 1  # Mbit/s: the flows' real rates
+    first, last = streamed[0][0], streamed[-1][0]
+    assert last - first >= 3
+    during = [t for t, _ in patches if first <= t <= last]
+    gaps = [b - a for a, b in zip(during, during[1:])]
+    assert max(gaps) <= 1.0, gaps  # the plot moves at least once a second while the flows run
+
+    texts = [str(s.get("value", "")) for _, s in ex.widget_states()]
+    assert any("2 flows running" in v for v in texts)  # per-host status
+    assert any(v.rstrip().endswith("s left") for v in texts)  # time left
+    assert any(v.startswith("done in") for v in texts)
+
+
+def test_without_a_widget_front_end_the_cell_prints_progress_lines(kernel, testbed, tmp_path):
+    # nbclient (papermill, nbconvert) executes with allow_stdin off and shows no live widget.
+    cell = f"%%netesto -D dur=4 --workdir {tmp_path / 'res'} --as txt\n" + STREAM.format(extra="", ca="cubic")
+    ex = kernel.execute(cell, allow_stdin=False)
+    assert ex.status == "ok", ex.reply
+    assert not ex.of("comm_open")
+    lines = [(t, line) for t, c in ex.of("stream") if c["name"] == "stdout"
+             for line in c["text"].splitlines() if "goodput h2-h1-1-0" in line]
+    assert len(lines) >= 3, ex.stream("stdout")
+    assert all("Mbit/s" in line and "s left" in line and "h2: 1 flow running" in line for _, line in lines)
+    assert "done in" in ex.stream("stdout")

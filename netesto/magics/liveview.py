@@ -1,0 +1,104 @@
+"""The live view of a ``%%netesto`` cell: progress bar, host status, time left, per-flow plot.
+
+The plot is :class:`netesto.plots.live.LivePlot` (bokeh) hosted in a
+``jupyter_bokeh.BokehModel`` widget: its updates travel as widget messages, which
+JupyterLab renders offline through jupyterlab_widgets and jupyter_bokeh's lab
+extension, BokehJS itself coming inline once per kernel (:func:`load_bokehjs`).
+A ticker thread draws what arrived twice a second, so the view moves while the
+kernel's main thread waits on the run.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from typing import Any
+
+from netesto.controller.live import LiveState, format_rate
+from netesto.controller.progress import ProgressEvent, RunFinished
+from netesto.magics.widgets import WidgetProgress
+
+TICK = 0.5  # seconds between redraws
+
+
+def load_bokehjs() -> None:
+    """Put BokehJS (inline: labs are offline) into the page, for the BokehModel views."""
+    from bokeh.io import output_notebook
+    from bokeh.resources import INLINE
+
+    output_notebook(INLINE, hide_banner=True)
+
+
+class LiveWidgetProgress(WidgetProgress):
+    """:class:`WidgetProgress` plus per-host status, time left and the live goodput/cwnd plot."""
+
+    def __init__(self, estimate: float, *, tick: float = TICK) -> None:
+        import ipywidgets as w
+        from jupyter_bokeh import BokehModel
+
+        from netesto.plots.live import LivePlot
+
+        super().__init__(estimate)
+        self.state = LiveState(estimate)
+        self.plot = LivePlot()
+        self.hosts = w.HTML(value="")
+        self.figure = BokehModel(self.plot.layout)
+        self.box.children = (self.box.children[0], self.hosts, self.figure, self.log)
+        self._tick_every = tick
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._ticking, name="netesto-live-view", daemon=True)
+        self._ticker.start()
+
+    def handle(self, event: ProgressEvent) -> None:
+        self.state.handle(event)
+        super().handle(event)
+
+    def _ticking(self) -> None:
+        while not self._stop.wait(self._tick_every):
+            try:
+                self.redraw()
+            except Exception:  # a broken view must not end the ticking (the run goes on)
+                pass
+
+    def redraw(self) -> None:
+        """Draw the samples that arrived, the hosts' status and the time left."""
+        with self._lock:
+            if self._finished:
+                return
+            self.plot.add(self.state.take())
+            self.plot.now(self.state.elapsed())
+            self._tick(self._live_text())
+            self.hosts.value = self._hosts_html()
+
+    def _live_text(self) -> str:
+        recent = [s for s in self.state.last.values() if s.t >= self.state.elapsed() - 3]
+        rate = f"sum {format_rate(sum(s.rate for s in recent))}, " if recent else ""
+        return f"{rate}{self.state.time_left():.0f} s left"
+
+    def _hosts_html(self) -> str:
+        cells = "".join(f"<td style='padding-right:1.5em'><b>{html.escape(h)}</b> {html.escape(text)}</td>"
+                        for h, text in self.state.hosts().items())
+        return f"<table><tr>{cells}</tr></table>"
+
+    def on_run_finished(self, e: RunFinished) -> None:
+        self.plot.add(self.state.take())
+        self.hosts.value = self._hosts_html()
+        super().on_run_finished(e)
+        self._stop.set()
+
+    def close_run(self, text: str = "stopped") -> None:
+        super().close_run(text)
+        self._stop.set()
+
+
+def live_progress(estimate: float) -> Any:
+    """A displayed :class:`LiveWidgetProgress` (ImportError without ipywidgets or jupyter_bokeh)."""
+    from IPython.display import display
+
+    view = LiveWidgetProgress(estimate)
+    load_bokehjs()
+    display(view)
+    return view
+
+
+__all__ = ["LiveWidgetProgress", "live_progress", "load_bokehjs"]

@@ -34,13 +34,15 @@ _DOING = {"DO_SERVER": "serving", "DO_CLIENT": "starting flows", "GET_DATA": "fe
 @dataclass(frozen=True)
 class Sample:
     """One interval summary of a flow: ``t`` seconds after the run started, ``rate`` in bit/s
-    (application bytes both ways over the interval), ``cwnd`` in packets when the agent sent it."""
+    (application bytes both ways over the interval), ``cwnd`` in packets and ``srtt`` in ms
+    when the agent sent them (agents since the live view read them with sock_diag)."""
 
     flow: str
     host: str
     t: float
     rate: float
     cwnd: float | None = None
+    srtt: float | None = None
 
 
 @dataclass
@@ -59,7 +61,7 @@ class LiveState:
     >>> s.handle(FlowProgress(host="h2", exp=1, flow="f1", event="started", t=101.0))
     >>> s.handle(FlowProgress(host="h2", exp=1, flow="f1", event="progress", data={"rate_bps": 9e7}, t=102.0))
     >>> s.take()
-    [Sample(flow='f1', host='h2', t=2.0, rate=90000000.0, cwnd=None)]
+    [Sample(flow='f1', host='h2', t=2.0, rate=90000000.0, cwnd=None, srtt=None)]
     >>> s.take(), s.hosts()["h2"], s.time_left(now=104.0)
     ([], '1 flow running', 6.0)
     """
@@ -116,7 +118,9 @@ class LiveState:
             rate = _number(e.data.get("rate_bps"))
             if rate is None:
                 return
-            sample = Sample(e.flow, e.host, round(e.t - self.t0, 3), rate, _number(e.data.get("cwnd")))
+            srtt = _number(e.data.get("srtt_us"))
+            sample = Sample(e.flow, e.host, round(e.t - self.t0, 3), rate, _number(e.data.get("cwnd")),
+                            srtt / 1000 if srtt is not None else None)
             self.last[e.flow] = sample
             self._new.append(sample)
 
@@ -192,7 +196,8 @@ class LiveText(ConsoleProgress):
         self.state.take()
         last = sorted(self.state.last.values(), key=lambda s: s.flow)
         recent = [s for s in last if s.t >= self.state.elapsed(now) - 2 * self.every - 1]
-        shown = ", ".join(f"{s.flow} {format_rate(s.rate)}" for s in recent[: self.max_flows])
+        shown = ", ".join(f"{s.flow} {format_rate(s.rate)}" + (f" cwnd {s.cwnd:.0f}" if s.cwnd is not None else "")
+                          for s in recent[: self.max_flows])
         more = f" (+{len(recent) - self.max_flows} more)" if len(recent) > self.max_flows else ""
         hosts = "; ".join(f"{h}: {text}" for h, text in self.state.hosts().items())
         self._line(f"  goodput {shown}{more}; sum {format_rate(sum(s.rate for s in recent))} | {hosts} | "

@@ -30,7 +30,7 @@ def _events(interrupted: bool = False) -> list:
         FlowProgress(host="h2", exp=1, flow="a", event="started", t=T0 + 1.0),
         FlowProgress(host="h2", exp=1, flow="b", event="started", t=T0 + 1.0),
         prog("a", 2.0, 6e7),
-        prog("b", 2.0, 4e7, cwnd=20),
+        prog("b", 2.0, 4e7, cwnd=20, srtt_us=12500),
         prog("a", 3.0, 5e7),
         FlowProgress(host="h2", exp=1, flow="a", event="done", t=T0 + 6.0),
         HostError(host="h1", error="ping to x: refused", t=T0 + 6.1),
@@ -48,6 +48,7 @@ def test_the_state_follows_flows_hosts_and_time():
         seen.append((s.hosts(), round(s.time_left(now=e.t), 1)))
         if isinstance(e, FlowProgress) and e.flow == "b" and e.event == "progress":
             assert [(x.flow, x.t, x.rate, x.cwnd) for x in s.take()] == [("a", 2.0, 6e7, None), ("b", 2.0, 4e7, 20.0)]
+            assert s.last["b"].srtt == 12.5
     assert seen[1] == ({"h1": "serving", "h2": "idle"}, 3.9)
     assert seen[5] == ({"h1": "serving", "h2": "2 flows running"}, 5.0)  # the flows' end beats the estimate
     assert seen[9][0]["h2"] == "1 flow running"
@@ -74,7 +75,7 @@ def test_live_text_prints_one_rate_line_a_second_at_most():
     lines = [line for line in out.getvalue().splitlines() if "goodput" in line]
     assert len(lines) == 3
     assert "goodput a 60.0 Mbit/s; sum 60.0 Mbit/s | h1: serving; h2: 2 flows running |" in lines[0]
-    assert "goodput a 60.0 Mbit/s, b 40.0 Mbit/s; sum 100.0 Mbit/s" in lines[1]
+    assert "goodput a 60.0 Mbit/s, b 40.0 Mbit/s cwnd 20; sum 100.0 Mbit/s" in lines[1]
     slow = io.StringIO()
     sink = LiveText(slow, estimate=4.0, every=60.0)
     for e in _events():

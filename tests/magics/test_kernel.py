@@ -166,8 +166,11 @@ def test_the_live_view_draws_every_flow_at_least_once_a_second(kernel, testbed, 
     streamed = [(t, e) for t, events in patches for e in events if e["kind"] == "ColumnsStreamed"]
     flows = {dict(e["data"]["entries"])["flow"][0] for _, e in streamed}
     assert flows == {"h2-h1-1-0", "h2-h1-1-1"}
-    rates = [y for _, e in streamed for y in dict(e["data"]["entries"])["y"]]
-    assert len(rates) >= 2 * 3 and sorted(rates)[len(rates) // 2] > 1  # Mbit/s: the flows' real rates
+    values = [y for _, e in streamed for y in dict(e["data"]["entries"])["y"]]
+    assert len(values) >= 2 * 2 * 3  # two flows, goodput and cwnd, at least 3 s of samples
+    assert sorted(values)[len(values) // 2] > 1  # Mbit/s and packets of real flows
+    shown = [e for _, events in patches for e in events if e["kind"] == "ModelChanged" and e["attr"] == "visible"]
+    assert [e["new"] for e in shown] == [True]  # the cwnd panel: the agents' progress events carry cwnd
     first, last = streamed[0][0], streamed[-1][0]
     assert last - first >= 3
     during = [t for t, _ in patches if first <= t <= last]

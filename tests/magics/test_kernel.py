@@ -171,6 +171,7 @@ def test_the_live_view_draws_every_flow_at_least_once_a_second(kernel, testbed, 
     assert sorted(values)[len(values) // 2] > 1  # Mbit/s and packets of real flows
     shown = [e for _, events in patches for e in events if e["kind"] == "ModelChanged" and e["attr"] == "visible"]
     assert [e["new"] for e in shown] == [True]  # the cwnd panel: the agents' progress events carry cwnd
+    assert max(sum(e["kind"] == "ColumnsStreamed" for e in events) for _, events in patches) >= 4  # one patch a redraw
     first, last = streamed[0][0], streamed[-1][0]
     assert last - first >= 3
     during = [t for t, _ in patches if first <= t <= last]

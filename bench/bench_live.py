@@ -69,6 +69,12 @@ def _execute(kc: object, code: str) -> tuple[str, int, str]:
             return reply["content"]["status"], n, "".join(out)
 
 
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     from netesto.testbed.lifecycle import TestbedConfig, down, up
 
@@ -85,13 +91,18 @@ def main() -> None:
             status, _, _ = _execute(kc, f"%load_ext netesto\n%netesto lab {tb.lab}\n")
             assert status == "ok", status
             _execute(kc, CELL.format(dur=1, work=where / "warm", mode="live", flows=2))  # imports, BokehJS
-            ratios, rates = [], {"live": [], "bar": []}
-            msgs = {"live": [], "bar": []}
+            pid = km.provisioner.pid  # type: ignore[union-attr]
+            ratios: list[float] = []
+            rates: dict[str, list[float]] = {"live": [], "bar": []}
+            msgs: dict[str, list[float]] = {"live": [], "bar": []}
+            cpus: dict[str, list[float]] = {"live": [], "bar": []}
             for i in range(args.pairs):
                 got = {}
                 for mode in (("live", "bar") if i % 2 == 0 else ("bar", "live")):
                     work = where / f"{mode}{i}"
+                    c0 = _cpu(pid)
                     status, n, _ = _execute(kc, CELL.format(dur=args.dur, work=work, mode=mode, flows=args.flows))
+                    cpus[mode].append(_cpu(pid) - c0)
                     if status != "ok":
                         raise SystemExit(f"the {mode} run failed")
                     _, _, out = _execute(kc, "print(float(res[res.exps[0]].dataset.rate.sum()))")
@@ -111,6 +122,10 @@ def main() -> None:
           f"bar {statistics.median(rates['bar']):.1f} Mbit/s")
     print(f"  iopub messages per second of flow: live {statistics.median(msgs['live']):.1f}, "
           f"bar {statistics.median(msgs['bar']):.1f}")
+    extra = statistics.median(cpus["live"]) - statistics.median(cpus["bar"])
+    print(f"  kernel CPU per cell, median: live {statistics.median(cpus['live']):.2f} s, bar "
+          f"{statistics.median(cpus['bar']):.2f} s (the view's set-up, before the run, included): "
+          f"{extra / (args.dur * (os.cpu_count() or 1)) * 100:.2f} % of the machine over the flows' {args.dur:g} s")
     print(f"  ratio live/bar: median {med:.4f} [{min(ratios):.4f}-{max(ratios):.4f}]  "
           f"cost {(1 - med) * 100:+.2f} %  target < 1 %  {'ok' if 1 - med < 0.01 else 'MISSED'}")
 

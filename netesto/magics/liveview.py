@@ -14,12 +14,12 @@ import html
 import json
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from jupyter_bokeh import BokehModel
 
 from netesto.controller.live import LiveState, format_rate
-from netesto.controller.progress import ProgressEvent, RunFinished
+from netesto.controller.progress import FlowsScheduled, ProgressEvent, RunFinished
 from netesto.magics.widgets import WidgetProgress
 
 TICK = 0.5  # seconds between redraws
@@ -74,7 +74,9 @@ def load_bokehjs() -> None:
 class LiveWidgetProgress(WidgetProgress):
     """:class:`WidgetProgress` plus per-host status, time left and the live goodput/cwnd plot."""
 
-    def __init__(self, estimate: float, *, tick: float = TICK) -> None:
+    def __init__(self, estimate: float, *, flows: Iterable[str] = (), tick: float = TICK) -> None:
+        """``flows``: the flow ids the plan will start; their lines are drawn now, before the
+        run, when it costs the flows nothing (about 17 ms of CPU a flow)."""
         import ipywidgets as w
 
         from netesto.plots.live import LivePlot
@@ -82,6 +84,7 @@ class LiveWidgetProgress(WidgetProgress):
         super().__init__(estimate)
         self.state = LiveState(estimate)
         self.plot = LivePlot()
+        self.plot.declare(flows)
         self.hosts = w.HTML(value="")
         self.figure = BatchedBokehModel(self.plot.layout)
         self.box.children = (self.box.children[0], self.hosts, self.figure, self.log)
@@ -93,6 +96,10 @@ class LiveWidgetProgress(WidgetProgress):
     def handle(self, event: ProgressEvent) -> None:
         self.state.handle(event)
         super().handle(event)
+
+    def on_flows_scheduled(self, e: FlowsScheduled) -> None:
+        with self.figure.batch():
+            self.plot.declare(e.flows)
 
     def _ticking(self) -> None:
         while not self._stop.wait(self._tick_every):

@@ -9,6 +9,7 @@ nothing here imports IPython.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Iterable
 
 from bokeh.layouts import column
@@ -45,7 +46,19 @@ class LivePlot:
         self.sources: dict[str, tuple[ColumnDataSource, ColumnDataSource]] = {}
         self.points = 0
 
-    def _sources(self, flow: str, host: str) -> tuple[ColumnDataSource, ColumnDataSource]:
+    def _frozen(self) -> AbstractContextManager[Any]:
+        """New lines change the document's model graph: walk it once, not once per line (16 flows'
+        lines, recomputed one by one, took seconds of CPU the flows then lacked)."""
+        doc = self.layout.document
+        return doc.models.freeze() if doc is not None else nullcontext()
+
+    def declare(self, flows: Iterable[str]) -> None:
+        """Draw the lines of ``flows`` now (scheduled, not started yet: the work is done before they run)."""
+        with self._frozen():
+            for flow in flows:
+                self._sources(flow)
+
+    def _sources(self, flow: str) -> tuple[ColumnDataSource, ColumnDataSource]:
         got = self.sources.get(flow)
         if got is None:
             colour = Category10_10[len(self.sources) % len(Category10_10)]
@@ -67,8 +80,10 @@ class LivePlot:
         rates: dict[str, dict[str, list[Any]]] = {}
         cwnds: dict[str, dict[str, list[Any]]] = {}
         n = 0
+        samples = list(samples)
+        if any(s.flow not in self.sources for s in samples):
+            self.declare(s.flow for s in samples)
         for s in samples:
-            self._sources(s.flow, s.host)
             for into, value in ((rates, s.rate / 1e6), (cwnds, s.cwnd)):
                 if value is None:
                     continue

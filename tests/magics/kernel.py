@@ -107,3 +107,10 @@ class Kernel:
     def close(self) -> None:
         self.kc.stop_channels()
         self.km.shutdown_kernel(now=True)
+
+
+def click(kernel: Kernel, comm_id: str) -> None:
+    """What a browser sends when a Button widget is clicked: a comm message on the shell channel."""
+    msg = kernel.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom",
+                                                                          "content": {"event": "click"}}})
+    kernel.kc.shell_channel.send(msg)

@@ -6,13 +6,14 @@ import itertools
 import json
 import os
 import subprocess
+import time
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from .kernel import Kernel, kernel_manager
+from .kernel import Kernel, click, kernel_manager
 
 _names = itertools.count(1)
 WMEM = "4096 131072 6291456"  # what SET_SYSCTL below changes; a fresh namespace has the kernel default
@@ -159,8 +160,10 @@ def test_the_live_view_draws_every_flow_at_least_once_a_second(kernel, testbed, 
             + STREAM.format(extra="", ca="cubic").replace("expName=kernel", "expName=kernel instances=2"))
     ex = kernel.execute(cell)  # a front end that allows input: "auto" is the live view
     assert ex.status == "ok", ex.reply
-    opened = [c["data"]["state"].get("_model_name") for _, c in ex.of("comm_open")]
-    assert "BokehModel" in opened
+    bundles = [json.dumps(c["data"]["state"]["render_bundle"]) for _, c in ex.of("comm_open")
+               if c["data"]["state"].get("_model_name") == "BokehModel"]
+    assert len(bundles) == 1
+    assert "h2-h1-1-0" in bundles[0] and "h2-h1-1-1" in bundles[0]  # the planned flows' lines, drawn before the run
 
     patches = _plot_patches(ex)
     streamed = [(t, e) for t, events in patches for e in events if e["kind"] == "ColumnsStreamed"]
@@ -195,3 +198,35 @@ def test_without_a_widget_front_end_the_cell_prints_progress_lines(kernel, testb
     assert len(lines) >= 3, ex.stream("stdout")
     assert all("Mbit/s" in line and "s left" in line and "h2: 1 flow running" in line for _, line in lines)
     assert "done in" in ex.stream("stdout")
+
+
+def test_a_background_cell_returns_at_once_and_its_stop_button_works_while_the_kernel_is_idle(kernel, testbed,
+                                                                                              tmp_path):
+    work = tmp_path / "res"
+    cell = f"%%netesto --background -D dur=6 --workdir {work} --as bg\n" + STREAM.format(extra="", ca="cubic")
+    ex = kernel.execute(cell)
+    assert ex.status == "ok", ex.reply
+    assert ex.messages[-1][0] < 5  # the cell ended long before its 6 s flow
+    assert "`bg.wait()`" in ex.stream("stdout")
+    buttons = [c["comm_id"] for _, c in ex.of("comm_open") if c["data"]["state"].get("_model_name") == "ButtonModel"]
+    assert len(buttons) == 1
+    assert kernel.value("bg.done") is False  # the kernel is idle, the run goes on
+    time.sleep(2.5)  # the flow runs
+    click(kernel, buttons[0])
+    res = kernel.value("(lambda r: dict(interrupted=r.interrupted, exps=r.exps))(bg.wait(30))")
+    assert res == {"interrupted": True, "exps": [1]}
+    assert "stopped" in kernel.value("repr(bg)")
+    assert (work / "1" / "flows" / "h2-h1-1-0.client.nflow").is_file()
+    assert json.loads((work / "1" / "experiment.json").read_text())["interrupted"] is True
+    assert _agents_idle(testbed) == {"h1": ([], []), "h2": ([], [])}
+
+
+def test_a_background_cell_waited_for_gives_the_result(kernel, testbed, tmp_path):
+    cell = f"%%netesto --background -D dur=1 --workdir {tmp_path / 'res'} --as bg2\n" + STREAM.format(extra="", ca="cubic")
+    assert kernel.execute(cell).status == "ok"
+    assert kernel.value("(lambda r: dict(ok=r.ok, exps=r.exps))(bg2.wait(60))") == {"ok": True, "exps": [1]}
+    failing = f"%%netesto --background -D dur=1 --workdir {tmp_path / 'bad'} --as bg3\n" + STREAM.format(
+        extra="", ca="nosuchca")
+    assert kernel.execute(failing).status == "ok"
+    ex = kernel.execute("bg3.wait(60)")
+    assert ex.status == "error" and "nosuchca" in ex.reply["evalue"]  # wait() raises the run's error

@@ -27,3 +27,16 @@ def test_samples_stream_per_flow_and_only_the_new_points_are_sent():
     assert len(plot.goodput.renderers) == 2 and len(plot.cwnd.renderers) == 2
     plot.now(2.345)
     assert plot.cursor.location == 2.35
+
+
+def test_declared_flows_get_their_lines_before_any_sample_with_one_model_walk():
+    plot = LivePlot()
+    doc = Document()
+    doc.add_root(plot.layout)
+    walks = []
+    recompute = doc.models.recompute
+    doc.models.recompute = lambda: (walks.append(1), recompute())[1]  # type: ignore[method-assign]
+    plot.declare([f"f{i}" for i in range(16)])
+    assert len(plot.goodput.renderers) == 16 and len(walks) == 1
+    plot.add([Sample("f3", "h2", 1.0, 1e6)])
+    assert len(plot.goodput.renderers) == 16 and len(walks) == 1  # no new line, no walk

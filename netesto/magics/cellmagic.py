@@ -120,6 +120,8 @@ class NetestoMagics(Magics):
                       f"`{args.result}.stop()` (or the Stop button) stops it")
                 return None
             result = self._run(cell, args, defines)
+        except KeyboardInterrupt:  # outside the run (planning, the view's set-up): nothing was started
+            raise CellInterrupted(interrupted_line(RunInterrupted("interrupted"), args.result)) from None
         except RunInterrupted as exc:  # the run's own cleanup is done: the cell ends in one line
             if exc.result is not None:
                 self.state = exc.result.state or self.state

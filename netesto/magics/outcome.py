@@ -29,7 +29,7 @@ def interrupted_line(exc: RunInterrupted, name: str) -> str:
     """The one line an interrupted cell ends with: what was stopped, where the data is."""
     result = exc.result
     if result is None:
-        return f"netesto: run interrupted before it reached the hosts; nothing bound to `{name}`"
+        return f"netesto: interrupted before the run started; nothing ran, nothing bound to `{name}`"
     exps = ", ".join(str(e) for e in result.exps) or "none"
     return (f"netesto: run interrupted after {result.elapsed:.1f} s: flows stopped, hosts restored; "
             f"partial experiments {exps} kept in {result.workdir}; result in `{name}`")

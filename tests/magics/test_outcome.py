@@ -30,3 +30,8 @@ def test_the_interrupted_line_names_the_data_and_the_variable():
                     "partial experiments none kept in /tmp/w; result in `res`")
     exc = CellInterrupted(line, result=result)
     assert exc._render_traceback_() == [line] and isinstance(exc, RunInterrupted)
+
+
+def test_an_interrupt_before_the_run_says_nothing_ran():
+    assert interrupted_line(RunInterrupted("x"), "res") == (
+        "netesto: interrupted before the run started; nothing ran, nothing bound to `res`")

@@ -130,6 +130,12 @@ class LiveState:
             new, self._new = self._new, []
             return new
 
+    def recent(self, within: float, now: float | None = None) -> list[Sample]:
+        """Each flow's newest sample, of the flows that sent one in the last ``within`` seconds."""
+        since = self.elapsed(now) - within
+        with self._lock:
+            return sorted((s for s in self.last.values() if s.t >= since), key=lambda s: s.flow)
+
     def hosts(self) -> dict[str, str]:
         """One status text per host: what it does, its running flows, its last error."""
         with self._lock:
@@ -194,8 +200,7 @@ class LiveText(ConsoleProgress):
             return
         self._last_line = now
         self.state.take()
-        last = sorted(self.state.last.values(), key=lambda s: s.flow)
-        recent = [s for s in last if s.t >= self.state.elapsed(now) - 2 * self.every - 1]
+        recent = self.state.recent(2 * self.every + 1, now)
         shown = ", ".join(f"{s.flow} {format_rate(s.rate)}" + (f" cwnd {s.cwnd:.0f}" if s.cwnd is not None else "")
                           for s in recent[: self.max_flows])
         more = f" (+{len(recent) - self.max_flows} more)" if len(recent) > self.max_flows else ""

@@ -120,7 +120,7 @@ class LiveWidgetProgress(WidgetProgress):
             self.hosts.value = self._hosts_html()
 
     def _live_text(self) -> str:
-        recent = [s for s in self.state.last.values() if s.t >= self.state.elapsed() - 3]
+        recent = self.state.recent(3.0)
         rate = f"sum {format_rate(sum(s.rate for s in recent))}, " if recent else ""
         return f"{rate}{self.state.time_left():.0f} s left"
 

@@ -37,6 +37,7 @@ class Execution:
     reply: dict[str, Any]
     messages: list[tuple[float, str, dict[str, Any]]] = field(default_factory=list)
     interrupted_at: float | None = None
+    interrupted_again: bool = False
 
     @property
     def status(self) -> str:
@@ -66,9 +67,10 @@ class Kernel:
 
     def execute(self, code: str, *, interrupt_after: float | None = None,
                 interrupt_when: Callable[[str, dict[str, Any]], bool] | None = None, timeout: float = 120,
-                allow_stdin: bool = True) -> Execution:
+                allow_stdin: bool = True, again_after: float | None = None) -> Execution:
         """Run ``code``; interrupt the kernel ``interrupt_after`` seconds after the request, or
-        that long after the first iopub message ``interrupt_when(msg_type, content)`` is true for."""
+        that long after the first iopub message ``interrupt_when(msg_type, content)`` is true for;
+        once more ``again_after`` seconds later (an impatient user)."""
         msg_id = self.kc.execute(code, allow_stdin=allow_stdin)
         t0 = time.monotonic()
         ex = Execution(reply={})
@@ -81,6 +83,10 @@ class Kernel:
                     and now >= armed + interrupt_after):
                 self.km.interrupt_kernel()
                 ex.interrupted_at = now
+            if (again_after is not None and ex.interrupted_at is not None and not ex.interrupted_again
+                    and now >= ex.interrupted_at + again_after):
+                self.km.interrupt_kernel()
+                ex.interrupted_again = True
             try:
                 msg = self.kc.get_iopub_msg(timeout=0.05)
             except queue.Empty:

@@ -119,6 +119,21 @@ def test_interrupting_a_cell_ends_it_in_one_line_with_the_partial_result_bound(k
     assert kernel.value("res.ok") is True
 
 
+def test_a_second_interrupt_during_the_cleanup_does_not_cut_it_short(kernel, testbed, tmp_path):
+    work = tmp_path / "res"
+    cell = f"%%netesto -D dur=5 --workdir {work} --as res\n" + STREAM.format(extra="", ca="cubic")
+    ex = kernel.execute(cell, interrupt_after=1.5, interrupt_when=_flows_running, again_after=0.3, timeout=60)
+    assert ex.interrupted_again
+    logs = [str(s.get("value", "")) for _, s in ex.widget_states()]
+    assert any("restoring the hosts, please wait" in v for v in logs)  # it landed in the cleanup, which went on
+    assert ex.status == "error" and ex.reply["ename"] == "CellInterrupted"
+    assert [len(c["traceback"]) for _, c in ex.of("error")] == [1]
+    assert "Traceback" not in ex.stream("stderr")
+    assert kernel.value("res.interrupted") is True
+    assert json.loads((work / "1" / "experiment.json").read_text())["interrupted"] is True
+    assert _agents_idle(testbed) == {"h1": ([], []), "h2": ([], [])}
+
+
 def test_a_failed_flow_fails_the_cell_after_storing_the_data(kernel, testbed, tmp_path):
     work = tmp_path / "res"
     cell = f"%%netesto -D dur=1 --workdir {work} --as bad\n" + STREAM.format(extra="", ca="nosuchca")

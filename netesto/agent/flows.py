@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from netesto.agent.diag import TcpDiag
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
 from netesto.policy import TOOL_PORTS
@@ -74,6 +75,7 @@ class ClientRun:
     returncode: int | None = None
     stderr: Path | None = None
     specs: Path | None = None  # removed when the run ends here: one left at start was cut short
+    addresses: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # flow -> (local, remote)
 
 
 class FlowManager:
@@ -101,6 +103,7 @@ class FlowManager:
         self.pings: dict[str, list[tuple[float, Any]]] = {}
         self._n = 0
         self._closing = False
+        self.diag = TcpDiag()
         # exp -> {flow: error} of flows a previous agent process started and never saw end.
         self.interrupted: dict[str, dict[str, str]] = self._leftover_runs()
 
@@ -366,7 +369,11 @@ class FlowManager:
         if flow:
             if kind in ("started", "done", "error"):
                 run.state[flow] = kind
+            if kind == "started" and event.get("local") and event.get("remote"):
+                run.addresses[flow] = (event["local"], event["remote"])
             if kind == "progress":
+                if flow in run.addresses:  # the live view's cwnd and RTT: read here, the engine is not asked
+                    event.update(self.diag.summary(*run.addresses[flow]))
                 run.progress[flow] = {k: v for k, v in event.items() if k not in ("event", "flow")}
             if kind == "error":
                 run.errors[flow] = str(event.get("message") or event.get("error") or "")
@@ -587,6 +594,7 @@ class FlowManager:
             _kill(self.server)
             self.server = None
         self.stop_tool_servers()
+        self.diag.close()
 
 
 __all__ = ["ClientRun", "FlowManager", "free_port"]

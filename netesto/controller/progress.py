@@ -125,6 +125,7 @@ class RunFinished(ProgressEvent):
     experiments: tuple[int, ...]
     elapsed: float
     errors: tuple[str, ...] = ()
+    interrupted: bool = False  # stopped early (Ctrl-C, a kernel interrupt, a cancel): the data is partial
 
 
 ProgressCallback = Callable[[ProgressEvent], None]
@@ -222,7 +223,8 @@ class ConsoleProgress(Progress):
     def on_run_finished(self, e: RunFinished) -> None:
         exps = ", ".join(str(x) for x in e.experiments) or "none"
         status = f", {len(e.errors)} error(s)" if e.errors else ""
-        self._line(f"done in {e.elapsed:.1f} s: experiments {exps}{status}")
+        done = "interrupted after" if e.interrupted else "done in"
+        self._line(f"{done} {e.elapsed:.1f} s: experiments {exps}{status}")
 
 
 __all__ = [

@@ -232,6 +232,11 @@ class ExperimentResult:
 
         return timeseries(self.dataset, variables, **options) if variables else timeseries(self.dataset, **options)
 
+    def _repr_html_(self) -> str:
+        from netesto.report.display import experiment_html
+
+        return experiment_html(self.dataset)
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -259,6 +264,11 @@ class RunResult:
             if e.exp == exp:
                 return e
         raise KeyError(f"experiment {exp} is not in this run (it ran {self.exps})")
+
+    def _repr_html_(self) -> str:
+        from netesto.report.display import run_html
+
+        return run_html(self)
 
 
 class _Abort(Exception):
@@ -387,7 +397,8 @@ class Runner:
             with shield_signals(lambda: self._emit(Notice(host="", text="restoring the hosts, please wait"))):
                 self._finish(interrupted=interrupted, aborted=aborted is not None)
         result = self._result(time.time() - t0)
-        self._emit(RunFinished(experiments=tuple(result.exps), elapsed=result.elapsed, errors=result.errors))
+        self._emit(RunFinished(experiments=tuple(result.exps), elapsed=result.elapsed, errors=result.errors,
+                               interrupted=interrupted))
         if interrupted:
             exps = ", ".join(map(str, result.exps)) or "none"
             raise RunInterrupted(f"interrupted: flows stopped, hosts restored; the data collected so far is "
@@ -867,7 +878,8 @@ class Runner:
         ours = {r.spec.flow_id for r in e.flows if r.host == client}
         errors = st.get("errors") or {}
         for flow in st.get("failed") or ():
-            if flow not in ours or flow in e.failed_flows:
+            if flow not in ours or flow in e.failed_flows or (  # cut short by this run's own interrupt
+                    self._interrupted and str(errors.get(flow, "")).startswith("stopped by a stop request")):
                 continue
             e.failed_flows.add(flow)
             text = f"flow {flow} of experiment {e.exp} failed: {errors.get(flow) or 'error'}"

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from netesto.errors import NetestoError
+from netesto.errors import NetestoError, RunInterrupted
+from netesto.magics.outcome import CellInterrupted, held_warnings, interrupted_line
 
 if TYPE_CHECKING:
     from netesto.script import State
 
 DEFAULT_WORKDIR = "netesto-results"
 DEFAULT_RESULT = "netesto_result"
+PROGRESS_MODES = ("auto", "live", "bar", "text")
 
 
 def _parse(magic: Any, line: str) -> Any:
@@ -38,6 +40,7 @@ class NetestoMagics(Magics):
         self.workdir = Path(DEFAULT_WORKDIR)
         # What the cells that ran so far defined; None: nothing yet (or %netesto reset).
         self.state: State | None = None
+        self.bokehjs_loaded = False  # BokehJS goes into the page once per session (it is large)
 
     @magic_arguments(name="netesto")
     @argument("what", choices=["lab", "workdir", "show", "reset"], help="what to set, show or reset")
@@ -83,6 +86,12 @@ class NetestoMagics(Magics):
     @argument("-D", dest="defines", action="append", metavar="VAR=VALUE", help="define a variable")
     @argument("--as", dest="result", default=DEFAULT_RESULT, help="variable that receives the result")
     @argument("--plan", action="store_true", help="only print the plan; contact no agent")
+    @argument("--background", action="store_true",
+              help="return at once: --as NAME gets a handle (NAME.wait() gives the result, NAME.stop() stops "
+                   "the run); the view has a Stop button that works while the kernel is idle")
+    @argument("--progress", choices=PROGRESS_MODES, default="auto",
+              help="live: widgets with a per-flow goodput/cwnd plot; bar: widgets only; text: plain lines "
+                   "(auto: live in a notebook front end, text under papermill/nbconvert or a terminal)")
     @cell_magic("netesto")  # type: ignore[arg-type, unused-ignore]  # (as above)
     def netesto_cell(self, line: str, cell: str) -> None:
         """Run the cell's Netesto script on the lab, with live progress.
@@ -103,7 +112,22 @@ class NetestoMagics(Magics):
             if args.plan:
                 self._show_plan(cell, args, defines)
                 return None
+            if args.background:
+                handle = self._start_background(cell, args, defines)
+                assert self.shell is not None
+                self.shell.user_ns[args.result] = handle
+                print(f"netesto: running in the background: `{args.result}.wait()` gives the result, "
+                      f"`{args.result}.stop()` (or the Stop button) stops it")
+                return None
             result = self._run(cell, args, defines)
+        except KeyboardInterrupt:  # outside the run (planning, the view's set-up): nothing was started
+            raise CellInterrupted(interrupted_line(RunInterrupted("interrupted"), args.result)) from None
+        except RunInterrupted as exc:  # the run's own cleanup is done: the cell ends in one line
+            if exc.result is not None:
+                self.state = exc.result.state or self.state
+                assert self.shell is not None
+                self.shell.user_ns[args.result] = exc.result
+            raise CellInterrupted(interrupted_line(exc, args.result), result=exc.result) from None
         except NetestoError as exc:
             from netesto.controller.runner import RunResult
 
@@ -163,32 +187,114 @@ class NetestoMagics(Magics):
             print(format_action(action))
         print(f"{len(actions)} actions, about {estimate_seconds(actions):.0f} s")
 
-    def _run(self, cell: str, args: Any, defines: dict[str, str]) -> Any:
-        from netesto.controller import run
+    def _progress(self, estimate: float, mode: str, flows: Sequence[str] = ()) -> Any:
+        """The cell's progress sink, displayed: the live view, the bar, or plain lines."""
+        from IPython.display import display
+
+        from netesto.controller.live import LiveText
+
+        if mode == "auto":
+            mode = "live" if _widget_frontend(self.shell) else "text"
+        if mode == "live":
+            try:
+                from netesto.magics.liveview import LiveWidgetProgress, load_bokehjs
+
+                view: Any = LiveWidgetProgress(estimate, flows=flows)
+            except ImportError:  # no jupyter_bokeh (or ipywidgets): the bar at least
+                mode = "bar"
+            else:
+                if not self.bokehjs_loaded:
+                    load_bokehjs()
+                    self.bokehjs_loaded = True
+        if mode == "bar":
+            try:
+                from netesto.magics.widgets import WidgetProgress
+
+                view = WidgetProgress(estimate)
+            except ImportError:
+                mode = "text"
+        if mode == "text":
+            return LiveText(estimate=estimate)
+        display(view)
+        return view
+
+    def _prepare(self, cell: str, args: Any, defines: dict[str, str]) -> tuple[Any, Path, Any]:
+        """(lab, workdir, displayed progress sink) of a cell about to run."""
         from netesto.script import estimate_seconds
 
         # A bad lab file fails before the progress view shows; planning before the
         # lab check shows script errors even before a lab is chosen.
         lab = self._lab(args)
-        estimate = estimate_seconds(self._plan(cell, args, defines, lab))
+        actions = self._plan(cell, args, defines, lab)
+        estimate = estimate_seconds(actions)
         if lab is None:
             raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
         workdir = Path(args.workdir) if args.workdir else self.workdir
-        progress = _progress(estimate)
-        return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress, state=self.state, name="<cell>")
+        return lab, workdir, self._progress(estimate, args.progress, _planned_flows(actions, lab))
+
+    def _run(self, cell: str, args: Any, defines: dict[str, str]) -> Any:
+        from netesto.controller import run
+
+        lab, workdir, progress = self._prepare(cell, args, defines)
+        shown = True
+        with held_warnings() as held:
+            try:
+                return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress, state=self.state,
+                           name="<cell>")
+            except RunInterrupted:
+                shown = False  # what the stopped flows' files lack is expected (and in <exp>/errors.txt)
+                raise
+            finally:
+                if hasattr(progress, "close_run"):
+                    progress.close_run()  # a widget whose run ended without RunFinished is not left "running"
+                if shown:
+                    held.target.writelines(held.held)
+
+    def _start_background(self, cell: str, args: Any, defines: dict[str, str]) -> Any:
+        """The cell's run in a thread: its handle, with the view's Stop button wired to it."""
+        from netesto.controller import run
+        from netesto.controller.background import BackgroundRun
+
+        lab, workdir, progress = self._prepare(cell, args, defines)
+        state = self.state
+        handle = BackgroundRun(lambda cancel: run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress,
+                                                  state=state, name="<cell>", cancel=cancel))
+        if hasattr(progress, "add_stop"):
+            progress.add_stop(handle.stop)
+
+        def finished(done: BackgroundRun) -> None:
+            kept = done.result
+            if getattr(kept, "state", None) is not None:
+                self.state = kept.state  # what the script defined, for the cells after it
+            if hasattr(progress, "close_run"):
+                progress.close_run()
+
+        handle.on_done(finished)
+        return handle
 
 
-def _progress(estimate: float) -> Any:
-    """An ipywidgets view when ipywidgets is installed, else console lines."""
-    try:
-        from netesto.magics.widgets import WidgetProgress
+def _widget_frontend(shell: Any) -> bool:
+    """Whether a front end that shows widgets is likely: a kernel whose request allows input.
 
-        view = WidgetProgress(estimate)
-    except ImportError:
-        from netesto.controller import ConsoleProgress
+    nbclient (papermill, nbconvert) executes with ``allow_stdin`` off and keeps no live
+    widget view; JupyterLab, Notebook and VS Code allow input. A terminal IPython has no kernel.
+    """
+    kernel = getattr(shell, "kernel", None)
+    return kernel is not None and bool(getattr(kernel, "_allow_stdin", False))
 
-        return ConsoleProgress()
-    from IPython.display import display
 
-    display(view)
-    return view
+def _planned_flows(actions: list[Any], lab: Any) -> list[str]:
+    """The flow ids the plan's DO_CLIENTs will start (as the runner names them)."""
+    from netesto.controller.schedule import flow_id
+    from netesto.errors import LabError
+    from netesto.script.actions import DoClient
+
+    flows: list[str] = []
+    for a in actions:
+        if isinstance(a, DoClient):
+            try:
+                client, server = lab.resolve(a.host).name, lab.resolve(a.server).name
+            except LabError:
+                continue  # the run refuses it with a better message
+            flows += [flow_id(client, server, a.group, i) for i in range(a.instances)]
+    return list(dict.fromkeys(flows))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from netesto.controller.progress import (
     ActionStarted,
@@ -41,6 +41,8 @@ class WidgetProgress(Progress):
         self.log = w.HTML(value="")
         self.box = w.VBox([w.HBox([self.bar, self.status]), self.log])
         self._flows_live = 0
+        self._finished = False
+        self.stop_button: Any = None
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -95,8 +97,38 @@ class WidgetProgress(Progress):
         self._log(f"experiment {e.exp} processed{note}")
 
     def on_run_finished(self, e: RunFinished) -> None:
+        self._finished = True
+        if self.stop_button is not None:
+            self.stop_button.disabled = True
         self.bar.max = max(self.bar.max, e.elapsed)
         self.bar.value = self.bar.max
-        self.bar.bar_style = "danger" if e.errors else "success"
         exps = ", ".join(str(x) for x in e.experiments) or "none"
-        self.status.value = f"done in {e.elapsed:.1f} s: experiments {exps}"
+        if e.interrupted:
+            self.bar.bar_style = "warning"
+            self.status.value = f"interrupted after {e.elapsed:.1f} s: partial experiments {exps} kept"
+        else:
+            self.bar.bar_style = "danger" if e.errors else "success"
+            self.status.value = f"done in {e.elapsed:.1f} s: experiments {exps}"
+
+    def add_stop(self, stop: Callable[[], None]) -> None:
+        """A Stop button calling ``stop()`` (a background run's: its clicks arrive while the kernel is idle)."""
+        import ipywidgets as w
+
+        button = w.Button(description="Stop", button_style="warning", icon="stop", layout=w.Layout(width="8em"))
+
+        def clicked(_: Any) -> None:
+            button.disabled, button.description = True, "stopping"
+            stop()
+
+        button.on_click(clicked)
+        self.stop_button = button
+        top = self.box.children[0]
+        top.children = (*top.children, button)
+
+    def close_run(self, text: str = "stopped") -> None:
+        """End the view of a run that finished without saying so (an error before RunFinished)."""
+        with self._lock:
+            if not self._finished:
+                self._finished = True
+                self.bar.bar_style = "danger"
+                self.status.value = f"{text} after {time.time() - self._t0:.1f} s"

@@ -47,7 +47,10 @@ def test_a_run_and_an_experiment_show_in_a_browser(workdir: Path, tmp_path: Path
     nothing loads from the network, every plot draws, the run's broken experiment is a row."""
     from netesto.report.display import experiment_html, run_html
 
-    run = run_html(_result(workdir, (1, 2, 9), errors=("h3: agent <h3> unreachable",)))  # no 9/ at all
+    result = _result(workdir, (1, 2, 9), errors=("h3: agent <h3> unreachable",))  # no 9/ at all
+    run = run_html(result)
+    assert "3.2 s, failed" in result._repr_html_()  # what a notebook shows for a run's result
+    assert result.experiments[1]._repr_html_().startswith('<div class="netesto-result">')
     assert "agent &lt;h3&gt; unreachable" in run and "no data" in run and "3.2 s, failed" in run
     one = experiment_html(xr.open_dataset(workdir / "2" / "exp.nc"))
     page = tmp_path / "reprs.html"

@@ -102,4 +102,49 @@ def sweep_figures(st: Any, measures: Sequence[str] = MEASURES, *, x: str | None 
     return hv.Layout(panels).cols(2).opts(shared_axes=False)
 
 
-__all__ = ["MEASURES", "choose_axes", "sweep_figures"]
+def paper_figures(combined: Any, *, by: str = "ca", flows: str = "n_flows", width: int = 440,
+                  height: int = 280) -> Any:
+    """The Netesto paper's summary figures from :func:`netesto.results.combine` (dim ``exp``):
+    goodput per ``by`` value as bars with the mean smoothed RTT as points on a right axis, and
+    retransmitted % and Jain fairness against the number of flows, a line per ``by`` value.
+    Experiments that share a ``by`` value (and number of flows) are averaged."""
+    import holoviews as hv
+    import pandas as pd
+
+    from netesto.plots.page import bokeh_backend
+
+    bokeh_backend()
+    if by not in combined.coords:
+        from netesto.errors import ResultsError
+
+        have = ", ".join(str(c) for c in combined.coords if c != "exp")
+        raise ResultsError(f"paper_figures: no parameter {by!r}; have {have}")
+    df = pd.DataFrame({by: [str(v) for v in combined[by].values],
+                       **{v: combined[v].values for v in ("rate", "mean_rtt", "retrans_pkts_pct", "jain", flows)
+                          if v in combined}})
+    per = df.groupby(by, sort=False).mean(numeric_only=True).reset_index()
+    rate_units = str(combined["rate"].attrs.get("units", "Mbit/s"))
+    bars = hv.Bars([(r[by], r["rate"]) for _, r in per.iterrows()], by,
+                   hv.Dimension("rate", label=f"goodput ({rate_units})")).opts(color=PALETTE[0], alpha=0.8)
+    rtt = hv.Scatter([(r[by], r["mean_rtt"] / 1000.0) for _, r in per.iterrows()], by,
+                     hv.Dimension("rtt_ms", label="smoothed RTT (ms)")).opts(color="black", size=10, marker="diamond",
+                                                                            tools=["hover"])
+    panels = [(bars * rtt).opts(multi_y=True, title="goodput (bars) and RTT (points) per " + by, width=width,
+                                height=height, show_grid=True)]
+    if flows in df:
+        for measure in ("retrans_pkts_pct", "jain"):
+            layers = []
+            for i, (value, part) in enumerate(df.groupby(by, sort=False)):
+                line = part.groupby(flows).mean(numeric_only=True)[measure].sort_index()
+                pts = [(float(n), float(v)) for n, v in line.items() if math.isfinite(v)]
+                col = PALETTE[i % len(PALETTE)]
+                kdims, vdims = [hv.Dimension(flows, label="flows")], [hv.Dimension(measure, label=LABELS[measure])]
+                layers.append(hv.Curve(pts, kdims, vdims, label=f"{by}={value}").opts(color=col, line_width=2))
+                layers.append(hv.Scatter(pts, kdims, vdims, label=f"{by}={value}").opts(color=col, size=7))
+            units = " (%)" if measure == "retrans_pkts_pct" else ""
+            panels.append(hv.Overlay(layers).opts(title=f"{LABELS[measure]}{units} vs number of flows", width=width,
+                                                  height=height, show_grid=True, legend_position="top_left"))
+    return hv.Layout(panels).cols(3).opts(shared_axes=False)
+
+
+__all__ = ["MEASURES", "choose_axes", "paper_figures", "sweep_figures"]

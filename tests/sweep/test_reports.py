@@ -63,3 +63,25 @@ def test_the_index_of_a_workdir_links_every_experiment(processed: Path, tmp_path
     assert done.returncode == 0, done.stderr
     page = work / "index.html"
     assert sorted(links(page)) == ["1/exp.html", "2/exp.html", "3/exp.html"] and broken_links(page) == []
+
+
+def test_the_papers_summary_figures_from_a_combined_set(processed: Path, tmp_path: Path) -> None:
+    import holoviews as hv
+
+    import netesto
+    from netesto.plots import save
+    from netesto.plots.summary import paper_figures
+
+    c = netesto.combine(netesto.open_experiments(processed))
+    cas = list(dict.fromkeys(str(v) for v in c.ca.values))
+    layout = paper_figures(c)
+    bars, retrans, jain = [hv.render(p, backend="bokeh") for p in layout]
+    glyphs = [type(r.glyph).__name__ for r in bars.renderers]
+    assert glyphs == ["VBar", "Scatter"] and "rtt_ms" in bars.extra_y_ranges  # RTT on its own axis
+    assert list(bars.renderers[0].data_source.data["ca"]) == cas
+    for fig in (retrans, jain):  # a line and its points per ca
+        assert sorted(r.name for r in fig.renderers if type(r.glyph).__name__ == "Line") == sorted(f"ca={v}" for v in cas)
+    shown = show(save(layout, tmp_path / "paper.html"), tmp_path / "paper.png")
+    assert shown.errors == [] and len(shown.figures) == 3
+    with pytest.raises(netesto.ResultsError, match="no parameter 'cc'"):
+        paper_figures(c, by="cc")

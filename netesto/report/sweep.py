@@ -30,22 +30,24 @@ def _num(v: Any, decimals: int) -> str:
     return "" if math.isnan(f) else f"{f:.{decimals}f}"
 
 
-def _point_rows(sw: Any, directory: Path) -> list[dict[str, Any]]:
-    from netesto.sweep.checks import summary
-
+def _point_rows(sw: Any) -> list[dict[str, Any]]:
+    """A row per point: its parameters, status, pages, and its numbers as the cube has them."""
+    cube, names = sw.cube, list(sw.manifest.grid)
+    label_pos = {n: {str(v): i for i, v in enumerate(sw.manifest.grid[n])} for n in names}
+    reps = [int(r) for r in cube["rep"].values]
     rows = []
     for rec in sw.manifest:
-        values = summary([directory / e for e in rec.experiments]) if rec.status == DONE and rec.experiments else {}
-        links = []
-        if rec.html:
-            links.append({"text": "notebook", "href": rec.html})
-        for e in rec.experiments:
-            if (directory / e / "exp.html").exists():
-                links.append({"text": f"exp {Path(e).name}", "href": f"{e}/exp.html"})
+        try:
+            cell = cube.isel({**{n: label_pos[n][str(rec.params[n])] for n in names}, "rep": reps.index(rec.rep)})
+            values = [_num(cell[k].values, d) for k, _, _, d in COLUMNS]
+        except (KeyError, ValueError):
+            values = [""] * len(COLUMNS)
+        links = [{"text": "notebook", "href": rec.html}] if rec.html else []
+        links += [{"text": f"exp {Path(e).name}", "href": f"{e}/exp.html"} for e in rec.experiments
+                  if (sw.directory / e / "exp.html").exists()]
         rows.append({
             "key": rec.key, "params": rec.params, "rep": rec.rep, "status": rec.status, "error": rec.error,
-            "seconds": _num(rec.seconds, 1), "checks": rec.checks, "links": links,
-            "values": [_num(values.get(k), d) for k, _, _, d in COLUMNS],
+            "seconds": _num(rec.seconds, 1), "checks": rec.checks, "links": links, "values": values,
         })
     return rows
 
@@ -100,7 +102,7 @@ def report_context(directory: str | Path) -> dict[str, Any]:
         "created": datetime.datetime.fromtimestamp(m.created).isoformat(timespec="seconds"),
         "provenance": m.provenance, "provenance_json": json.dumps(m.provenance, indent=1, default=str),
         "columns": [(label, units) for _, label, units, _ in COLUMNS],
-        "rows": _point_rows(sw, root), "param_names": list(m.grid), "hosts": _hosts(sw, root),
+        "rows": _point_rows(sw), "param_names": list(m.grid), "hosts": _hosts(sw, root),
         "bokeh": parts,
     }
 

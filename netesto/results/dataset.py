@@ -505,24 +505,6 @@ def check_digest(path: Path) -> None:
                            "(process the experiment again to rebuild it from the raw data)")
 
 
-def _close_cached(path: Path) -> None:
-    """Close what a failed open left open of ``path``. xarray keeps the file open when
-    decoding fails half-way; HDF5 then serves the next open of the same file (a rewritten
-    exp.nc) from the stale handle's cached metadata, and looped for ever in one case."""
-    from xarray.backends import file_manager
-
-    cache = file_manager.FILE_CACHE
-    target = str(path.resolve())
-    for key in list(cache.keys()):
-        if any(target in str(part) for part in (key if isinstance(key, tuple) else (key,))):
-            f = cache.pop(key, None)
-            try:
-                if f is not None:
-                    f.close()
-            except Exception:  # noqa: BLE001 - a damaged file may not even close cleanly
-                pass
-
-
 def open_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     """Open an experiment's dataset: ``exp.nc``, or an experiment directory.
 
@@ -539,7 +521,6 @@ def open_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
         # A damaged file makes netCDF4/HDF5 raise RuntimeError, AttributeError,
         # KeyError, ... besides OSError: all of them mean "this file is unreadable".
         except Exception as exc:
-            _close_cached(nc)
             raise ResultsError(f"{nc}: cannot open dataset: {type(exc).__name__}: {exc}") from exc
     if p.is_dir():
         return build_dataset(load_experiment(p))

@@ -74,8 +74,4 @@ def evaluate(checks: Sequence[str], values: dict[str, float]) -> dict[str, bool]
     return out
 
 
-def evaluate_point(checks: Sequence[str], exp_dirs: Sequence[Path]) -> dict[str, bool]:
-    return evaluate(checks, summary(exp_dirs))
-
-
-__all__ = ["evaluate", "evaluate_point", "names", "parse", "summary"]
+__all__ = ["evaluate", "names", "parse", "summary"]

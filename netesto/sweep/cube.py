@@ -92,8 +92,10 @@ def build_cube(directory: str | Path, manifest: Manifest) -> xr.Dataset:
         status[at], errors[at] = rec.status, rec.error
         exps[at] = ";".join(rec.experiments)
         if rec.status == DONE and rec.experiments:
-            for k, v in summary([root / e for e in rec.experiments]).items():
-                data[k][at] = v
+            # read when the point ended (manifests written by hand or before have none)
+            for k, v in (rec.summary or summary([root / e for e in rec.experiments])).items():
+                if k in data:
+                    data[k][at] = v
     dims = [*names, "rep"]
     ds = xr.Dataset({k: (dims, v, {"units": SUMMARY_UNITS[k]}) for k, v in data.items()}, coords=coords)
     ds["status"] = (dims, status.astype(str))

@@ -40,6 +40,7 @@ class PointRecord:
     html: str = ""  # its HTML export, relative
     experiments: list[str] = field(default_factory=list)  # relative exp directories
     checks: dict[str, bool] = field(default_factory=dict)
+    summary: dict[str, float] = field(default_factory=dict)  # the point's numbers, read once when it ends
 
 
 @dataclass

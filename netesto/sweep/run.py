@@ -183,8 +183,8 @@ def sweep(
     expressions over each point's summary (``"jain >= 0.9"``).
     """
     nb_path = Path(notebook).resolve()
-    declared, pts = plan(nb_path, params, reps=reps, fixed=fixed, checks=checks)
     grid = parse_grid(params)
+    declared, pts = plan(nb_path, grid, reps=reps, fixed=fixed, checks=checks)
     workers = _workers(labs, testbeds)
     for w in workers:
         if w.lab:
@@ -298,7 +298,8 @@ def _run_point(rec: PointRecord, worker: Worker, nb: Path, directory: Path, decl
             values[name] = value
     out_nb = pdir / "notebook.ipynb"
     rec.status, rec.error, rec.lab, rec.started = "running", "", worker.lab, time.time()
-    rec.notebook, rec.html, rec.experiments, rec.checks = out_nb.relative_to(directory).as_posix(), "", [], {}
+    rec.notebook, rec.html, rec.experiments = out_nb.relative_to(directory).as_posix(), "", []
+    rec.checks, rec.summary = {}, {}
     with lock:
         manifest.save(directory)
     t0 = time.monotonic()
@@ -327,8 +328,10 @@ def _run_point(rec: PointRecord, worker: Worker, nb: Path, directory: Path, decl
         if out_nb.exists():
             rec.html = _export_html(out_nb, directory)
         rec.experiments = sorted(p.parent.relative_to(directory).as_posix() for p in pdir.rglob("exp.nc"))
+        if rec.status == DONE and rec.experiments:
+            rec.summary = criteria.summary([directory / e for e in rec.experiments])
         if rec.status == DONE and checks:
-            rec.checks = criteria.evaluate_point(checks, [directory / e for e in rec.experiments])
+            rec.checks = criteria.evaluate(checks, rec.summary)
         with lock:
             manifest.save(directory)
 

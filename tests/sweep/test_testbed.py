@@ -8,9 +8,7 @@ recorded while the others complete; notebooks/analysis.ipynb reads the result.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from netesto.testbed import lifecycle
 
 from ..testbed import tbutil
 from .pages import broken_links, links
@@ -29,14 +26,8 @@ NOTEBOOKS = Path(__file__).parents[2] / "notebooks"
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
-    name = tbutil.unique_name()
-    cfg = lifecycle.TestbedConfig.parse(name=name, hosts=2, bw="100mbit", rtt="10ms", dir=tmp_path_factory.mktemp(name))
-    up = lifecycle.up(cfg)
-    try:
+    with tbutil.testbed_up(tmp_path_factory, hosts=2, bw="100mbit", rtt="10ms") as up:
         yield up
-    finally:
-        assert lifecycle.down(up.name) == []
-        assert tbutil.leftovers(up.name) == []
 
 
 def sweep_cmd(bed, out: Path, *args: str) -> list[str]:
@@ -108,17 +99,12 @@ def test_a_sweep_interrupted_resumed_reshaped_and_reported(bed, tmp_path: Path) 
     args = ["-p", "ca=reno,cubic", "-p", "bw=20mbit,50mbit", "--check", "rate > 1"]
     proc = subprocess.Popen(sweep_cmd(bed, out, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    try:
+    with tbutil.group_killed_after(proc):
         deadline = time.monotonic() + 240
         while sum(r["status"] == "ok" for r in manifest(out)) < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.3)
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _, err = tbutil.interrupt_group(proc, 120)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "--resume" in err and "Traceback" not in err
     done = {r["key"]: (out / r["notebook"]).stat().st_mtime_ns for r in manifest(out) if r["status"] == "ok"}

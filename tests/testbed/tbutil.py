@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 _count = itertools.count(1)
 ISSUED: list[str] = []
@@ -20,6 +23,39 @@ def unique_name() -> str:
     name = f"t{os.getpid() % 100000}x{next(_count)}"
     ISSUED.append(name)
     return name
+
+
+def interrupt_group(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """Ctrl-C as a terminal sends it (SIGINT to the process group of ``proc``, which was
+    started with ``start_new_session=True``), then the rest of its output."""
+    os.killpg(proc.pid, signal.SIGINT)
+    return proc.communicate(timeout=timeout)
+
+
+@contextlib.contextmanager
+def group_killed_after(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``proc``, its whole process group killed on the way out if it still runs (a failed test)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@contextlib.contextmanager
+def testbed_up(tmp_path_factory: object, **config: object) -> Iterator[object]:
+    """A testbed of ``config`` (a fresh name, its files in a temporary directory), taken down
+    after, checking that nothing of it is left."""
+    from netesto.testbed import lifecycle
+
+    name = unique_name()
+    up = lifecycle.up(lifecycle.TestbedConfig.parse(name=name, dir=tmp_path_factory.mktemp(name), **config))  # type: ignore[attr-defined, arg-type]
+    try:
+        yield up
+    finally:
+        assert lifecycle.down(up.name) == []
+        assert leftovers(up.name) == []
 
 
 def take_down_leftovers(since: int = 0) -> list[str]:

@@ -43,7 +43,6 @@ def test_demo_runs_and_leaves_results_and_nothing_else(tmp_path) -> None:
 def test_ctrl_c_during_the_demo_tears_the_testbed_down_and_says_so(tmp_path) -> None:
     """SIGINT to the demo's process group (Ctrl-C) while its flows run: exit 130, the bar stops
     where it was ("interrupted", never "100% ... done"), and no namespace or agent is left."""
-    import signal
     import time
 
     name = tbutil.unique_name()
@@ -52,19 +51,14 @@ def test_ctrl_c_during_the_demo_tears_the_testbed_down_and_says_so(tmp_path) -> 
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     lines: list[str] = []
-    try:
+    with tbutil.group_killed_after(proc):
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
             if "flows running" in line:
                 break
         time.sleep(1.0)
-        os.killpg(proc.pid, signal.SIGINT)
-        rest, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        rest, _ = tbutil.interrupt_group(proc, 60)
     out = "".join(lines) + rest
     assert proc.returncode == 130, out
     assert re.search(r"\] +\d+% \d+/\d+s interrupted", out) and "s done" not in out, out

@@ -17,15 +17,8 @@ pytestmark = pytest.mark.netns
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
-    name = tbutil.unique_name()
-    cfg = lifecycle.TestbedConfig.parse(name=name, hosts=2, bw="100mbit", rtt="20ms", buffer="1bdp",
-                                        dir=tmp_path_factory.mktemp(name), agents=False)
-    result = lifecycle.up(cfg)
-    try:
-        yield result
-    finally:
-        assert lifecycle.down(result.name) == []
-        assert tbutil.leftovers(result.name) == []
+    with tbutil.testbed_up(tmp_path_factory, hosts=2, bw="100mbit", rtt="20ms", buffer="1bdp", agents=False) as up:
+        yield up
 
 
 def _router_qdiscs(bed: lifecycle.UpResult, dev: str) -> str:

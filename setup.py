@@ -21,8 +21,8 @@ ZLIB = _have_zlib()
 setup(
     ext_modules=[
         Extension(
-            "netesto.traffic._fastloop",
-            ["netesto/traffic/_fastloop.c"],
+            "netesto.engine._fastloop",
+            ["netesto/engine/_fastloop.c"],
             define_macros=[("NETESTO_ZLIB", "1")] if ZLIB else [],
             libraries=["z"] if ZLIB else [],
             optional=True,

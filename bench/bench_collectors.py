@@ -1,6 +1,6 @@
 """Collectors and drivers against what they replace, on the same machine in the same run.
 
-1. Host-statistics snapshot: :func:`netesto.traffic.hoststats.snapshot` vs the
+1. Host-statistics snapshot: :func:`netesto.collectors.hoststats.snapshot` vs the
    original's doServer.sh snapshot (``cat`` of /proc/net files, ``sysctl -a -e``,
    ``top -n 1 -b``, ``ip -s link`` for ifconfig, ``ethtool -S/-a/-c/-k`` on one
    interface), both inside one namespace; median wall time of N rounds.
@@ -29,10 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from netesto.traffic import iperf3
-from netesto.traffic.ping import PingCollector
-from netesto.traffic.rawformat import read_flow
-from netesto.traffic.spec import FlowSpec
+from netesto.drivers import iperf3
+from netesto.collectors.ping import PingCollector
+from netesto.raw.nflow import read_flow
+from netesto.protocol.flowspec import FlowSpec
 
 PREFIX = f"nbc{os.getpid() % 100000}"
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,14 +86,14 @@ def original_snapshot(ns: str, dest: Path) -> None:
 def ours_snapshot(ns: str, dest: Path) -> None:
     # One interpreter per snapshot, like an agent request would NOT need (the agent is
     # already running): this includes Python start-up, so it is the pessimistic figure.
-    code = "import sys; from netesto.traffic.hoststats import snapshot; snapshot(sys.argv[1], 'h')"
+    code = "import sys; from netesto.collectors.hoststats import snapshot; snapshot(sys.argv[1], 'h')"
     subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code, str(dest)],
                    check=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
 def in_process_snapshot(ns: str, dest: Path, rounds: int) -> list[float]:
     code = (
-        "import sys, time, json; from netesto.traffic.hoststats import snapshot\n"
+        "import sys, time, json; from netesto.collectors.hoststats import snapshot\n"
         "out = []\n"
         f"for i in range({rounds}):\n"
         "    t = time.perf_counter(); snapshot(sys.argv[1], 'h'); out.append(time.perf_counter() - t)\n"

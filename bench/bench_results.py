@@ -32,8 +32,8 @@ import numpy as np
 
 from netesto.results import Table, build_dataset, load_experiment
 from netesto.results.dataset import write_netcdf
-from netesto.traffic.columns import FLOW_COLUMNS
-from netesto.traffic.rawformat import FlowWriter
+from netesto.raw.columns import FLOW_COLUMNS
+from netesto.raw.nflow import FlowWriter
 
 FLOWS, SECONDS, INTERVAL = 64, 60, 0.01
 ROWS = int(SECONDS / INTERVAL)

@@ -6,7 +6,7 @@ CPU 0) and cross CPU (client CPU 0, server CPU 1); on 2-vCPU machines the
 placement changes the rate ~5x. The engine sends 1-byte requests and
 replies; sockperf's smallest message is 14 bytes (its header) and it runs
 with ``--full-rtt --mps max``. The 1-flow case runs twice: with the C loops
-(``netesto.traffic._fastloop``, if built) and with ``NETESTO_PURE_PYTHON=1``
+(``netesto.engine._fastloop``, if built) and with ``NETESTO_PURE_PYTHON=1``
 on both engine processes; the loop each end really ran is read from the flow
 summaries (``rr_loop``, client/server). Also: 16 engine flows on one worker
 (aggregate; never solo, so always the Python event loop) vs the sockperf
@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from bench.bench_stream import Engine
-from netesto.traffic import fastloop
-from netesto.traffic.rawformat import read_flow
+from netesto.engine import fastloop
+from netesto.raw.nflow import read_flow
 from tests import netns
 
 _VALID = re.compile(r"\[Valid Duration\] RunTime=([\d.]+) sec; SentMessages=\d+; ReceivedMessages=(\d+)")

@@ -73,13 +73,13 @@ from pathlib import Path
 import msgpack
 
 from bench.bench_stream import Engine
-from netesto.traffic.client import StreamClient
-from netesto.traffic import tcpinfo
-from netesto.traffic.columns import FLOW_COLUMNS
-from netesto.traffic.flowend import _HEAD, _LAYOUTS, FlowEnd, Worker, _sample_row, bench_window_sampled
-from netesto.traffic.loop import Loop
-from netesto.traffic.rawformat import _BLOCK, FlowWriter, read_flow
-from netesto.traffic.spec import FlowSpec
+from netesto.engine.client import StreamClient
+from netesto.collectors import tcpinfo
+from netesto.raw.columns import FLOW_COLUMNS
+from netesto.engine.flowend import _HEAD, _LAYOUTS, FlowEnd, Worker, _sample_row, bench_window_sampled
+from netesto.engine.loop import Loop
+from netesto.raw.nflow import _BLOCK, FlowWriter, read_flow
+from netesto.protocol.flowspec import FlowSpec
 from tests import netns
 
 

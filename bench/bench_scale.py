@@ -7,7 +7,7 @@ snapshots them, starts 50 flows at one common instant, waits for them, fetches
 every host's files and writes experiment.json.
 
 Peer: the same 50 flows run by one local flow-engine process with no agents
-and no controller (``python -m netesto.traffic client``), measured in the same
+and no controller (``python -m netesto.engine client``), measured in the same
 run; the ratio of wall times is the controller+agents overhead factor. The
 machine is shared by 8 engineers on 2 vCPUs: numbers are noisy.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from netesto.controller import Lab, run
 from netesto.controller.progress import DataStored, FlowsScheduled, HostError, RecordingProgress, RunStarted
 from netesto.errors import NetestoError
-from netesto.traffic.spec import FlowSpec
+from netesto.protocol.flowspec import FlowSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,7 @@ def bare_engine(n: int, dur: float, tmp: Path) -> float:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "netesto.traffic", "server", "--bind", "127.0.0.1",
+    server = subprocess.Popen([sys.executable, "-m", "netesto.engine", "server", "--bind", "127.0.0.1",
                                "--port", str(port), "--datadir", str(data), "--token", "bench"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
@@ -90,7 +90,7 @@ def bare_engine(n: int, dur: float, tmp: Path) -> float:
                           dur=dur, req=1024, reply=1, token="bench", exp=1).to_dict() for i in range(n)]
         (data / "specs.json").write_text(json.dumps(specs))
         t0 = time.time()
-        subprocess.run([sys.executable, "-m", "netesto.traffic", "client", "--specs", str(data / "specs.json"),
+        subprocess.run([sys.executable, "-m", "netesto.engine", "client", "--specs", str(data / "specs.json"),
                         "--datadir", str(data)], stdout=subprocess.DEVNULL, env=env, check=False)
         return time.time() - t0
     finally:

@@ -99,8 +99,8 @@ def engine_alone(n: int, rounds: int, dur: float, flow: str, tmp: Path) -> tuple
     """The same flows, same start instants, run by one local engine process per round, no agents."""
     import socket
 
-    from netesto.traffic.rawformat import read_flow
-    from netesto.traffic.spec import FlowSpec
+    from netesto.raw.nflow import read_flow
+    from netesto.protocol.flowspec import FlowSpec
 
     data = tmp / "engine"
     data.mkdir()
@@ -108,7 +108,7 @@ def engine_alone(n: int, rounds: int, dur: float, flow: str, tmp: Path) -> tuple
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "netesto.traffic", "server", "--bind", "127.0.0.1", "--port",
+    server = subprocess.Popen([sys.executable, "-m", "netesto.engine", "server", "--bind", "127.0.0.1", "--port",
                                str(port), "--datadir", str(data), "--token", "b"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     skews: list[float] = []
@@ -123,7 +123,7 @@ def engine_alone(n: int, rounds: int, dur: float, flow: str, tmp: Path) -> tuple
             specs = [FlowSpec(flow_id=f"h{i}-h{i % n + 1}-1-0", server="127.0.0.1", port=port, ca="cubic", dur=dur,
                               start_at=at, token="b", exp=r + 1, **kind).to_dict() for i in range(1, n + 1)]
             (data / "specs.json").write_text(json.dumps(specs))
-            client = subprocess.run([sys.executable, "-m", "netesto.traffic", "client", "--specs", str(data / "specs.json"),
+            client = subprocess.run([sys.executable, "-m", "netesto.engine", "client", "--specs", str(data / "specs.json"),
                                      "--datadir", str(data)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if client.returncode != 0:
                 print(f"engine alone, round {r + 1}: client exited {client.returncode}: {client.stderr.strip()[-300:]}", file=sys.stderr)

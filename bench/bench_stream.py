@@ -20,7 +20,7 @@ from typing import Any
 
 from tests import netns
 
-ENGINE = [sys.executable, "-m", "netesto.traffic"]
+ENGINE = [sys.executable, "-m", "netesto.engine"]
 
 
 class Engine:

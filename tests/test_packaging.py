@@ -41,7 +41,7 @@ def _imported_after(stmt: str) -> set[str]:
 
 
 def test_importing_netesto_is_light():
-    mods = _imported_after("import netesto, netesto.errors, netesto.traffic.rawformat")
+    mods = _imported_after("import netesto, netesto.errors, netesto.raw.nflow")
     for heavy in ("xarray", "IPython", "bokeh", "holoviews", "pandas", "numpy", "zmq"):
         assert heavy not in mods, heavy
 

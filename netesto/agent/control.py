@@ -534,7 +534,7 @@ class HostControl:
         if server != "X":
             argv += ["host", server]
         argv += ["-w", str(target)]
-        from netesto.traffic.procs import parent_death_signal
+        from netesto.procs import parent_death_signal
 
         # stderr to a file (a pipe nobody reads could block tcpdump's exit report).
         errpath = self.journal.path.parent / f"tcpdump-{exp}-{target.stem}.stderr"

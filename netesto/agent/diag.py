@@ -14,7 +14,7 @@ import struct
 import sys
 from typing import Any, Sequence
 
-from netesto.traffic.tcpinfo import TCP_INFO_FIELDS
+from netesto.collectors.tcpinfo import TCP_INFO_FIELDS
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20

@@ -22,7 +22,7 @@ from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
 from netesto.policy import TOOL_PORTS
 from netesto.protocol.names import is_name
-from netesto.traffic.procs import parent_death_signal
+from netesto.procs import parent_death_signal
 
 log = logging.getLogger("netesto.agent.flows")
 Push = Callable[[str, dict[str, Any]], None]
@@ -62,7 +62,7 @@ def _engine_end(pid: int, rc: int) -> str:
 
 @dataclass
 class ClientRun:
-    """One ``python -m netesto.traffic client`` process and what it has told us."""
+    """One ``python -m netesto.engine client`` process and what it has told us."""
 
     exp: str
     proc: subprocess.Popen
@@ -128,7 +128,7 @@ class FlowManager:
         return out
 
     def engine_argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "netesto.traffic", *args]
+        return [sys.executable, "-m", "netesto.engine", *args]
 
     def prepare_server(self, exp: Any, token: str, driver: str = "builtin", ports: list[int] | None = None) -> dict[str, Any]:
         name = exp_name(exp)
@@ -206,7 +206,7 @@ class FlowManager:
             if type(port) is not int or not low <= port <= high:  # never a privileged port
                 raise AgentError(f"bad port {port!r} for the {driver} server: expected {low}..{high}", kind="UsageError")
         try:
-            module = importlib.import_module(f"netesto.traffic.{driver}")
+            module = importlib.import_module(f"netesto.drivers.{driver}")
         except ImportError as exc:
             raise AgentError(f"the {driver} driver is not available on this agent: {exc}", kind="Unavailable") from exc
         tool = "iperf3" if driver == "iperf3" else "netserver"
@@ -227,7 +227,7 @@ class FlowManager:
 
     def start_flows(self, exp: Any, specs: list[dict[str, Any]], at: float | None, ping: bool = False,
                     ping_interval: float = 0.2) -> dict[str, Any]:
-        from netesto.traffic.spec import FlowSpec
+        from netesto.protocol.flowspec import FlowSpec
 
         name = exp_name(exp)
         # The engine files a flow under <datadir>/<its spec's exp>/flows: that must be
@@ -306,7 +306,7 @@ class FlowManager:
 
     def ping_start(self, exp: Any, target: str, label: str, *, interval: float = 0.2, duration: float = 10.0) -> dict[str, Any]:
         try:
-            from netesto.traffic.ping import PingCollector
+            from netesto.collectors.ping import PingCollector
         except ImportError as exc:
             raise AgentError(f"ping collection is not available on this agent: {exc}", kind="Unavailable") from exc
         name = exp_name(exp)

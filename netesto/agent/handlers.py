@@ -103,7 +103,7 @@ class Handlers:
                 raise AgentError(f"bad interface {iface!r} for snapshot: expected a device name like eth0",
                                  kind="UsageError")
         try:
-            from netesto.traffic.hoststats import snapshot
+            from netesto.collectors.hoststats import snapshot
         except ImportError as exc:
             raise AgentError(f"host stats collection is not available on this agent: {exc}", kind="Unavailable") from exc
         # interfaces=None: hoststats' default, the non-loopback interfaces that are up

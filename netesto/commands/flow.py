@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netesto.errors import UsageError
-from netesto.traffic.__main__ import add_arguments as _engine_arguments
-from netesto.traffic.__main__ import int_within
-from netesto.traffic.spec import TEST_TYPES, FlowSpec
+from netesto.engine.__main__ import add_arguments as _engine_arguments
+from netesto.engine.__main__ import int_within
+from netesto.protocol.flowspec import TEST_TYPES, FlowSpec
 
 DATADIR = "netesto-flows"
 PORT = 12867  # the flow server's default test port
@@ -186,12 +186,12 @@ def main(args: argparse.Namespace) -> int:
             print(text, flush=True)
 
     if args.role == "server":
-        from netesto.traffic.server import serve
+        from netesto.engine.server import serve
 
         return serve(args.bind, args.port, args.datadir, tokens=args.token,
                      token_file=args.token_file, workers=args.workers,
                      handshake_timeout=args.handshake_timeout, emit=out)
-    from netesto.traffic.engine import load_specs, run_client
+    from netesto.engine.workers import load_specs, run_client
 
     if (args.specs is None) == (args.host is None):
         raise UsageError("give the flows with --specs FILE or -H HOST, not both or neither")

@@ -80,7 +80,7 @@ from netesto.script.actions import (
     Wait,
 )
 from netesto.script.interp import State
-from netesto.traffic.spec import FlowSpec
+from netesto.protocol.flowspec import FlowSpec
 
 ClientFactory = Callable[[LabHost, Lab], Any]
 IPERF3_PORT = 5201  # iperf3's default port; one server per flow from here up
@@ -890,7 +890,7 @@ class Runner:
             self._emit(HostError(host=client, error=text))
 
     def _skews_from_files(self, e: _Exp, host: str) -> None:
-        from netesto.traffic.rawformat import read_flow
+        from netesto.raw.nflow import read_flow
 
         for r in e.flows:
             if r.host != host or r.start_skew is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from netesto.script.actions import DoClient
-from netesto.traffic.spec import FlowSpec
+from netesto.protocol.flowspec import FlowSpec
 
 
 def short_name(host: str) -> str:

@@ -23,14 +23,14 @@ def cdf(hist: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     (``Histogram.to_dict()``): the CDF steps at each bucket's upper bound, clamped to the
     recorded max, starting at the recorded min with 0.
 
-    >>> from netesto.traffic.histogram import Histogram
+    >>> from netesto.raw.histogram import Histogram
     >>> h = Histogram()
     >>> h.record_many([1000, 1000, 3000, 5000])  # ns
     >>> x, y = cdf(h.to_dict())
     >>> x.tolist(), y.tolist()
     ([1.0, 1.004, 3.008, 5.0], [0.0, 0.5, 0.75, 1.0])
     """
-    from netesto.traffic.histogram import Histogram, bucket_bounds
+    from netesto.raw.histogram import Histogram, bucket_bounds
 
     h = Histogram.from_dict(hist)
     if h.count == 0 or not h.counts:
@@ -51,7 +51,7 @@ def latency_cdf(source: Any, *, per_flow_max: int = PER_FLOW_MAX, width: int = 9
     flows' histograms merged). Raises ValueError when no flow has a latency histogram."""
     import holoviews as hv
 
-    from netesto.traffic.histogram import Histogram
+    from netesto.raw.histogram import Histogram
 
     bokeh_backend()
     raw = source

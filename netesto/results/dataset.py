@@ -29,8 +29,8 @@ from netesto.results.schema import (
     TIME_SERIES,
     var_attrs,
 )
-from netesto.traffic.rawformat import RawFlow
-from netesto.traffic.spec import RR_TESTS
+from netesto.raw.nflow import RawFlow
+from netesto.protocol.flowspec import RR_TESTS
 
 _INFINITE_SSTHRESH = 0x7FFFFFFF
 RATE_WINDOW = 1.0  # seconds: window of the per-flow rate_min / rate_max

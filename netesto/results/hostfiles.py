@@ -1,6 +1,6 @@
 """Host stats snapshots (``<exp>/0|1/<host>.*``) as flat counters and summary values.
 
-The collectors write and parse the files (:mod:`netesto.traffic.hoststats`);
+The collectors write and parse the files (:mod:`netesto.collectors.hoststats`);
 this adapts their parsed form to what results need: one flat
 ``section.name -> int`` counter map per snapshot (for the Dataset's
 ``host_before``/``host_after``/``host_delta``), the sysctls, and the
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from netesto.traffic import hoststats
+from netesto.raw import hoststats
 
 
 @dataclass

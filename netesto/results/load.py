@@ -20,7 +20,7 @@ from typing import Any
 from netesto.errors import RawDataError, ResultsError
 from netesto.results.expcsv import parse_other
 from netesto.results.hostfiles import HostSnapshot, read_snapshot
-from netesto.traffic.rawformat import RawFlow, read_flow
+from netesto.raw.nflow import RawFlow, read_flow
 
 
 def short_host(name: str) -> str:

@@ -120,7 +120,7 @@ def _host_info(raw: ExperimentRaw, host: str) -> dict[str, Any]:
 def _merged_latency(raw: ExperimentRaw, flow_ids: list[str]) -> dict[str, float] | None:
     """Latency summary (us) of the union of the flows' transactions, from the
     engine's mergeable histograms (None if any flow lacks one or none has data)."""
-    from netesto.traffic.histogram import Histogram
+    from netesto.raw.histogram import Histogram
 
     by_id = {rec.flow_id: rec for rec in raw.flows}
     total: Histogram | None = None

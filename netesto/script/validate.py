@@ -11,7 +11,7 @@ import re
 
 from netesto.errors import TrafficError
 from netesto.policy import MODULE_PARAMS, QDISC_ACTIONS, QDISCS, SYSCTL_ALIASES, SYSCTLS, check_sysctl
-from netesto.traffic.spec import parse_size
+from netesto.protocol.flowspec import parse_size
 
 
 MAX_BYTES = 2**40

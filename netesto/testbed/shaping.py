@@ -15,7 +15,7 @@ import subprocess
 from typing import Sequence
 
 from netesto.errors import TestbedError, UsageError
-from netesto.traffic.spec import parse_size
+from netesto.protocol.flowspec import parse_size
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps|b)?\s*$", re.IGNORECASE)
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}

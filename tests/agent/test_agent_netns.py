@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from netesto.traffic.rawformat import read_flow
+from netesto.raw.nflow import read_flow
 from tests.agent.agentproc import REPO, run_in_ns, wait_for
 
 pytestmark = pytest.mark.netns

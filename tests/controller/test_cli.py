@@ -169,7 +169,7 @@ def test_flows_use_the_test_address_control_stays_on_the_control_address(tmp_pat
     from netesto.controller import run
     from netesto.controller.progress import HostError, RecordingProgress
     from netesto.errors import AgentError
-    from netesto.traffic.rawformat import read_flow
+    from netesto.raw.nflow import read_flow
 
     h1 = start_agent(loopback_popen, "h1", "127.0.0.1", tmp_path)
     h2 = start_agent(loopback_popen, "h2", "127.0.0.1", tmp_path, test_bind="127.0.0.2")

@@ -192,7 +192,7 @@ def _engine_clients(ns: str) -> list[int]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"netesto.traffic" in cmd and b"client" in cmd:
+        if b"netesto.engine" in cmd and b"client" in cmd:
             out.append(pid)
     return out
 
@@ -343,7 +343,7 @@ def test_controller_killed_mid_flow_then_a_new_controller_collects(veth_pair, tm
     rc = veth_pair.run(veth_pair.a, [sys.executable, "-m", "netesto", "run", "--collect", "--lab", str(lab), "--workdir", str(work)])
     assert rc.returncode == 0, rc.stdout + rc.stderr
     assert "from h1" in rc.stdout and "from h2" in rc.stdout, rc.stdout
-    from netesto.traffic.rawformat import read_flow
+    from netesto.raw.nflow import read_flow
 
     client = read_flow(work / "1" / "flows" / "h1-h2-1-0.client.nflow")
     assert client.rows > 0 and (work / "1" / "flows" / "h1-h2-1-0.server.nflow").is_file()

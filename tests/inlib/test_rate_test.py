@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import pytest
 
-from netesto.traffic.spec import parse_size
+from netesto.protocol.flowspec import parse_size
 
 from .planning import REPO, experiments, plan
 

@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 import netesto.plots.latency as latency
-from netesto.traffic.histogram import Histogram
+from netesto.raw.histogram import Histogram
 
 DATA = Path(__file__).resolve().parents[1] / "results" / "data"
 

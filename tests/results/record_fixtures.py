@@ -1,6 +1,6 @@
 """Record the results layer's test fixtures from REAL flows of the netesto flow engine.
 
-Runs ``python -m netesto.traffic server`` and ``... client`` (real TCP, TCP_INFO
+Runs ``python -m netesto.engine server`` and ``... client`` (real TCP, TCP_INFO
 sampled every 10 ms), the ping collector and host stats snapshots, then lays
 the files out as the controller runner does::
 
@@ -36,9 +36,9 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from netesto.traffic.ping import PingCollector  # noqa: E402
+from netesto.collectors.ping import PingCollector  # noqa: E402
 
-ENGINE = [sys.executable, "-m", "netesto.traffic"]
+ENGINE = [sys.executable, "-m", "netesto.engine"]
 _STREAM: dict[str, Any] = {"test": "TCP_STREAM", "dur": 1.0, "instance": 0}
 # plan -> flows; "mixed" = a cubic and a bbr stream and one TCP_RR, each its own group.
 PLANS: dict[str, list[dict[str, Any]]] = {
@@ -61,7 +61,7 @@ PLANS: dict[str, list[dict[str, Any]]] = {
 
 
 def _snapshot(prefix: Sequence[str], dest: Path, host: str) -> None:
-    code = ("import sys; from netesto.traffic.hoststats import snapshot; "
+    code = ("import sys; from netesto.collectors.hoststats import snapshot; "
             "snapshot(sys.argv[1], sys.argv[2])")
     subprocess.run([*prefix, sys.executable, "-c", code, str(dest), host], check=True, cwd=ROOT,
                    timeout=60)

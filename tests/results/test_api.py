@@ -35,7 +35,7 @@ def test_doctests_and_docstrings(name: str) -> None:
 
 
 def test_agent_side_does_not_pull_results() -> None:
-    code = "import sys, netesto.traffic.rawformat; print(json.dumps(sorted(m for m in sys.modules if m in ('xarray', 'pandas', 'numpy'))))"
+    code = "import sys, netesto.raw.nflow; print(json.dumps(sorted(m for m in sys.modules if m in ('xarray', 'pandas', 'numpy'))))"
     out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True,
                          text=True, check=True).stdout
     assert json.loads(out) == []

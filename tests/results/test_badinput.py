@@ -347,7 +347,7 @@ def test_a_flow_stopped_half_way_is_named(tmp_path: Path, capsys) -> None:
     import subprocess
     import sys
 
-    engine = [sys.executable, "-m", "netesto.traffic"]
+    engine = [sys.executable, "-m", "netesto.engine"]
     stage = tmp_path / "stage"
     stage.mkdir()
     server = subprocess.Popen([*engine, "server", "--bind", "127.0.0.1", "--port", "0",

@@ -12,8 +12,8 @@ import xarray as xr
 from netesto.results import build_dataset, load_experiment, open_experiment, open_experiments
 from netesto.results.dataset import write_netcdf
 from netesto.results.schema import FLOW_SUMMARIES, SCHEMA_VERSION, TIME_SERIES
-from netesto.traffic.columns import FLOW_COLUMNS
-from netesto.traffic.rawformat import FlowWriter, read_flow
+from netesto.raw.columns import FLOW_COLUMNS
+from netesto.raw.nflow import FlowWriter, read_flow
 
 
 def _ds(workdir: Path, exp: int = 1) -> xr.Dataset:

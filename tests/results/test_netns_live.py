@@ -47,7 +47,7 @@ def test_live_flows_between_namespaces(veth_pair, tmp_path: Path) -> None:
     assert int(v["pingRtt"]) > 0
     assert float(ds.host_delta.sel(node="h1", counter="Tcp.OutSegs")) > 0
     # packetsSent is the kernel's data segment count when the engine records it.
-    from netesto.traffic.columns import FLOW_COLUMNS
+    from netesto.raw.columns import FLOW_COLUMNS
 
     recorded = "data_segs_out" in {c.name for c in FLOW_COLUMNS}
     for rec in load_experiment(tmp_path / "7").flows:

@@ -11,7 +11,7 @@ import pytest
 from netesto.errors import ResultsError
 from netesto.results import open_experiment, process_experiment
 from netesto.results.summaries import parse_exp_out
-from netesto.traffic import hoststats
+from netesto.raw import hoststats
 
 ORIGINAL_KEYS = (
     "exp expName test host fullHost server fullServer group kernel instances instance dur delay "

@@ -1,0 +1,1 @@
+"""What an agent measures besides its flows' bytes: TCP_INFO, ping RTTs, CPU time, host statistics."""

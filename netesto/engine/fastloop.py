@@ -1,0 +1,62 @@
+"""The optional C loops for a TCP_RR flow alone in its worker (``_fastloop``), if built and allowed.
+
+``AVAILABLE`` is false when the extension is not built, when
+``NETESTO_PURE_PYTHON=1`` is set (tests and benches compare both paths),
+or when ``time.perf_counter`` is not CLOCK_MONOTONIC (the C latencies must
+be on the same clock as the Python ones). ``hist_record`` is the
+extension's histogram counter (``Histogram.record_many``), or None: it needs
+no clock, only the extension (built with it) and no ``NETESTO_PURE_PYTHON``;
+``sample_row`` (the sampler's row builder, ``FlowEnd.sample``) and
+``sample_tick`` (the Sampler's tick over the flow ends without latency
+columns) likewise.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from types import ModuleType
+from typing import Any, Callable
+
+LAT_CAPACITY = 4096  # latencies per C call; the caller moves them to lat_raw between calls
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("NETESTO_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    if time.get_clock_info("perf_counter").implementation != "clock_gettime(CLOCK_MONOTONIC)":
+        return None
+    try:
+        from netesto.engine import _fastloop  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _fastloop
+
+
+def _load_clockless() -> ModuleType | None:
+    """The extension for its parts that need no clock (None: not built or ``NETESTO_PURE_PYTHON``)."""
+    if os.environ.get("NETESTO_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from netesto.engine import _fastloop  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _fastloop
+
+
+ext = _load()
+AVAILABLE = ext is not None
+PATH = "C" if AVAILABLE else "python"
+_clockless = _load_clockless()
+# None where an extension built before them lacks them
+hist_record: Callable[[Any, dict[int, int]], tuple[int, int, int] | None] | None = getattr(
+    _clockless, "hist_record", None)
+sample_row: Callable[..., int] | None = getattr(_clockless, "sample_row", None)
+sample_tick: Callable[..., tuple[list[Any], list[tuple[Any, BaseException]]]] | None = getattr(
+    _clockless, "sample_tick", None)
+sample_setup: Callable[[type], None] | None = getattr(_clockless, "sample_setup", None)
+# (head, tcp_info, cc slot) bytes of the rows sample_row builds: the engine checks them against its layout
+ROW_LAYOUT = tuple(getattr(_clockless, k) for k in ("ROW_HEAD", "ROW_INFO", "ROW_CC_SLOT")) if sample_row else None
+
+__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "sample_row", "sample_setup",
+           "sample_tick"]

@@ -1,1 +1,0 @@
-"""Flow engines ("drivers"), TCP_INFO samplers, ping and host-statistics collectors."""

@@ -1,0 +1,304 @@
+"""The sampler's row builder: the C one (fastloop.sample_row) and the Python one build the same rows;
+the C tick (fastloop.sample_tick) builds the rows FlowEnd.sample builds and writes the blocks
+FlowEnd.flush writes."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import struct
+import threading
+
+import pytest
+
+from netesto.engine import fastloop
+from netesto.collectors import tcpinfo
+from netesto.engine.client import StreamClient
+from netesto.engine import flowend
+from netesto.engine.flowend import _GAPS, _HEAD, _INFO_LEN, Worker, _sample_row_py
+from netesto.engine.loop import Loop
+from netesto.raw.nflow import _PREAMBLE, read_flow
+from netesto.protocol.flowspec import FlowSpec
+from tests.engine.test_blocks import blocks
+
+_ext = pytest.importorskip("netesto.engine._fastloop")
+BUILDERS = {"C": _ext.sample_row, "python": _sample_row_py}
+LAST = _INFO_LEN + 24
+
+
+@pytest.fixture
+def conn():
+    """An established loopback connection (client end, server end), data exchanged and quiet."""
+    lsock = socket.create_server(("127.0.0.1", 0))
+    c = socket.create_connection(lsock.getsockname())
+    s, _ = lsock.accept()
+    c.sendall(b"x" * 5000)
+    got = 0
+    while got < 5000:
+        got += len(s.recv(65536))
+    yield c, s
+    for sock in (c, s, lsock):
+        sock.close()
+
+
+def build(name: str, sock, parts: int, counters=(1, 2, 3, 4, 5, 6), last=None, gaps=None, mono=2.5):
+    rec, last = bytearray(), last if last is not None else bytearray(LAST)
+    read = BUILDERS[name](rec, 0, sock, parts, 1.25, mono, *counters, last, gaps or bytearray(_GAPS.size))
+    return rec, last, read
+
+
+def test_the_extension_lays_rows_out_as_the_engine_does():
+    assert fastloop.ROW_LAYOUT in (None, (_HEAD.size, _INFO_LEN, 24))
+    assert (_ext.ROW_HEAD, _ext.ROW_INFO, _ext.ROW_CC_SLOT) == (_HEAD.size, _INFO_LEN, 24)
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_head_and_tcp_info_of_a_real_socket(conn, name):
+    c, _ = conn
+    rec, last, read = build(name, c, 1)
+    assert read == 1 and len(rec) == _HEAD.size + _INFO_LEN
+    assert _HEAD.unpack_from(rec) == (1.25, 2.5, 1, 2, 3, 4, 5, 6)
+    info = tcpinfo.decode_record(bytes(rec[_HEAD.size:]))
+    assert info["state"] == 1 and info["bytes_acked"] == 5001  # established; SYN + 5000 bytes acked
+    assert rec[_HEAD.size:] == last[:_INFO_LEN]  # what was read is kept as the last values
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_cc_info_of_a_bbr_socket(name):
+    if "bbr" not in tcpinfo.available_congestion_controls():
+        pytest.skip("no bbr here")
+    lsock = socket.create_server(("127.0.0.1", 0))
+    c = socket.socket()
+    tcpinfo.set_congestion_control(c, "bbr")
+    c.connect(lsock.getsockname())
+    s, _ = lsock.accept()
+    try:
+        c.sendall(b"x" * 1000)
+        s.recv(1000)
+        rec, last, read = build(name, c, 2)
+        assert read == 2 and len(rec) == _HEAD.size + _INFO_LEN + 24
+        cc = bytes(rec[_HEAD.size + _INFO_LEN:])
+        assert cc[20:] == bytes(4)  # the pad
+        bw_lo, bw_hi, min_rtt, pacing_gain, cwnd_gain = struct.unpack_from("=5I", cc)
+        assert 0 < min_rtt < 1_000_000 and pacing_gain > 0 and cwnd_gain > 0
+        assert last[_INFO_LEN:] == cc
+    finally:
+        for sock in (c, s, lsock):
+            sock.close()
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_an_unreadable_socket_repeats_the_last_values(conn, name):
+    c, _ = conn
+    known = bytearray(range(256)) + bytearray(LAST - 256)
+    for sock in (None, c):
+        if sock is c:
+            c.close()  # fileno() is -1 now
+        rec, last, read = build(name, sock, 2, last=bytearray(known))
+        assert read == 0
+        assert rec[_HEAD.size:] == known and last == known
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_head_only_rows_and_counters(name):
+    rec, last, read = build(name, None, 0, counters=(10, 20, 30, 40, -3, 60))
+    assert read == 0 and last == bytearray(LAST)
+    assert _HEAD.unpack(rec) == (1.25, 2.5, 10, 20, 30, 40, 0, 60)  # late datagrams ahead: lost counts as 0
+
+
+def test_both_builders_keep_the_same_gaps():
+    stamps = [5.0, 5.01, 5.025, 5.03, 5.05, 5.2]
+    kept = {}
+    for name, fn in BUILDERS.items():
+        gaps = bytearray(_GAPS.size)
+        for mono in stamps:
+            fn(bytearray(), 0, None, 0, 0.0, mono, 0, 0, 0, 0, 0, 0, bytearray(LAST), gaps)
+        kept[name] = gaps
+    assert kept["C"] == kept["python"]
+    first, last, count, low, high = _GAPS.unpack(kept["C"])
+    assert (first, last, count) == (5.0, 5.2, 5)
+    assert low == pytest.approx(0.005) and high == pytest.approx(0.15)
+
+
+@pytest.mark.parametrize("args, error", [
+    ((bytes(0), 0, None, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(40)), TypeError),
+    ((bytearray(), 0, None, 3, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(40)), ValueError),
+    ((bytearray(), 0, None, 1, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(10), bytearray(40)), ValueError),
+    ((bytearray(), 0, None, 0, 0.0, 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(8)), ValueError),
+    ((bytearray(), 0, None, 0, "x", 0.0, 0, 0, 0, 0, 0, 0, bytearray(LAST), bytearray(40)), TypeError),
+    ((bytearray(), 0, None, 0, 0.0, 0.0, 0, 0), TypeError),
+])
+def test_bad_arguments_raise(args, error):
+    with pytest.raises(error):
+        _ext.sample_row(*args)
+
+
+@pytest.mark.parametrize("name", BUILDERS)
+def test_rows_go_in_place_and_the_buffer_grows_only_past_its_end(name):
+    size = _HEAD.size + _INFO_LEN
+    rec, last = bytearray(2 * size), bytearray(range(256)) + bytearray(LAST - 256)
+    for i in range(2):
+        BUILDERS[name](rec, i * size, None, 1, 1.0, 2.0 + i, i, 0, 0, 0, 0, 0, last, bytearray(_GAPS.size))
+    assert len(rec) == 2 * size  # preallocated: written in place
+    assert [_HEAD.unpack_from(rec, i * size)[1:3] for i in range(2)] == [(2.0, 0), (3.0, 1)]
+    BUILDERS[name](rec, 2 * size, None, 1, 1.0, 4.0, 2, 0, 0, 0, 0, 0, last, bytearray(_GAPS.size))
+    assert len(rec) == 3 * size and rec[2 * size + _HEAD.size:] == last[:_INFO_LEN]
+    for at in (-1, 3 * size + 1):
+        with pytest.raises(ValueError, match="a row at"):
+            BUILDERS[name](rec, at, None, 0, 1.0, 1.0, 0, 0, 0, 0, 0, 0, last, bytearray(_GAPS.size))
+    assert len(rec) == 3 * size
+
+
+# the engine's Sampler uses the C tick (not with NETESTO_PURE_PYTHON=1)
+c_tick = pytest.mark.skipif(flowend._sample_tick is None, reason="the engine samples in Python here")
+
+
+@pytest.fixture
+def ends(tmp_path):
+    """Three begun stream flow ends of one worker without sockets (their rows repeat the last values)."""
+    loop = Loop()
+    worker = Worker(loop, str(tmp_path), lambda event: None)
+    made = []
+    for i in range(3):
+        end = StreamClient(worker, FlowSpec(flow_id=f"t-{i}", test="TCP_STREAM", server="127.0.0.1", port=1,
+                                            interval=0.01, exp=1))
+        end.begin()  # one row, through FlowEnd.sample
+        end.flush()  # no rows buffered, the next block in flush_rows rows
+        end.last_tcp[:] = bytes(range(256)) + bytes(LAST - 256)
+        made.append(end)
+    yield worker, made
+    for end in made:
+        end.finish()
+    loop.close()
+
+
+@c_tick
+def test_the_c_tick_builds_the_rows_flowend_sample_builds(ends):
+    _, (a, b, _c) = ends
+    for end in (a, b):
+        end.tx, end.rx, end.trans, end.conns, end.udp_lost, end.udp_reord = 7, 8, 9, 10, -1, 12
+    b.gaps[:] = a.gaps
+    due, failed = _ext.sample_tick([a], 100.5, 50.25)
+    b.sample(50.25, 100.5)
+    assert (due, failed) == ([], []) and (a.nrows, a.gaps) == (b.nrows, b.gaps) == (1, b.gaps)
+    assert a.b_rec[:a.rec_len] == b.b_rec[:b.rec_len]
+    assert _HEAD.unpack_from(a.b_rec) == (100.5, 50.25, 7, 8, 9, 10, 0, 12)
+    assert a.b_rec[_HEAD.size:a.rec_len] == a.last_tcp[:_INFO_LEN]
+
+
+@c_tick
+def test_a_flow_end_the_c_tick_cannot_sample_is_reported_and_the_others_are_sampled(ends):
+    worker, (a, bad, c) = ends
+    bad.b_rec = bytes(bad.rec_len)  # not a bytearray
+    a.flush_at = a.nrows + 1  # a's block is due after this tick
+    due, failed = _ext.sample_tick([a, bad, c], 1.0, 2.0)
+    assert [(f, type(e)) for f, e in failed] == [(bad, TypeError)]
+    if _ext.TICK_WRITES:  # the tick wrote a's block itself
+        assert due == [] and (a.nrows, a.samples, a.writer.rows) == (0, 2, 2)
+    else:
+        assert due == [(a, 0)] and a.nrows == 1
+        a.flush()
+    assert (bad.nrows, c.nrows) == (0, 1)
+    # the Sampler ends the flow it could not sample and goes on with the others
+    worker.sampler._tick(0.01)
+    assert bad.finished and bad.error.startswith("sampling failed: TypeError")
+    assert not a.finished and not c.finished and c.nrows == 2 and a.nrows == 1
+
+
+def _twins(ends, rows: int):
+    """Flow ends a and b of the fixture with the same state, rows rows buffered, a block due."""
+    _, (a, b, _c) = ends
+    for end in (a, b):
+        end.tx, end.rx, end.trans, end.conns, end.udp_lost, end.udp_reord = 7, 8, 9, 10, 11, 12
+        end.flush_at = rows
+    b.gaps[:] = a.gaps
+    for i in range(rows - 1):
+        for end in (a, b):
+            end.sample(60.0 + i, 30.0 + i)
+    return a, b
+
+
+tick_writes = pytest.mark.skipif(flowend._sample_tick is None or not getattr(_ext, "TICK_WRITES", 0),
+                                 reason="the C tick does not write blocks here (pure Python, or built without zlib)")
+
+
+def _last_block(path) -> bytes:
+    """The payload of the last block of a .nflow file (its checksum verified)."""
+    return blocks(open(path, "rb").read())[-1]
+
+
+# 20 rows: n a fixint, the rows a bin16; 200 rows (1 ms sampling): n a uint8, the rows a bin32
+@tick_writes
+@pytest.mark.parametrize("rows", [20, 200])
+def test_the_c_tick_writes_the_block_flowend_flush_writes(ends, rows):
+    a, b = _twins(ends, rows)
+    due, failed = _ext.sample_tick([a], 100.0, 70.0)
+    b.sample(70.0, 100.0)
+    b.flush()
+    assert (due, failed) == ([], [])
+    assert (a.nrows, a.flush_at, a.samples, a.writer.rows) == (0, a.flush_rows, rows + 1, rows + 1)
+    assert _last_block(a.writer.path) == _last_block(b.writer.path)  # byte for byte: crc, msgpack, rows
+    path = a.writer.path
+    a.finish()
+    flow = read_flow(path)  # the tick's block, then finish()'s last row and summary
+    assert not flow.truncated and flow.summary["samples"] == rows + 2
+    assert list(flow.columns["t_mono"][-3:-1]) == [60.0 + rows - 2, 70.0]
+
+
+@tick_writes
+def test_a_short_write_of_the_c_tick_goes_on_in_python(ends):
+    a, b = _twins(ends, 40)  # a block of 40 rows: more than a small pipe takes at once
+    rd, wr = os.pipe()
+    fcntl.fcntl(wr, fcntl.F_SETPIPE_SZ, 4096)
+    os.set_blocking(wr, False)
+    a.writer._fd, file_fd = wr, a.writer._fd
+    try:
+        due, failed = _ext.sample_tick([a], 100.0, 70.0)
+        assert failed == [] and [f for f, _ in due] == [a] and 0 < due[0][1] < 40 * a.rec_len
+        got = bytearray()
+        reader = threading.Thread(target=lambda: [got.extend(chunk) for chunk in iter(lambda: os.read(rd, 65536), b"")])
+        reader.start()
+        a.flush(due[0][1])  # the Sampler's way: Python writes the rest
+        os.close(wr)
+        reader.join(5)
+    finally:
+        a.writer._fd = file_fd
+        os.close(rd)
+    b.sample(70.0, 100.0)
+    b.flush()
+    assert blocks(bytes(_PREAMBLE.size) + got) == [_last_block(b.writer.path)]  # exactly one whole block
+    assert (a.nrows, a.samples) == (0, 41)
+
+
+@tick_writes
+def test_a_block_the_c_tick_cannot_write_ends_its_flow_and_keeps_the_file(ends, tmp_path):
+    worker, (a, _b, c) = ends
+    a.flush_at = a.nrows + 1
+    writer = a.writer
+    os.close(writer._fd)
+    writer._fd = os.open(tmp_path, os.O_RDONLY)  # writev fails: EBADF
+    due, failed = _ext.sample_tick([a, c], 1.0, 2.0)
+    assert failed == [] and due == [(a, 0)] and c.nrows == 1
+    worker.sampler._sample([a], [], 2.0, 1.0)  # the Sampler hands it to FlowEnd.flush: OSError
+    assert a.finished and a.error.startswith("sampling failed: OSError") and not c.finished
+    assert a.writer is None and writer._fd is None  # the file is closed, not leaked
+
+
+@c_tick
+def test_the_c_tick_reads_only_flow_ends_with_their_slots(ends):
+    _, (a, _b, _c) = ends
+
+    class NoSlots:
+        sock = None
+
+    with pytest.raises(TypeError, match="is not a slot"):
+        _ext.sample_setup(NoSlots)
+    with pytest.raises(TypeError):
+        _ext.sample_setup(42)
+    due, failed = _ext.sample_tick([NoSlots(), a], 1.0, 2.0)
+    assert due == [] and [type(e) for _, e in failed] == [TypeError] and a.nrows == 1
+    del a.gaps
+    due, failed = _ext.sample_tick([a], 1.0, 3.0)
+    assert [(f, type(e)) for f, e in failed] == [(a, AttributeError)] and "gaps" in str(failed[0][1])
+    a.gaps = bytearray(_GAPS.size)  # the fixture's teardown finishes it

@@ -667,10 +667,12 @@ class Runner:
         builtin: the agent's engine server (one port for all flows). iperf3: one
         iperf3 server per flow, ports 5201, 5202, ... (``iperf3_port`` up) per server
         and experiment.
-        netperf: the netserver already running there (port 12865).
+        netperf: the server's netserver on port 12865, started by its agent if none runs.
         """
         if a.driver == "netperf":
-            return NETSERVER_PORT
+            started = self._remote(name, lambda h: h.client.prepare_server(
+                e.exp, e.token, driver="netperf", ports=[NETSERVER_PORT]))
+            return None if started is None else NETSERVER_PORT
         if a.driver != "iperf3":
             return self._prepare_server(e, name)
         first = self.iperf3_port + e.iperf3_next.get(name, 0)

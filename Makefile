@@ -39,7 +39,7 @@ demo: install
 
 test: install
 	$(PY) -m mypy netesto
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=25 $(PYTEST_ARGS)
 
 bench: install
 	$(PY) -m bench $(BENCH)

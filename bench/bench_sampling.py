@@ -72,7 +72,7 @@ from pathlib import Path
 
 import msgpack
 
-from bench.bench_stream import Engine
+from bench.common import Engine
 from netesto.engine.client import StreamClient
 from netesto.collectors import tcpinfo
 from netesto.raw.columns import FLOW_COLUMNS

@@ -18,7 +18,6 @@ noisy machine: read the ratios and their spread.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.bench_rr import engine_rr, neper, netperf_rr
-from bench.common import Engine, PeerMissing, peer_bin, pin, placement, rotated, summary_line, table, verdict, where
+from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
 from tests import netns
 
 Cpus = tuple[int | None, int | None]
@@ -49,22 +48,11 @@ def twice(make: Callable[[netns.VethPair], tuple[Run, Callable[[], None]]]) -> l
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dur", type=float, default=3.0, help="seconds per run (peers: whole seconds)")
-    parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions (>= 3)")
-    parser.add_argument("--cpus", default="0,1", help="client CPU,server CPU for every tool, or none")
-    args = parser.parse_args()
-    if args.reps < 3:
-        parser.error("--reps must be at least 3")
-    if shutil.which("taskset") is None:
-        print("bench_crr: needs taskset")
+    args = arguments(__doc__, 3.0).parse_args()
+    bin_dir = ready("bench_crr")
+    if bin_dir is None:
         return 1
-    try:
-        bin_dir = peer_bin()
-    except PeerMissing as exc:
-        print(f"bench_crr: {exc}")
-        return 1
-    cpus = placement(args.cpus)
+    cpus = args.cpus
     workdir = Path(tempfile.mkdtemp(prefix="bench_crr"))
 
     def engine(pair: netns.VethPair) -> tuple[Run, Callable[[], None]]:

@@ -24,7 +24,6 @@ noisy machine: read the ratios and their spread.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
@@ -33,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.common import Engine, PeerMissing, peer_bin, pin, rotated, summary_line, table, verdict, where
+from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
 from netesto.engine import fastloop
 from netesto.raw.nflow import read_flow
 from tests import netns
@@ -91,20 +90,11 @@ def engine_rr(engine: Engine, test: str, dur: float, flows: int, prefix: list[st
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dur", type=float, default=3.0, help="seconds per run (peers: whole seconds)")
-    parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions per case (>= 3)")
+    parser = arguments(__doc__, 3.0, cpus=False)
     parser.add_argument("--pure-python", action="store_true", help="NETESTO_PURE_PYTHON=1 on both engine ends")
     args = parser.parse_args()
-    if args.reps < 3:
-        parser.error("--reps must be at least 3")
-    if shutil.which("taskset") is None:
-        print("bench_rr: needs taskset")
-        return 1
-    try:
-        bin_dir = peer_bin()
-    except PeerMissing as exc:
-        print(f"bench_rr: {exc}")
+    bin_dir = ready("bench_rr")
+    if bin_dir is None:
         return 1
     env = ["env", f"NETESTO_PURE_PYTHON={1 if args.pure_python else 0}"]
     workdir = Path(tempfile.mkdtemp(prefix="bench_rr"))

@@ -26,7 +26,6 @@ read the ratios and their spread, not the absolute numbers.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -35,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Engine, PeerMissing, peer_bin, pin, placement, rotated, summary_line, table, verdict, where
+from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
 from netesto.engine.flowend import SEND_CHUNK
 from tests import netns
 
@@ -86,22 +85,11 @@ def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dur", type=float, default=4.0, help="seconds per run (netperf: whole seconds)")
-    parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions per case (>= 3)")
-    parser.add_argument("--cpus", default="0,1", help="client CPU,server CPU for every tool, or none")
-    args = parser.parse_args()
-    if args.reps < 3:
-        parser.error("--reps must be at least 3")
-    if shutil.which("iperf3") is None or shutil.which("taskset") is None:
-        print("bench_stream: needs iperf3 and taskset")
+    args = arguments(__doc__, 4.0).parse_args()
+    bin_dir = ready("bench_stream", ("iperf3",))
+    if bin_dir is None:
         return 1
-    try:
-        bin_dir = peer_bin()
-    except PeerMissing as exc:
-        print(f"bench_stream: {exc}")
-        return 1
-    cpus = placement(args.cpus)
+    cpus = args.cpus
     pair = netns.make_veth_pair()
     workdir = Path(tempfile.mkdtemp(prefix="bench_stream"))
     results: list[bool | None] = []

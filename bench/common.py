@@ -21,7 +21,9 @@ inherits the same niceness.
 
 from __future__ import annotations
 
+import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,6 +56,38 @@ def peer_bin(build_sh: Path = BUILD_SH) -> Path:
     if missing:
         raise PeerMissing(f"netperf/neper: {', '.join(missing)} missing in {where}")
     return where
+
+
+def reps(text: str) -> int:
+    """An argparse type: repetitions, at least 3."""
+    n = int(text)
+    if n < 3:
+        raise argparse.ArgumentTypeError(f"at least 3 repetitions, got {n}")
+    return n
+
+
+def arguments(doc: str, dur: float, cpus: bool = True) -> argparse.ArgumentParser:
+    """The options every peer bench takes: ``--dur``, ``--reps`` (>= 3) and, with ``cpus``, ``--cpus``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dur", type=float, default=dur, help="seconds per run (netperf, neper: whole seconds)")
+    parser.add_argument("--reps", type=reps, default=3, help="interleaved repetitions per case (>= 3)")
+    if cpus:
+        parser.add_argument("--cpus", type=placement, default=(0, 1),
+                            help="client CPU,server CPU for every tool (default 0,1), or none")
+    return parser
+
+
+def ready(name: str, tools: Sequence[str] = ()) -> Path | None:
+    """The peers' bin directory once ``taskset`` and ``tools`` are on PATH; None after saying what is missing."""
+    missing = [t for t in ("taskset", *tools) if shutil.which(t) is None]
+    if missing:
+        print(f"{name}: needs {', '.join(missing)} on PATH")
+        return None
+    try:
+        return peer_bin()
+    except PeerMissing as exc:
+        print(f"{name}: {exc}")
+        return None
 
 
 def pin(cpu: int | None) -> list[str]:
@@ -159,5 +193,5 @@ def summary_line(results: list[bool | None]) -> None:
     print(f"\n# targets: {sum(held)} of {len(held)} held, {len(held) - sum(held)} MISSED", flush=True)
 
 
-__all__ = ["ENGINE", "Engine", "PeerMissing", "peer_bin", "pin", "placement", "rotated", "summary_line",
-           "table", "verdict", "where"]
+__all__ = ["ENGINE", "Engine", "PeerMissing", "arguments", "peer_bin", "pin", "placement", "ready", "reps", "rotated",
+           "summary_line", "table", "verdict", "where"]

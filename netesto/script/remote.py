@@ -15,8 +15,6 @@ from netesto.errors import ScriptError
 from netesto.policy import MAX_EXP, MAX_FLOW_SECONDS, qdisc_other_words
 from netesto.script import validate as V
 from netesto.script.actions import (
-    DRIVERS,
-    TEST_TYPES,
     Action,
     DoClient,
     DoServer,
@@ -33,6 +31,7 @@ from netesto.script.frame import Frame as _Frame
 from netesto.script.lexer import Line, Token
 from netesto.script.parser import Command, suggest
 from netesto.script.store import Counter
+from netesto.vocab import DRIVERS, TEST_TYPES
 
 COMMON = ("exp", "host", "expName")
 MAX_SECONDS = 7 * 86400.0  # longest WAIT, dur or delay accepted

@@ -11,7 +11,7 @@ import re
 
 from typing import Callable
 
-from netesto.policy import MODULE_PARAMS, QDISC_ACTIONS, QDISCS, SYSCTL_ALIASES, SYSCTLS, check_sysctl
+from netesto.policy import MODULE_PARAMS, QDISC_ACTIONS, QDISCS, SYSCTL_ALIASES, SYSCTLS, check_sysctl, describe
 from netesto.vocab import parse_rate, parse_size
 
 _WORD = re.compile(r"^[A-Za-z0-9_.:-]+$")
@@ -112,8 +112,6 @@ def sysctl_setting(key: str, value: str) -> tuple[str, tuple[str, ...]]:
     try:
         check_sysctl(canon, list(values))  # the agent's own rule (netesto.policy)
     except ValueError as exc:
-        from netesto.policy import describe
-
         raise ValueError(f"{canon}: {exc} (allowed: {describe(canon)})") from None
     return canon, values
 

@@ -21,12 +21,26 @@ DRIVERS = ("builtin", "iperf3", "netperf")
 
 MAX_BYTES = 2**40
 MAX_BITS = 10**13
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)[bB]?\s*$")
-_SIZE_SCALE = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "k": 10**3, "m": 10**6, "g": 10**9}
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit/s|bit|bps|b)?\s*$", re.IGNORECASE)
-_RATE_SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)?\s*$")
-_TIME_SCALE = {"us": 0.001, "ms": 1.0, "s": 1000.0, None: 1.0}
+# A number, then a unit: each pattern names its units, each table says what one is worth.
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?P<unit>[kKmMgG]?)[bB]?\s*$")
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]?)(?:(?P<bytes>bps)|bit/s|bit|b)?\s*$", re.IGNORECASE)
+_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?P<unit>us|ms|s|)\s*$")
+_SCALES: dict[re.Pattern[str], dict[str, float]] = {
+    _SIZE: {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "k": 10**3, "m": 10**6, "g": 10**9},
+    _RATE: {prefix + bps: scale * (8 if bps else 1)  # bps: BYTES per second, as in tc
+            for prefix, scale in {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}.items()
+            for bps in ("", "bps")},
+    _TIME: {"us": 0.001, "ms": 1.0, "s": 1000.0, "": 1.0},
+}
+
+
+def _scaled(pattern: "re.Pattern[str]", text: str, expected: str) -> float:
+    """The number ``pattern`` finds in ``text`` times what its unit is worth, else ValueError(``expected``)."""
+    m = pattern.match(text)
+    if m is None:
+        raise ValueError(expected)
+    unit = m.group("unit") + (m.groupdict().get("bytes") or "")
+    return float(m.group(1)) * _SCALES[pattern][unit.lower() if pattern.flags & re.IGNORECASE else unit]
 
 
 def parse_size(text: str | int) -> int:
@@ -36,13 +50,7 @@ def parse_size(text: str | int) -> int:
     >>> parse_size("10K"), parse_size("1M"), parse_size("1m"), parse_size("1.5K"), parse_size(64)
     (10240, 1048576, 1000000, 1536, 64)
     """
-    if isinstance(text, int):
-        value: float = text
-    else:
-        m = _SIZE.match(text)
-        if not m:
-            raise ValueError("expected a size like 100, 10K or 1M")
-        value = float(m.group(1)) * _SIZE_SCALE[m.group(2)]
+    value: float = text if isinstance(text, int) else _scaled(_SIZE, text, "expected a size like 100, 10K or 1M")
     if not 0 <= value <= MAX_BYTES:  # also inf, from a number with hundreds of digits
         raise ValueError(f"a size must be in 0..{MAX_BYTES} bytes")
     return int(value)
@@ -56,15 +64,8 @@ def parse_rate(text: str | int) -> int:
     >>> parse_rate("100mbit"), parse_rate("1G"), parse_rate("2.5g"), parse_rate("10MBps"), parse_rate(5000)
     (100000000, 1000000000, 2500000000, 80000000, 5000)
     """
-    if isinstance(text, int):
-        value: float = text
-    else:
-        m = _RATE.match(text)
-        if not m:
-            raise ValueError("expected a rate in bits/s like 100M, 100mbit or 1gbit")
-        value = float(m.group(1)) * _RATE_SCALE[m.group(2).lower()]
-        if (m.group(3) or "").lower() == "bps":
-            value *= 8
+    value: float = (text if isinstance(text, int)
+                    else _scaled(_RATE, text, "expected a rate in bits/s like 100M, 100mbit or 1gbit"))
     if not 0 <= value <= MAX_BITS:
         raise ValueError(f"a rate must be in 0..{MAX_BITS:g} bits/s")
     return int(value)
@@ -76,13 +77,7 @@ def parse_time_ms(text: str | float) -> float:
     >>> parse_time_ms("20ms"), parse_time_ms("0.1s"), parse_time_ms("500us"), parse_time_ms(3)
     (20.0, 100.0, 0.5, 3.0)
     """
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        m = _TIME.match(text)
-        if not m:
-            raise ValueError("expected a time like 20ms, 0.1s or 500us")
-        value = float(m.group(1)) * _TIME_SCALE[m.group(2)]
+    value = float(text) if isinstance(text, (int, float)) else _scaled(_TIME, text, "expected a time like 20ms, 0.1s or 500us")
     if not (math.isfinite(value) and value >= 0):
         raise ValueError("a time must be a finite number >= 0")
     return value

@@ -4,6 +4,13 @@ Being a generator matters: the controller consumes actions while the
 experiment runs, so ``exp=COUNTER`` reads and bumps the counter file at the
 moment the original would have. Everything is bounded (FOR iterations, macro
 depth, variable expansion, statements and actions), so no script can hang.
+
+The rooms: :mod:`~netesto.script.evaluator` (variables, ``$name`` expansion,
+located errors), :mod:`~netesto.script.located` (a command's arguments with
+where each stands), :mod:`~netesto.script.book` (which experiment and host a
+command means), one builder per command in :mod:`~netesto.script.local` and
+:mod:`~netesto.script.remote`; this module runs the blocks (FOR, IF, IF_DEF,
+macros and RUN, SOURCE, END) and hands each command to its builder.
 """
 
 from __future__ import annotations
@@ -17,17 +24,7 @@ from typing import Iterable, Iterator, Mapping
 from netesto.errors import ScriptError
 from netesto.script import local, remote
 from netesto.script import validate as V
-from netesto.script.actions import (
-    Action,
-    DoClient,
-    DoServer,
-    Echo,
-    GetData,
-    Location,
-    ProcessExp,
-    RandWait,
-    Wait,
-)
+from netesto.script.actions import Action, Echo, Location
 from netesto.script.book import Book
 from netesto.script.evaluator import MAX_DEPTH, MAX_EXPANSION, VAR, VARNAME, Evaluator
 from netesto.script.frame import Frame
@@ -53,6 +50,7 @@ _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:,(-?\d+))?$")
 MAX_FOR_ITERATIONS = 100_000
 MAX_STEPS = 2_000_000
 MAX_ACTIONS = 1_000_000
+
 
 @dataclass(frozen=True, repr=False)
 class State:
@@ -364,35 +362,9 @@ def _opens_like_a_script(text: str) -> bool:
     return True
 
 
-def estimate_seconds(actions: Iterable[Action]) -> float:
-    """Wall time a plan needs: WAITs, the mean of each RAND_WAIT, and the waits the
-    runner makes for flows (GET_DATA and DO_SERVER order=1 of a host wait until its
-    flows have ended; the run ends after every flow, whose data it then fetches)."""
-    t = 0.0
-    ends: dict[tuple[int, str], float] = {}  # (exp, host) -> end of its last flow
-    exp_ends: dict[int, float] = {}
-    last = 0.0
-    for action in actions:
-        if isinstance(action, Wait):
-            t += action.seconds
-        elif isinstance(action, RandWait):
-            t += (action.low + action.high) / 2
-        elif isinstance(action, DoClient):
-            end = t + action.delay + action.dur
-            for host in (action.host, action.server):
-                ends[(action.exp, host)] = max(ends.get((action.exp, host), 0.0), end)
-            exp_ends[action.exp] = max(exp_ends.get(action.exp, 0.0), end)
-            last = max(last, end)
-        elif isinstance(action, GetData) or (isinstance(action, DoServer) and action.order >= 1):
-            t = max(t, ends.get((action.exp, action.host), 0.0))
-        elif isinstance(action, ProcessExp):
-            t = max(t, exp_ends.get(action.exp, 0.0))
-    return max(t, last)
-
-
 def plan(text: str, *, file: str = "<script>", **kw: object) -> list[Action]:
     """All actions of a script, eagerly (a MemoryCounter unless ``counter=`` is given)."""
     return list(Interpreter(**kw).run_text(text, file=file))  # type: ignore[arg-type]
 
 
-__all__ = ["Interpreter", "State", "estimate_seconds", "plan"]
+__all__ = ["Interpreter", "State", "plan"]

@@ -29,7 +29,7 @@ from netesto.script.actions import (
 from netesto.script.book import COMMON, Book
 from netesto.script.located import Args
 from netesto.script.parser import suggest
-from netesto.vocab import DRIVERS, TEST_TYPES
+from netesto.vocab import DRIVERS, STREAM_TESTS, TEST_TYPES
 
 MAX_SECONDS = 7 * 86400.0  # longest WAIT, dur or delay accepted
 # The arguments each command takes (the original's names); None: any (sysctl names, module parameters).
@@ -50,7 +50,7 @@ ARGS: dict[str, tuple[str, ...] | None] = {
     "EXIT": ("host",),
 }
 _STREAM_REQ = frozenset({"S", "s", "STREAM", "stream"})
-_TCP_STREAMS = frozenset({"TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR"})
+_TCP_STREAMS = STREAM_TESTS - {"UDP_STREAM"}
 
 
 def do_server(args: Args, book: Book) -> Iterator[Action]:

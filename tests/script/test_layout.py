@@ -1,9 +1,11 @@
-"""The language stays pure: netesto.script imports neither the engine, the agent,
-the controller, results, plots nor IPython (DESIGN.md's "never" rules)."""
+"""The language's layout: it stays pure (netesto.script imports neither the engine,
+the agent, the controller, results, plots nor IPython: DESIGN.md's "never" rules),
+has no import circle, and each module opens with a docstring and exports a sorted ``__all__``."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +61,12 @@ def test_no_import_circle_inside_the_language() -> None:
 
     for name in graph:
         visit(name, ())
+
+
+def test_every_module_says_what_it_is_and_exports_a_sorted_all() -> None:
+    for path in sorted(SCRIPT.glob("*.py")):
+        module = importlib.import_module(f"netesto.script.{path.stem}" if path.stem != "__init__" else "netesto.script")
+        assert module.__doc__ and module.__doc__.strip(), path.name
+        exported = getattr(module, "__all__", None)
+        assert exported == sorted(exported), path.name
+        assert all(hasattr(module, name) for name in exported), path.name

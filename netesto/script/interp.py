@@ -133,6 +133,7 @@ class Interpreter(Evaluator):
 
     @property
     def counter(self) -> Counter:
+        """What ``exp=COUNTER`` takes numbers from (kept in the experiment book)."""
         return self.book.counter
 
     def state(self) -> State:

@@ -30,6 +30,7 @@ from netesto.errors import (
     StorageError,
     VersionMismatch,
 )
+from netesto.protocol.keys import load_public_key, load_secret_key
 from netesto.protocol.codec import CHUNK_SIZE, DEFAULT_MAX_MESSAGE, encode_request, from_wire, reply_result, unpack
 from netesto.protocol.messages import ErrorInfo, Event, Reply
 
@@ -40,18 +41,8 @@ _HANDSHAKE_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILE
 FETCH_WINDOW = 4  # chunk requests in flight: hides the round trip behind the transfer
 
 
-def _load_public(key: str | bytes | Path) -> bytes:
-    from netesto.agent.auth import load_public_key
-
-    return load_public_key(key)
-
-
 def _load_pair(keys: str | Path | tuple[bytes, bytes]) -> tuple[bytes, bytes]:
-    if isinstance(keys, tuple):
-        return keys
-    from netesto.agent.auth import load_secret_key
-
-    return load_secret_key(keys)
+    return keys if isinstance(keys, tuple) else load_secret_key(keys)
 
 
 class AgentClient:
@@ -80,7 +71,7 @@ class AgentClient:
         self.timeout = timeout
         self.max_message = max_message
         self.where = f"{name} ({address}:{port})"
-        self._curve = None if insecure else (_load_public(server_key), _load_pair(client_keys))  # type: ignore[arg-type]
+        self._curve = None if insecure else (load_public_key(server_key), _load_pair(client_keys))  # type: ignore[arg-type]
         self._context = context or zmq.Context.instance()
         self._lock = threading.RLock()
         self._ids = itertools.count(1)

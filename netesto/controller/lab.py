@@ -118,6 +118,9 @@ class Lab:
     controller_key: Path | None = None  # the controller's zmq.auth secret key file
     insecure: bool = False
     path: Path | None = field(default=None, compare=False)
+    # The bottleneck of the testbed the lab is (bw, rtt, buffer, loss, jitter, as a result's
+    # parameters): given by whoever knows it (the testbed, the front ends); experiment.json keeps it.
+    testbed: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         names = [h.name for h in self.hosts]

@@ -14,7 +14,7 @@ from typing import Any
 
 import zmq
 
-from netesto.agent.auth import is_loopback, load_secret_key, read_allowlist, secure_socket
+from netesto.agent.auth import is_loopback, read_allowlist, secure_socket
 from netesto.agent.control import HostControl
 from netesto.agent.flows import FlowManager
 from netesto.agent.handlers import Handlers, error_type
@@ -22,6 +22,7 @@ from netesto.agent.lease import Lease
 from netesto.agent.owner import Ownership
 from netesto.agent.store import DataStore
 from netesto.errors import AgentError, NetestoError, ProtocolError, UsageError, VersionMismatch
+from netesto.protocol.keys import load_secret_key
 from netesto.protocol.codec import DEFAULT_MAX_MESSAGE, encode, encode_result, from_wire, request_parts, unpack
 from netesto.protocol.messages import MAX_ID, ErrorInfo, Event, Reply, Request
 from netesto.protocol.version import PROTOCOL_VERSION

@@ -78,7 +78,8 @@ from netesto.collectors import tcpinfo
 from netesto.raw.columns import FLOW_COLUMNS
 from netesto.engine.flowend import _HEAD, _LAYOUTS, FlowEnd, Worker, _sample_row, bench_window_sampled
 from netesto.engine.loop import Loop
-from netesto.raw.nflow import _BLOCK, FlowWriter, read_flow
+from netesto.raw.nflow import FlowWriter, read_flow
+from netesto.raw.nflow_format import BLOCK as _BLOCK
 from netesto.protocol.flowspec import FlowSpec
 from tests import netns
 

@@ -18,7 +18,8 @@ from netesto.engine.client import StreamClient
 from netesto.engine import flowend
 from netesto.engine.flowend import _GAPS, _HEAD, _INFO_LEN, Worker, _sample_row_py
 from netesto.engine.loop import Loop
-from netesto.raw.nflow import _PREAMBLE, read_flow
+from netesto.raw.nflow import read_flow
+from netesto.raw.nflow_format import PREAMBLE
 from netesto.protocol.flowspec import FlowSpec
 from tests.engine.test_blocks import blocks
 
@@ -267,7 +268,7 @@ def test_a_short_write_of_the_c_tick_goes_on_in_python(ends):
         os.close(rd)
     b.sample(70.0, 100.0)
     b.flush()
-    assert blocks(bytes(_PREAMBLE.size) + got) == [_last_block(b.writer.path)]  # exactly one whole block
+    assert blocks(bytes(PREAMBLE.size) + got) == [_last_block(b.writer.path)]  # exactly one whole block
     assert (a.nrows, a.samples) == (0, 41)
 
 

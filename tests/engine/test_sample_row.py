@@ -22,7 +22,7 @@ from netesto.engine.loop import Loop
 from netesto.raw.nflow import read_flow
 from netesto.raw.nflow_format import PREAMBLE
 from netesto.protocol.flowspec import FlowSpec
-from tests.engine.test_blocks import blocks
+from tests.raw.test_nflow_writer import blocks
 
 _ext = pytest.importorskip("netesto.engine._fastloop")
 BUILDERS = {"C": _ext.sample_row, "python": sample_row_py}

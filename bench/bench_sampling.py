@@ -9,7 +9,7 @@ the CPU the sampler of 100 flows at 100 Hz uses.
    engine's sampler on (10 ms) in one window of each pair and off in the
    other (``NETESTO_BENCH_SAMPLE_DUTY``, a bench-only switch read by the
    Sampler; which window of a pair follows the Thue-Morse sequence,
-   ``flowend.bench_window_sampled``); the client veth's byte counter read
+   ``sampler.bench_window_sampled``); the client veth's byte counter read
    20 times a second gives each window's goodput, and each sampled window
    is divided by its pair's unsampled one. Drift and the neighbours' load
    change slowly, so this pairs far better than whole runs do: a standard
@@ -76,9 +76,12 @@ from bench.common import Engine
 from netesto.engine.client import StreamClient
 from netesto.collectors import tcpinfo
 from netesto.raw.columns import FLOW_COLUMNS
-from netesto.engine.flowend import _HEAD, _LAYOUTS, FlowEnd, Worker, _sample_row, bench_window_sampled
+from netesto.engine.flowend import FlowEnd, Worker
+from netesto.engine.records import HEAD as _HEAD, LAYOUTS as _LAYOUTS, sample_row as _sample_row
+from netesto.engine.sampler import bench_window_sampled
 from netesto.engine.loop import Loop
-from netesto.raw.nflow import _BLOCK, FlowWriter, read_flow
+from netesto.raw.nflow import FlowWriter, read_flow
+from netesto.raw.nflow_format import BLOCK as _BLOCK
 from netesto.protocol.flowspec import FlowSpec
 from tests import netns
 

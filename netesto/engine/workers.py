@@ -16,19 +16,45 @@ import json
 import os
 import select
 import signal
+import socket
 import sys
 import time
 from typing import Any, Callable, Sequence
 
-from netesto.errors import TrafficError
-from netesto.engine.client import CLIENT_TYPES, check_congestion_control
+from netesto.collectors import tcpinfo
+from netesto.engine.client import ClientFlow, StreamClient
+from netesto.engine.client_crr import CRRClient
+from netesto.engine.client_rr import RRClient
+from netesto.engine.client_udp import UDPClient
 from netesto.engine.flowend import FlowEnd, Worker, check_datadir, json_line
-from netesto.procs import die_with_parent, precise_timers
 from netesto.engine.loop import Loop, stop_on_signals
+from netesto.errors import TrafficError
+from netesto.procs import die_with_parent, precise_timers
 from netesto.protocol.flowspec import FlowSpec
 
-
 STOP_GRACE = 2.0  # after SIGTERM, children that have not ended by then are killed
+
+
+CLIENT_TYPES: dict[str, type[ClientFlow]] = {
+    "TCP_STREAM": StreamClient,
+    "TCP_MAERTS": StreamClient,
+    "TCP_BIDIR": StreamClient,
+    "TCP_RR": RRClient,
+    "TCP_CRR": CRRClient,
+    "UDP_STREAM": UDPClient,
+    "UDP_RR": UDPClient,
+}
+
+
+def check_congestion_control(spec: FlowSpec) -> None:
+    """Fail early (before any connection) on a congestion control this host lacks."""
+    if not spec.test.startswith("TCP") or not spec.ca:
+        return
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        tcpinfo.set_congestion_control(probe, spec.ca)
+    finally:
+        probe.close()
 
 
 class ClientWorker(Worker):
@@ -253,4 +279,4 @@ def load_specs(path: str) -> list[FlowSpec]:
     return [FlowSpec.from_dict(d) for d in data]
 
 
-__all__ = ["load_specs", "run_client", "run_worker"]
+__all__ = ["CLIENT_TYPES", "check_congestion_control", "load_specs", "run_client", "run_worker"]

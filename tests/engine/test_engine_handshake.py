@@ -9,7 +9,7 @@ import pytest
 
 from netesto.engine import handshake as hs
 from netesto.engine.loop import Loop
-from netesto.engine.server import ServerWorker, TokenSet
+from netesto.engine.accept import ServerWorker, TokenSet
 
 
 def test_hello_round_trip_and_join():

@@ -48,7 +48,7 @@ class HeldFlow:
 
     def __init__(self, tmp_path, flow: str, test: str, dur: float, go: float) -> None:
         from netesto.engine.loop import Loop
-        from netesto.engine.server import ServerWorker, TokenSet
+        from netesto.engine.accept import ServerWorker, TokenSet
 
         self.events: list[dict] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -85,9 +85,9 @@ def test_held_flow_without_marker_ends_with_error(tmp_path):
 def test_a_started_flow_runs_past_the_start_marker_timeout(tmp_path, monkeypatch):
     """The wait for the marker ends once the marker is in: a flow longer than GO_TIMEOUT runs to its end
     (the timer used to end every held flow GO_TIMEOUT after its instant, even a running one)."""
-    from netesto.engine import server as server_mod
+    from netesto.engine import serverflow
 
-    monkeypatch.setattr(server_mod, "GO_TIMEOUT", 0.2)
+    monkeypatch.setattr(serverflow, "GO_TIMEOUT", 0.2)
     held = HeldFlow(tmp_path, "a-b-2-0", "TCP_STREAM", dur=0.6, go=0.05)
     assert held.reply["go"] is True
     theirs = held.theirs

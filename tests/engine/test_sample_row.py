@@ -15,16 +15,18 @@ import pytest
 from netesto.engine import fastloop
 from netesto.collectors import tcpinfo
 from netesto.engine.client import StreamClient
-from netesto.engine import flowend
-from netesto.engine.flowend import _GAPS, _HEAD, _INFO_LEN, Worker, _sample_row_py
+from netesto.engine import records
+from netesto.engine.flowend import Worker
+from netesto.engine.records import GAPS, HEAD, INFO_LEN, sample_row_py
 from netesto.engine.loop import Loop
-from netesto.raw.nflow import _PREAMBLE, read_flow
+from netesto.raw.nflow import read_flow
+from netesto.raw.nflow_format import PREAMBLE
 from netesto.protocol.flowspec import FlowSpec
-from tests.engine.test_blocks import blocks
+from tests.raw.test_nflow_writer import blocks
 
 _ext = pytest.importorskip("netesto.engine._fastloop")
-BUILDERS = {"C": _ext.sample_row, "python": _sample_row_py}
-LAST = _INFO_LEN + 24
+BUILDERS = {"C": _ext.sample_row, "python": sample_row_py}
+LAST = INFO_LEN + 24
 
 
 @pytest.fixture
@@ -44,24 +46,24 @@ def conn():
 
 def build(name: str, sock, parts: int, counters=(1, 2, 3, 4, 5, 6), last=None, gaps=None, mono=2.5):
     rec, last = bytearray(), last if last is not None else bytearray(LAST)
-    read = BUILDERS[name](rec, 0, sock, parts, 1.25, mono, *counters, last, gaps or bytearray(_GAPS.size))
+    read = BUILDERS[name](rec, 0, sock, parts, 1.25, mono, *counters, last, gaps or bytearray(GAPS.size))
     return rec, last, read
 
 
 def test_the_extension_lays_rows_out_as_the_engine_does():
-    assert fastloop.ROW_LAYOUT in (None, (_HEAD.size, _INFO_LEN, 24))
-    assert (_ext.ROW_HEAD, _ext.ROW_INFO, _ext.ROW_CC_SLOT) == (_HEAD.size, _INFO_LEN, 24)
+    assert fastloop.ROW_LAYOUT in (None, (HEAD.size, INFO_LEN, 24))
+    assert (_ext.ROW_HEAD, _ext.ROW_INFO, _ext.ROW_CC_SLOT) == (HEAD.size, INFO_LEN, 24)
 
 
 @pytest.mark.parametrize("name", BUILDERS)
 def test_head_and_tcp_info_of_a_real_socket(conn, name):
     c, _ = conn
     rec, last, read = build(name, c, 1)
-    assert read == 1 and len(rec) == _HEAD.size + _INFO_LEN
-    assert _HEAD.unpack_from(rec) == (1.25, 2.5, 1, 2, 3, 4, 5, 6)
-    info = tcpinfo.decode_record(bytes(rec[_HEAD.size:]))
+    assert read == 1 and len(rec) == HEAD.size + INFO_LEN
+    assert HEAD.unpack_from(rec) == (1.25, 2.5, 1, 2, 3, 4, 5, 6)
+    info = tcpinfo.decode_record(bytes(rec[HEAD.size:]))
     assert info["state"] == 1 and info["bytes_acked"] == 5001  # established; SYN + 5000 bytes acked
-    assert rec[_HEAD.size:] == last[:_INFO_LEN]  # what was read is kept as the last values
+    assert rec[HEAD.size:] == last[:INFO_LEN]  # what was read is kept as the last values
 
 
 @pytest.mark.parametrize("name", BUILDERS)
@@ -77,12 +79,12 @@ def test_cc_info_of_a_bbr_socket(name):
         c.sendall(b"x" * 1000)
         s.recv(1000)
         rec, last, read = build(name, c, 2)
-        assert read == 2 and len(rec) == _HEAD.size + _INFO_LEN + 24
-        cc = bytes(rec[_HEAD.size + _INFO_LEN:])
+        assert read == 2 and len(rec) == HEAD.size + INFO_LEN + 24
+        cc = bytes(rec[HEAD.size + INFO_LEN:])
         assert cc[20:] == bytes(4)  # the pad
         bw_lo, bw_hi, min_rtt, pacing_gain, cwnd_gain = struct.unpack_from("=5I", cc)
         assert 0 < min_rtt < 1_000_000 and pacing_gain > 0 and cwnd_gain > 0
-        assert last[_INFO_LEN:] == cc
+        assert last[INFO_LEN:] == cc
     finally:
         for sock in (c, s, lsock):
             sock.close()
@@ -97,26 +99,26 @@ def test_an_unreadable_socket_repeats_the_last_values(conn, name):
             c.close()  # fileno() is -1 now
         rec, last, read = build(name, sock, 2, last=bytearray(known))
         assert read == 0
-        assert rec[_HEAD.size:] == known and last == known
+        assert rec[HEAD.size:] == known and last == known
 
 
 @pytest.mark.parametrize("name", BUILDERS)
 def test_head_only_rows_and_counters(name):
     rec, last, read = build(name, None, 0, counters=(10, 20, 30, 40, -3, 60))
     assert read == 0 and last == bytearray(LAST)
-    assert _HEAD.unpack(rec) == (1.25, 2.5, 10, 20, 30, 40, 0, 60)  # late datagrams ahead: lost counts as 0
+    assert HEAD.unpack(rec) == (1.25, 2.5, 10, 20, 30, 40, 0, 60)  # late datagrams ahead: lost counts as 0
 
 
 def test_both_builders_keep_the_same_gaps():
     stamps = [5.0, 5.01, 5.025, 5.03, 5.05, 5.2]
     kept = {}
     for name, fn in BUILDERS.items():
-        gaps = bytearray(_GAPS.size)
+        gaps = bytearray(GAPS.size)
         for mono in stamps:
             fn(bytearray(), 0, None, 0, 0.0, mono, 0, 0, 0, 0, 0, 0, bytearray(LAST), gaps)
         kept[name] = gaps
     assert kept["C"] == kept["python"]
-    first, last, count, low, high = _GAPS.unpack(kept["C"])
+    first, last, count, low, high = GAPS.unpack(kept["C"])
     assert (first, last, count) == (5.0, 5.2, 5)
     assert low == pytest.approx(0.005) and high == pytest.approx(0.15)
 
@@ -136,22 +138,22 @@ def test_bad_arguments_raise(args, error):
 
 @pytest.mark.parametrize("name", BUILDERS)
 def test_rows_go_in_place_and_the_buffer_grows_only_past_its_end(name):
-    size = _HEAD.size + _INFO_LEN
+    size = HEAD.size + INFO_LEN
     rec, last = bytearray(2 * size), bytearray(range(256)) + bytearray(LAST - 256)
     for i in range(2):
-        BUILDERS[name](rec, i * size, None, 1, 1.0, 2.0 + i, i, 0, 0, 0, 0, 0, last, bytearray(_GAPS.size))
+        BUILDERS[name](rec, i * size, None, 1, 1.0, 2.0 + i, i, 0, 0, 0, 0, 0, last, bytearray(GAPS.size))
     assert len(rec) == 2 * size  # preallocated: written in place
-    assert [_HEAD.unpack_from(rec, i * size)[1:3] for i in range(2)] == [(2.0, 0), (3.0, 1)]
-    BUILDERS[name](rec, 2 * size, None, 1, 1.0, 4.0, 2, 0, 0, 0, 0, 0, last, bytearray(_GAPS.size))
-    assert len(rec) == 3 * size and rec[2 * size + _HEAD.size:] == last[:_INFO_LEN]
+    assert [HEAD.unpack_from(rec, i * size)[1:3] for i in range(2)] == [(2.0, 0), (3.0, 1)]
+    BUILDERS[name](rec, 2 * size, None, 1, 1.0, 4.0, 2, 0, 0, 0, 0, 0, last, bytearray(GAPS.size))
+    assert len(rec) == 3 * size and rec[2 * size + HEAD.size:] == last[:INFO_LEN]
     for at in (-1, 3 * size + 1):
         with pytest.raises(ValueError, match="a row at"):
-            BUILDERS[name](rec, at, None, 0, 1.0, 1.0, 0, 0, 0, 0, 0, 0, last, bytearray(_GAPS.size))
+            BUILDERS[name](rec, at, None, 0, 1.0, 1.0, 0, 0, 0, 0, 0, 0, last, bytearray(GAPS.size))
     assert len(rec) == 3 * size
 
 
 # the engine's Sampler uses the C tick (not with NETESTO_PURE_PYTHON=1)
-c_tick = pytest.mark.skipif(flowend._sample_tick is None, reason="the engine samples in Python here")
+c_tick = pytest.mark.skipif(records.sample_tick is None, reason="the engine samples in Python here")
 
 
 @pytest.fixture
@@ -183,8 +185,8 @@ def test_the_c_tick_builds_the_rows_flowend_sample_builds(ends):
     b.sample(50.25, 100.5)
     assert (due, failed) == ([], []) and (a.nrows, a.gaps) == (b.nrows, b.gaps) == (1, b.gaps)
     assert a.b_rec[:a.rec_len] == b.b_rec[:b.rec_len]
-    assert _HEAD.unpack_from(a.b_rec) == (100.5, 50.25, 7, 8, 9, 10, 0, 12)
-    assert a.b_rec[_HEAD.size:a.rec_len] == a.last_tcp[:_INFO_LEN]
+    assert HEAD.unpack_from(a.b_rec) == (100.5, 50.25, 7, 8, 9, 10, 0, 12)
+    assert a.b_rec[HEAD.size:a.rec_len] == a.last_tcp[:INFO_LEN]
 
 
 @c_tick
@@ -219,7 +221,7 @@ def _twins(ends, rows: int):
     return a, b
 
 
-tick_writes = pytest.mark.skipif(flowend._sample_tick is None or not getattr(_ext, "TICK_WRITES", 0),
+tick_writes = pytest.mark.skipif(records.sample_tick is None or not getattr(_ext, "TICK_WRITES", 0),
                                  reason="the C tick does not write blocks here (pure Python, or built without zlib)")
 
 
@@ -267,7 +269,7 @@ def test_a_short_write_of_the_c_tick_goes_on_in_python(ends):
         os.close(rd)
     b.sample(70.0, 100.0)
     b.flush()
-    assert blocks(bytes(_PREAMBLE.size) + got) == [_last_block(b.writer.path)]  # exactly one whole block
+    assert blocks(bytes(PREAMBLE.size) + got) == [_last_block(b.writer.path)]  # exactly one whole block
     assert (a.nrows, a.samples) == (0, 41)
 
 
@@ -301,4 +303,4 @@ def test_the_c_tick_reads_only_flow_ends_with_their_slots(ends):
     del a.gaps
     due, failed = _ext.sample_tick([a], 1.0, 3.0)
     assert [(f, type(e)) for f, e in failed] == [(a, AttributeError)] and "gaps" in str(failed[0][1])
-    a.gaps = bytearray(_GAPS.size)  # the fixture's teardown finishes it
+    a.gaps = bytearray(GAPS.size)  # the fixture's teardown finishes it

@@ -24,7 +24,8 @@ import pytest
 from netesto.errors import RawDataError
 from netesto.collectors import tcpinfo
 from netesto.raw.columns import CC_COLUMNS, FLOW_COLUMNS, LATENCY_COLUMNS, TCP_INFO_COLUMNS
-from netesto.engine.flowend import FLUSH_SECONDS, FlowEnd, Worker
+from netesto.engine.flowend import FlowEnd, Worker
+from netesto.engine.flowrecord import FLUSH_SECONDS
 from netesto.engine.loop import Loop
 from netesto.raw.nflow import Column, FlowWriter, RecordLayout, read_flow
 from netesto.protocol.flowspec import FlowSpec

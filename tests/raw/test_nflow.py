@@ -9,6 +9,7 @@ import pytest
 
 from netesto.errors import RawDataError
 from netesto.raw import nflow as rawformat
+from netesto.raw import nflow_format
 from netesto.raw.columns import FLOW_COLUMNS, PING_COLUMNS
 from netesto.raw.nflow import Column, FlowWriter, decode_flow, read_flow
 
@@ -136,11 +137,11 @@ def test_write_columns_writes_a_ready_made_block_after_buffered_rows(tmp_path):
 
 def _blocks_of(data: bytes) -> list[tuple[int, int]]:
     """(offset, size) of each block after the preamble."""
-    out, pos = [], rawformat._PREAMBLE.size
+    out, pos = [], nflow_format.PREAMBLE.size
     while pos < len(data):
-        length, _ = rawformat._BLOCK.unpack_from(data, pos)
-        out.append((pos, rawformat._BLOCK.size + length))
-        pos += rawformat._BLOCK.size + length
+        length, _ = nflow_format.BLOCK.unpack_from(data, pos)
+        out.append((pos, nflow_format.BLOCK.size + length))
+        pos += nflow_format.BLOCK.size + length
     return out
 
 
@@ -173,5 +174,5 @@ def test_a_damaged_length_keeps_the_blocks_before_it(tmp_path):
     assert flow.damaged == [f"block at byte {pos}: checksum mismatch; the {len(data) - pos} bytes from there "
                             "are unreadable"]
     # a damaged header still leaves nothing to read: an error naming the file
-    with pytest.raises(RawDataError, match=f"block at byte {rawformat._PREAMBLE.size}: checksum mismatch"):
+    with pytest.raises(RawDataError, match=f"block at byte {nflow_format.PREAMBLE.size}: checksum mismatch"):
         decode_flow(data[:20] + bytes([data[20] ^ 0xFF]) + data[21:], path="bad")

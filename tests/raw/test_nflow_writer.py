@@ -16,15 +16,8 @@ from typing import Any
 import msgpack
 import pytest
 
-from netesto.raw.nflow import (
-    Column,
-    FlowWriter,
-    RecordLayout,
-    _BLOCK,
-    _PREAMBLE,
-    decode_flow,
-    read_flow,
-)
+from netesto.raw.nflow import Column, FlowWriter, RecordLayout, decode_flow, read_flow
+from netesto.raw.nflow_format import BLOCK, PREAMBLE
 
 COLS = [Column("t", "d", "s"), Column("x", "Q")]
 LAYOUT = RecordLayout(16, (("t", 0), ("x", 8)))
@@ -63,13 +56,13 @@ def write(cls: type[FlowWriter], path: Path, sizes: list[int], **kw: Any) -> byt
 
 def blocks(data: bytes) -> list[bytes]:
     """The raw payloads of a file's blocks (checksums verified)."""
-    pos, out = _PREAMBLE.size, []
+    pos, out = PREAMBLE.size, []
     while pos < len(data):
-        length, crc = _BLOCK.unpack_from(data, pos)
-        payload = data[pos + _BLOCK.size : pos + _BLOCK.size + length]
+        length, crc = BLOCK.unpack_from(data, pos)
+        payload = data[pos + BLOCK.size : pos + BLOCK.size + length]
         assert zlib.crc32(payload) == crc
         out.append(payload)
-        pos += _BLOCK.size + length
+        pos += BLOCK.size + length
     return out
 
 

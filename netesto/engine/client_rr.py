@@ -1,0 +1,201 @@
+"""The client of TCP_RR: request, reply, repeat; alone in its worker, in a blocking (C or Python) loop."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from array import array
+
+from netesto.engine import fastloop
+from netesto.engine.client import ClientFlow
+from netesto.engine.flowend import io_handler
+from netesto.engine.loop import ERR, IN, OUT
+
+_IN_ERR = IN | ERR
+_perf_ns = time.perf_counter_ns
+
+
+class RRClient(ClientFlow):
+    """TCP_RR: one request of ``req`` bytes, one reply of ``reply`` bytes, repeat."""
+
+    nodelay = True
+
+    def run(self) -> None:
+        self.sock, self.ctl = self.ctl, None
+        assert self.sock is not None
+        self.fd = self.sock.fileno()
+        self.request = memoryview(bytes(max(1, self.spec.req)))
+        self.reply_size = max(1, self.spec.reply)
+        self.pending = self.request[:0]
+        self.got = 0
+        self.ending = False
+        self.view = self.worker.rxview
+        self.viewlen = len(self.view)
+        # Alone in its worker with small messages: run transactions with blocking
+        # send/recv (one syscall less per transaction than epoll + recv), going
+        # back to the loop whenever a timer is due or no reply came within 1 ms.
+        self.solo = len(self.worker.flows) == 1 and self.spec.req <= 65536
+        if self.solo:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
+            if fastloop.ext is not None:  # where the C loop leaves latencies for lat_raw
+                self.latbuf = array("q", [0]) * fastloop.LAT_CAPACITY
+                self.latview = memoryview(self.latbuf).cast("B")  # frombytes takes bytes, not 'q' items
+        self.loop.register(self.fd, IN, self._on_event)
+        self.t0 = time.perf_counter_ns()
+        self._send(self.request)
+
+    def _send(self, data: memoryview) -> bool:
+        """Send what fits; the rest waits for EPOLLOUT. True when all of it went out."""
+        assert self.sock is not None
+        try:
+            n = self.sock.send(data)
+        except BlockingIOError:
+            n = 0
+        self.tx += n
+        if n < len(data):
+            self.pending = data[n:]
+            self.loop.modify(self.fd, IN | OUT)
+            return False
+        return True
+
+    @io_handler
+    def _on_event(self, events: int) -> None:
+        sock = self.sock
+        if sock is None:
+            return
+        if events & OUT and self.pending:
+            data, self.pending = self.pending, self.request[:0]
+            self.loop.modify(self.fd, IN)
+            self._send(data)
+        if events & _IN_ERR:
+            want = self.reply_size - self.got
+            n = sock.recv_into(self.view, want if 0 < want < self.viewlen else self.viewlen)
+            if n == 0:
+                self.peer_closed()
+                return
+            self.rx += n
+            self.got += n
+            if self.got >= self.reply_size and not self.closing:
+                now = _perf_ns()
+                lat = self.lat_raw
+                lat.append(now - self.t0)
+                if len(lat) >= 65536:
+                    self.fold_latency()
+                self.trans += 1
+                self.got -= self.reply_size
+                if self.ending:
+                    sock.shutdown(socket.SHUT_WR)
+                    self.closing = True
+                    return
+                self.t0 = now
+                if self._send(self.request) and self.solo:
+                    self._spin()
+
+    def _spin(self) -> None:
+        """Blocking transactions until a timer is due (see ``solo``); a request is out."""
+        if fastloop.ext is not None and not self.ending:
+            self._spin_c()
+            return
+        self.extra["rr_loop"] = "python"
+        sock = self.sock
+        assert sock is not None
+        deadline = self.loop.next_deadline()
+        view, viewlen = self.view, self.viewlen
+        request, reply_size = self.request, self.reply_size
+        reqlen = len(request)
+        lat = self.lat_raw
+        append = lat.append
+        recv_into, send = sock.recv_into, sock.send
+        monotonic = time.monotonic
+        got, rx, tx, trans, t0 = self.got, self.rx, self.tx, self.trans, self.t0
+        last = eof = False
+        sock.setblocking(True)  # no Python-level poll; SO_RCVTIMEO bounds each recv
+        try:
+            while True:
+                while got < reply_size:
+                    want = reply_size - got
+                    n = recv_into(view, want if want < viewlen else viewlen)
+                    if n == 0:
+                        eof = True
+                        break
+                    rx += n
+                    got += n
+                if eof:
+                    break
+                now = _perf_ns()
+                append(now - t0)
+                trans += 1
+                got -= reply_size
+                if self.ending:
+                    last = True
+                    break
+                t0 = now
+                n = send(request)
+                if n != reqlen:  # a small send buffer: the rest blocks until it fits
+                    sock.sendall(request[n:])
+                tx += reqlen
+                if trans & 3 == 0:  # every 4: at ~15k/s across CPUs 16 let a 1 ms tick slip ~1 ms
+                    if len(lat) >= 65536:
+                        self.fold_latency()
+                    if monotonic() >= deadline:
+                        break
+        except BlockingIOError:
+            pass  # no reply within SO_RCVTIMEO: the loop waits for it
+        finally:
+            self.got, self.rx, self.tx, self.trans, self.t0 = got, rx, tx, trans, t0
+        sock.setblocking(False)
+        if eof:
+            self.peer_closed()
+        elif last:
+            sock.shutdown(socket.SHUT_WR)  # the last reply is in
+            self.closing = True
+
+    def _spin_c(self) -> None:
+        """:meth:`_spin` with the transactions in C (``fastloop``): same syscalls, same counters.
+
+        The C loop returns at the same points as the Python one (timer due, no
+        reply within 1 ms, EOF) and also when its latency buffer is full or a
+        request went out partly (sent here, as the Python loop does). Its
+        state array is written back even when it raises (an error, or the
+        SIGTERM handler's exception), so the counters stay exact.
+        """
+        sock, fast = self.sock, fastloop.ext
+        assert sock is not None and fast is not None
+        self.extra["rr_loop"] = "C"
+        deadline = self.loop.next_deadline()
+        latbuf, latview, lat = self.latbuf, self.latview, self.lat_raw
+        st = array("q", (self.got, self.rx, self.tx, self.trans, self.t0, 0, 0))
+        fd, request, reply_size = self.fd, self.request, self.reply_size
+        reqlen = len(request)
+        rr_client, monotonic = fast.rr_client, time.monotonic
+        status = fast.AGAIN
+        sock.setblocking(True)  # SO_RCVTIMEO bounds each recv
+        try:
+            while True:
+                try:
+                    status = rr_client(fd, reqlen, reply_size, deadline, st, latbuf)
+                finally:
+                    if st[5]:
+                        lat.frombytes(latview[:st[5] * 8])
+                        st[5] = 0
+                if len(lat) >= 65536:
+                    self.fold_latency()
+                if status == fast.PARTIAL:
+                    sock.sendall(request[st[6]:])
+                    st[2] += reqlen
+                elif status != fast.LATFULL:
+                    break
+                if monotonic() >= deadline:
+                    break
+        finally:
+            self.got, self.rx, self.tx, self.trans, self.t0 = st[0], st[1], st[2], st[3], st[4]
+        sock.setblocking(False)
+        if status == fast.EOF:
+            self.peer_closed()
+
+    def end(self) -> None:
+        self.ending = True  # half-close once the outstanding reply is in
+
+
+__all__ = ["RRClient"]

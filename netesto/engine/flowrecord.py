@@ -1,0 +1,184 @@
+"""What a flow end records: its counters, a sample row per tick, the ``.nflow`` file they go to.
+
+:class:`FlowRecord` is the base of :class:`~netesto.engine.flowend.FlowEnd`.
+The worker's Sampler calls :meth:`FlowRecord.sample` on a fixed grid; a
+sample appends one fixed-length record (stamps, counters, the raw
+``tcp_info`` bytes, no decoding; see :mod:`netesto.engine.records`) and every
+~0.2 s the buffered records are written as they are, as one ``records`` block
+(the reader splits them into columns, so that costs the sampling host nothing).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from array import array
+from pathlib import Path
+from typing import Any
+
+from netesto.collectors import tcpinfo
+from netesto.engine.histogram import Histogram
+from netesto.engine.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, sample_row
+from netesto.protocol.flowspec import FlowSpec
+from netesto.vocab import RR_TESTS
+from netesto.raw.columns import FLOW_COLUMNS
+from netesto.raw.nflow import FlowWriter
+
+FLUSH_SECONDS = 0.2  # a block per ~0.2 s: a crash loses at most that much
+
+
+def flow_path(datadir: str | os.PathLike[str], exp: int, flow_id: str, side: str) -> Path:
+    path = Path(datadir) / str(exp) / "flows" / f"{flow_id}.{side}.nflow"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class FlowRecord:
+    """Counters and samples of one flow end and its ``.nflow`` file (the bytes move in its subclass FlowEnd).
+
+    What the C sampler tick reads is in slots (it reads them in place), so
+    subclasses must not redefine these names as properties or class values.
+    """
+
+    __slots__ = ("sock", "rec_parts", "tx", "rx", "trans", "conns", "udp_lost", "udp_reord", "last_tcp", "gaps",
+                 "b_rec", "nrows", "rec_len", "flush_at", "__dict__", "__weakref__")
+    side = "client"
+
+    def __init__(self, spec: FlowSpec) -> None:
+        self.spec = spec
+        self.tx = 0
+        self.rx = 0
+        self.trans = 0
+        self.conns = 0
+        self.udp_lost = 0
+        self.udp_reord = 0
+        self.udp_sent = 0
+        self.udp_received = 0
+        self.sock: socket.socket | None = None  # the socket whose TCP_INFO is sampled
+        self.is_tcp = spec.test.startswith("TCP")
+        self.is_bbr = False
+        self.is_rr = spec.test in RR_TESTS
+        self.hist = Histogram()  # overall latency, ns
+        self.ihist = Histogram()  # this interval's latency, ns
+        self.lat_raw = array("q")  # latencies (ns) not yet in ihist: appending is the cheapest hot path
+        self.gaps = bytearray(GAPS.size)  # the sampling jitter, see GAPS
+        self.ca = ""
+        self.local: tuple[str, int] = ("", 0)
+        self.remote: tuple[str, int] = ("", 0)
+        self.start_wall = 0.0
+        self.start_mono = 0.0
+        self.writer: FlowWriter | None = None
+        self.flush_rows = max(1, round(FLUSH_SECONDS / spec.interval))
+        self.last_tcp = bytearray(INFO_LEN + CC_SLOT)  # the last tcp_info and padded tcp_bbr_info read
+        self.rec_cc = False  # records carry cc info (bbr): fixed when the file is opened
+        self.rec_parts = 1 if self.is_tcp else 0  # what sample_row puts after the head: 0, 1 (+tcp_info), 2 (+cc)
+        self.rec_len = LAYOUTS[self.is_tcp, False, self.is_rr].length
+        # The rows of the next block, one record each (see records.py), row i at i * rec_len: allocated
+        # once for a block and kept (rows written in place; a growing bytearray would be copied on append).
+        self.b_rec = bytearray()
+        self._reset_buffers()
+        self.samples = 0  # rows written
+
+    # recording
+
+    def _reset_buffers(self) -> None:
+        self.nrows = 0
+        self.flush_at = self.flush_rows  # the Sampler makes a flow end's first block shorter
+
+    def open_writer(self, datadir: str, extra_meta: dict[str, Any] | None = None) -> None:
+        spec = self.spec.to_dict()
+        spec.pop("token", None)
+        meta = {
+            "flow": spec,
+            "side": self.side,
+            "host": socket.gethostname(),
+            "engine": "builtin",
+            "start_wall": self.start_wall,
+            "start_mono": self.start_mono,
+            "interval": self.spec.interval,
+            "ca": self.ca,
+            "local": list(self.local),
+            "remote": list(self.remote),
+            "tcp_info_len": tcpinfo.TCP_INFO_LEN,
+            "pid": os.getpid(),
+        }
+        meta.update(extra_meta or {})
+        path = flow_path(datadir, self.spec.exp, self.spec.flow_id, self.side)
+        # The record layout is fixed for the file: rows already buffered keep theirs.
+        if self.nrows == 0:
+            self.rec_cc = self.is_tcp and self.is_bbr
+            self.rec_parts = 2 if self.rec_cc else int(self.is_tcp)
+        layout = LAYOUTS[self.is_tcp, self.rec_cc, self.is_rr]
+        self.rec_len = layout.length
+        if len(self.b_rec) < (self.flush_rows + 1) * self.rec_len:  # a block and the last row of a flow end
+            self.b_rec.extend(bytes((self.flush_rows + 1) * self.rec_len - len(self.b_rec)))
+        self.writer = FlowWriter(path, FLOW_COLUMNS, meta, flush_rows=self.flush_rows, record=layout)
+
+    def read_info(self) -> None:
+        """Keep the sampled socket's tcp_info and cc info as the last known values
+        (CRR: the connection is about to close; its rows until the next one carry them).
+        Read by the row builder, into a row that is thrown away."""
+        sock = self.sock
+        if sock is not None and self.is_tcp:
+            sample_row(bytearray(), 0, sock, 2 if self.is_bbr else 1, 0.0, 0.0, 0, 0, 0, 0, 0, 0, self.last_tcp,
+                        bytearray(GAPS.size))
+
+    def sample(self, mono: float, wall: float | None = None) -> None:
+        """Append one row stamped ``mono``/``wall`` (the Sampler's tick instant;
+        ``wall`` defaults to now). Called by the Sampler, and once more at the end.
+
+        Kept lean: the row (stamps, counters, one getsockopt, two for bbr) is
+        built by one call (in C when the extension is built); the block of
+        records is written as it is (see :meth:`flush`).
+        """
+        rec = self.b_rec
+        at = self.nrows * self.rec_len
+        sample_row(rec, at, self.sock, self.rec_parts, time.time() if wall is None else wall, mono, self.tx,
+                    self.rx, self.trans, self.conns, self.udp_lost, self.udp_reord, self.last_tcp, self.gaps)
+        if self.is_rr:
+            at += self.rec_len - LAT.size
+            rec[at:at + LAT.size] = self._latency_record()
+        self.nrows += 1
+        if self.nrows >= self.flush_at:
+            self.flush()
+
+    def _latency_record(self) -> bytes:
+        """The latency part of a row: this interval's histogram summary, then a new interval."""
+        if self.lat_raw:
+            self.fold_latency()
+        ih = self.ihist
+        if not ih.count:
+            return ZERO_LAT
+        s = ih.summary(0.001)
+        self.hist.merge(ih)
+        ih.clear()
+        return LAT.pack(s.count, s.min, s.mean, s.max, s.p50, s.p90, s.p99, s.p999)
+
+    def fold_latency(self) -> None:
+        """Move the buffered latencies into this interval's histogram."""
+        self.ihist.record_many(self.lat_raw)
+        del self.lat_raw[:]
+
+    def record_latency(self, ns: int) -> None:
+        self.lat_raw.append(ns)
+        if len(self.lat_raw) >= 65536:  # bounded memory even with long intervals
+            self.fold_latency()
+
+    def flush(self, written: int = 0) -> None:
+        """Write the buffered rows as one ``records`` block (about every 0.2 s);
+        ``written`` bytes of it are already out (the C tick's writev fell short)."""
+        n = self.nrows
+        if n == 0 or self.writer is None:
+            return
+        rows = memoryview(self.b_rec)[:n * self.rec_len]
+        try:
+            self.writer.write_records(n, rows, written)
+        finally:
+            rows.release()  # b_rec may grow again (a bytearray with a live view cannot)
+        self.samples += n
+        self._reset_buffers()
+
+
+
+__all__ = ["FLUSH_SECONDS", "FlowRecord", "flow_path"]

@@ -1,0 +1,118 @@
+"""The engine's sample record: its layout per kind of flow end and the row builder (C or Python).
+
+A sample is one fixed-length record: stamps and counters (:data:`HEAD`), the
+raw ``tcp_info`` bytes, for bbr the padded ``tcp_bbr_info``, for RR tests
+this interval's latency summary (:data:`LAT`). :data:`LAYOUTS` gives the
+:class:`~netesto.raw.nflow.RecordLayout` the ``.nflow`` header declares for
+each; :func:`sample_row` builds one row (``fastloop.sample_row`` when the
+extension is built and lays rows out the same way, else :func:`sample_row_py`).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Callable
+
+from netesto.collectors import tcpinfo
+from netesto.engine import fastloop
+from netesto.raw.columns import (
+    APP_COLUMNS,
+    CC_COLUMNS,
+    FLOW_COLUMNS,
+    LATENCY_COLUMNS,
+    TCP_INFO_COLUMNS,
+    TIME_COLUMNS,
+)
+from netesto.raw.nflow import RecordLayout
+
+_SIZES = {"B": 1, "I": 4, "Q": 8, "d": 8}
+
+_TCP_INFO = tcpinfo.TCP_INFO
+_TCP_CC_INFO = tcpinfo.TCP_CC_INFO
+INFO_LEN = tcpinfo.TCP_INFO_LEN
+HEAD = struct.Struct("=dd6Q")  # t_wall, t_mono and the six APP_COLUMNS counters
+LAT = struct.Struct("=I4x7d")  # lat_count, then lat_min .. lat_p999 (8-byte aligned)
+ZERO_LAT = bytes(LAT.size)
+GAPS = struct.Struct("=5d")  # first and last sample stamp, gaps between samples: count, min, max
+CC_SLOT = 24  # tcp_bbr_info (20 bytes) padded so every record stays 8-byte aligned
+
+
+def _record_layout(tcp: bool, cc: bool, lat: bool) -> RecordLayout:
+    """A sample record: head, [struct tcp_info], [tcp_bbr_info, padded], [latency].
+
+    Only the parts a flow end can have are in its records (a UDP flow has no
+    tcp_info, only bbr has cc info, only RR tests latency); the reader zero-fills
+    the columns its layout leaves out. Every field is aligned to its size.
+    """
+    offsets = [(c.name, i * 8) for i, c in enumerate(TIME_COLUMNS + APP_COLUMNS)]
+    base = HEAD.size
+    parts = [(tcpinfo.TCP_INFO_FIELDS, INFO_LEN)] if tcp else []
+    parts += [(tcpinfo.CC_INFO_FIELDS, CC_SLOT)] if cc else []
+    for fields, length in parts:
+        offsets += [(name, base + off) for name, (off, _) in fields.items()]
+        base += length
+    if lat:
+        offsets += [(c.name, base + (8 * i if i else 0)) for i, c in enumerate(LATENCY_COLUMNS)]
+        base += LAT.size
+    layout = RecordLayout(base, tuple(offsets))
+    assert layout.problem(FLOW_COLUMNS) is None, layout
+    return layout
+
+
+# (tcp, bbr, rr) -> layout; bbr implies tcp
+LAYOUTS = {(t, b, r): _record_layout(t, b, r) for t in (False, True) for b in {False, t} for r in (False, True)}
+assert {n for n, _ in LAYOUTS[True, True, True].offsets} == {c.name for c in FLOW_COLUMNS}
+# The raw-record layouts must agree with the column contract (typecode sizes).
+for _col in TCP_INFO_COLUMNS + CC_COLUMNS:
+    _fields = tcpinfo.TCP_INFO_FIELDS if _col in TCP_INFO_COLUMNS else tcpinfo.CC_INFO_FIELDS
+    assert _fields[_col.name][1] == _SIZES[_col.typecode], _col
+
+
+def _row_size(parts: int) -> int:
+    return HEAD.size + (INFO_LEN if parts else 0) + (CC_SLOT if parts == 2 else 0)
+
+
+def sample_row_py(rec: bytearray, at: int, sock: socket.socket | None, parts: int, wall: float, mono: float,
+                   tx: int, rx: int, trans: int, conns: int, lost: int, reordered: int, last: bytearray,
+                   gaps: bytearray) -> int:
+    """fastloop.sample_row in Python (see there): one row put at byte ``at`` of ``rec``; options read."""
+    if not 0 <= at <= len(rec):
+        raise ValueError(f"a row at {at} of a {len(rec)}-byte buffer")
+    grow = at + _row_size(parts) - len(rec)
+    if grow > 0:
+        rec += bytes(grow)
+    HEAD.pack_into(rec, at, wall, mono, tx, rx, trans, conns, lost if lost > 0 else 0, reordered)
+    first, prev, count, low, high = GAPS.unpack(gaps)
+    if count == 0 and first == 0 and prev == 0:
+        GAPS.pack_into(gaps, 0, mono, mono, 0, 0, 0)
+    else:
+        gap = mono - prev
+        GAPS.pack_into(gaps, 0, first, mono, count + 1, gap if count == 0 or gap < low else low,
+                        gap if count == 0 or gap > high else high)
+    if not parts:
+        return 0
+    read = 0
+    if sock is not None:
+        try:
+            last[:INFO_LEN] = sock.getsockopt(6, _TCP_INFO, INFO_LEN).ljust(INFO_LEN, b"\0")
+            read = 1
+            if parts == 2:
+                last[INFO_LEN:] = sock.getsockopt(6, _TCP_CC_INFO, tcpinfo.CC_INFO_LEN).ljust(CC_SLOT, b"\0")
+                read = 2
+        except OSError:
+            pass  # closed or gone: the row carries the last values
+    at += HEAD.size
+    size = INFO_LEN + (CC_SLOT if parts == 2 else 0)
+    rec[at:at + size] = memoryview(last)[:size]
+    return read
+
+
+# The C row builder and tick, unless an extension built from other sources lays rows out differently.
+_C_ROWS = fastloop.ROW_LAYOUT == (HEAD.size, INFO_LEN, CC_SLOT)
+sample_row: Callable[..., int] = fastloop.sample_row if fastloop.sample_row and _C_ROWS else sample_row_py
+sample_tick = fastloop.sample_tick if _C_ROWS and fastloop.sample_setup else None  # set up with FlowEnd
+
+
+__all__ = ["CC_SLOT", "GAPS", "HEAD", "INFO_LEN", "LAT", "LAYOUTS", "ZERO_LAT", "sample_row", "sample_row_py",
+           "sample_tick"]

@@ -1,0 +1,247 @@
+"""The server end of a flow: the base, TCP_STREAM/MAERTS/BIDIR and TCP_CRR; what the flows see of their process.
+
+:class:`ServerHost` is what every server flow asks of its server process
+(:class:`~netesto.engine.accept.ServerWorker`, which accepts and
+handshakes). TCP_RR is served in :mod:`~netesto.engine.server_rr`, the UDP
+tests in :mod:`~netesto.engine.server_udp`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Callable
+
+from netesto.engine import handshake as hs
+from netesto.engine.flowend import FlowEnd, Worker, describe_error, io_handler
+from netesto.engine.loop import ERR, IN, OUT, Loop
+from netesto.protocol.flowspec import FlowSpec
+
+GO_TIMEOUT = 10.0  # a held flow whose start marker is this late after the client's instant ends
+GRACE = 30.0  # a flow whose client vanished silently ends dur + GRACE after it began
+_IN_ERR = IN | ERR
+
+
+class ServerHost(Worker):
+    """A server process as its flows see it: its index among the server processes, the handshakes
+    in progress (a flow alone in its process serves in a blocking loop) and the CRR sessions."""
+
+    def __init__(self, loop: Loop, datadir: str, emit: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__(loop, datadir, emit)
+        self.pending: dict[int, Any] = {}  # fd -> handshake in progress (an accept.Pending)
+        self.sessions: dict[bytes, CRRServer] = {}
+        self.index = 0
+
+
+class ServerFlow(FlowEnd):
+    """The server end of a flow; subclasses per test type."""
+
+    side = "server"
+
+    def __init__(self, worker: ServerHost, spec: FlowSpec, conn: socket.socket) -> None:
+        super().__init__(worker, spec)
+        self.conn = conn
+        self.sock = conn if self.is_tcp else None
+        self.fd = conn.fileno()
+        self.local = conn.getsockname()[:2]
+        self.remote = conn.getpeername()[:2]
+        self.where = f"{self.remote[0]}:{self.remote[1]}"
+        self.sw = worker
+
+    def start(self) -> dict[str, Any]:
+        """Set up after a good hello; returns the extra reply fields."""
+        return {}
+
+    def begin_server(self) -> None:
+        """The data phase starts now: at the hello, or at the client's start marker."""
+        if self.start_mono:
+            return
+        self.begin()
+        self.timers.append(
+            self.loop.call_at(self.start_mono + self.spec.dur + GRACE, self._watchdog)
+        )
+        self.worker.emit({"event": "started", "flow": self.spec.flow_id, "side": "server",
+                          "remote": list(self.remote)})
+
+    def hold(self, wait: float) -> None:
+        """Wait for the client's start marker (it handshook ahead of its start instant)."""
+        self.timers.append(self.loop.call_later(wait + GO_TIMEOUT, self._no_go))
+        self.loop.register(self.fd, IN, self._on_go)
+
+    def _no_go(self) -> None:
+        if self.start_mono:
+            return  # the marker came and the flow runs: this timer is only for one that never starts
+        self.finish(f"no start marker from client {self.where} within {GO_TIMEOUT:.0f} s of its start instant")
+
+    def _on_go(self, events: int) -> None:
+        try:
+            data = self.conn.recv(len(hs.GO))  # exactly the marker: flow data may follow at once
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self.finish(f"{describe_error(exc)} before the start (client {self.where})")
+            return
+        if data != hs.GO:
+            self.finish(f"client {self.where} closed the connection before the start" if not data
+                        else f"bad start marker {data!r} from client {self.where}")
+            return
+        self.loop.unregister(self.fd)
+        try:
+            self.begin_server()
+        except OSError as exc:
+            self.finish(f"cannot record flow {self.spec.flow_id}: {describe_error(exc)}")
+            return
+        self.go()
+
+    def go(self) -> None:
+        """Start serving (after the reply went out and the data phase began)."""
+
+    def client_ended(self) -> None:
+        """EOF from the client: the normal end - unless it came well before ``dur``.
+
+        A client that crashed or was stopped closes its socket just like one
+        that finished, so the time tells them apart (the server side starts
+        when the client's first byte arrives, so a complete flow is short by
+        at most a one-way delay: well inside the 1 % + 10 ms allowed).
+        """
+        elapsed = self.elapsed()
+        if elapsed < self.spec.dur * 0.99 - 0.01:
+            self.finish(f"client {self.where} ended the flow after {elapsed:.1f} s of {self.spec.dur:g} s")
+        else:
+            self.finish()
+
+    def _watchdog(self) -> None:
+        self.finish(f"flow did not end within {self.spec.dur + GRACE:.0f} s (client gone?)")
+
+    def fail_running(self, exc: BaseException) -> None:
+        self.finish(f"{describe_error(exc)} after {self.elapsed():.1f} s (client {self.where})")
+
+    def close_sockets(self) -> None:
+        super().close_sockets()
+        if self.conn is not None:
+            self.loop.unregister(self.conn.fileno())
+            self.conn.close()
+
+
+class StreamServer(ServerFlow):
+    """Receives (TCP_STREAM), sends (TCP_MAERTS) or both (TCP_BIDIR) until the client half-closes."""
+
+    def go(self) -> None:
+        self.sending = self.spec.test in ("TCP_MAERTS", "TCP_BIDIR")
+        self.loop.register(self.fd, IN | (OUT if self.sending else 0), self._on_event)
+
+    @io_handler
+    def _on_event(self, events: int) -> None:
+        if events & _IN_ERR:
+            solo = not self.sending and len(self.sw.flows) == 1 and not self.sw.pending
+            if not (self.recv_spin(self.conn) if solo else self.recv_burst(self.conn)):
+                self._eof()
+                return
+        if events & OUT and self.sending:
+            self.send_burst(self.conn)
+
+    def _eof(self) -> None:
+        self.sending = False
+        try:
+            self.conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        self.client_ended()
+
+
+class CRRServer(ServerFlow):
+    """TCP_CRR: the hello connection stays open as control; joins carry the transactions."""
+
+    def start(self) -> dict[str, Any]:
+        super().start()
+        # The first byte names the worker process that owns the flow (see ServerWorker.join).
+        self.session = bytes([self.sw.index]) + os.urandom(7)
+        self.sw.sessions[self.session] = self
+        self.joins: set[JoinConn] = set()
+        return {"session": self.session}
+
+    def go(self) -> None:
+        self.loop.register(self.fd, IN, self._on_ctl)
+
+    def _on_ctl(self, events: int) -> None:
+        if self.read_ctl(self.conn) == b"":  # the client's EOF: the flow is over
+            self.client_ended()
+
+    def close_sockets(self) -> None:
+        for join in list(self.joins):
+            join.close()
+        self.sw.sessions.pop(self.session, None)
+        super().close_sockets()
+
+
+class JoinConn:
+    """One TCP_CRR transaction connection on the server."""
+
+    def __init__(self, flow: CRRServer, conn: socket.socket, leftover: bytes) -> None:
+        self.flow = flow
+        self.conn = conn
+        self.fd = conn.fileno()
+        self.got = 0
+        self.done = False
+        self.out = memoryview(b"")
+        flow.begin_server()  # a join may overtake the start marker on the control connection
+        flow.joins.add(self)
+        flow.conns += 1
+        flow.sock = conn
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        flow.loop.register(self.fd, IN, self._on_event)
+        if leftover:
+            self._got(len(leftover))
+
+    def _got(self, n: int) -> None:
+        flow = self.flow
+        flow.rx += n
+        self.got += n
+        if self.got >= max(1, flow.spec.req) and not self.done:
+            self.done = True
+            flow.trans += 1
+            self.out = memoryview(bytes(max(1, flow.spec.reply)))
+            self._send()
+
+    def _send(self) -> None:
+        try:
+            n = self.conn.send(self.out)
+        except BlockingIOError:
+            n = 0
+        self.flow.tx += n
+        self.out = self.out[n:]
+        # a large reply goes out as the client reads it, never blocking the server
+        self.flow.loop.modify(self.fd, IN | OUT if self.out else IN)
+
+    def _on_event(self, events: int) -> None:
+        try:
+            if events & OUT and self.out:
+                self._send()
+            if not events & (IN | ERR):
+                return
+            n = self.conn.recv_into(self.flow.worker.rxview)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.close()
+            return
+        if n == 0:
+            self.close()
+            return
+        try:
+            self._got(n)
+        except OSError:
+            self.close()
+
+    def close(self) -> None:
+        flow = self.flow
+        flow.joins.discard(self)
+        if flow.sock is self.conn:
+            flow.read_info()
+            flow.sock = None
+        flow.loop.unregister(self.fd)
+        self.conn.close()
+
+
+__all__ = ["CRRServer", "GO_TIMEOUT", "GRACE", "JoinConn", "ServerFlow", "ServerHost", "StreamServer"]

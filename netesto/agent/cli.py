@@ -8,12 +8,15 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from netesto._version import __version__
 from netesto.errors import NetestoError
 from netesto.protocol.codec import DEFAULT_MAX_MESSAGE
 from netesto.protocol.version import PROTOCOL_VERSION
+
+if TYPE_CHECKING:
+    from netesto.agent.config import AgentConfig
 
 
 def default_datadir() -> Path:
@@ -49,14 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, run: Callable[["AgentConfig"], int] | None = None) -> int:
+    """Parse ``argv``, set up logging and serve; ``run`` replaces the server's (tests start faulty agents)."""
     args = build_parser().parse_args(argv)
     handler: logging.Handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    from netesto.agent.server import AgentConfig, run
+    from netesto.agent.config import AgentConfig
+    from netesto.agent.server import run as serve
 
     try:
         config = AgentConfig(
@@ -64,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             key_name=args.key_name, authorized=args.authorized, allow=args.allow, insecure=args.insecure,
             lease=args.lease, max_message=args.max_message, name=args.name, test_bind=args.test_bind,
             flow_port=args.flow_port, ready_file=args.ready_file)
-        return run(config)
+        return (run or serve)(config)
     except NetestoError as exc:
         if args.log_file:
             logging.getLogger("netesto.agent").error("%s", exc.format_message())

@@ -8,18 +8,20 @@ import re
 import socket
 import time
 import zlib
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from netesto._version import __version__
+from netesto.agent.config import AgentConfig
+from netesto.agent.control import HostControl
 from netesto.agent.facts import tool_versions
-from netesto.agent.store import exp_name
-from netesto.errors import AgentError, NetestoError
+from netesto.agent.flows import FlowManager
+from netesto.agent.lease import Lease
+from netesto.agent.owner import Ownership
+from netesto.agent.store import DataStore, exp_name
+from netesto.errors import AgentError
 from netesto.protocol.codec import CHUNK_SIZE
 from netesto.protocol.messages import COMMANDS
 from netesto.protocol.version import PROTOCOL_VERSION
-
-if TYPE_CHECKING:
-    from netesto.agent.server import Agent
 
 MAX_CHUNK = 8 * CHUNK_SIZE
 _IFACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}$")
@@ -38,10 +40,22 @@ def _arg(args: Mapping[str, Any], name: str, kind: type | tuple[type, ...], defa
     return value
 
 
+class AgentState(Protocol):
+    """What the handlers use of the agent: its configuration, its parts, the requesting peer."""
+
+    config: AgentConfig
+    store: DataStore
+    lease: Lease
+    control: HostControl
+    flows: FlowManager
+    ownership: Ownership
+    peer: bytes
+
+
 class Handlers:
     """``cmd_<type>(args) -> result``; errors are NetestoErrors the server turns into replies."""
 
-    def __init__(self, agent: "Agent") -> None:
+    def __init__(self, agent: AgentState) -> None:
         self.agent = agent
         self.table = {name: getattr(self, f"cmd_{name}") for name in COMMANDS}
         # exp -> {path: (size, sha256)} of its last fetch_list: ack deletes only what was listed.
@@ -165,8 +179,6 @@ class Handlers:
         # crc32 per chunk (cheap, catches damage in transit); each file also has a
         # sha256 in fetch_list that the client checks before it acknowledges.
         crc = zlib.crc32(data)
-        if self.agent.fault("corrupt-chunk") and data:
-            data = bytes([data[0] ^ 0xFF]) + data[1:]  # damaged after the checksum: the client must notice
         return {"path": path, "offset": offset, "data": data, "crc32": crc, "eof": len(data) < length}
 
     def cmd_ack(self, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -224,13 +236,4 @@ class Handlers:
         return self.agent.control.restore()
 
 
-def error_type(exc: BaseException) -> str:
-    """The ``type`` of a structured error: the AgentError's kind, else the class name."""
-    if isinstance(exc, AgentError) and exc.kind and type(exc) is AgentError:
-        return exc.kind
-    if isinstance(exc, NetestoError):
-        return type(exc).__name__
-    return "AgentError"
-
-
-__all__ = ["Handlers", "error_type"]
+__all__ = ["AgentState", "Handlers"]

@@ -22,7 +22,7 @@ import zmq.auth
 from netesto.controller.client import AgentClient
 from netesto.errors import AgentError, AgentUnreachable, PolicyError, ProtocolError, VersionMismatch
 from netesto.protocol import Request, decode, encode
-from tests.agent.agentproc import REPO, wait_for
+from tests.agent.agentproc import FAULTY_AGENT, REPO, wait_for
 
 
 def raw_dealer(agent, keys, key="controller"):
@@ -116,7 +116,7 @@ def test_version_mismatch_is_reported_naming_both(agents, keys):
 
 
 def test_client_reports_an_agent_of_another_major_version(agents, keys):
-    agent = agents(keys=keys, env={"NETESTO_AGENT_PROTOCOL_VERSION": "2.1"})
+    agent = agents(keys=keys, env={"NETESTO_AGENT_PROTOCOL_VERSION": "2.1"}, module=FAULTY_AGENT)
     with agent.client() as c:
         with pytest.raises(VersionMismatch) as info:
             c.hello()
@@ -219,7 +219,7 @@ def test_absent_module_gives_a_clear_error(agents, keys):
 
 
 def test_drop_replies_fault_gives_agent_unreachable_naming_host_and_port(agents, keys):
-    agent = agents(keys=keys, env={"NETESTO_AGENT_FAULT": "drop-replies"})
+    agent = agents(keys=keys, env={"NETESTO_AGENT_FAULT": "drop-replies"}, module=FAULTY_AGENT)
     with agent.client(timeout=0.5) as c:
         with pytest.raises(AgentUnreachable) as info:
             c.hello()
@@ -227,7 +227,7 @@ def test_drop_replies_fault_gives_agent_unreachable_naming_host_and_port(agents,
 
 
 def test_crash_on_start_fault(tmp_path, keys):
-    proc = subprocess.run([sys.executable, "-m", "netesto.agent.cli", "--bind", "127.0.0.1", "--insecure",
+    proc = subprocess.run([sys.executable, "-m", FAULTY_AGENT, "--bind", "127.0.0.1", "--insecure",
                            "--port", "0", "--datadir", str(tmp_path)], capture_output=True, text=True, timeout=30,
                           env={**os.environ, "PYTHONPATH": str(REPO), "NETESTO_AGENT_FAULT": "crash-on-start"})
     assert proc.returncode == 3
@@ -254,7 +254,7 @@ def test_fetch_chunks_digests_ack_then_delete(agents, keys, tmp_path):
 
 
 def test_fetch_detects_a_corrupted_chunk_and_keeps_the_agent_copy(agents, keys, tmp_path):
-    agent = agents(keys=keys, env={"NETESTO_AGENT_FAULT": "corrupt-chunk"})
+    agent = agents(keys=keys, env={"NETESTO_AGENT_FAULT": "corrupt-chunk"}, module=FAULTY_AGENT)
     data = os.urandom(200_000)
     _fill(agent.datadir, 9, {"flows/x.nflow": data})
     with agent.client() as c:
@@ -395,7 +395,7 @@ def test_lease_warning_is_pushed_to_the_controller(agents, keys):
 
 
 def test_slow_fault_times_out_a_short_timeout_but_not_a_long_one(agents, keys):
-    agent = agents(keys=keys, env={"NETESTO_AGENT_FAULT": "slow", "NETESTO_AGENT_FAULT_DELAY": "0.6"})
+    agent = agents(keys=keys, env={"NETESTO_AGENT_FAULT": "slow", "NETESTO_AGENT_FAULT_DELAY": "0.6"}, module=FAULTY_AGENT)
     with agent.client(timeout=0.2, heartbeat=0) as c:
         with pytest.raises(AgentUnreachable):
             c.hello()

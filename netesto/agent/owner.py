@@ -66,4 +66,4 @@ class Ownership:
         return {"released": False}
 
 
-__all__ = ["SHARED", "Owner", "Ownership"]
+__all__ = ["Owner", "Ownership", "SHARED"]

@@ -171,7 +171,7 @@ class Agent:
                 for fd, run in fds.items():
                     if fd in ready:
                         self.flows.on_readable(run)
-            if self.flows.runs or self.flows.pings:
+            if self.flows.runs or self.flows.pings.collectors:
                 self.flows.reap()
             now = time.monotonic()
             if now >= next_lease_check:  # leases are seconds long: 20 checks a second are plenty

@@ -18,11 +18,12 @@ import logging
 import os
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any
 
 from netesto.agent import cli, server
 from netesto.agent.config import AgentConfig
 from netesto.agent.handlers import Handlers
+from netesto.protocol.commands import FetchChunkArgs
 from netesto.protocol.version import PROTOCOL_VERSION
 
 FAULTS = ("corrupt-chunk", "crash-on-start", "drop-replies", "slow")
@@ -40,7 +41,7 @@ def faults() -> set[str]:
 class FaultyHandlers(Handlers):
     """Handlers whose fetched chunks are damaged after their checksum (``corrupt-chunk``)."""
 
-    def cmd_fetch_chunk(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def cmd_fetch_chunk(self, args: FetchChunkArgs) -> dict[str, Any]:
         out = super().cmd_fetch_chunk(args)
         data = out["data"]
         if data:

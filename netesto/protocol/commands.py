@@ -59,24 +59,40 @@ class CommandArgs:
 
 
 @dataclass(frozen=True)
-class HelloArgs(CommandArgs):
+class NoArgs(CommandArgs):
+    """A command without arguments (any it is given are ignored)."""
+
+
+@dataclass(frozen=True)
+class ExpArgs(CommandArgs):
+    """A command about one experiment ``exp``."""
+
+    exp: int | str = _wire(_EXP)
+
+
+@dataclass(frozen=True)
+class AnyExpArgs(CommandArgs):
+    """A command about one experiment ``exp``, or every one if None (then sent without ``exp``)."""
+
+    exp: int | str | None = _wire(_EXP, None, omit=True)
+
+
+class HelloArgs(NoArgs):
     """``hello``: no arguments."""
 
-    command: ClassVar[str] = "hello"
+    command = "hello"
 
 
-@dataclass(frozen=True)
-class TimeArgs(CommandArgs):
+class TimeArgs(NoArgs):
     """``time``: no arguments."""
 
-    command: ClassVar[str] = "time"
+    command = "time"
 
 
-@dataclass(frozen=True)
-class HeartbeatArgs(CommandArgs):
+class HeartbeatArgs(NoArgs):
     """``heartbeat``: no arguments."""
 
-    command: ClassVar[str] = "heartbeat"
+    command = "heartbeat"
 
 
 @dataclass(frozen=True)
@@ -145,35 +161,28 @@ class ClaimArgs(CommandArgs):
         return {"run": self.run, "controller": self.controller}
 
 
-@dataclass(frozen=True)
-class ReleaseArgs(CommandArgs):
+class ReleaseArgs(NoArgs):
     """``release``: no arguments."""
 
-    command: ClassVar[str] = "release"
+    command = "release"
 
 
-@dataclass(frozen=True)
-class StatusArgs(CommandArgs):
+class StatusArgs(ExpArgs):
     """``status``: the flows of ``exp``."""
 
-    command: ClassVar[str] = "status"
-    exp: int | str = _wire(_EXP)
+    command = "status"
 
 
-@dataclass(frozen=True)
-class StopArgs(CommandArgs):
+class StopArgs(AnyExpArgs):
     """``stop``: the flows and captures of ``exp`` (every one if None)."""
 
-    command: ClassVar[str] = "stop"
-    exp: int | str | None = _wire(_EXP, None, omit=True)
+    command = "stop"
 
 
-@dataclass(frozen=True)
-class FetchListArgs(CommandArgs):
+class FetchListArgs(ExpArgs):
     """``fetch_list``: the files of ``exp`` with sizes and digests."""
 
-    command: ClassVar[str] = "fetch_list"
-    exp: int | str = _wire(_EXP)
+    command = "fetch_list"
 
 
 @dataclass(frozen=True)
@@ -187,12 +196,10 @@ class FetchChunkArgs(CommandArgs):
     length: int = _wire(int, CHUNK_SIZE)
 
 
-@dataclass(frozen=True)
-class AckArgs(CommandArgs):
+class AckArgs(ExpArgs):
     """``ack``: ``exp`` was fetched whole; the agent deletes it."""
 
-    command: ClassVar[str] = "ack"
-    exp: int | str = _wire(_EXP)
+    command = "ack"
 
 
 @dataclass(frozen=True)
@@ -250,29 +257,25 @@ class TcpdumpStartArgs(CommandArgs):
     packets: int = _wire(int, 10000)
 
 
-@dataclass(frozen=True)
-class TcpdumpStopArgs(CommandArgs):
+class TcpdumpStopArgs(AnyExpArgs):
     """``tcpdump_stop``: the captures of ``exp`` (every one if None)."""
 
-    command: ClassVar[str] = "tcpdump_stop"
-    exp: int | str | None = _wire(_EXP, None, omit=True)
+    command = "tcpdump_stop"
 
 
-@dataclass(frozen=True)
-class RestoreArgs(CommandArgs):
+class RestoreArgs(NoArgs):
     """``restore``: no arguments."""
 
-    command: ClassVar[str] = "restore"
+    command = "restore"
 
 
+_CLASSES: tuple[type[CommandArgs], ...] = (
+    HelloArgs, TimeArgs, HeartbeatArgs, SnapshotArgs, PrepareServerArgs, StartFlowsArgs, StatusArgs, StopArgs,
+    FetchListArgs, FetchChunkArgs, AckArgs, SetSysctlArgs, SetModuleParamsArgs, SetQdiscArgs, SetNetemArgs,
+    TcpdumpStartArgs, TcpdumpStopArgs, PingStartArgs, RestoreArgs, ClaimArgs, ReleaseArgs)
 # The payload class of each command, in COMMANDS order.
 COMMAND_ARGS: Mapping[str, type[CommandArgs]] = {
-    cls.command: cls for cls in sorted(
-        (HelloArgs, TimeArgs, HeartbeatArgs, SnapshotArgs, PrepareServerArgs, StartFlowsArgs, StatusArgs, StopArgs,
-         FetchListArgs, FetchChunkArgs, AckArgs, SetSysctlArgs, SetModuleParamsArgs, SetQdiscArgs, SetNetemArgs,
-         TcpdumpStartArgs, TcpdumpStopArgs, PingStartArgs, RestoreArgs, ClaimArgs, ReleaseArgs),
-        key=lambda c: COMMANDS.index(c.command))
-}
+    cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
 for _cls in COMMAND_ARGS.values():
     _cls._spec = tuple((f.name, f.metadata["kinds"], f.default, f.metadata["omit"])
                        for f in fields(_cls) if "kinds" in f.metadata)  # type: ignore[arg-type]
@@ -280,13 +283,16 @@ assert tuple(COMMAND_ARGS) == COMMANDS, "one payload class per command"
 
 __all__ = [
     "AckArgs",
+    "AnyExpArgs",
     "COMMAND_ARGS",
     "ClaimArgs",
     "CommandArgs",
+    "ExpArgs",
     "FetchChunkArgs",
     "FetchListArgs",
     "HeartbeatArgs",
     "HelloArgs",
+    "NoArgs",
     "PingStartArgs",
     "PrepareServerArgs",
     "ReleaseArgs",

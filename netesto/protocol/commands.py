@@ -46,7 +46,10 @@ class CommandArgs:
     @classmethod
     def from_wire(cls, args: Mapping[str, Any]) -> Any:
         """The payload of a request's ``args``; UsageError naming a missing or mistyped field."""
-        return cls(**{name: _take(args, name, kinds, default) for name, kinds, default, _ in cls._spec})
+        spec = cls._spec
+        if not spec:  # hello, time, heartbeat: per request, so no empty comprehension
+            return cls()
+        return cls(**{name: _take(args, name, kinds, default) for name, kinds, default, _ in spec})
 
     def to_wire(self) -> dict[str, Any]:
         """The argument map a request carries."""

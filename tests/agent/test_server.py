@@ -175,6 +175,13 @@ def test_drop_replies_fault_gives_agent_unreachable_naming_host_and_port(agents,
     assert f"127.0.0.1:{agent.port}" in str(info.value) and info.value.host == "h1"
 
 
+def test_the_shipped_package_has_no_fault_switches():
+    # The faults above come from the test-only entry point tests/agent/faulty_agent.py.
+    for path in (REPO / "netesto").rglob("*.py"):
+        text = path.read_text()
+        assert "NETESTO_AGENT_FAULT" not in text and "NETESTO_AGENT_PROTOCOL_VERSION" not in text, path
+
+
 def test_crash_on_start_fault(tmp_path, keys):
     proc = subprocess.run([sys.executable, "-m", FAULTY_AGENT, "--bind", "127.0.0.1", "--insecure",
                            "--port", "0", "--datadir", str(tmp_path)], capture_output=True, text=True, timeout=30,

@@ -80,7 +80,17 @@ def test_a_kind_from_a_newer_agent_is_still_an_agent_error_carrying_it() -> None
     assert type(exc) is AgentError and exc.kind == "Overheated" and str(exc) == "h2: too hot"
 
 
-def test_the_shipped_package_has_no_fault_switches() -> None:
-    # Faults for tests live in tests/agent/faulty_agent.py.
-    for path in PACKAGE.rglob("*.py"):
-        assert "NETESTO_AGENT_FAULT" not in path.read_text(), path
+@pytest.mark.parametrize("kind", sorted(ERROR_KINDS) + ["Overheated"])
+def test_the_controller_client_raises_what_the_table_says(kind: str) -> None:
+    # Until the client calls error_from_reply itself, it must agree with it.
+    from types import SimpleNamespace
+
+    from netesto.controller.client import AgentClient
+
+    client = SimpleNamespace(name="h1", where="h1:12870")
+    info = ErrorInfo(kind, "refused", {"ours": "2.0", "theirs": "1.0"})
+    theirs = AgentClient._error(client, info, "set_qdisc")  # type: ignore[arg-type]
+    ours = error_from_reply(info, host="h1", where="h1:12870", what="set_qdisc")
+    assert type(theirs) is type(ours) and str(theirs) == str(ours)
+    assert getattr(theirs, "kind", None) == getattr(ours, "kind", None)
+    assert getattr(theirs, "host", None) == getattr(ours, "host", None)

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-bind", default="0.0.0.0", help="address the flow engine's test server listens on")
     p.add_argument("--flow-port", type=int, default=0, help="test server port (default: any free port)")
     p.add_argument("--ready-file", type=Path, help="write the bound port here once listening")
+    p.add_argument("--netem-fallback", metavar="MODULE:FUNCTION", default=os.environ.get("NETESTO_NETEM_FALLBACK", ""),
+                   help="userspace delay line for SET_NETEM where the kernel has no netem "
+                        "(default: $NETESTO_NETEM_FALLBACK)")
     p.add_argument("--log-file", type=Path, help="log here instead of stderr")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
@@ -68,7 +71,7 @@ def main(argv: Sequence[str] | None = None, *, run: Callable[["AgentConfig"], in
             datadir=args.datadir or default_datadir(), bind=args.bind, port=args.port, keys=args.keys,
             key_name=args.key_name, authorized=args.authorized, allow=args.allow, insecure=args.insecure,
             lease=args.lease, max_message=args.max_message, name=args.name, test_bind=args.test_bind,
-            flow_port=args.flow_port, ready_file=args.ready_file)
+            flow_port=args.flow_port, ready_file=args.ready_file, netem_fallback=args.netem_fallback)
         return (run or serve)(config)
     except NetestoError as exc:
         if args.log_file:

@@ -31,6 +31,7 @@ class AgentConfig:
     test_bind: str = "0.0.0.0"
     flow_port: int = 0
     ready_file: Path | None = None
+    netem_fallback: str = ""  # "module:function": a userspace delay line where the kernel has no netem
 
     def __post_init__(self) -> None:
         if self.insecure and not is_loopback(self.bind):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import os
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -23,7 +22,7 @@ from netesto.policy import MODULE_PARAMS, QDISC_ACTIONS, QDISCS, SYSCTLS, check_
 
 log = logging.getLogger("netesto.agent.control")
 
-PROC_SYS = Path(os.environ.get("NETESTO_PROC_SYS", "/proc/sys"))
+PROC_SYS = Path("/proc/sys")
 SYS_MODULE = Path("/sys/module")
 
 _RATE = re.compile(r"^\d+(\.\d+)?([KkMmGgTt]i?)?(bit|bps)?$")
@@ -53,11 +52,16 @@ def normalize_settings(settings: Mapping[str, Any] | Sequence[Any]) -> list[tupl
 
 
 class HostControl:
-    """Applies allowlisted changes to this host (or namespace) and undoes them."""
+    """Applies allowlisted changes to this host (or namespace) and undoes them.
 
-    def __init__(self, journal_path: Path, host: str) -> None:
+    ``netem_fallback`` (``"module:function"``, "" for none) is the userspace delay line
+    SET_NETEM uses where the kernel has no netem.
+    """
+
+    def __init__(self, journal_path: Path, host: str, *, netem_fallback: str = "") -> None:
         self.journal = Journal(journal_path)
         self.host = host
+        self.netem_fallback = netem_fallback
         self.tcpdumps = Tcpdumps(journal_path.parent, host)
 
     # ---- sysctl
@@ -221,12 +225,12 @@ class HostControl:
             # As the original: delay 0 = no netem. Undo only what netem (or the fallback)
             # put there: another root qdisc (the testbed's htb bottleneck) is not ours.
             if root != "netem":
-                fallback = tc.netem_fallback()
+                fallback = tc.netem_fallback(self.netem_fallback)
                 if fallback is None:
                     return {"dev": dev, "argv": []}
                 result = fallback(dev, 0, 0, 0, 0, limit)  # all zeros = the delay line's own setting
                 self.journal.forget("netem_fallback", dev)
-                return {"dev": dev, "fallback": os.environ["NETESTO_NETEM_FALLBACK"], "result": result}
+                return {"dev": dev, "fallback": self.netem_fallback, "result": result}
             self._record_qdisc(dev)
             tc.run(["tc", "qdisc", "del", "dev", dev, "root"], "tc qdisc del")
             return {"dev": dev, "argv": [["tc", "qdisc", "del", "dev", dev, "root"]]}
@@ -249,15 +253,15 @@ class HostControl:
             self.journal.forget("qdisc", dev)
         if "netem" not in root and re.search(r"unknown|not found|No such file|Error: Specified qdisc",
                                              proc.stderr, re.I):
-            fallback = tc.netem_fallback()
+            fallback = tc.netem_fallback(self.netem_fallback)
             if fallback is None:
                 raise AgentError(f"netem is unavailable on this host (tc: {proc.stderr.strip()}); "
                                  "set NETESTO_NETEM_FALLBACK=module:function for a userspace delay line",
                                  kind="Unavailable", detail={"argv": ["tc", *argv]})
             # Restore calls the fallback with delay 0 for this entry.
-            self.journal.record("netem_fallback", dev, os.environ["NETESTO_NETEM_FALLBACK"])
+            self.journal.record("netem_fallback", dev, self.netem_fallback)
             result = fallback(dev, delay, jitter, loss, rate, limit)
-            return {"dev": dev, "fallback": os.environ["NETESTO_NETEM_FALLBACK"], "result": result}
+            return {"dev": dev, "fallback": self.netem_fallback, "result": result}
         raise AgentError(f"set netem on {dev}: {proc.stderr.strip()}", kind="ControlError")
 
     # ---- tcpdump
@@ -278,7 +282,7 @@ class HostControl:
         errors: list[str] = []
         for dev, spec in list(self.journal.data["netem_fallback"].items()):
             try:
-                fallback = tc.netem_fallback()
+                fallback = tc.netem_fallback(self.netem_fallback)
                 if fallback is not None:
                     fallback(dev, 0, 0, 0, 0, 1000)  # delay 0 removes the delay line
                 restored.append(f"netem fallback on {dev}")

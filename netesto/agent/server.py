@@ -55,7 +55,8 @@ class Agent:
         self.version = version
         self.store = DataStore(config.datadir)
         self.lease = Lease(config.lease)
-        self.control = HostControl(self.store.private / "journal.json", config.name)
+        self.control = HostControl(self.store.private / "journal.json", config.name,
+                                   netem_fallback=config.netem_fallback)
         self.flows = FlowManager(self.store, config.name, self.push, test_bind=config.test_bind,
                                  flow_port=config.flow_port)
         self.handlers = Handlers(self)

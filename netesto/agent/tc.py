@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -179,9 +178,8 @@ def _search(want: int, first: int, probe: Callable[[int], int | None], tries: in
 
 
 
-def netem_fallback() -> Callable[..., Any] | None:
-    """The replaceable userspace delay line: ``NETESTO_NETEM_FALLBACK="module:function"``."""
-    spec = os.environ.get("NETESTO_NETEM_FALLBACK", "")
+def netem_fallback(spec: str) -> Callable[..., Any] | None:
+    """The replaceable userspace delay line ``spec``, ``"module:function"`` (None if "")."""
     if not spec:
         return None
     module, _, func = spec.partition(":")

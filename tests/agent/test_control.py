@@ -198,3 +198,14 @@ def test_ping_and_tcpdump_never_take_an_option_from_a_name(agents, keys, target)
             c.ping_start(22, target)
         with pytest.raises(AgentError, match=r"bad tcpdump server"):
             c.tcpdump_start(22, "lo", target, 10)
+
+
+def test_the_netem_fallback_comes_from_the_option_or_the_environment(monkeypatch):
+    # The agent reads no environment past its command line: the option's default is the variable.
+    from netesto.agent.cli import build_parser
+
+    monkeypatch.delenv("NETESTO_NETEM_FALLBACK", raising=False)
+    assert build_parser().parse_args([]).netem_fallback == ""
+    monkeypatch.setenv("NETESTO_NETEM_FALLBACK", "tests.agent.fake_delayline:netem_fallback")
+    assert build_parser().parse_args([]).netem_fallback == "tests.agent.fake_delayline:netem_fallback"
+    assert build_parser().parse_args(["--netem-fallback", "m:f"]).netem_fallback == "m:f"

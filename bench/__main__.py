@@ -1,8 +1,11 @@
 """``python3 -m bench [NAME ...]``: run the benchmarks one after another, each in its own process.
 
-Every benchmark measures its peer tool (iperf3, sockperf, bare pyzmq, ...) in
-the same run and prints ratios; this runner only sequences them and says
-which failed. Names are the parts after ``bench_`` (``stream``, ``rr``, ...).
+Every benchmark measures its peer tool (iperf3, netperf, neper, bare pyzmq,
+...) in the same run and prints ratios; the peer benches (``stream``, ``rr``,
+``crr``) say how they match the peer and judge each ratio against its target
+(``bench/common.py``). This runner only sequences them and says which failed.
+Names are the parts after ``bench_`` (``stream``, ``rr``, ``crr``, ...). Run it
+as ``nice -n 10 python3 -m bench ...``: every side inherits the same niceness.
 """
 
 from __future__ import annotations

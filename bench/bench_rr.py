@@ -1,115 +1,148 @@
-"""Request/response rate of the built-in engine vs sockperf ping-pong on one veth pair.
+"""1-byte TCP request/response of the engine vs netperf TCP_RR (1 flow) and neper tcp_rr (16 flows).
 
-``python3 -m bench.bench_rr [--dur 3] [--reps 2]`` (root, repository root).
-Both tools' ends are pinned the same way with taskset: same CPU (both on
-CPU 0) and cross CPU (client CPU 0, server CPU 1); on 2-vCPU machines the
-placement changes the rate ~5x. The engine sends 1-byte requests and
-replies; sockperf's smallest message is 14 bytes (its header) and it runs
-with ``--full-rtt --mps max``. The 1-flow case runs twice: with the C loops
-(``netesto.engine._fastloop``, if built) and with ``NETESTO_PURE_PYTHON=1``
-on both engine processes; the loop each end really ran is read from the flow
-summaries (``rr_loop``, client/server). Also: 16 engine flows on one worker
-(aggregate; never solo, so always the Python event loop) vs the sockperf
-1-flow figure. Shared noisy machine: read the ratios; the spread is the
-lowest and highest of the runs.
+``nice -n 10 python3 -m bench.bench_rr [--dur 3] [--reps 3] [--pure-python]`` (root, repository root).
+
+Two placements, every tool's ends pinned alike with ``taskset``: same CPU
+(client and server on CPU 0) and cross CPU (client CPU 0, server CPU 1);
+on 2-vCPU machines the placement changes the rate ~5x. Like with like:
+
+- 1 flow: one engine TCP_RR flow (1-byte request and reply) vs ``netperf -t
+  TCP_RR -- -r 1,1``; rate (transactions/s) and p99 latency (netperf's
+  ``P99_LATENCY`` via ``-k``, the engine's client histogram).
+- 16 flows: 16 engine TCP_RR flows on ONE client worker (``--workers 1``;
+  the pinned server runs one worker, one per usable CPU) vs ``tcp_rr -F 16
+  -T 1`` (neper, 16 flows on one thread at each end, 1-byte request and
+  response); aggregate rate, and p99 over all flows (the engine's 16
+  client histograms merged; neper's ``latency_p99``).
+
+The engine's loop each 1-flow run really ran is printed (``rr_loop`` of the
+client/server summaries: C fast loop or Python); ``--pure-python`` sets
+``NETESTO_PURE_PYTHON=1`` on both engine ends. Targets: rate ratio engine
+/ peer >= 1.0 and p99 ratio engine / peer <= 1.2 in every case. Shared
+noisy machine: read the ratios and their spread.
 """
 
 from __future__ import annotations
 
-import argparse
-import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
-from bench.bench_stream import Engine
+from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
 from netesto.engine import fastloop
 from netesto.raw.nflow import read_flow
 from tests import netns
 
-_VALID = re.compile(r"\[Valid Duration\] RunTime=([\d.]+) sec; SentMessages=\d+; ReceivedMessages=(\d+)")
+Cpus = tuple[int | None, int | None]
+FLOWS = 16
 
 
-def sockperf_tps(pair: netns.VethPair, dur: float, cpu_client: int, cpu_server: int) -> float:
-    server = pair.popen(pair.b, ["taskset", "-c", str(cpu_server), "sockperf", "server", "-i", pair.addr_b,
-                                 "-p", "11311", "--tcp"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def keyvals(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def netperf_rr(pair: netns.VethPair, bin_dir: Path, test: str, dur: float, cpus: Cpus) -> tuple[float, float]:
+    """(transactions/s, p99 us) of one netperf TCP_RR/TCP_CRR run with 1-byte request and response."""
+    proc = pair.run(pair.a, [*pin(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865",
+                             "-t", test, "-l", str(int(dur)), "-P", "0", "-j", "--", "-r", "1,1",
+                             "-k", "THROUGHPUT,P99_LATENCY"], timeout=dur + 30)
+    keys = keyvals(proc.stdout)
+    if proc.returncode or "THROUGHPUT" not in keys:
+        raise RuntimeError(f"netperf {test} failed: {proc.stdout[-300:]} {proc.stderr[-300:]}")
+    return float(keys["THROUGHPUT"]), float(keys["P99_LATENCY"])
+
+
+def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float, cpus: Cpus) -> tuple[float, float]:
+    """(transactions/s, p99 us) of one neper run (``tcp_rr``/``tcp_crr``), ``flows`` flows on one thread each end."""
+    common = ["-F", str(flows), "-T", "1", "-C", "12870", "-P", "12871", "-l", str(int(dur)), "--nolog"]
+    server = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / tool), *common],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(0.4)
-        proc = pair.run(pair.a, ["taskset", "-c", str(cpu_client), "sockperf", "ping-pong", "-i", pair.addr_b,
-                                 "-p", "11311", "--tcp", "-m", "14", "-t", str(int(dur)), "--full-rtt",
-                                 "--mps", "max"], timeout=dur + 30)
-        m = _VALID.search(proc.stdout + proc.stderr)
-        if not m:
-            raise RuntimeError(f"no sockperf result: {proc.stdout[-500:]} {proc.stderr[-500:]}")
-        return int(m.group(2)) / float(m.group(1))
+        time.sleep(0.3)
+        proc = pair.run(pair.a, [*pin(cpus[0]), str(bin_dir / tool), "-c", "-H", pair.addr_b, *common,
+                                 "-p", "50,99"], timeout=dur + 30)
+        keys = keyvals(proc.stdout)
+        if proc.returncode or "throughput" not in keys:
+            raise RuntimeError(f"neper {tool} failed: {proc.stdout[-300:]} {proc.stderr[-300:]}")
+        return float(keys["throughput"]), float(keys["latency_p99"]) * 1e6
     finally:
-        server.terminate()
-        server.wait(timeout=5)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
-def engine_tps(engine: Engine, dur: float, flows: int, client_prefix: list[str]) -> tuple[float, str]:
-    """Aggregate tps and the loops the ends ran (client/server ``rr_loop``; "-" if not solo)."""
+def engine_rr(engine: Engine, test: str, dur: float, flows: int, prefix: list[str]) -> tuple[float, float, str]:
+    """(aggregate tps, p99 us over all flows, loops the 1-flow ends ran "client/server" or "-")."""
     ids = [f"a-b-0-{i}" for i in range(flows)]
-    summaries = engine.run([dict(flow_id=fid, test="TCP_RR", dur=dur, ca="cubic") for fid in ids],
-                           workers=1, client_prefix=client_prefix)
-    server = read_flow(engine.workdir / "srv" / str(engine.runs) / "flows" / f"{ids[0]}.server.nflow").summary or {}
-    loops = f"{summaries[0].get('rr_loop', '-')}/{server.get('rr_loop', '-')}" if flows == 1 else "-"
-    return sum(s["tps"] for s in summaries), loops
-
-
-def _spread(values: list[float], fmt: str = ".0f") -> str:
-    return f"{statistics.median(values):{fmt}} [{min(values):{fmt}}-{max(values):{fmt}}]"
+    summaries = engine.run([dict(flow_id=fid, test=test, dur=dur, ca="cubic") for fid in ids],
+                           workers=1, client_prefix=prefix)
+    loops = "-"
+    if flows == 1:
+        server = read_flow(engine.workdir / "srv" / str(engine.runs) / "flows" / f"{ids[0]}.server.nflow").summary
+        loops = f"{summaries[0].get('rr_loop', '-')}/{(server or {}).get('rr_loop', '-')}"
+    return sum(s["tps"] for s in summaries), engine.p99_us(ids), loops
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--dur", type=float, default=3.0)
-    parser.add_argument("--reps", type=int, default=2)
+    parser = arguments(__doc__, 3.0, cpus=False)
+    parser.add_argument("--pure-python", action="store_true", help="NETESTO_PURE_PYTHON=1 on both engine ends")
     args = parser.parse_args()
-    if shutil.which("sockperf") is None or shutil.which("taskset") is None:
-        print("needs sockperf and taskset")
+    bin_dir = ready("bench_rr")
+    if bin_dir is None:
         return 1
-    pair = netns.make_veth_pair()
+    env = ["env", f"NETESTO_PURE_PYTHON={1 if args.pure_python else 0}"]
     workdir = Path(tempfile.mkdtemp(prefix="bench_rr"))
-    print(f"# TCP request/response, {args.dur} s runs, median [min-max] of {args.reps} (shared noisy 2-vCPU machine)")
-    print(f"# C extension importable here: {fastloop.AVAILABLE}; loop: what client/server ran; "
-          "ratio: each run over the sockperf run of its round")
-    print(f"{'case':<56}{'loop':>15}{'engine tps':>24}{'sockperf tps':>24}{'ratio':>20}")
+    print(f"# 1-byte TCP_RR, {args.dur:g} s runs, {args.reps} interleaved reps, veth pair; "
+          "shared noisy 2-vCPU machine")
+    print(f"# C extension importable: {fastloop.AVAILABLE}; NETESTO_PURE_PYTHON={int(args.pure_python)}; "
+          "ratio = engine / peer of the same rep")
+    results: list[bool | None] = []
     try:
-        for label, cpu_c, cpu_s in (("same CPU (0/0)", 0, 0), ("cross CPU (0/1)", 0, 1)):
-            engines = {}
-            for mode, flag in (("C", "0"), ("python", "1")):
-                env = ["env", f"NETESTO_PURE_PYTHON={flag}"]
-                engines[mode] = (Engine(pair, workdir / f"{label.split()[0]}-{mode}",
-                                        server_prefix=[*env, "taskset", "-c", str(cpu_s)]),
-                                 [*env, "taskset", "-c", str(cpu_c)])
-            rows: dict[str, tuple[list[float], set[str]]] = {
-                name: ([], set()) for name in ("1 flow C", "1 flow python", "16 flows")}
-            peer: list[float] = []
+        for label, cpus in (("same CPU", (0, 0)), ("cross CPU", (0, 1))):
+            pair = netns.make_veth_pair()
             try:
-                for _ in range(args.reps):
-                    for name, mode, flows in (("1 flow C", "C", 1), ("1 flow python", "python", 1),
-                                              ("16 flows", "C", 16)):
-                        engine, prefix = engines[mode]
-                        tps, loops = engine_tps(engine, args.dur, flows, prefix)
-                        rows[name][0].append(tps)
-                        rows[name][1].add(loops)
-                    peer.append(sockperf_tps(pair, args.dur, cpu_c, cpu_s))
+                netserver = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
+                                                "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                engine = Engine(pair, workdir / label.replace(" ", "-"), server_prefix=[*env, *pin(cpus[1])])
+                prefix = [*env, *pin(cpus[0])]
+                time.sleep(0.3)
+                if netserver.poll() is not None:
+                    raise RuntimeError("netserver did not start")
+                tools: dict[str, Callable[[], tuple[float, float, str]]] = {
+                    "engine 1": lambda: engine_rr(engine, "TCP_RR", args.dur, 1, prefix),
+                    "netperf": lambda: (*netperf_rr(pair, bin_dir, "TCP_RR", args.dur, cpus), "-"),
+                    "engine 16": lambda: engine_rr(engine, "TCP_RR", args.dur, FLOWS, prefix),
+                    "neper": lambda: (*neper(pair, bin_dir, "tcp_rr", FLOWS, args.dur, cpus), "-"),
+                }
+                got: dict[str, list[tuple[float, float, str]]] = {name: [] for name in tools}
+                for rep in range(args.reps):
+                    for name in rotated(list(tools), rep):
+                        got[name].append(tools[name]())
+                engine.close()
             finally:
-                for engine, _ in engines.values():
-                    engine.close()
-            for name, (runs, seen) in rows.items():
-                case = f"{name}, {label}" if name != "16 flows" else f"16 flows 1 worker vs sockperf 1 flow, {label}"
-                ratios = [a / b for a, b in zip(runs, peer)]  # each run against the sockperf run next to it
-                print(f"{case:<56}{','.join(sorted(seen)):>15}{_spread(runs):>24}{_spread(peer):>24}"
-                      f"{_spread(ratios, fmt='.2f'):>20}", flush=True)
+                pair.close()
+            loops = sorted({r[2] for r in got["engine 1"]})
+            for ours, peer, title in (
+                ("engine 1", "netperf", f"1 flow, {label} ({where(cpus)})  [vs netperf -t TCP_RR -- -r 1,1]; "
+                                        f"engine loop client/server: {', '.join(loops)}"),
+                ("engine 16", "neper", f"{FLOWS} flows on one engine worker, {label} ({where(cpus)})  "
+                                       f"[vs neper tcp_rr -F {FLOWS} -T 1]"),
+            ):
+                cols = {f"{who} {what}": [float(r[k]) for r in got[key]] for k, what in ((0, "tps"), (1, "p99 us"))
+                        for key, who in ((ours, "engine"), (peer, peer))}
+                table(title, cols)
+                results.append(verdict(f"rate: engine / {peer}", cols["engine tps"], cols[f"{peer} tps"], ">=", 1.0))
+                results.append(verdict(f"p99: engine / {peer}", cols["engine p99 us"], cols[f"{peer} p99 us"],
+                                       "<=", 1.2))
     finally:
-        pair.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    summary_line(results)
     return 0
 
 

@@ -1,121 +1,134 @@
-"""Stream goodput of the built-in engine vs iperf3 on one veth pair (1 and 4 flows, cubic and bbr).
+"""Stream goodput of the engine vs iperf3 and netperf, with the same write size and CPU placement.
 
-Run as root from the repository root: ``python3 -m bench.bench_stream [--dur 4] [--reps 5]``.
-Both tools run in the same run on the same pair of namespaces (alternating),
-unpinned; the machine is shared, so read the ratios, not the absolute numbers.
+``nice -n 10 python3 -m bench.bench_stream [--dur 4] [--reps 3] [--cpus 0,1]`` (root, repository root).
+
+1 and 4 flows, cubic and bbr, on one veth pair. Like with like:
+
+- write size: the engine writes ``SEND_CHUNK`` (512 KiB) and reads 256 KiB
+  at a time; iperf3 gets ``-l 512K`` (its server reads the same length),
+  netperf ``-m 512K -M 256K``.
+- placement: every client (engine client and its workers, iperf3 -c,
+  netperf) runs under ``taskset -c <client CPU>``, every server (engine
+  server, iperf3 -s, netserver and its children) under ``taskset -c
+  <server CPU>`` (``--cpus none``: unpinned, all alike).
+- 4 flows: 4 engine flows (one client process, its default workers) vs
+  ``iperf3 -P 4`` (one process) and 4 netperf processes started together.
+- the engine samples every flow every 10 ms (its default; part of its cost),
+  the peers sample nothing.
+
+Readings: engine, sum over flows of the client's bytes sent / flow duration;
+iperf3, the receiver's ``sum_received``; netperf, the sum of its THROUGHPUT.
+One more case, labelled, runs the peers at their default write sizes
+(iperf3 128 KiB, netperf the socket buffer's size, 16 KiB here) without a
+target. Target: engine / peer >= 1.0 in every case. Shared noisy machine:
+read the ratios and their spread, not the absolute numbers.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
+from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
+from netesto.engine.flowend import SEND_CHUNK
 from tests import netns
 
-ENGINE = [sys.executable, "-m", "netesto.engine"]
+RECV_SIZE = 1 << 18  # the engine worker's receive buffer (Worker.rxbuf)
+Cpus = tuple[int | None, int | None]
 
 
-class Engine:
-    """The engine's server in namespace b; clients run from namespace a."""
-
-    def __init__(self, pair: netns.VethPair, workdir: Path, server_prefix: list[str] = ()) -> None:
-        self.pair = pair
-        self.workdir = workdir
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = pair.popen(pair.b, [*server_prefix, *ENGINE, "server", "--bind", pair.addr_b, "--port", "0",
-                                        "--datadir", str(workdir / "srv")],
-                               stdout=subprocess.PIPE, text=True)
-        self.port = json.loads(self.proc.stdout.readline())["port"]
-        self.runs = 0
-
-    def run(self, flows: list[dict[str, Any]], workers: int | None = None,
-            client_prefix: list[str] = ()) -> list[dict[str, Any]]:
-        """Run flows (dicts without server/port); returns the client summaries."""
-        self.runs += 1
-        specs = [dict(f, server=self.pair.addr_b, port=self.port, exp=self.runs) for f in flows]
-        path = self.workdir / f"specs{self.runs}.json"
-        path.write_text(json.dumps(specs))
-        argv = [*client_prefix, *ENGINE, "client", "--specs", str(path), "--datadir", str(self.workdir / "cli")]
-        if workers:
-            argv += ["--workers", str(workers)]
-        proc = self.pair.run(self.pair.a, argv, timeout=120)
-        events = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-        ends = [e for e in events if e["event"] in ("done", "error")]
-        bad = [e for e in ends if e["event"] == "error"]
-        if bad or proc.returncode:
-            raise RuntimeError(f"engine flows failed: {bad or proc.stderr}")
-        return [e["summary"] for e in ends]
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def iperf3(pair: netns.VethPair, dur: float, ca: str, parallel: int = 1) -> float:
-    """Receiver goodput (bit/s) of one iperf3 run."""
-    server = pair.popen(pair.b, ["iperf3", "-s", "-1", "-B", pair.addr_b, "-p", "5299"],
+def iperf3(pair: netns.VethPair, dur: float, ca: str, flows: int, cpus: Cpus, write: int | None) -> float:
+    """Receiver goodput (bit/s) of one iperf3 run (``write`` None: its default length)."""
+    server = pair.popen(pair.b, [*pin(cpus[1]), "iperf3", "-s", "-1", "-B", pair.addr_b, "-p", "5299"],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        argv = ["iperf3", "-c", pair.addr_b, "-p", "5299", "-t", str(dur), "-J", "-C", ca]
-        if parallel > 1:
-            argv += ["-P", str(parallel)]
+        argv = [*pin(cpus[0]), "iperf3", "-c", pair.addr_b, "-p", "5299", "-t", str(dur), "-J", "-C", ca,
+                "-P", str(flows)]
+        if write:
+            argv += ["-l", str(write)]
         proc = pair.run(pair.a, argv, timeout=dur + 30)
-        data = json.loads(proc.stdout)
-        return float(data["end"]["sum_received"]["bits_per_second"])
+        return float(json.loads(proc.stdout)["end"]["sum_received"]["bits_per_second"])
     finally:
         server.wait(timeout=10)
 
 
-def engine_stream(engine: Engine, dur: float, ca: str, flows: int = 1, interval: float = 0.01) -> float:
-    summaries = engine.run([
-        dict(flow_id=f"a-b-0-{i}", test="TCP_STREAM", dur=dur, ca=ca, interval=interval)
-        for i in range(flows)
-    ])
-    # goodput over the flows' common duration, like iperf3's sum
+def netperf(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int, cpus: Cpus,
+            write: int | None) -> float:
+    """Summed THROUGHPUT (bit/s) of ``flows`` netperf TCP_STREAM processes started together."""
+    test = ["-k", "THROUGHPUT,THROUGHPUT_UNITS", "-K", f"{ca},{ca}"]
+    if write:
+        test += ["-m", str(write), "-M", str(RECV_SIZE)]
+    argv = [*pin(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865", "-t", "TCP_STREAM",
+            "-l", str(int(dur)), "-P", "0", "--", *test]
+    procs = [pair.popen(pair.a, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(flows)]
+    total = 0.0
+    for proc in procs:
+        out, err = proc.communicate(timeout=dur + 30)
+        keys = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        if proc.returncode or keys.get("THROUGHPUT_UNITS") != "10^6bits/s":
+            raise RuntimeError(f"netperf failed: {out[-300:]} {err[-300:]}")
+        total += float(keys["THROUGHPUT"]) * 1e6
+    return total
+
+
+def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus) -> float:
+    summaries = engine.run([dict(flow_id=f"a-b-0-{i}", test="TCP_STREAM", dur=dur, ca=ca, interval=0.01)
+                            for i in range(flows)], client_prefix=pin(cpus[0]))
     return sum(s["bytes_tx"] * 8 / s["duration"] for s in summaries)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--dur", type=float, default=4.0)
-    parser.add_argument("--reps", type=int, default=5)
-    args = parser.parse_args()
-    if shutil.which("iperf3") is None:
-        print("iperf3 is not installed")
+    args = arguments(__doc__, 4.0).parse_args()
+    bin_dir = ready("bench_stream", ("iperf3",))
+    if bin_dir is None:
         return 1
+    cpus = args.cpus
     pair = netns.make_veth_pair()
     workdir = Path(tempfile.mkdtemp(prefix="bench_stream"))
+    results: list[bool | None] = []
     try:
-        engine = Engine(pair, workdir)
-        print(f"# stream goodput, {args.dur} s runs, median of {args.reps}, veth pair {pair.a}/{pair.b} "
-              "(shared noisy 2-vCPU machine)")
-        print(f"{'case':<28}{'engine Gbit/s':>15}{'iperf3 Gbit/s':>15}{'ratio':>8}   (of medians; each run pair's ratio)")
-        for label, ca, n in (("1 flow cubic", "cubic", 1), ("1 flow bbr", "bbr", 1),
-                             ("4 flows cubic (-P 4)", "cubic", 4), ("4 flows bbr (-P 4)", "bbr", 4)):
-            ours, theirs = [], []
-            for _ in range(args.reps):
-                ours.append(engine_stream(engine, args.dur, ca, n))
-                theirs.append(iperf3(pair, args.dur, ca, n))
-            a, b = statistics.median(ours), statistics.median(theirs)
-            pairs = sorted(x / y for x, y in zip(ours, theirs))
-            print(f"{label:<28}{a / 1e9:>15.2f}{b / 1e9:>15.2f}{a / b:>8.2f}"
-                  f"   [pairs {pairs[0]:.2f}-{pairs[-1]:.2f}]", flush=True)
+        netserver = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
+                                        "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        engine = Engine(pair, workdir, server_prefix=pin(cpus[1]))
+        time.sleep(0.3)
+        if netserver.poll() is not None:
+            raise RuntimeError("netserver did not start")
+        print(f"# stream goodput (Gbit/s), {args.dur:g} s runs, {args.reps} interleaved reps, veth pair, "
+              f"{where(cpus)} for every tool; shared noisy 2-vCPU machine")
+        print(f"# engine writes {SEND_CHUNK // 1024} KiB, reads {RECV_SIZE // 1024} KiB; ratio = engine / peer "
+              "of the same rep")
+        cases = [(f"{n} flow{'s' if n > 1 else ''} {ca}", ca, n, True)
+                 for n in (1, 4) for ca in ("cubic", "bbr")]
+        cases.append(("1 flow cubic, PEERS AT THEIR DEFAULT WRITE SIZES", "cubic", 1, False))
+        for label, ca, n, same in cases:
+            write = SEND_CHUNK if same else None
+            runs: dict[str, list[float]] = {"engine": [], "iperf3": [], "netperf": []}
+            tools = {
+                "engine": lambda: engine_stream(engine, args.dur, ca, n, cpus),
+                "iperf3": lambda: iperf3(pair, args.dur, ca, n, cpus, write),
+                "netperf": lambda: netperf(pair, bin_dir, args.dur, ca, n, cpus, write),
+            }
+            for rep in range(args.reps):
+                for name in rotated(list(tools), rep):
+                    runs[name].append(tools[name]())
+            peers = (f"iperf3 -P {n} -l 512K, {n} x netperf -m 512K -M 256K" if same
+                     else f"iperf3 -P {n} (-l 128K default), {n} x netperf (default -m/-M)")
+            table(f"{label}  [vs {peers}]", {k: [v / 1e9 for v in vals] for k, vals in runs.items()}, ".2f")
+            for peer in ("iperf3", "netperf"):
+                results.append(verdict(f"engine / {peer}", runs["engine"], runs[peer],
+                                       ">=", 1.0 if same else None))
         engine.close()
     finally:
         pair.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    summary_line(results)
     return 0
 
 

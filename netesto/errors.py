@@ -223,7 +223,7 @@ class RunInterrupted(NetestoError):
 
     By the time it is raised the flows are stopped, the hosts restored and the data
     collected so far fetched, processed and kept; ``result`` is the run's
-    :class:`~netesto.controller.runner.RunResult` (``interrupted`` is true).
+    :class:`~netesto.controller.result.RunResult` (``interrupted`` is true).
     """
 
     exit_code = 130

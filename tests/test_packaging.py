@@ -46,6 +46,15 @@ def test_importing_netesto_is_light():
         assert heavy not in mods, heavy
 
 
+def test_the_agent_and_its_engine_stay_free_of_the_pydata_stack():
+    """A lab host runs the agent with pyzmq and msgpack: no xarray, no plotting, no notebook."""
+    mods = _imported_after("import netesto.agent.cli, netesto.agent.server, netesto.engine.workers, "
+                           "netesto.engine.server, netesto.drivers.iperf3, netesto.drivers.netperf, "
+                           "netesto.collectors.ping, netesto.collectors.hoststats")
+    for heavy in ("xarray", "IPython", "ipywidgets", "bokeh", "holoviews", "pandas", "numpy", "jinja2"):
+        assert heavy not in mods, heavy
+
+
 def test_the_systemd_unit_starts_the_agent_its_install_lines_install() -> None:
     # The unit hard-coded /usr/local/bin/netesto-agent, where a PEP 668 Debian installs nothing.
     import re

@@ -12,7 +12,7 @@ from typing import Any
 
 import zmq
 
-from netesto.agent.auth import load_secret_key, read_allowlist, secure_socket
+from netesto.agent.auth import read_allowlist, secure_socket
 from netesto.agent.config import AgentConfig
 from netesto.agent.control import HostControl
 from netesto.agent.flows import FlowManager
@@ -23,6 +23,7 @@ from netesto.agent.store import DataStore
 from netesto.errors import AgentError, NetestoError, ProtocolError, UsageError, VersionMismatch
 from netesto.protocol.codec import encode, encode_result, from_wire, request_parts, unpack
 from netesto.protocol.errorkinds import error_kind
+from netesto.protocol.keys import load_secret_key
 from netesto.protocol.messages import MAX_ID, ErrorInfo, Event, Reply, Request
 from netesto.protocol.version import PROTOCOL_VERSION
 

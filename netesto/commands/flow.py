@@ -12,7 +12,8 @@ from typing import Any, Callable
 from netesto.errors import UsageError
 from netesto.engine.__main__ import add_arguments as _engine_arguments
 from netesto.engine.__main__ import int_within
-from netesto.protocol.flowspec import TEST_TYPES, FlowSpec
+from netesto.protocol.flowspec import FlowSpec
+from netesto.vocab import TEST_TYPES
 
 DATADIR = "netesto-flows"
 PORT = 12867  # the flow server's default test port

@@ -98,25 +98,21 @@ def format_action(action: "Action") -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from netesto.script import FileLoader, Interpreter, MemoryCounter, estimate_seconds, parse_defines
-    from netesto.script.store import read_counter_file
+    from netesto.controller.plan import make_plan
+    from netesto.script import parse_defines
 
-    if args.counter is not None:
-        start = args.counter
-    else:
-        start = read_counter_file(Path(args.workdir or ".") / "counter")
-    # SOURCE looks where `netesto run` looks: the script's directory, the cwd, the workdir.
-    search = [str(Path(args.workdir).resolve())] if args.workdir else []
-    interp = Interpreter(loader=FileLoader(search), counter=MemoryCounter(start),
-                         defines=parse_defines(args.defines))
+    # The plan `netesto run` makes: SOURCE looks in the script's directory, the cwd and
+    # the workdir; the counter is --counter, else the workdir's counter file (not written).
+    workdir = Path(args.workdir or ".")
     if args.script == "-":
-        actions = list(interp.run_text(sys.stdin.read(), file="<stdin>"))
+        script: str | Path = sys.stdin.read()
     else:
-        path = Path(args.script)
-        if not path.is_file():
+        script = Path(args.script)
+        if not script.is_file():
             raise UsageError(f"script {args.script!r} not found")
-        actions = list(interp.run_file(path))
-    estimate = estimate_seconds(actions)
+    plan = make_plan(script, name="<stdin>", defines=parse_defines(args.defines), workdir=workdir,
+                     counter=args.counter)
+    actions, estimate = list(plan.actions), plan.estimate
     try:
         _print(actions, estimate, as_json=args.json)
     except BrokenPipeError:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from typing import TYPE_CHECKING, TextIO
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from netesto.errors import NetestoError, UsageError
 from netesto.script.store import parse_defines
 
 if TYPE_CHECKING:
-    from netesto.controller.runner import RunResult
+    from netesto.controller.lab import Lab
+    from netesto.controller.result import RunResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,17 +34,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 
-def main(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def testbed_shape(lab_path: Path | None) -> dict[str, Any]:
+    """The bottleneck of the testbed whose lab file ``lab_path`` is (``{}`` for any other lab):
+    its settings now, as a result's parameters (bw, rtt, buffer, loss, jitter)."""
+    if lab_path is None:
+        return {}
+    from netesto.testbed.state import list_states
 
+    try:
+        here = Path(lab_path).resolve()
+        state = next((s for s in list_states() if s.get("lab") and Path(s["lab"]).resolve() == here), None)
+    except OSError:
+        return {}
+    if not state:
+        return {}
+    cfg = state.get("config", {})
+    return {"name": state.get("name", ""), "mode": state.get("mode", ""), "bw": int(cfg.get("bw_bps", 0)),
+            "rtt": float(cfg.get("rtt_ms", 0.0)), "buffer": int(cfg.get("buffer_bytes", 0)),
+            "loss": float(cfg.get("loss", 0.0)), "jitter": float(cfg.get("jitter_ms", 0.0))}
+
+
+def with_testbed(lab: "Lab") -> "Lab":
+    """``lab`` carrying the shape of the testbed it is (experiment.json records it), if it is one."""
+    shape = testbed_shape(lab.path)
+    return replace(lab, testbed=shape) if shape else lab
+
+
+def main(args: argparse.Namespace) -> int:
     from netesto.controller import ConsoleProgress, Lab, collect, run
-    from netesto.controller.runner import RunResult
+    from netesto.controller.result import RunResult
     from netesto.controller.progress import HostError, Progress, ProgressEvent, RunFinished
     from netesto.controller.signals import signals_interrupt
 
     if (args.script is None) == (not args.collect):
         raise UsageError("give a SCRIPT to run, or --collect (not both)")
-    lab = Lab.from_file(args.lab)
+    lab = with_testbed(Lab.from_file(args.lab))
     console = ConsoleProgress(sys.stdout, verbose=args.verbose)
     progress: Progress = console
     if args.quiet:

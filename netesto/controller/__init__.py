@@ -20,7 +20,10 @@ from netesto.controller.progress import (
     RunFinished,
     RunStarted,
 )
-from netesto.controller.runner import ExperimentResult, RunResult, Runner, collect, run
+from netesto.controller.api import collect, run, run_plan
+from netesto.controller.plan import Plan, make_plan
+from netesto.controller.result import ExperimentResult, RunResult
+from netesto.controller.runner import Runner
 
 __all__ = [
     "ActionFinished",
@@ -38,6 +41,7 @@ __all__ = [
     "LabHost",
     "Notice",
     "NullProgress",
+    "Plan",
     "Progress",
     "ProgressEvent",
     "RecordingProgress",
@@ -47,5 +51,7 @@ __all__ = [
     "Runner",
     "Shape",
     "collect",
+    "make_plan",
     "run",
+    "run_plan",
 ]

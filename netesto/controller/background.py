@@ -2,7 +2,7 @@
 
 ``handle = run_in_background(script, lab=..., workdir=...)``; ``handle.stop()`` stops
 it as Ctrl-C would (flows stopped, hosts restored, what was collected kept and
-processed); ``handle.wait()`` returns the :class:`~netesto.controller.runner.RunResult`
+processed); ``handle.wait()`` returns the :class:`~netesto.controller.result.RunResult`
 (a stopped run's, partial, has ``interrupted`` set) or raises the run's error.
 """
 
@@ -104,7 +104,7 @@ class BackgroundRun:
 
 def run_in_background(script: Any, lab: Any, workdir: Any = ".", **kw: Any) -> BackgroundRun:
     """:func:`netesto.controller.run` in a background thread; the handle at once."""
-    from netesto.controller.runner import run
+    from netesto.controller.api import run
 
     return BackgroundRun(lambda cancel: run(script, lab, workdir, cancel=cancel, **kw))
 

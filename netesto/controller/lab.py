@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from netesto.controller.labfile import LabFile, render_lab
+from netesto.controller.labfile import LabHost as FileHost
 from netesto.errors import LabError
 
 DEFAULT_PORT = 12870
@@ -116,6 +118,9 @@ class Lab:
     controller_key: Path | None = None  # the controller's zmq.auth secret key file
     insecure: bool = False
     path: Path | None = field(default=None, compare=False)
+    # The bottleneck of the testbed the lab is (bw, rtt, buffer, loss, jitter, as a result's
+    # parameters): given by whoever knows it (the testbed, the front ends); experiment.json keeps it.
+    testbed: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         names = [h.name for h in self.hosts]
@@ -309,9 +314,6 @@ class Lab:
 
     def to_toml(self) -> str:
         """The lab as lab-file text (key paths absolute), written as the testbed writes its own."""
-        from netesto.testbed.lab import LabFile, render_lab
-        from netesto.testbed.lab import LabHost as FileHost
-
         hosts = tuple(
             FileHost(h.name, h.control, h.port, h.test, str(h.public_key or ""), "" if h.role == "host" else h.role,
                      h.shape.agent if h.shape else "", h.shape.dev if h.shape else "", h.dev)

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from netesto.errors import TrafficError
-from netesto.protocol.flowspec import RR_TESTS, FlowSpec
+from netesto.protocol.flowspec import FlowSpec
+from netesto.vocab import RR_TESTS
 from netesto.drivers.toolrun import (Emit, check_test, finish, flow_file, flow_meta, run_timed, spawn_server,
                                      stop_server, write_nflow)
 

@@ -35,7 +35,8 @@ from netesto.raw.columns import (
 )
 from netesto.engine.histogram import Histogram
 from netesto.raw.nflow import FlowWriter, RecordLayout
-from netesto.protocol.flowspec import RR_TESTS, FlowSpec
+from netesto.protocol.flowspec import FlowSpec
+from netesto.vocab import RR_TESTS
 
 if TYPE_CHECKING:
     from netesto.engine.loop import Loop, Timer

@@ -33,7 +33,8 @@ from netesto.engine.flowend import (
 )
 from netesto.procs import die_with_parent
 from netesto.engine.loop import ERR, IN, OUT, Loop, stop_on_signals
-from netesto.protocol.flowspec import TEST_TYPES, FlowSpec
+from netesto.protocol.flowspec import FlowSpec
+from netesto.vocab import TEST_TYPES
 
 HANDSHAKE_TIMEOUT = 5.0
 GO_TIMEOUT = 10.0  # a held flow whose start marker is this late after the client's instant ends

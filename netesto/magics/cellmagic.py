@@ -129,7 +129,7 @@ class NetestoMagics(Magics):
                 self.shell.user_ns[args.result] = exc.result
             raise CellInterrupted(interrupted_line(exc, args.result), result=exc.result) from None
         except NetestoError as exc:
-            from netesto.controller.runner import RunResult
+            from netesto.controller.result import RunResult
 
             message = exc.format_message()
             kept = exc.detail
@@ -151,41 +151,38 @@ class NetestoMagics(Magics):
         return None
 
     def _lab(self, args: Any) -> Any:
-        """The cell's Lab (``--lab`` or the session's), None when neither is set."""
+        """The cell's Lab (``--lab`` or the session's, with its testbed's shape), None when neither is set."""
+        from netesto.commands.run import with_testbed
         from netesto.controller import Lab
 
         lab = args.lab or self.lab
         if lab is not None and not isinstance(lab, Lab):
             lab = Lab.from_file(lab)
-        return lab
+        return with_testbed(lab) if lab is not None else None
 
-    def _plan(self, cell: str, args: Any, defines: dict[str, str], lab: Any) -> list[Any]:
-        """The cell's actions as :func:`netesto.run` will produce them: the same SOURCE
-        search path, the workdir's counter (not written), the lab's host_suffix and the
-        session's state (copied: planning defines nothing)."""
-        from netesto.script import FileLoader, MemoryCounter, plan
-        from netesto.script.store import read_counter_file
+    def _plan(self, cell: str, args: Any, defines: dict[str, str], lab: Any) -> Any:
+        """The cell's :class:`~netesto.controller.plan.Plan`, the one the run executes: the
+        workdir's counter (not written), the lab's host_suffix and the session's state
+        (copied: planning defines nothing)."""
+        from netesto.controller.plan import make_plan
 
-        workdir = Path(args.workdir) if args.workdir else self.workdir
-        search = list(dict.fromkeys([str(Path.cwd()), str(workdir.resolve())]))
-        return plan(cell, file="<cell>", loader=FileLoader(search),
-                    counter=MemoryCounter(read_counter_file(workdir / "counter")),
-                    defines=defines, host_suffix=lab.host_suffix if lab is not None else "",
-                    state=self.state)
+        return make_plan(cell, name="<cell>", defines=defines, state=self.state, workdir=self._workdir(args),
+                         host_suffix=lab.host_suffix if lab is not None else "")
+
+    def _workdir(self, args: Any) -> Path:
+        return Path(args.workdir) if args.workdir else self.workdir
 
     def _show_plan(self, cell: str, args: Any, defines: dict[str, str]) -> None:
         from netesto.commands.plan import format_action
-        from netesto.script import estimate_seconds
+        from netesto.controller.plan import check_actions
 
         lab = self._lab(args)
-        actions = self._plan(cell, args, defines, lab)
+        plan = self._plan(cell, args, defines, lab)
         if lab is not None:  # what run() refuses before it starts: unknown hosts, clashing flows
-            from netesto.controller.runner import Runner
-
-            Runner(lab).validate(actions)
-        for action in actions:
+            check_actions(plan.actions, lab)
+        for action in plan.actions:
             print(format_action(action))
-        print(f"{len(actions)} actions, about {estimate_seconds(actions):.0f} s")
+        print(f"{len(plan.actions)} actions, about {plan.estimate:.0f} s")
 
     def _progress(self, estimate: float, mode: str, flows: Sequence[str] = ()) -> Any:
         """The cell's progress sink, displayed: the live view, the bar, or plain lines."""
@@ -218,29 +215,27 @@ class NetestoMagics(Magics):
         display(view)
         return view
 
-    def _prepare(self, cell: str, args: Any, defines: dict[str, str]) -> tuple[Any, Path, Any]:
-        """(lab, workdir, displayed progress sink) of a cell about to run."""
-        from netesto.script import estimate_seconds
+    def _prepare(self, cell: str, args: Any, defines: dict[str, str]) -> tuple[Any, Any, Path, Any]:
+        """(plan, lab, workdir, displayed progress sink) of a cell about to run."""
+        from netesto.controller.plan import planned_flows
 
         # A bad lab file fails before the progress view shows; planning before the
         # lab check shows script errors even before a lab is chosen.
         lab = self._lab(args)
-        actions = self._plan(cell, args, defines, lab)
-        estimate = estimate_seconds(actions)
+        plan = self._plan(cell, args, defines, lab)
         if lab is None:
             raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
-        workdir = Path(args.workdir) if args.workdir else self.workdir
-        return lab, workdir, self._progress(estimate, args.progress, _planned_flows(actions, lab))
+        progress = self._progress(plan.estimate, args.progress, planned_flows(plan.actions, lab))
+        return plan, lab, self._workdir(args), progress
 
     def _run(self, cell: str, args: Any, defines: dict[str, str]) -> Any:
-        from netesto.controller import run
+        from netesto.controller import run_plan
 
-        lab, workdir, progress = self._prepare(cell, args, defines)
+        plan, lab, workdir, progress = self._prepare(cell, args, defines)
         shown = True
         with held_warnings() as held:
             try:
-                return run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress, state=self.state,
-                           name="<cell>")
+                return run_plan(plan, lab, workdir, progress)
             except RunInterrupted:
                 shown = False  # what the stopped flows' files lack is expected (and in <exp>/errors.txt)
                 raise
@@ -252,13 +247,11 @@ class NetestoMagics(Magics):
 
     def _start_background(self, cell: str, args: Any, defines: dict[str, str]) -> Any:
         """The cell's run in a thread: its handle, with the view's Stop button wired to it."""
-        from netesto.controller import run
+        from netesto.controller import run_plan
         from netesto.controller.background import BackgroundRun
 
-        lab, workdir, progress = self._prepare(cell, args, defines)
-        state = self.state
-        handle = BackgroundRun(lambda cancel: run(cell, lab=lab, workdir=workdir, defines=defines, progress=progress,
-                                                  state=state, name="<cell>", cancel=cancel))
+        plan, lab, workdir, progress = self._prepare(cell, args, defines)
+        handle = BackgroundRun(lambda cancel: run_plan(plan, lab, workdir, progress, cancel=cancel))
         if hasattr(progress, "add_stop"):
             progress.add_stop(handle.stop)
 
@@ -281,20 +274,3 @@ def _widget_frontend(shell: Any) -> bool:
     """
     kernel = getattr(shell, "kernel", None)
     return kernel is not None and bool(getattr(kernel, "_allow_stdin", False))
-
-
-def _planned_flows(actions: list[Any], lab: Any) -> list[str]:
-    """The flow ids the plan's DO_CLIENTs will start (as the runner names them)."""
-    from netesto.controller.schedule import flow_id
-    from netesto.errors import LabError
-    from netesto.script.actions import DoClient
-
-    flows: list[str] = []
-    for a in actions:
-        if isinstance(a, DoClient):
-            try:
-                client, server = lab.resolve(a.host).name, lab.resolve(a.server).name
-            except LabError:
-                continue  # the run refuses it with a better message
-            flows += [flow_id(client, server, a.group, i) for i in range(a.instances)]
-    return list(dict.fromkeys(flows))

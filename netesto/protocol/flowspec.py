@@ -9,36 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from netesto.errors import TrafficError, UsageError
 from netesto.policy import MAX_FLOW_SECONDS
 from netesto.protocol.names import check_name, is_name
-
-TEST_TYPES = ("TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR")
-STREAM_TESTS = frozenset({"TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "UDP_STREAM"})
-RR_TESTS = frozenset({"TCP_RR", "TCP_CRR", "UDP_RR"})
-DRIVERS = ("builtin", "iperf3", "netperf")
-
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)[bB]?\s*$")
-_SCALE = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "k": 10**3, "m": 10**6, "g": 10**9}
-
-
-def parse_size(text: str | int) -> int:
-    """Bytes from a number with netperf's suffixes: K/M/G = 2^10/2^20/2^30,
-    k/m/g = 10^3/10^6/10^9.
-
-    >>> parse_size("10K"), parse_size("1M"), parse_size("1m"), parse_size(64)
-    (10240, 1048576, 1000000, 64)
-    """
-    if isinstance(text, int):
-        return text
-    m = _SIZE.match(text)
-    if not m:
-        raise TrafficError(f"bad size {text!r}: expected a number with optional K, M or G")
-    return int(float(m.group(1)) * _SCALE[m.group(2)])
+from netesto.vocab import DRIVERS, TEST_TYPES
 
 
 @dataclass(frozen=True)
@@ -113,4 +90,4 @@ class FlowSpec:
             raise TrafficError(f"bad flow spec: {exc}") from exc
 
 
-__all__ = ["DRIVERS", "FlowSpec", "RR_TESTS", "STREAM_TESTS", "TEST_TYPES", "parse_size"]
+__all__ = ["FlowSpec"]

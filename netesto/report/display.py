@@ -84,7 +84,7 @@ def experiment_html(ds: Any, *, title: str = "") -> str:
 def run_html(result: Any) -> str:
     """A run's experiments (one row each), its errors, and the flow tables and plots of its last
     :data:`MAX_PLOTTED` experiments (``RunResult._repr_html_``). ``result`` is a
-    :class:`~netesto.controller.runner.RunResult`; experiments whose data cannot be opened are
+    :class:`~netesto.controller.result.RunResult`; experiments whose data cannot be opened are
     rows that say so."""
     state = "interrupted: data collected so far kept" if getattr(result, "interrupted", False) else (
         "failed" if result.errors else "ok")

@@ -30,7 +30,7 @@ from netesto.results.schema import (
     var_attrs,
 )
 from netesto.raw.nflow import RawFlow
-from netesto.protocol.flowspec import RR_TESTS
+from netesto.vocab import RR_TESTS
 
 _INFINITE_SSTHRESH = 0x7FFFFFFF
 RATE_WINDOW = 1.0  # seconds: window of the per-flow rate_min / rate_max

@@ -6,7 +6,8 @@
 """
 
 from netesto.script.actions import Action, Location
-from netesto.script.interp import Interpreter, State, estimate_seconds, plan
+from netesto.script.estimate import estimate_seconds
+from netesto.script.interp import Interpreter, State, plan
 from netesto.script.parser import COMMANDS, parse
 from netesto.script.store import FileCounter, FileLoader, MemoryCounter, MemoryLoader, parse_defines
 

@@ -17,18 +17,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-TEST_TYPES = (
-    "TCP_STREAM",
-    "TCP_MAERTS",
-    "TCP_BIDIR",
-    "TCP_RR",
-    "TCP_CRR",
-    "UDP_STREAM",
-    "UDP_RR",
-)
-DRIVERS = ("builtin", "iperf3", "netperf")
-
-
 @dataclass(frozen=True)
 class Location:
     """Where a command came from: 1-based line and column, and the line's text."""
@@ -248,7 +236,6 @@ ACTION_TYPES: tuple[type[Action], ...] = (
 __all__ = [
     "ACTION_TYPES",
     "Action",
-    "DRIVERS",
     "Debug",
     "DoClient",
     "DoServer",
@@ -263,6 +250,5 @@ __all__ = [
     "SetNetem",
     "SetQdisc",
     "SetSysctl",
-    "TEST_TYPES",
     "Wait",
 ]

@@ -9,17 +9,13 @@ from __future__ import annotations
 import math
 import re
 
-from netesto.errors import TrafficError
-from netesto.policy import MODULE_PARAMS, QDISC_ACTIONS, QDISCS, SYSCTL_ALIASES, SYSCTLS, check_sysctl
-from netesto.protocol.flowspec import parse_size
+from typing import Callable
 
+from netesto.policy import MODULE_PARAMS, QDISC_ACTIONS, QDISCS, SYSCTL_ALIASES, SYSCTLS, check_sysctl, describe
+from netesto.vocab import parse_rate, parse_size
 
-MAX_BYTES = 2**40
-MAX_BITS = 10.0**13
 _WORD = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_RATE = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT]?)(bit|bit/s|b)?$", re.IGNORECASE)
-_RATE_SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 _TC_RATE = re.compile(r"^\d+(?:\.\d+)?(?:[kmgt]?(?:bit|bps)|[kmgt])?$", re.IGNORECASE)
 _TC_SIZE = re.compile(r"^\d+(?:\.\d+)?(?:b|k|kb|m|mb|g|gb|kbit|mbit|gbit)?$", re.IGNORECASE)
 
@@ -71,26 +67,22 @@ def _check_range(value: float, low: float | None, high: float | None) -> None:
         raise ValueError(f"{_num(value)} is above the maximum {_num(high)}")
 
 
+def _got(parse: Callable[[str], int], text: str) -> int:
+    """``parse(text)`` (a :mod:`netesto.vocab` parser), its error saying what it got."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{exc}, got {text!r}") from None
+
+
 def to_size(text: str) -> int:
     """Bytes, netperf style: ``10K`` = 10240, ``1M`` = 1048576, ``1m`` = 10^6."""
-    try:
-        value = parse_size(text)
-    except (TrafficError, OverflowError, ValueError):
-        raise ValueError(f"expected a size like 100, 10K or 1M, got {text!r}") from None
-    if value > MAX_BYTES:
-        raise ValueError(f"size {text!r} is above the maximum {MAX_BYTES} bytes")
-    return value
+    return _got(parse_size, text)
 
 
 def to_bits(text: str) -> int:
     """Bits/s with SI suffixes: ``100M``, ``100mbit``, ``2.5G``, ``500k`` (k=10^3)."""
-    m = _RATE.match(text)
-    if not m:
-        raise ValueError(f"expected a rate in bits/s like 100M, 100mbit or 1g, got {text!r}")
-    value = float(m.group(1)) * _RATE_SCALE[m.group(2).lower()]
-    if not value <= MAX_BITS:
-        raise ValueError(f"rate {text!r} is above the maximum {MAX_BITS:g} bits/s")
-    return int(value)
+    return _got(parse_rate, text)
 
 
 def _matching(pattern: "re.Pattern[str]", text: str, message: str) -> str:
@@ -120,8 +112,6 @@ def sysctl_setting(key: str, value: str) -> tuple[str, tuple[str, ...]]:
     try:
         check_sysctl(canon, list(values))  # the agent's own rule (netesto.policy)
     except ValueError as exc:
-        from netesto.policy import describe
-
         raise ValueError(f"{canon}: {exc} (allowed: {describe(canon)})") from None
     return canon, values
 

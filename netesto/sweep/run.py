@@ -104,7 +104,7 @@ def _workers(labs: Sequence[str | Path], testbeds: Sequence[str]) -> list[Worker
 def check_reachable(lab_path: str, timeout: float = 3.0) -> None:
     """Every agent of the lab answers ``hello`` (an AgentUnreachable naming the first that does not)."""
     from netesto.controller import Lab
-    from netesto.controller.runner import default_client_factory
+    from netesto.controller.session import default_client_factory
 
     lab = Lab.from_file(lab_path)
     for host in lab:

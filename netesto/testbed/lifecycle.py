@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from netesto.errors import TestbedError, UsageError
+from netesto.controller.labfile import LabFile, LabHost, write_lab
 from netesto.testbed import agents, shaping, topology
-from netesto.testbed.lab import LabFile, LabHost, write_lab
 from netesto.testbed.state import (
     list_states,
     load_state,

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from netesto.controller.labfile import LabFile, LabHost, write_lab
 from netesto.errors import TestbedError
 from netesto.testbed import agents
-from netesto.testbed.lab import LabFile, LabHost, write_lab
 from netesto.testbed.state import machine_lock, proc_alive, remove_lab_files, save_state, state_path, stop_process
 
 BASE_PORT = 12870

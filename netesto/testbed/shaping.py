@@ -14,12 +14,9 @@ import re
 import subprocess
 from typing import Sequence
 
+from netesto import vocab
 from netesto.errors import TestbedError, UsageError
-from netesto.protocol.flowspec import parse_size
 
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(bit|bps|b)?\s*$", re.IGNORECASE)
-_SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_TIME = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s)?\s*$")
 _BDP = re.compile(r"^\s*(\d+(?:\.\d+)?)?\s*bdp\s*$", re.IGNORECASE)
 BURST = "15k"
 BOTTLENECK_CLASS = "1:10"
@@ -27,43 +24,30 @@ CONTROL_CLASS = "1:20"
 
 
 def parse_rate(text: str | int) -> int:
-    """Bits per second from tc-style text: ``100mbit``, ``1gbit``, ``100M`` (bits).
+    """The bottleneck's rate in bits/s (:func:`netesto.vocab.parse_rate`; > 0).
 
-    ``bps`` means BYTES per second, as in tc.
-
-    >>> parse_rate("100mbit"), parse_rate("1G"), parse_rate("10MBps"), parse_rate(5000)
-    (100000000, 1000000000, 80000000, 5000)
+    >>> parse_rate("100mbit"), parse_rate(5000)
+    (100000000, 5000)
     """
-    if isinstance(text, int):
-        value = text
-    else:
-        m = _RATE.match(text)
-        if not m:
-            raise UsageError(f"bad rate {text!r}: expected e.g. 100mbit, 1gbit, 500kbit")
-        value = int(float(m.group(1)) * _SCALE[m.group(2).lower()])
-        if (m.group(3) or "").lower() == "bps":
-            value *= 8
+    try:
+        value = vocab.parse_rate(text)
+    except ValueError as exc:
+        raise UsageError(f"bad rate {text!r}: {exc}") from None
     if value <= 0:
         raise UsageError(f"bad rate {text!r}: must be > 0")
     return value
 
 
 def parse_time_ms(text: str | float) -> float:
-    """Milliseconds from ``20ms``, ``0.5s``, ``800us`` or a bare number of ms.
+    """An RTT or jitter in ms (:func:`netesto.vocab.parse_time_ms`).
 
-    >>> parse_time_ms("20ms"), parse_time_ms("0.1s"), parse_time_ms("500us"), parse_time_ms(3)
-    (20.0, 100.0, 0.5, 3.0)
+    >>> parse_time_ms("20ms"), parse_time_ms(3)
+    (20.0, 3.0)
     """
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        m = _TIME.match(text)
-        if not m:
-            raise UsageError(f"bad time {text!r}: expected e.g. 20ms, 0.1s, 500us")
-        value = float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0, None: 1.0}[m.group(2)]
-    if value < 0:
-        raise UsageError(f"bad time {text!r}: must be >= 0")
-    return value
+    try:
+        return vocab.parse_time_ms(text)
+    except ValueError as exc:
+        raise UsageError(f"bad time {text!r}: {exc}") from None
 
 
 def bdp_bytes(bw_bps: int, rtt_ms: float) -> int:
@@ -93,7 +77,7 @@ def parse_buffer(text: str | int, bw_bps: int, rtt_ms: float) -> int:
             value = int(float(m.group(1) or 1) * bdp_bytes(bw_bps, rtt_ms or 1.0))
         else:
             try:
-                value = parse_size(text.strip())
+                value = vocab.parse_size(text.strip())
             except Exception as exc:
                 raise UsageError(f"bad buffer {text!r}: expected e.g. 1bdp, 0.5bdp, 256k, 1M") from exc
     # Below two full-size GSO packets, a queue would drop every burst.

@@ -99,9 +99,9 @@ def test_prepare_server_netperf_starts_netserver_that_dies_with_the_agent(agents
     assert out["driver"] == "netperf" and out["ports"] == [12999] and again["pids"] == out["pids"]
     import json
 
-    # The stand-in is a Python script: under load it may log its argv after the reply.
-    assert wait_for(lambda: (tmp_path / "bin" / "argv.json").exists(), timeout=10)
-    assert json.loads((tmp_path / "bin" / "argv.json").read_text()) == ["-D", "-p", "12999", "-L", "127.0.0.1"]
+    logged = tmp_path / "bin" / "argv.json"  # written once the stand-in's interpreter is up: slow under load
+    assert wait_for(lambda: logged.is_file() and logged.stat().st_size > 0, timeout=10.0)
+    assert json.loads(logged.read_text()) == ["-D", "-p", "12999", "-L", "127.0.0.1"]
     [pid] = out["pids"]
     try:
         agent.kill()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import doctest
 from pathlib import Path
 
 import pytest
 
+import netesto.controller.labfile as labfile
 from netesto.controller.lab import Lab, LabHost, Shape
 from netesto.errors import LabError
 
@@ -121,7 +123,7 @@ def test_keyword_and_loopback_labs_round_trip(tmp_path: Path) -> None:
 
 
 def test_reads_the_lab_file_the_testbed_writes(tmp_path: Path) -> None:
-    from netesto.testbed.lab import LabFile, LabHost as TbHost, write_lab
+    from netesto.controller.labfile import LabFile, LabHost as TbHost, write_lab
 
     keys = tmp_path / "keys"
     keys.mkdir()
@@ -199,3 +201,30 @@ def test_hosts_whose_files_would_have_the_same_names_are_refused() -> None:
         Lab.from_dict({"lab": {"name": "x", "insecure": True}, "hosts": hosts})
     hosts = {"web.dc1": {"control": "127.0.0.1"}, "db.dc1": {"control": "127.0.0.2"}}
     assert Lab.from_dict({"lab": {"name": "x", "insecure": True}, "hosts": hosts}).resolve("web.dc1").short == "web"
+
+
+def test_labfile_doctests() -> None:
+    result = doctest.testmod(labfile)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_lab_file_reads_back_with_the_controller(tmp_path) -> None:
+    keys = tmp_path / "tb.keys"
+    keys.mkdir()
+    for n in ("controller.key_secret", "h1.key", "router.key"):
+        (keys / n).write_text("x")
+    text = labfile.LabFile(
+        "tb",
+        "tb.keys/controller.key_secret",
+        hosts=(
+            labfile.LabHost("h1", "10.150.1.1", public_key="tb.keys/h1.key", shape_agent="router", shape_dev="r-h1", dev="eth0"),
+            labfile.LabHost("router", "10.150.0.254", public_key="tb.keys/router.key", role="router"),
+        ),
+        comments=("a comment",),
+    )
+    path = labfile.write_lab(tmp_path / "tb.lab.toml", text)
+    parsed = Lab.from_file(path)
+    h1 = parsed.host("h1")
+    assert h1.test_address == "10.150.1.1" and h1.shape.agent == "router" and h1.shape.dev == "r-h1"
+    assert parsed.host("router").role == "router"
+    assert parsed.controller_key == keys / "controller.key_secret"

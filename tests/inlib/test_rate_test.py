@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import pytest
 
-from netesto.protocol.flowspec import parse_size
+from netesto.vocab import parse_size
 
 from .planning import REPO, experiments, plan
 

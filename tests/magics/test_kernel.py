@@ -59,7 +59,7 @@ def _wmem(testbed) -> str:
 def _agents_idle(testbed) -> dict[str, tuple[list[str], list[str]]]:
     """Per host: (experiments it still holds, flows of experiment 1 still running)."""
     from netesto.controller import Lab
-    from netesto.controller.runner import default_client_factory
+    from netesto.controller.session import default_client_factory
 
     lab = Lab.from_file(testbed.lab)
     seen = {}

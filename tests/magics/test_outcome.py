@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from netesto.controller.runner import RunResult
+from netesto.controller.result import RunResult
 from netesto.errors import RunInterrupted
 from netesto.magics.outcome import CellInterrupted, held_warnings, interrupted_line
 

@@ -130,7 +130,7 @@ def test_importing_netesto_and_its_plots_package_pulls_in_no_holoviews() -> None
 
 
 def test_an_experiment_of_a_run_result_plots_itself(tmp_path: Path) -> None:
-    from netesto.controller.runner import ExperimentResult
+    from netesto.controller.result import ExperimentResult
     from netesto.results import process_experiment
 
     shutil.copytree(DATA / "2", tmp_path / "2")

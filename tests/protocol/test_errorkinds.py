@@ -85,11 +85,11 @@ def test_the_controller_client_raises_what_the_table_says(kind: str) -> None:
     # Until the client calls error_from_reply itself, it must agree with it.
     from types import SimpleNamespace
 
-    from netesto.controller.client import AgentClient
+    from netesto.controller.connection import AgentConnection
 
     client = SimpleNamespace(name="h1", where="h1:12870")
     info = ErrorInfo(kind, "refused", {"ours": "2.0", "theirs": "1.0"})
-    theirs = AgentClient._error(client, info, "set_qdisc")  # type: ignore[arg-type]
+    theirs = AgentConnection._error(client, info, "set_qdisc")  # type: ignore[arg-type]
     ours = error_from_reply(info, host="h1", where="h1:12870", what="set_qdisc")
     assert type(theirs) is type(ours) and str(theirs) == str(ours)
     assert getattr(theirs, "kind", None) == getattr(ours, "kind", None)

@@ -1,25 +1,12 @@
-"""FlowSpec validation and netperf-style size suffixes."""
+"""FlowSpec validation: every field checked on construction, errors naming the flow."""
 
 from __future__ import annotations
 
 import pytest
 
 from netesto.errors import TrafficError
-from netesto.protocol.flowspec import FlowSpec, parse_size
-
-
-@pytest.mark.parametrize(
-    "text, expected",
-    [("1", 1), ("10K", 10240), ("1M", 1048576), ("2G", 2 * 2**30), ("10k", 10000), ("1m", 10**6), ("1.5K", 1536), (7, 7)],
-)
-def test_parse_size(text, expected):
-    assert parse_size(text) == expected
-
-
-@pytest.mark.parametrize("text", ["", "K", "1X", "-1", "1 M B"])
-def test_parse_size_rejects(text):
-    with pytest.raises(TrafficError, match="bad size"):
-        parse_size(text)
+from netesto.protocol.flowspec import FlowSpec
+from netesto.vocab import DRIVERS, TEST_TYPES
 
 
 def test_round_trip_through_dict():
@@ -54,3 +41,9 @@ def test_bad_specs_name_the_flow_and_the_field(kwargs, message):
 def test_unknown_dict_fields_are_rejected():
     with pytest.raises(TrafficError, match="unknown flow spec fields: colour"):
         FlowSpec.from_dict({"flow_id": "a", "test": "TCP_RR", "server": "s", "port": 1, "colour": "red"})
+
+
+def test_takes_every_test_type_and_driver_of_the_vocabulary():
+    for test in TEST_TYPES:
+        for driver in DRIVERS:
+            assert FlowSpec("h1-h2-1-0", test, "10.0.0.2", 5000, driver=driver).test == test

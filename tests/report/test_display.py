@@ -25,7 +25,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _result(workdir: Path, exps: tuple[int, ...], errors: tuple[str, ...] = ()) -> object:
-    from netesto.controller.runner import ExperimentResult, RunResult
+    from netesto.controller.result import ExperimentResult, RunResult
 
     experiments = tuple(ExperimentResult(exp=e, exp_name=f"name{e}", path=workdir / str(e), hosts=(), flows=())
                         for e in exps)

@@ -8,10 +8,10 @@ import struct
 import pytest
 
 from netesto.errors import TestbedError, UsageError
-from netesto.testbed import delayline, lab, lifecycle, shaping, topology
+from netesto.testbed import delayline, lifecycle, shaping, topology
 
 
-@pytest.mark.parametrize("module", [shaping, lab, lifecycle])
+@pytest.mark.parametrize("module", [shaping, lifecycle])
 def test_doctests(module) -> None:
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0
@@ -49,30 +49,6 @@ def test_topology_addresses_and_distinct_subnets() -> None:
     assert a.links[1].router_dev == "r-h2" and a.links[1].queue == 2
     assert a.namespaces == ["alpha-r", "alpha-h1", "alpha-h2", "alpha-h3"]
     assert len(a.control_dev) <= 15
-
-
-def test_lab_file_reads_back_with_the_controller(tmp_path) -> None:
-    from netesto.controller.lab import Lab
-
-    keys = tmp_path / "tb.keys"
-    keys.mkdir()
-    for n in ("controller.key_secret", "h1.key", "router.key"):
-        (keys / n).write_text("x")
-    text = lab.LabFile(
-        "tb",
-        "tb.keys/controller.key_secret",
-        hosts=(
-            lab.LabHost("h1", "10.150.1.1", public_key="tb.keys/h1.key", shape_agent="router", shape_dev="r-h1", dev="eth0"),
-            lab.LabHost("router", "10.150.0.254", public_key="tb.keys/router.key", role="router"),
-        ),
-        comments=("a comment",),
-    )
-    path = lab.write_lab(tmp_path / "tb.lab.toml", text)
-    parsed = Lab.from_file(path)
-    h1 = parsed.host("h1")
-    assert h1.test_address == "10.150.1.1" and h1.shape.agent == "router" and h1.shape.dev == "r-h1"
-    assert parsed.host("router").role == "router"
-    assert parsed.controller_key == keys / "controller.key_secret"
 
 
 def test_verdict_message_layout() -> None:

@@ -2,8 +2,8 @@
 
 The format is the one in the team contract (``[lab]`` plus one ``[hosts.X]``
 table per agent); key paths are relative to the lab file. The one writer of
-lab files: the controller's ``Lab.to_toml`` renders through it too (the
-reader is ``netesto.controller.lab``).
+lab files, next to its reader (``netesto.controller.lab``): ``Lab.to_toml``
+renders through it, and the testbed writes the labs it sets up with it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,197 @@
+"""What the peer benches share: the engine on a veth pair, the peer tools, placement and the verdict.
+
+Every peer bench (``bench_stream``, ``bench_rr``, ``bench_crr``) compares
+like with like and says how: the peers get the engine's write/read sizes
+and the same CPU placement (one ``taskset`` prefix for every client, one for
+every server), many engine flows meet a many-flow peer, and each case runs
+at least 3 interleaved repetitions (the order of the tools turns every
+repetition). A case prints every repetition's values, then each ratio as
+the median of the per-repetition ratios (engine over the peer run of the
+same repetition) with its [min-max] spread, the target and ok/MISSED.
+
+netperf and neper are not in Debian: ``../shared/peers/build.sh`` builds
+them from their public sources into a cache and prints the bin directory;
+:func:`peer_bin` runs it (it returns at once once built). They serve the
+benches and tests only; the project never installs them.
+
+Run every bench with ``nice -n 10`` in front (``nice -n 10 python3 -m
+bench.bench_rr``): every process it starts, the engine's and the peers',
+inherits the same niceness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from netesto.raw.histogram import Histogram
+from netesto.raw.nflow import read_flow
+from tests import netns
+
+ENGINE = [sys.executable, "-m", "netesto.engine"]
+BUILD_SH = Path(__file__).resolve().parents[2] / "shared" / "peers" / "build.sh"
+PEER_TOOLS = ("netperf", "netserver", "tcp_rr", "tcp_crr", "tcp_stream")
+
+
+class PeerMissing(RuntimeError):
+    """A peer tool the bench needs is not built or not installed."""
+
+
+def peer_bin(build_sh: Path = BUILD_SH) -> Path:
+    """The directory holding netperf, netserver and neper's tools, built by ``build.sh`` if needed."""
+    if not build_sh.is_file():
+        raise PeerMissing(f"netperf/neper: {build_sh} not found (it lives in ../shared/peers next to the "
+                          "repository); set up the peers as that folder's README says")
+    proc = subprocess.run(["bash", str(build_sh)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PeerMissing(f"netperf/neper: {build_sh} failed: {proc.stderr.strip()[-400:]}")
+    where = Path(proc.stdout.strip().splitlines()[-1])
+    missing = [t for t in PEER_TOOLS if not (where / t).is_file()]
+    if missing:
+        raise PeerMissing(f"netperf/neper: {', '.join(missing)} missing in {where}")
+    return where
+
+
+def reps(text: str) -> int:
+    """An argparse type: repetitions, at least 3."""
+    n = int(text)
+    if n < 3:
+        raise argparse.ArgumentTypeError(f"at least 3 repetitions, got {n}")
+    return n
+
+
+def arguments(doc: str, dur: float, cpus: bool = True) -> argparse.ArgumentParser:
+    """The options every peer bench takes: ``--dur``, ``--reps`` (>= 3) and, with ``cpus``, ``--cpus``."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dur", type=float, default=dur, help="seconds per run (netperf, neper: whole seconds)")
+    parser.add_argument("--reps", type=reps, default=3, help="interleaved repetitions per case (>= 3)")
+    if cpus:
+        parser.add_argument("--cpus", type=placement, default=(0, 1),
+                            help="client CPU,server CPU for every tool (default 0,1), or none")
+    return parser
+
+
+def ready(name: str, tools: Sequence[str] = ()) -> Path | None:
+    """The peers' bin directory once ``taskset`` and ``tools`` are on PATH; None after saying what is missing."""
+    missing = [t for t in ("taskset", *tools) if shutil.which(t) is None]
+    if missing:
+        print(f"{name}: needs {', '.join(missing)} on PATH")
+        return None
+    try:
+        return peer_bin()
+    except PeerMissing as exc:
+        print(f"{name}: {exc}")
+        return None
+
+
+def pin(cpu: int | None) -> list[str]:
+    """The ``taskset`` prefix that places a process on ``cpu`` (None: nothing, unpinned)."""
+    return [] if cpu is None else ["taskset", "-c", str(cpu)]
+
+
+def placement(text: str) -> tuple[int | None, int | None]:
+    """``"0,1"`` -> client CPU 0, server CPU 1; ``"none"`` -> unpinned."""
+    if text == "none":
+        return None, None
+    cli, srv = (int(x) for x in text.split(","))
+    return cli, srv
+
+
+def where(cpus: tuple[int | None, int | None]) -> str:
+    cli, srv = cpus
+    return "unpinned" if cli is None else f"client CPU {cli}, server CPU {srv}"
+
+
+class Engine:
+    """The engine's server in namespace b; clients run from namespace a."""
+
+    def __init__(self, pair: netns.VethPair, workdir: Path, server_prefix: Sequence[str] = ()) -> None:
+        self.pair = pair
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = pair.popen(pair.b, [*server_prefix, *ENGINE, "server", "--bind", pair.addr_b, "--port", "0",
+                                        "--datadir", str(workdir / "srv")],
+                               stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.port = json.loads(self.proc.stdout.readline())["port"]
+        self.runs = 0
+
+    def run(self, flows: list[dict[str, Any]], workers: int | None = None,
+            client_prefix: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Run flows (dicts without server/port); returns the client summaries."""
+        self.runs += 1
+        specs = [dict(f, server=self.pair.addr_b, port=self.port, exp=self.runs) for f in flows]
+        path = self.workdir / f"specs{self.runs}.json"
+        path.write_text(json.dumps(specs))
+        argv = [*client_prefix, *ENGINE, "client", "--specs", str(path), "--datadir", str(self.workdir / "cli")]
+        if workers:
+            argv += ["--workers", str(workers)]
+        proc = self.pair.run(self.pair.a, argv, timeout=120)
+        events = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+        ends = [e for e in events if e["event"] in ("done", "error")]
+        bad = [e for e in ends if e["event"] == "error"]
+        if bad or proc.returncode:
+            raise RuntimeError(f"engine flows failed: {bad or proc.stderr}")
+        return [e["summary"] for e in ends]
+
+    def p99_us(self, flow_ids: list[str]) -> float:
+        """p99 latency (us) of the last run's client flows, their histograms merged (the ``.nflow`` summaries)."""
+        merged = Histogram()
+        for fid in flow_ids:
+            summary = read_flow(self.workdir / "cli" / str(self.runs) / "flows" / f"{fid}.client.nflow").summary
+            merged.merge(Histogram.from_dict((summary or {})["latency_hist"]))
+        return merged.summary(0.001).p99
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def table(title: str, columns: dict[str, list[float]], fmt: str = ".0f") -> None:
+    """The case's title, then one line per repetition with every tool's value."""
+    print(f"\n{title}")
+    print("  rep" + "".join(f"{name:>22}" for name in columns))
+    for i in range(len(next(iter(columns.values())))):
+        print(f"  {i + 1:>3}" + "".join(f"{vals[i]:>22{fmt}}" for vals in columns.values()))
+
+
+def verdict(label: str, ours: list[float], theirs: list[float], op: str | None = ">=",
+            target: float | None = 1.0) -> bool | None:
+    """Print the median of the per-repetition ratios ours/theirs, its [min-max] and the target.
+
+    ``target`` None: no target (a labelled reading, e.g. peers at their defaults).
+    Returns whether the target held (None without one).
+    """
+    ratios = [a / b if b else float("inf") for a, b in zip(ours, theirs)]
+    med = statistics.median(ratios)
+    line = f"  {label:<44} median {med:6.2f} [{min(ratios):.2f}-{max(ratios):.2f}] of {len(ratios)} reps"
+    if target is None:
+        print(f"{line}   (no target)", flush=True)
+        return None
+    ok = med >= target if op == ">=" else med <= target
+    print(f"{line}   target {op} {target:g}: {'ok' if ok else 'MISSED'}", flush=True)
+    return ok
+
+
+def rotated(items: list[Any], rep: int) -> list[Any]:
+    """``items`` turned by ``rep`` places: the tools take turns going first."""
+    k = rep % len(items)
+    return items[k:] + items[:k]
+
+
+def summary_line(results: list[bool | None]) -> None:
+    held = [r for r in results if r is not None]
+    print(f"\n# targets: {sum(held)} of {len(held)} held, {len(held) - sum(held)} MISSED", flush=True)
+
+
+__all__ = ["ENGINE", "Engine", "PeerMissing", "arguments", "peer_bin", "pin", "placement", "ready", "reps", "rotated",
+           "summary_line", "table", "verdict", "where"]

@@ -1,0 +1,313 @@
+"""The controller's connection to one agent: a DEALER socket speaking the wire protocol (zmq, msgpack).
+
+One socket per connection, used under a lock, so the heartbeat thread (which
+renews the agent's lease while the connection is open) and the caller can share
+it. Pushed events arriving while we wait for a reply, or during heartbeats,
+are handed to the callbacks registered with :meth:`AgentConnection.on_event`.
+The commands themselves are :class:`~netesto.controller.client.AgentClient`'s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Self
+
+import zmq
+
+from netesto.errors import (
+    AgentError,
+    AgentUnreachable,
+    NetestoError,
+    PolicyError,
+    ProtocolError,
+    VersionMismatch,
+)
+from netesto.protocol.codec import DEFAULT_MAX_MESSAGE, encode_request, from_wire, reply_result, unpack
+from netesto.protocol.keys import load_public_key, load_secret_key
+from netesto.protocol.messages import ErrorInfo, Event, Reply
+
+log = logging.getLogger("netesto.controller.client")
+EventCallback = Callable[[Event], None]
+_HANDSHAKE_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+
+
+def _load_pair(keys: str | Path | tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+    return keys if isinstance(keys, tuple) else load_secret_key(keys)
+
+
+class AgentConnection:
+    """One DEALER socket to one agent: requests, replies, pushed events, the heartbeat.
+
+    :meth:`request` blocks until the reply (or ``timeout`` -> AgentUnreachable)."""
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        port: int = 12870,
+        *,
+        server_key: str | bytes | Path | None = None,
+        client_keys: str | Path | tuple[bytes, bytes] | None = None,
+        insecure: bool = False,
+        timeout: float = 5.0,
+        heartbeat: float = 5.0,
+        context: zmq.Context | None = None,
+        max_message: int = DEFAULT_MAX_MESSAGE,
+    ) -> None:
+        if not insecure and (server_key is None or client_keys is None):
+            raise NetestoError(f"{name}: CURVE needs server_key (the agent's public key) and client_keys "
+                               "(our .key_secret); pass insecure=True only for loopback agents without CURVE")
+        self.name = name
+        self.address = address
+        self.port = port
+        self.timeout = timeout
+        self.max_message = max_message
+        self.where = f"{name} ({address}:{port})"
+        self._curve = None if insecure else (load_public_key(server_key), _load_pair(client_keys))  # type: ignore[arg-type]
+        self._context = context or zmq.Context.instance()
+        self.lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._stash: dict[int, Reply] = {}
+        self._callbacks: list[EventCallback] = []
+        self._last_request = 0.0
+        self._closed = False
+        self._socket: zmq.Socket | None = None
+        self._auth_failure: str | None = None
+        self._connect()
+        self.lease: float | None = None
+        self._heartbeat = heartbeat
+        self._hb_stop = threading.Event()
+        self._hb_thread: threading.Thread | None = None
+        if heartbeat > 0:
+            self._hb_thread = threading.Thread(target=self._heartbeat_loop, name=f"netesto-heartbeat-{name}", daemon=True)
+            self._hb_thread.start()
+
+    def _connect(self) -> None:
+        sock = self._context.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.immediate = True  # never queue requests for an agent we are not connected to
+        sock.maxmsgsize = 4 * self.max_message
+        if self._curve:
+            server_key, (public, secret) = self._curve
+            sock.curve_serverkey = server_key
+            sock.curve_publickey, sock.curve_secretkey = public, secret
+        host = self.address
+        if ":" in host:
+            sock.ipv6 = True
+            host = f"[{host}]"
+        # A CURVE handshake the agent refuses never connects: without watching for it a
+        # wrong key looked like a dead agent, found only after the whole request timeout.
+        self._monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS) if self._curve else None
+        sock.connect(f"tcp://{host}:{self.port}")
+        self._socket = sock
+        self._rcvtimeo = -1
+
+    def _close_socket(self) -> None:
+        if self._socket is not None:
+            if self._monitor is not None:
+                self._socket.disable_monitor()
+                self._monitor.close(0)
+                self._monitor = None
+            self._socket.close(0)
+            self._socket = None
+
+    def _check_handshake(self) -> None:
+        """AgentError naming host and key when the agent refused our CURVE handshake
+        (kept: every later request, the heartbeat's too, fails the same way at once)."""
+        while self._auth_failure is None and self._monitor is not None and self._monitor.poll(0):
+            event = zmq.Event(int.from_bytes(self._monitor.recv_multipart()[0][:2], "little"))
+            if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                self._auth_failure = (f"{self.address}:{self.port} refused our CURVE key: the controller's public "
+                                      "key is not among the agent's authorized keys (or our address is not allowed)")
+            elif event in (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
+                self._auth_failure = (f"CURVE handshake with {self.address}:{self.port} failed: the agent's public "
+                                      "key in the lab file does not match the agent's key (or it is not a netesto-agent)")
+        if self._auth_failure is not None:
+            raise AgentError(self._auth_failure, host=self.name, kind="AuthFailed")
+
+    def _reset(self) -> None:
+        """Drop the socket (and anything queued on it) after a timeout."""
+        self._close_socket()
+        self._stash.clear()
+        self._connect()
+
+    def _unreachable(self, what: str, timeout: float) -> AgentUnreachable:
+        return AgentUnreachable(f"no answer to {what} within {timeout:g} s from {self.address}:{self.port} "
+                                "(agent down, wrong key, or address not allowed?)", host=self.name)
+
+    def send_request(self, type: str, args: Mapping[str, Any], deadline: float) -> int:
+        assert self._socket is not None
+        rid = next(self._ids)
+        data = encode_request(rid, type, dict(args))
+        while True:
+            try:
+                self._socket.send(data, zmq.NOBLOCK)
+                break
+            except zmq.Again:
+                self._check_handshake()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise self._unreachable(type, self.timeout) from None
+                self._socket.poll(int(min(left, 0.1) * 1000) + 1, zmq.POLLOUT)
+        self._last_request = time.monotonic()
+        return rid
+
+    def receive_reply(self, rid: int, what: str, deadline: float) -> Reply:
+        """The reply to ``rid`` (events and other replies met on the way are dispatched or stashed)."""
+        while True:
+            ok, result = self._receive_result(rid, what, deadline)
+            if ok:
+                return Reply(rid, True, result)
+            if rid in self._stash:
+                return self._stash.pop(rid)
+
+    def _receive_result(self, rid: int, what: str, deadline: float) -> tuple[bool, Any]:
+        """``(True, result)`` for a successful reply to ``rid`` (the common case, no message
+        objects built); ``(False, None)`` once any reply to ``rid`` was stashed instead."""
+        assert self._socket is not None
+        while True:
+            if rid in self._stash:
+                return False, None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._reset()
+                raise self._unreachable(what, self.timeout)
+            # A blocking recv with a receive timeout: cheaper than poll() + recv().
+            ms = max(1, int(left * 1000))
+            if ms != self._rcvtimeo:
+                self._socket.rcvtimeo = self._rcvtimeo = ms
+            try:
+                data = self._socket.recv()
+            except zmq.Again:
+                continue
+            try:
+                obj = unpack(data, max_size=self.max_message)
+            except ProtocolError as exc:
+                log.warning("%s: dropped a bad message: %s", self.where, exc)
+                continue
+            ok, result = reply_result(obj, rid)
+            if ok:
+                return True, result
+            self._take(obj, rid, what)
+
+    def _take(self, obj: Any, rid: int | None = None, what: str = "") -> None:
+        """Handle a frame that is not the awaited successful reply: dispatch events, stash replies."""
+        try:
+            msg = from_wire(obj)
+        except VersionMismatch as exc:
+            raise VersionMismatch(exc.ours, exc.theirs, host=self.where) from exc
+        except ProtocolError as exc:
+            if rid is not None and isinstance(obj, dict) and obj.get("k") == "rep" and obj.get("id") == rid:
+                # The awaited reply itself is broken: say so now rather than time out.
+                raise ProtocolError(f"{self.where}: malformed reply to {what}: {exc.message}") from exc
+            log.warning("%s: dropped a bad message: %s", self.where, exc)
+            return
+        if isinstance(msg, Event):
+            self._dispatch(msg)
+        elif isinstance(msg, Reply):
+            self._stash[msg.id] = msg  # a pipelined reply (or a late one, dropped at reset)
+            if len(self._stash) > 1024:
+                self._stash.clear()
+
+    def _dispatch(self, event: Event) -> None:
+        event = Event(event.event, {**event.data, "agent": self.name}, event.version)
+        for callback in list(self._callbacks):
+            try:
+                callback(event)
+            except Exception:  # a bad callback must not break the connection
+                log.exception("%s: event callback failed", self.where)
+
+    def reply_value(self, reply: Reply, what: str) -> Any:
+        if reply.ok:
+            return reply.result
+        err = reply.error or ErrorInfo("AgentError", "unknown error")
+        raise self._error(err, what)
+
+    def _error(self, err: ErrorInfo, what: str) -> NetestoError:
+        if err.type == "VersionMismatch":
+            d = err.detail if isinstance(err.detail, dict) else {}
+            # The agent's "ours" is its own version, "theirs" ours.
+            return VersionMismatch(str(d.get("theirs", "?")), str(d.get("ours", "?")), host=self.where)
+        cls = PolicyError if err.type == "PolicyError" else AgentError
+        return cls(f"{what}: {err.message}", host=self.name, kind=err.type, detail=err.detail)
+
+    def request(self, type: str, args: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> Any:
+        """Send one request and return its result (or raise the agent's error)."""
+        if self._closed:
+            raise AgentError("client is closed", host=self.name)
+        timeout = self.timeout if timeout is None else timeout
+        with self.lock:
+            deadline = time.monotonic() + timeout
+            rid = self.send_request(type, args or {}, deadline)
+            ok, result = self._receive_result(rid, type, deadline)
+            return result if ok else self.reply_value(self._stash.pop(rid), type)
+
+    def _heartbeat_loop(self) -> None:
+        # Tick often and compare with the current period: hello() may learn a
+        # lease shorter than the period this thread started with.
+        while not self._hb_stop.wait(0.1):
+            period = min(self._heartbeat, (self.lease or 1e9) / 3)
+            if time.monotonic() - self._last_request < period:
+                continue
+            try:
+                self.request("heartbeat")
+            except NetestoError as exc:
+                log.debug("%s: heartbeat failed: %s", self.where, exc)
+
+    def on_event(self, callback: EventCallback) -> None:
+        """Call ``callback(event)`` for each pushed event (``event.event``, ``event.data``;
+        ``data["agent"]`` is this client's name). Runs in the thread that is talking to the agent."""
+        self._callbacks.append(callback)
+
+    def malformed(self, what: str, problem: str) -> ProtocolError:
+        return ProtocolError(f"{self.where}: malformed {what} reply: {problem}")
+
+    def as_map(self, result: Any, what: str) -> dict[str, Any]:
+        if not isinstance(result, dict):
+            raise self.malformed(what, f"expected a map, got {type(result).__name__}")
+        return result
+
+    def _number(self, result: dict[str, Any], key: str, what: str, *, optional: bool = False) -> float:
+        value = result.get(key)
+        if value is None and optional:
+            return 0.0
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.malformed(what, f"{key}={value!r} is not a number")
+        return float(value)
+
+    def poll_events(self, timeout: float = 0.0) -> None:
+        """Deliver pushed events that arrived while no request was in flight."""
+        with self.lock:
+            assert self._socket is not None
+            end = time.monotonic() + timeout
+            while self._socket.poll(int(max(0.0, end - time.monotonic()) * 1000), zmq.POLLIN):
+                try:
+                    obj = unpack(self._socket.recv(), max_size=self.max_message)
+                except ProtocolError as exc:
+                    log.warning("%s: dropped a bad message: %s", self.where, exc)
+                    continue
+                self._take(obj)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._hb_stop.set()
+        if self._hb_thread is not None:
+            self._hb_thread.join(timeout=2 * self.timeout)
+        with self.lock:
+            self._close_socket()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+__all__ = ["AgentConnection", "EventCallback"]

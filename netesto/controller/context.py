@@ -1,0 +1,194 @@
+"""The state one run shares between the loop and the action handlers, and the calls they all make.
+
+:class:`RunContext` holds the lab, the working directory, the host sessions, the
+experiments seen so far and the run's errors; :meth:`RunContext.remote` is the one
+way a handler talks to an agent (an unreachable agent is dropped, a refusal aborts
+the run). :class:`~netesto.controller.runner.Runner` is the context plus the loop.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from netesto.controller.lab import Lab
+from netesto.controller.plan import FlowKey
+from netesto.controller.progress import ExperimentStarted, FlowProgress, HostError, ProgressCallback, ProgressEvent
+from netesto.controller.records import ExpState, RunFacts, experiment_json, write_json
+from netesto.controller.schedule import start_skew
+from netesto.controller.session import ClientFactory, HostSession, Sessions, default_client_factory
+from netesto.errors import AgentError, AgentUnreachable, NetestoError, StorageError
+from netesto.script.actions import DoClient, ProcessExp, RemoteAction
+
+IPERF3_PORT = 5201  # iperf3's default port; one server per flow from here up
+NETSERVER_PORT = 12865  # netperf's netserver control port
+
+
+class Abort(Exception):
+    """Internal: stop executing actions (the cause is in ``__cause__``)."""
+
+
+class RunContext:
+    """A run's shared state: lab, workdir, sessions (``hosts``), experiments (``exps``), errors."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        workdir: str | Path = ".",
+        *,
+        progress: ProgressCallback | None = None,
+        client_factory: ClientFactory = default_client_factory,
+        lead: float = 1.0,
+        lead_per_host: float = 0.2,
+        wait_margin: float = 15.0,
+        clock_samples: int = 8,
+        clock_refresh: float = 60.0,
+        script: str = "",
+        rng: random.Random | None = None,
+        seed: int | None = None,
+        defines: dict[str, str] | None = None,
+        cancel: threading.Event | None = None,
+        iperf3_port: int = IPERF3_PORT,
+        testbed: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.lab = lab
+        self.workdir = Path(workdir)
+        self.progress = progress
+        self.lead = lead
+        self.lead_per_host = lead_per_host
+        self.wait_margin = wait_margin
+        self.script = script
+        # RAND_WAITs draw from a seeded generator: experiment.json records the seed
+        self.seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
+        self.rng = rng or random.Random(self.seed)
+        self.defines = dict(defines or {})
+        # The testbed's bottleneck as a result's parameters (bw, rtt, ...): given, or the lab's.
+        self.testbed = dict(testbed if testbed is not None else lab.testbed)
+        self.run_id = secrets.token_hex(4)  # names this run to another controller that finds the lab busy
+        self.sessions = Sessions(lab, client_factory, run_id=self.run_id, emit=self.emit, on_event=self.agent_event,
+                                 clock_samples=clock_samples, clock_refresh=clock_refresh)
+        self.hosts: dict[str, HostSession] = self.sessions.hosts
+        self.exps: dict[int, ExpState] = {}
+        self.errors: list[str] = []
+        self.first_error: NetestoError | None = None
+        self.iperf3_port = iperf3_port
+        self.current: ExpState | None = None
+        self.collecting = False
+        self.interrupted = False
+        self._stop = cancel if cancel is not None else threading.Event()
+        self.foreign: set[tuple[str, int]] = set()  # (host, exp) holding an earlier run's data
+        self.pairs: dict[FlowKey, DoClient] = {}  # flow ids given out so far (a clash is a ScriptError)
+
+    def emit(self, event: ProgressEvent) -> None:
+        """Hand ``event`` to the progress sink (a broken sink is ignored)."""
+        if self.progress is not None:
+            try:
+                self.progress(event)
+            except Exception:  # a broken display must not break the experiment
+                pass
+
+    def note(self, text: str, exc: NetestoError | None = None) -> None:
+        """Record an error of the run (and of the current experiment)."""
+        self.errors.append(text)
+        if self.first_error is None and exc is not None:
+            self.first_error = exc
+        if self.current is not None:
+            self.current.errors.append(text)
+
+    def experiment(self, action: RemoteAction | ProcessExp) -> ExpState:
+        """The state of ``action``'s experiment (started now if new); it becomes the current one."""
+        e = self.exps.get(action.exp)
+        if e is None:
+            name = getattr(action, "exp_name", "Exp")
+            e = ExpState(exp=action.exp, exp_name=name, dir=self.workdir / str(action.exp))
+            self.exps[action.exp] = e
+            self.emit(ExperimentStarted(exp=e.exp, exp_name=e.exp_name))
+        self.current = e
+        return e
+
+    def remote(self, name: str, what: Callable[[HostSession], Any]) -> Any:
+        """Run ``what`` on host ``name``: unreachable -> drop host; refusal -> abort.
+
+        Opening the session (hello, clock offset) is inside the same handling."""
+        try:
+            h = self.sessions.open(name)
+            self._check_leftover(h)
+            return what(h)
+        except AgentUnreachable as exc:
+            self.drop(name, exc)
+            return None
+        except (AgentError, StorageError) as exc:
+            self.note(str(exc), exc)
+            raise Abort() from exc
+
+    def _check_leftover(self, h: HostSession) -> None:
+        """Refuse to use an experiment number whose data from an earlier run the host
+        still holds: this run's files would be written over it (the agent keeps data
+        per experiment number, and another workdir's counter may reach the same one)."""
+        e = self.current
+        if e is None or self.collecting or str(e.exp) not in h.leftover:
+            return
+        self.foreign.add((h.lab.name, e.exp))
+        raise AgentError(
+            f"holds unfetched data of experiment {e.exp} from an earlier run, which this "
+            f"run would overwrite: fetch it first ('netesto run --collect --lab LAB --workdir OTHER_DIR' "
+            f"or netesto.controller.collect) or move {self.workdir / 'counter'} past {e.exp}",
+            host=h.lab.name, kind="LeftoverData")
+
+    def drop(self, name: str, exc: AgentError) -> None:
+        """Drop host ``name`` for the rest of the run (reported once)."""
+        if self.sessions.drop(name, exc):
+            host = self.lab.resolve(name).name
+            self.note(f"{host} unreachable: {exc.message}", exc)
+            self.emit(HostError(host=host, error=str(exc), fatal=True))
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep (cancellable), delivering the agents' pushed flow events meanwhile."""
+        end = time.monotonic() + seconds
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            if self._stop.wait(min(left, 0.25)):
+                raise KeyboardInterrupt("run cancelled")
+            if self.progress is not None:
+                self.sessions.poll_events()
+
+    def cancel(self) -> None:
+        """Ask a running :meth:`run` (in another thread) to stop at the next wait."""
+        self._stop.set()
+
+    def agent_event(self, host: str, ev: Any) -> None:
+        """Engine events relayed by an agent (may run on the client's thread)."""
+        data = ev if isinstance(ev, dict) else getattr(ev, "data", {}) or {}
+        kind = str(data.get("event", getattr(ev, "event", "")))
+        flow = str(data.get("flow", ""))
+        exp = data.get("exp")
+        if kind == "started" and flow:
+            t = data.get("t_wall", data.get("start_wall"))
+            if isinstance(t, (int, float)):
+                for e in list(self.exps.values()):
+                    for rec in e.flows:
+                        if rec.spec.flow_id == flow and rec.host == host and rec.start_skew is None:
+                            rec.start_skew = start_skew(float(t), rec.start_agent)
+        try:
+            exp = int(exp) if exp is not None else None
+        except (TypeError, ValueError):
+            exp = None
+        self.emit(FlowProgress(host=host, exp=exp, flow=flow, event=kind, data=dict(data)))
+
+    def experiment_json(self, e: ExpState) -> dict[str, Any]:
+        """``e``'s experiment.json document as it stands now."""
+        facts = RunFacts(script=self.script, seed=self.seed, defines=self.defines, testbed=self.testbed)
+        return experiment_json(e, lab=self.lab, hosts=self.hosts, facts=facts, interrupted=self.interrupted)
+
+    def write_json(self, e: ExpState) -> Path:
+        """Write ``e``'s experiment.json."""
+        return write_json(e, self.experiment_json(e))
+
+
+__all__ = ["Abort", "IPERF3_PORT", "NETSERVER_PORT", "RunContext"]

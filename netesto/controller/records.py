@@ -1,0 +1,193 @@
+"""What a run keeps of each experiment: its runner-side state, its flows and ``experiment.json``.
+
+``experiment.json`` (schema 1) is written next to the experiment's fetched files;
+the results package reads it. Its layout is the file format: change nothing here
+without changing the readers.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from netesto._version import __version__
+from netesto.controller.lab import Lab
+from netesto.controller.schedule import short_name, start_skew
+from netesto.errors import NetestoError, StorageError, UsageError
+from netesto.protocol.flowspec import FlowSpec
+from netesto.script.actions import DoClient
+
+if TYPE_CHECKING:
+    from netesto.controller.session import HostSession
+
+
+@dataclass
+class FlowRecord:
+    """One scheduled flow: its spec and where/when it runs."""
+
+    spec: FlowSpec
+    action: DoClient
+    host: str
+    server: str
+    instance: int
+    start_ctrl: float  # scheduled start (delay included), controller time
+    start_agent: float  # the same instant in the client agent's time
+    start_skew: float | None = None
+
+    @property
+    def end_ctrl(self) -> float:
+        return self.start_ctrl + self.spec.dur
+
+
+@dataclass
+class ExpState:
+    """Runner state of one experiment."""
+
+    exp: int
+    exp_name: str
+    dir: Path
+    token: str = field(default_factory=lambda: secrets.token_hex(8))
+    server_ports: dict[str, int] = field(default_factory=dict)
+    snapshots: set[tuple[str, int]] = field(default_factory=set)
+    stats_hosts: set[str] = field(default_factory=set)
+    pings: set[tuple[str, str]] = field(default_factory=set)
+    tcpdumps: set[str] = field(default_factory=set)
+    waited: set[str] = field(default_factory=set)  # client hosts whose flows have all ended
+    iperf3_next: dict[str, int] = field(default_factory=dict)  # server -> iperf3 ports used
+    flows: list[FlowRecord] = field(default_factory=list)
+    hosts: set[str] = field(default_factory=set)
+    generation: dict[str, int] = field(default_factory=dict)
+    fetched: dict[str, int] = field(default_factory=dict)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    failed_flows: set[str] = field(default_factory=set)  # reported already
+    desc: str = ""
+    other: tuple[tuple[str, str], ...] = ()
+    processed: bool = False
+
+    def touch(self, host: str) -> None:
+        self.hosts.add(host)
+        self.generation[host] = self.generation.get(host, 0) + 1
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What every experiment.json of a run repeats: the script, its seed and defines, the testbed."""
+
+    script: str = ""
+    seed: int = 0
+    defines: Mapping[str, str] = field(default_factory=dict)
+    testbed: Mapping[str, Any] = field(default_factory=dict)
+
+
+def experiment_json(e: ExpState, *, lab: Lab, hosts: Mapping[str, HostSession], facts: RunFacts,
+                    interrupted: bool) -> dict[str, Any]:
+    """The experiment.json document of ``e`` (schema 1)."""
+    flows = []
+    for r in e.flows:
+        a, s = r.action, r.spec
+        flows.append({
+            "flow_id": s.flow_id, "host": short_name(r.host), "server": short_name(r.server),
+            "group": a.group, "instance": r.instance, "test": s.test, "ca": s.ca, "dur": s.dur,
+            "delay": a.delay, "req": s.req, "reply": s.reply, "driver": s.driver,
+            "local_buffer": s.local_buffer, "remote_buffer": s.remote_buffer, "pacing": s.pacing,
+            "rate": s.rate, "interval": s.interval, "instances": a.instances, "exp_name": a.exp_name,
+            "start_at": r.start_ctrl, "start_skew": r.start_skew,
+        })
+    doc_hosts = {}
+    for name in sorted(e.hosts):
+        h = hosts.get(name)
+        info = h.info if h else {}
+        doc_hosts[short_name(name)] = {
+            "kernel": info.get("kernel", ""),
+            "hostname": info.get("hostname", ""),
+            "agent_version": info.get("agent_version", info.get("package", "")),
+            "protocol": info.get("protocol", ""),
+            "clock_offset": h.offset if h else None,
+            "clock_rtt": h.rtt if h else None,
+            "address": lab.resolve(name).control,
+            "test_address": lab.resolve(name).test_address,
+            "error": h.dead if h else "",
+            "tools": info.get("tools", {}),
+        }
+    return {
+        "schema": 1, "exp": e.exp, "exp_name": e.exp_name, "script": facts.script,
+        "desc": e.desc, "other": [list(p) for p in e.other], "netesto_version": __version__,
+        "flows": flows, "hosts": doc_hosts, "actions": e.actions, "errors": list(e.errors),
+        "interrupted": interrupted,
+        "seed": facts.seed, "defines": dict(facts.defines), "testbed": dict(facts.testbed),
+    }
+
+
+def write_json(e: ExpState, doc: dict[str, Any]) -> Path:
+    """Write ``doc`` as ``<exp dir>/experiment.json`` (atomically; a StorageError when it cannot)."""
+    path = e.dir / "experiment.json"
+    tmp = path.with_suffix(".json.tmp")
+    try:
+        e.dir.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(doc, indent=1, default=str))
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def skews_from_files(e: ExpState, host: str) -> None:
+    """Start skews of ``host``'s flows that no event gave, from their fetched client files."""
+    from netesto.raw.nflow import read_flow
+
+    for r in e.flows:
+        if r.host != host or r.start_skew is not None:
+            continue
+        path = e.dir / "flows" / f"{r.spec.flow_id}.client.nflow"
+        if not path.is_file():
+            continue
+        try:
+            start = read_flow(path).header.get("start_wall")
+        except NetestoError:
+            continue
+        if isinstance(start, (int, float)):
+            r.start_skew = start_skew(float(start), r.start_agent)
+
+
+NO_RESULTS = "results extra not installed: raw data only"
+
+
+def process_results(workdir: Path, e: ExpState) -> str:
+    """Process ``e``'s stored data; '' or a note saying why only the raw data is there."""
+    try:
+        from netesto.results import process_experiment  # type: ignore[attr-defined]
+    except ImportError:
+        return NO_RESULTS
+    try:
+        process_experiment(workdir, e.exp, desc=e.desc, other=e.other)
+    except NetestoError as exc:
+        return f"results processing failed (raw data kept): {exc}"
+    except Exception as exc:  # results bugs must not lose the run's data
+        return f"results processing failed (raw data kept): {type(exc).__name__}: {exc}"
+    return ""
+
+
+def make_workdir(path: Path) -> None:
+    """Create the working directory (a UsageError, not an OSError, when it cannot be one)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"workdir {path}: cannot create it: {exc.strerror or exc}") from exc
+
+
+__all__ = [
+    "ExpState",
+    "NO_RESULTS",
+    "FlowRecord",
+    "RunFacts",
+    "experiment_json",
+    "make_workdir",
+    "process_results",
+    "skews_from_files",
+    "write_json",
+]

@@ -1,0 +1,216 @@
+"""The walls between the packages, read from the source: who may import whom, and how big a room may grow.
+
+The layer picture (DESIGN.md, redrawn by issue 15), highest first::
+
+    magics, commands            the notebook and the command line
+    sweep                       papermill over a grid of parameters
+    report -> plots -> results  pages, figures, the datasets they draw
+    controller                  plans a script, drives agents, fetches data
+    testbed                     namespace labs on this machine
+    agent -> engine, drivers, collectors
+    script                      the language (pure)
+    raw, protocol, policy, vocab, errors   formats, the wire, the shared rules
+
+An import is an edge whether it sits at the top of a module or inside a function:
+both tie one file to another. The only upward edges allowed are the presentation
+hooks listed in ``PRESENTATION_HOOKS`` (a result that draws itself imports its
+plotting code when it is displayed), each named with its reason.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "netesto"
+
+MAX_MODULE_LINES = 500
+MAX_CLASS_LINES = 300
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _target(name: str) -> str | None:
+    """The module of ours that ``name`` (a module or a name in one) resolves to."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str) -> list[tuple[str, int, str | None]]:
+    """``(imported module, line, enclosing function or None)`` for each netesto import of ``module``."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: list[tuple[str, int, str | None]] = []
+
+    def visit(node: ast.AST, func: str | None, type_only: bool) -> None:
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            type_only = True  # annotations only: no import at run time
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            func = node.name
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+        if not type_only:
+            for name in names:
+                target = _target(name) if name.startswith("netesto") else None
+                if target and target != module:
+                    found.append((target, node.lineno, func))
+        for child in ast.iter_child_nodes(node):
+            visit(child, func, type_only)
+
+    visit(tree, None, False)
+    return found
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+# (importing module, imported module): why the upward edge is there.
+PRESENTATION_HOOKS: dict[tuple[str, str], str] = {}
+
+
+def _edges() -> list[tuple[str, str, int, str | None]]:
+    return [(m, t, line, func) for m in MODULES for t, line, func in _imports(m)]
+
+
+def _forbidden(sources: tuple[str, ...], targets: tuple[str, ...]) -> list[str]:
+    return [f"{m}:{line} imports {t}" for m, t, line, _ in _edges()
+            if _layer(m) in sources and _layer(t) in targets and (m, t) not in PRESENTATION_HOOKS]
+
+
+RULES = [
+    # (who, must not import, why)
+    (("netesto.script",), ("netesto.engine", "netesto.agent", "netesto.controller", "netesto.results",
+                           "netesto.plots", "netesto.report", "netesto.magics", "netesto.testbed"),
+     "the language is pure: text in, actions out"),
+    (("netesto.controller",), ("netesto.agent", "netesto.engine", "netesto.drivers", "netesto.collectors",
+                               "netesto.testbed"),
+     "the controller talks to agents over the wire only, and labs reach it as data"),
+    (("netesto.results",), ("netesto.engine", "netesto.drivers", "netesto.collectors", "netesto.agent",
+                            "netesto.controller", "netesto.plots", "netesto.report", "netesto.sweep"),
+     "results read raw files; pages and plots are drawn above them"),
+    (("netesto.raw", "netesto.protocol", "netesto.policy", "netesto.vocab", "netesto.errors"),
+     ("netesto.engine", "netesto.drivers", "netesto.collectors", "netesto.agent", "netesto.controller",
+      "netesto.results", "netesto.script", "netesto.testbed", "netesto.plots", "netesto.report"),
+     "formats and the wire belong to neither side"),
+    (("netesto.engine", "netesto.drivers", "netesto.collectors"),
+     ("netesto.agent", "netesto.controller", "netesto.results", "netesto.script", "netesto.testbed"),
+     "the engine runs flows; it knows nothing of who asked or what is made of its files"),
+    (("netesto.drivers",), ("netesto.engine",), "the engine dispatches to drivers, not the reverse"),
+    (("netesto.agent",), ("netesto.controller", "netesto.results", "netesto.plots", "netesto.report",
+                          "netesto.magics", "netesto.sweep", "netesto.script"),
+     "an agent runs what it is told and stays small"),
+    (("netesto.plots",), ("netesto.report", "netesto.sweep", "netesto.controller", "netesto.magics"),
+     "plots draw results; pages embed plots"),
+    (("netesto.report",), ("netesto.sweep", "netesto.controller", "netesto.magics"),
+     "a report reads what a sweep recorded, it does not run one"),
+    (("netesto.testbed",), ("netesto.controller", "netesto.sweep", "netesto.report", "netesto.magics",
+                            "netesto.commands"),
+     "a testbed is set up below whoever runs experiments on it"),
+]
+
+
+@pytest.mark.parametrize("sources,targets,why", RULES, ids=[r[0][0].split(".")[-1] + ": " + r[2] for r in RULES])
+def test_layers_import_only_downward(sources, targets, why):
+    assert _forbidden(sources, targets) == [], why
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def strong(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                strong(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in list(graph):
+        if node not in index:
+            strong(node)
+    return found
+
+
+def _graph(key) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for m, t, _, _ in _edges():
+        if (m, t) in PRESENTATION_HOOKS:
+            continue
+        a, b = key(m), key(t)
+        if a != b:
+            graph.setdefault(a, set()).add(b)
+    return graph
+
+
+def test_no_import_circle_between_files():
+    assert _cycles(_graph(lambda m: m)) == []
+
+
+def test_no_import_circle_between_packages():
+    assert _cycles(_graph(_layer)) == []
+
+
+def test_every_presentation_hook_is_a_function_level_import_that_exists():
+    function_level = {(m, t) for m, t, _, func in _edges() if func is not None}
+    assert set(PRESENTATION_HOOKS) <= function_level
+
+
+def test_cycle_finder_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_rooms_stay_small():
+    too_big = []
+    for module, path in MODULES.items():
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES:
+            too_big.append(f"{module}: {lines} lines")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                if size > MAX_CLASS_LINES:
+                    too_big.append(f"{module}.{node.name}: {size} lines")
+    assert too_big == []

@@ -8,12 +8,15 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from netesto._version import __version__
 from netesto.errors import NetestoError
 from netesto.protocol.codec import DEFAULT_MAX_MESSAGE
 from netesto.protocol.version import PROTOCOL_VERSION
+
+if TYPE_CHECKING:
+    from netesto.agent.config import AgentConfig
 
 
 def default_datadir() -> Path:
@@ -44,27 +47,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-bind", default="0.0.0.0", help="address the flow engine's test server listens on")
     p.add_argument("--flow-port", type=int, default=0, help="test server port (default: any free port)")
     p.add_argument("--ready-file", type=Path, help="write the bound port here once listening")
+    p.add_argument("--netem-fallback", metavar="MODULE:FUNCTION", default=os.environ.get("NETESTO_NETEM_FALLBACK", ""),
+                   help="userspace delay line for SET_NETEM where the kernel has no netem "
+                        "(default: $NETESTO_NETEM_FALLBACK)")
     p.add_argument("--log-file", type=Path, help="log here instead of stderr")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, run: Callable[["AgentConfig"], int] | None = None) -> int:
+    """Parse ``argv``, set up logging and serve; ``run`` replaces the server's (tests start faulty agents)."""
     args = build_parser().parse_args(argv)
     handler: logging.Handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    from netesto.agent.server import AgentConfig, run
+    from netesto.agent.config import AgentConfig
+    from netesto.agent.server import run as serve
 
     try:
         config = AgentConfig(
             datadir=args.datadir or default_datadir(), bind=args.bind, port=args.port, keys=args.keys,
             key_name=args.key_name, authorized=args.authorized, allow=args.allow, insecure=args.insecure,
             lease=args.lease, max_message=args.max_message, name=args.name, test_bind=args.test_bind,
-            flow_port=args.flow_port, ready_file=args.ready_file)
-        return run(config)
+            flow_port=args.flow_port, ready_file=args.ready_file, netem_fallback=args.netem_fallback)
+        return (run or serve)(config)
     except NetestoError as exc:
         if args.log_file:
             logging.getLogger("netesto.agent").error("%s", exc.format_message())

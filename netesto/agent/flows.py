@@ -1,52 +1,31 @@
-"""Flow engine subprocesses: the long-lived test server and one client process per start."""
+"""Flow engine client processes, one per start: started, followed through their events, stopped.
+
+The engine's test server lives in :mod:`netesto.agent.engineserver`, ping
+collectors in :mod:`netesto.agent.pings`; :class:`FlowManager` holds both.
+"""
 
 from __future__ import annotations
 
-import importlib
-import ipaddress
 import json
 import logging
 import math
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from netesto.agent.diag import TcpDiag
+from netesto.agent.engineserver import EngineServer, engine_argv, kill
+from netesto.agent.pings import Pings
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
-from netesto.policy import TOOL_PORTS
-from netesto.protocol.names import is_name
 from netesto.procs import parent_death_signal
 
 log = logging.getLogger("netesto.agent.flows")
 Push = Callable[[str, dict[str, Any]], None]
-
-
-def free_port(bind: str) -> int:
-    """A TCP port the kernel says is free on ``bind`` right now."""
-    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((bind, 0))
-        return s.getsockname()[1]
-
-
-def _kill(proc: subprocess.Popen, grace: float = 1.0) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
-    except ProcessLookupError:
-        pass
 
 
 def _engine_end(pid: int, rc: int) -> str:
@@ -84,23 +63,13 @@ class FlowManager:
     Everything here is non-blocking: the loop polls :meth:`fds`, calls
     :meth:`on_readable` and :meth:`reap`, and gets events through ``push``.
     """
-
     def __init__(self, store: DataStore, host: str, push: Push, *, test_bind: str = "0.0.0.0", flow_port: int = 0) -> None:
         self.store = store
         self.host = host
         self.push = push
-        self.test_bind = test_bind
-        self.flow_port = flow_port
-        self.server: subprocess.Popen | None = None
-        self.server_port = 0
-        self.server_tokens: list[str] = []
-        self.server_open = False
-        self.server_flows: dict[str, str] = {}  # flow id -> started|done|error (server side)
-        self._server_pos = 0
-        # Peer-tool servers by (driver, port): iperf3 (one per concurrent flow) and netserver.
-        self.tool_servers: dict[tuple[str, int], subprocess.Popen] = {}
+        self.server = EngineServer(store, test_bind=test_bind, flow_port=flow_port)
         self.runs: list[ClientRun] = []
-        self.pings: dict[str, list[tuple[float, Any]]] = {}
+        self.pings = Pings(store, host)
         self._n = 0
         self._closing = False
         self.diag = TcpDiag()
@@ -127,103 +96,8 @@ class FlowManager:
                         ", ".join(flows))
         return out
 
-    def engine_argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "netesto.engine", *args]
-
     def prepare_server(self, exp: Any, token: str, driver: str = "builtin", ports: list[int] | None = None) -> dict[str, Any]:
-        name = exp_name(exp)
-        if driver in ("iperf3", "netperf"):
-            return self._prepare_tool_server(driver, ports)
-        if driver != "builtin":
-            raise AgentError(f"unknown driver {driver!r}: builtin, iperf3 or netperf", kind="UsageError")
-        alive = self.server is not None and self.server.poll() is None
-        if alive and (self.server_open or token in self.server_tokens):
-            return {"port": self.server_port, "driver": "builtin", "reused": True}
-        token_file = self.store.private / "tokens"
-        if alive and token and not self.server_open:
-            # The engine re-reads its token file when it changes: no restart needed.
-            self.server_tokens.append(token)
-            self.store.write_private_json("tokens", "\n".join(self.server_tokens) + "\n")
-            return {"port": self.server_port, "driver": "builtin", "reused": True}
-        if alive:  # an empty token asks for an open server: restart without a token file
-            busy = self._server_ends_running()
-            if busy:  # a restart would cut them (and their data) short
-                flows = ", ".join(f"{flow} (experiment {e})" for e, flow in busy[:5])
-                raise AgentError(f"cannot restart the flow engine server without a token: server ends of {flows} "
-                                 "are running; wait for them or give the token", kind="Busy")
-            _kill(self.server)  # type: ignore[arg-type]
-        self.server_open = not token
-        self.server_tokens = [token] if token else []
-        argv = self.engine_argv("server", "--bind", self.test_bind, "--port", str(self.server_port or self.flow_port),
-                                "--datadir", str(self.store.root))
-        if token:
-            self.store.write_private_json("tokens", token + "\n")
-            argv += ["--token-file", str(token_file)]
-        out_path = self.store.private / "server.out"
-        out_path.write_bytes(b"")
-        self._server_pos = 0
-        out = open(out_path, "ab")
-        try:
-            self.server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                           preexec_fn=parent_death_signal())
-        except OSError as exc:
-            raise AgentError(f"cannot start the flow engine server: {exc}", kind="EngineError") from exc
-        finally:
-            out.close()
-        # The engine prints {"event": "listening", "port": P} first (stdout goes to a file so
-        # the engine never blocks on a pipe nobody reads).
-        deadline = time.monotonic() + 15
-        port = 0
-        while not port:
-            for line in out_path.read_bytes().splitlines():
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict) and event.get("event") == "listening":
-                    port = int(event["port"])
-                    break
-            if port:
-                break
-            if self.server.poll() is not None or time.monotonic() > deadline:
-                tail = out_path.read_text(errors="replace")[-800:].strip()
-                _kill(self.server)
-                raise AgentError(f"the flow engine server did not start (status {self.server.returncode}): {tail}",
-                                 kind="EngineError")
-            time.sleep(0.02)
-        self.server_port = port
-        log.info("flow engine server pid %d on %s:%d (exp %s)", self.server.pid, self.test_bind, port, name)
-        return {"port": port, "driver": "builtin", "reused": False}
-
-    def _prepare_tool_server(self, driver: str, ports: list[int] | None) -> dict[str, Any]:
-        """Start ``iperf3 -s`` (one per port, default 5201) or ``netserver`` (default 12865) once per port.
-
-        They get SIGTERM when the agent dies, even by SIGKILL: a server left behind would
-        hold its port against the restarted agent.
-        """
-        low, high = TOOL_PORTS
-        for port in ports or ():
-            if type(port) is not int or not low <= port <= high:  # never a privileged port
-                raise AgentError(f"bad port {port!r} for the {driver} server: expected {low}..{high}", kind="UsageError")
-        try:
-            module = importlib.import_module(f"netesto.drivers.{driver}")
-        except ImportError as exc:
-            raise AgentError(f"the {driver} driver is not available on this agent: {exc}", kind="Unavailable") from exc
-        tool = "iperf3" if driver == "iperf3" else "netserver"
-        bind = None if self.test_bind in ("0.0.0.0", "::", "") else self.test_bind
-        started, pids = [], []
-        for port in ports or [5201 if driver == "iperf3" else 12865]:
-            proc = self.tool_servers.get((driver, port))
-            if proc is None or proc.poll() is not None:
-                try:
-                    proc = module.start_server(port, bind, die_with_parent=True)
-                except NetestoError as exc:
-                    raise AgentError(f"{tool} server on port {port}: {exc.message}", kind="EngineError") from exc
-                self.tool_servers[(driver, port)] = proc
-                log.info("%s server pid %d on port %d", tool, proc.pid, port)
-            started.append(port)
-            pids.append(proc.pid)
-        return {"port": started[0], "ports": started, "pids": pids, "driver": driver}
+        return self.server.prepare(exp, token, driver, ports)
 
     def start_flows(self, exp: Any, specs: list[dict[str, Any]], at: float | None, ping: bool = False,
                     ping_interval: float = 0.2) -> dict[str, Any]:
@@ -275,7 +149,7 @@ class FlowManager:
         # The pid keeps a restarted agent from overwriting a leftover (cut-short) run's specs.
         specs_path = self.store.write_private_json(f"specs-{name}-{os.getpid()}-{self._n}.json",
                                                    json.dumps([f.to_dict() for f in flows]))
-        argv = self.engine_argv("client", "--specs", str(specs_path), "--datadir", str(self.store.root))
+        argv = engine_argv("client", "--specs", str(specs_path), "--datadir", str(self.store.root))
         errlog = open(self.store.private / f"client-{name}-{self._n}.stderr", "wb")
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errlog,
@@ -305,37 +179,11 @@ class FlowManager:
         return out
 
     def ping_start(self, exp: Any, target: str, label: str, *, interval: float = 0.2, duration: float = 10.0) -> dict[str, Any]:
-        try:
-            from netesto.collectors.ping import PingCollector
-        except ImportError as exc:
-            raise AgentError(f"ping collection is not available on this agent: {exc}", kind="Unavailable") from exc
-        name = exp_name(exp)
-        if not 0 < duration <= 10**6:  # also NaN: ping's -w takes whole seconds
-            raise AgentError(f"ping {target}: duration {duration} is outside (0, 1000000] s", kind="UsageError")
-        for what, value in (("name", label), ("target", target)):  # never a path, never an option to ping
-            if not is_name(value, 253):
-                raise AgentError(f"bad ping {what} {str(value)[:80]!r}: expected a host name or address",
-                                 kind="UsageError")
-        try:  # an address stays whole: its first label would give 10.0.0.2 and 10.0.0.3 one file
-            label = str(ipaddress.ip_address(label)).replace(":", "_")
-        except ValueError:
-            label = label.split(".")[0]
-        short = self.host.split(".")[0]
-        dest = self.store.exp_dir(name) / "ping" / f"{short}-{label}.nflow"
-        if dest.exists():  # running or done, unfetched: the collector would truncate it
-            raise AgentError(f"ping/{dest.name} already has data in experiment {name} on this agent: fetch and "
-                             "acknowledge it first, or use another name or experiment", kind="Busy")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            collector = PingCollector(target, dest, interval, duration)
-            if hasattr(collector, "start"):
-                collector.start()
-        except NetestoError as exc:
-            raise AgentError(f"ping {target}: {exc.message}", kind=type(exc).__name__) from exc
-        except OSError as exc:
-            raise AgentError(f"ping {target}: {exc}", kind="Unavailable") from exc
-        self.pings.setdefault(name, []).append((time.monotonic() + duration + 2.0, collector))
-        return {"path": dest.relative_to(self.store.exp_dir(name)).as_posix()}
+        return self.pings.start(exp, target, label, interval=interval, duration=duration)
+
+    def reap_pings(self, exp: str | None = None) -> None:
+        """Close ping collectors whose duration is over (or all of ``exp``'s)."""
+        self.pings.reap(exp)
 
     def fds(self) -> dict[int, ClientRun]:
         return {r.proc.stdout.fileno(): r for r in self.runs if not r.finished and r.proc.stdout}  # type: ignore[union-attr]
@@ -413,8 +261,8 @@ class FlowManager:
             if not run.finished and run.proc.poll() is not None:
                 self._drain(run)  # the last events before declaring the run over
                 self._finish(run)
-        if self.pings:
-            self.reap_pings()
+        if self.pings.collectors:
+            self.pings.reap()
 
     def _drain(self, run: ClientRun) -> None:
         while run.proc.stdout and not run.proc.stdout.closed:
@@ -428,105 +276,6 @@ class FlowManager:
             *lines, run.buffer = run.buffer.split(b"\n")
             for line in lines:
                 self._event_line(run, line)
-
-    @staticmethod
-    def _stop_ping(collector: Any) -> None:
-        try:
-            collector.stop()  # returns at once if ping already ended; closes its file
-        except Exception as exc:  # a collector failing to stop must not stop the stop
-            log.warning("stopping ping: %s", exc)
-
-    def reap_pings(self, exp: str | None = None) -> None:
-        """Close ping collectors whose duration is over (or all of ``exp``'s)."""
-        now = time.monotonic()
-        for key in list(self.pings):
-            keep = []
-            for end, collector in self.pings[key]:
-                if key == exp or now > end:
-                    self._stop_ping(collector)
-                else:
-                    keep.append((end, collector))
-            if keep:
-                self.pings[key] = keep
-            else:
-                del self.pings[key]
-
-    def _server_events(self) -> None:
-        """Follow the engine server's event lines (started/done per flow) in its output file."""
-        if self.server is None:
-            return
-        path = self.store.private / "server.out"
-        try:
-            with open(path, "rb") as f:
-                f.seek(self._server_pos)
-                data = f.read()
-        except OSError:
-            return
-        end = data.rfind(b"\n") + 1
-        self._server_pos += end
-        for line in data[:end].splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("flow") and event.get("event") in ("started", "done", "error"):
-                self.server_flows[str(event["flow"])] = str(event["event"])
-
-    def _server_ends_running(self) -> list[tuple[str, str]]:
-        """``(exp, flow)`` of every server end the engine server has open now, any experiment."""
-        self._server_events()
-        exps = {p.parent.parent.name for flow, state in self.server_flows.items() if state == "started"
-                for p in self.store.root.glob(f"*/flows/{flow}.server.nflow")}
-        return [(exp, flow) for exp in sorted(exps) for flow in self.server_running(exp)]
-
-    def _server_open_files(self) -> set[str] | None:
-        """Paths the engine server and its workers hold open (None if /proc cannot tell)."""
-        if self.server is None or self.server.poll() is not None:
-            return set()
-        pids, out = [self.server.pid], set()
-        try:
-            for task in os.listdir(f"/proc/{self.server.pid}/task"):
-                with open(f"/proc/{self.server.pid}/task/{task}/children") as f:
-                    pids += [int(x) for x in f.read().split()]
-        except OSError:  # no CONFIG_PROC_CHILDREN, or it just ended
-            return None
-        for pid in pids:
-            try:
-                fds = os.listdir(f"/proc/{pid}/fd")
-            except OSError:
-                continue
-            for fd in fds:
-                try:
-                    out.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
-                except OSError:
-                    pass
-        return out
-
-    def server_running(self, exp: str) -> list[str]:
-        """Server ends of ``exp``'s flows still open here (their files still being written)."""
-        self._server_events()
-        flows = self.store.root / exp / "flows"
-        started = sorted(f for f, state in self.server_flows.items()
-                         if state == "started" and (flows / f"{f}.server.nflow").exists())
-        if not started:
-            return started
-        # A worker that dies (killed, OOM) never reports its flows' end: without this check
-        # they would count as running forever (status never finished, ack refused for good).
-        # Their files are open in a live worker while they run.
-        held = self._server_open_files()
-        if held is None:
-            return started
-        running = []
-        for flow in started:
-            if str((flows / f"{flow}.server.nflow").resolve()) in held:
-                running.append(flow)
-            else:
-                self._server_events()  # its "done" may have been written just now
-                if self.server_flows.get(flow) == "started":
-                    self.server_flows[flow] = "error"
-                    log.warning("exp %s: the server end of %s ended without reporting (engine worker died?); "
-                                "its data up to then is kept", exp, flow)
-        return running
 
     def status(self, exp: Any) -> dict[str, Any]:
         name = exp_name(exp)
@@ -545,7 +294,7 @@ class FlowManager:
         for flow, error in self.interrupted.get(name, {}).items():
             failed.append(flow)
             errors[flow] = error
-        server_running = self.server_running(name)
+        server_running = self.server.running(name)
         finished = all(r.finished for r in self.runs if r.exp == name) and not server_running
         return {"exp": name, "running": running, "done": done, "failed": failed, "progress": progress,
                 "errors": errors, "finished": finished, "server_running": server_running}
@@ -566,35 +315,24 @@ class FlowManager:
         stopped = []
         for run in self.runs:
             if (name is None or run.exp == name) and not run.finished:
-                _kill(run.proc)
+                kill(run.proc)
                 for flow, state in run.state.items():
                     if state not in ("done", "error"):
                         run.state[flow] = "error"
                         run.errors[flow] = reason
                 self._finish(run)
                 stopped.extend(run.flows)
-        for key in list(self.pings):
-            if name is None or key == name:
-                for _, collector in self.pings.pop(key):
-                    self._stop_ping(collector)
+        self.pings.stop(name)
         return {"stopped": stopped}
-
     def stop_tool_servers(self) -> list[str]:
         """Kill the iperf3/netserver servers started for a run (they outlived runs and leases)."""
-        stopped = [f"{driver}:{port}" for driver, port in self.tool_servers]
-        for proc in self.tool_servers.values():
-            _kill(proc)
-        self.tool_servers.clear()
-        return stopped
+        return self.server.stop_tool_servers()
 
     def shutdown(self) -> None:
         self._closing = True
         self.stop(reason="stopped: the agent was shut down")
-        if self.server is not None:
-            _kill(self.server)
-            self.server = None
-        self.stop_tool_servers()
+        self.server.shutdown()
         self.diag.close()
 
 
-__all__ = ["ClientRun", "FlowManager", "free_port"]
+__all__ = ["ClientRun", "FlowManager"]

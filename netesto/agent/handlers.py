@@ -8,40 +8,67 @@ import re
 import socket
 import time
 import zlib
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from netesto._version import __version__
+from netesto.agent.config import AgentConfig
+from netesto.agent.control import HostControl
 from netesto.agent.facts import tool_versions
-from netesto.agent.store import exp_name
-from netesto.errors import AgentError, NetestoError
+from netesto.agent.flows import FlowManager
+from netesto.agent.lease import Lease
+from netesto.agent.owner import Ownership
+from netesto.agent.store import DataStore, exp_name
+from netesto.errors import AgentError
 from netesto.protocol.codec import CHUNK_SIZE
+from netesto.protocol.commands import (
+    COMMAND_ARGS,
+    AckArgs,
+    ClaimArgs,
+    FetchChunkArgs,
+    FetchListArgs,
+    HeartbeatArgs,
+    HelloArgs,
+    PingStartArgs,
+    PrepareServerArgs,
+    ReleaseArgs,
+    RestoreArgs,
+    SetModuleParamsArgs,
+    SetNetemArgs,
+    SetQdiscArgs,
+    SetSysctlArgs,
+    SnapshotArgs,
+    StartFlowsArgs,
+    StatusArgs,
+    StopArgs,
+    TcpdumpStartArgs,
+    TcpdumpStopArgs,
+    TimeArgs,
+)
 from netesto.protocol.messages import COMMANDS
 from netesto.protocol.version import PROTOCOL_VERSION
-
-if TYPE_CHECKING:
-    from netesto.agent.server import Agent
 
 MAX_CHUNK = 8 * CHUNK_SIZE
 _IFACE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}$")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$")
 
 
-def _arg(args: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
-    if name not in args or args[name] is None:
-        if default is ...:
-            raise AgentError(f"missing argument {name!r}", kind="UsageError")
-        return default
-    value = args[name]
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise AgentError(f"argument {name!r} has the wrong type {type(value).__name__}", kind="UsageError")
-    return value
+class AgentState(Protocol):
+    """What the handlers use of the agent: its configuration, its parts, the requesting peer."""
+
+    config: AgentConfig
+    store: DataStore
+    lease: Lease
+    control: HostControl
+    flows: FlowManager
+    ownership: Ownership
+    peer: bytes
 
 
 class Handlers:
-    """``cmd_<type>(args) -> result``; errors are NetestoErrors the server turns into replies."""
+    """``cmd_<type>(payload) -> result``, the payload read by its :mod:`netesto.protocol.commands` class;
+    errors are NetestoErrors the server turns into replies."""
 
-    def __init__(self, agent: "Agent") -> None:
+    def __init__(self, agent: AgentState) -> None:
         self.agent = agent
         self.table = {name: getattr(self, f"cmd_{name}") for name in COMMANDS}
         # exp -> {path: (size, sha256)} of its last fetch_list: ack deletes only what was listed.
@@ -51,10 +78,10 @@ class Handlers:
         method = self.table.get(type)
         if method is None:
             raise AgentError(f"unknown command {type!r}; this agent knows: {', '.join(COMMANDS)}", kind="UnknownCommand")
-        return method(args)
+        return method(COMMAND_ARGS[type].from_wire(args))
 
     # ---- session
-    def cmd_hello(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def cmd_hello(self, args: HelloArgs) -> dict[str, Any]:
         a = self.agent
         return {
             "protocol": PROTOCOL_VERSION,
@@ -73,31 +100,31 @@ class Handlers:
             "tools": tool_versions(),
         }
 
-    def cmd_claim(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def cmd_claim(self, args: ClaimArgs) -> dict[str, Any]:
         """The run ``run`` of controller ``controller`` owns the agent (AgentError "lab busy" if another does)."""
-        return self.agent.ownership.claim(self.agent.peer, args)
+        return self.agent.ownership.claim(self.agent.peer, args.run, args.controller)
 
-    def cmd_release(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def cmd_release(self, args: ReleaseArgs) -> dict[str, Any]:
         """The run is over: the agent is free, and the tool servers started for the run go."""
         out = self.agent.ownership.release(self.agent.peer)
         if out["released"]:
             out["tool_servers_stopped"] = self.agent.flows.stop_tool_servers()
         return out
 
-    def cmd_time(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def cmd_time(self, args: TimeArgs) -> dict[str, Any]:
         return {"time": time.time()}
 
-    def cmd_heartbeat(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def cmd_heartbeat(self, args: HeartbeatArgs) -> dict[str, Any]:
         return {"lease": self.agent.lease.seconds, "time": time.time()}
 
     # ---- data collection
-    def cmd_snapshot(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        exp = exp_name(_arg(args, "exp", (int, str)))
-        order = _arg(args, "order", int, 0)
-        host = _arg(args, "host", str, self.agent.config.name.split(".")[0])
+    def cmd_snapshot(self, args: SnapshotArgs) -> dict[str, Any]:
+        exp = exp_name(args.exp)
+        order = args.order
+        host = self.agent.config.name.split(".")[0] if args.host is None else args.host
         if not _FILE_NAME.match(host):  # it names files: <exp>/<order>/<host>.snmp, never a path
             raise AgentError(f"bad host name {host!r} for snapshot: expected [A-Za-z0-9_.-], no '/'", kind="UsageError")
-        interfaces = _arg(args, "interfaces", list, None)
+        interfaces = args.interfaces
         for iface in interfaces or ():  # names under /sys/class/net and ethtool arguments, never paths
             if not isinstance(iface, str) or not _IFACE.match(iface):
                 raise AgentError(f"bad interface {iface!r} for snapshot: expected a device name like eth0",
@@ -114,36 +141,31 @@ class Handlers:
         base = self.agent.store.exp_dir(exp)
         return {"files": [os.path.relpath(p, base) for p in paths]}
 
-    def cmd_prepare_server(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        return self.agent.flows.prepare_server(
-            _arg(args, "exp", (int, str)), _arg(args, "token", str, ""), _arg(args, "driver", str, "builtin"),
-            _arg(args, "ports", list, None))
+    def cmd_prepare_server(self, args: PrepareServerArgs) -> dict[str, Any]:
+        return self.agent.flows.prepare_server(args.exp, args.token, args.driver, args.ports)
 
-    def cmd_start_flows(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        at = _arg(args, "at", (int, float), None)
+    def cmd_start_flows(self, args: StartFlowsArgs) -> dict[str, Any]:
         return self.agent.flows.start_flows(
-            _arg(args, "exp", (int, str)), _arg(args, "specs", list), None if at is None else float(at),
-            ping=bool(_arg(args, "ping", bool, False)), ping_interval=float(_arg(args, "ping_interval", (int, float), 0.2)))
+            args.exp, args.specs, None if args.at is None else float(args.at), ping=args.ping,
+            ping_interval=float(args.ping_interval))
 
-    def cmd_ping_start(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        target = _arg(args, "target", str)
+    def cmd_ping_start(self, args: PingStartArgs) -> dict[str, Any]:
         return self.agent.flows.ping_start(
-            _arg(args, "exp", (int, str)), target, _arg(args, "name", str, target),
-            interval=float(_arg(args, "interval", (int, float), 0.2)),
-            duration=float(_arg(args, "duration", (int, float), 10.0)))
+            args.exp, args.target, args.target if args.name is None else args.name,
+            interval=float(args.interval), duration=float(args.duration))
 
-    def cmd_status(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        return self.agent.flows.status(_arg(args, "exp", (int, str)))
+    def cmd_status(self, args: StatusArgs) -> dict[str, Any]:
+        return self.agent.flows.status(args.exp)
 
-    def cmd_stop(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        exp = _arg(args, "exp", (int, str), None)
+    def cmd_stop(self, args: StopArgs) -> dict[str, Any]:
+        exp = args.exp
         out = self.agent.flows.stop(exp)
         out["tcpdump"] = self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp))["stopped"]
         return out
 
     # ---- bulk data
-    def cmd_fetch_list(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        exp = exp_name(_arg(args, "exp", (int, str)))
+    def cmd_fetch_list(self, args: FetchListArgs) -> dict[str, Any]:
+        exp = exp_name(args.exp)
         status = self.agent.flows.status(exp)
         if not status["running"]:
             self.agent.flows.reap_pings(exp)  # GET_DATA after the flows: close the ping files first
@@ -154,23 +176,19 @@ class Handlers:
         return {"exp": exp, "files": files, "chunk": CHUNK_SIZE,
                 "flows_running": status["running"] + status["server_running"] + dumps}
 
-    def cmd_fetch_chunk(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        exp = exp_name(_arg(args, "exp", (int, str)))
-        path = _arg(args, "path", str)
-        offset = _arg(args, "offset", int, 0)
-        length = _arg(args, "length", int, CHUNK_SIZE)
+    def cmd_fetch_chunk(self, args: FetchChunkArgs) -> dict[str, Any]:
+        exp = exp_name(args.exp)
+        path, offset, length = args.path, args.offset, args.length
         if not 0 <= offset < 2**62 or not 0 < length <= MAX_CHUNK:  # an off_t is 63 bits
             raise AgentError(f"bad chunk offset {offset} / length {length} (max {MAX_CHUNK})", kind="UsageError")
         data = self.agent.store.read_chunk(exp, path, offset, length)
         # crc32 per chunk (cheap, catches damage in transit); each file also has a
         # sha256 in fetch_list that the client checks before it acknowledges.
         crc = zlib.crc32(data)
-        if self.agent.fault("corrupt-chunk") and data:
-            data = bytes([data[0] ^ 0xFF]) + data[1:]  # damaged after the checksum: the client must notice
         return {"path": path, "offset": offset, "data": data, "crc32": crc, "eof": len(data) < length}
 
-    def cmd_ack(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        exp = exp_name(_arg(args, "exp", (int, str)))
+    def cmd_ack(self, args: AckArgs) -> dict[str, Any]:
+        exp = exp_name(args.exp)
         status = self.agent.flows.status(exp)
         if status["running"] or status["server_running"]:
             raise AgentError(f"experiment {exp} still has running flows; not deleting its data", kind="Busy")
@@ -193,44 +211,29 @@ class Handlers:
         return {"exp": exp, "deleted": deleted}
 
     # ---- host control
-    def cmd_set_sysctl(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        settings = _arg(args, "settings", (dict, list))
-        return self.agent.control.set_sysctl(settings)
+    def cmd_set_sysctl(self, args: SetSysctlArgs) -> dict[str, Any]:
+        return self.agent.control.set_sysctl(args.settings)
 
-    def cmd_set_module_params(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        return self.agent.control.set_module_params(_arg(args, "module", str), _arg(args, "params", dict))
+    def cmd_set_module_params(self, args: SetModuleParamsArgs) -> dict[str, Any]:
+        return self.agent.control.set_module_params(args.module, args.params)
 
-    def cmd_set_qdisc(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        fields = {k: _arg(args, k, str, "") for k in ("action", "rate", "burst", "limit", "other")}
-        return self.agent.control.set_qdisc(_arg(args, "dev", str, ""), _arg(args, "qdisc", str, ""), **fields)
+    def cmd_set_qdisc(self, args: SetQdiscArgs) -> dict[str, Any]:
+        return self.agent.control.set_qdisc(args.dev, args.qdisc, action=args.action, rate=args.rate,
+                                            burst=args.burst, limit=args.limit, other=args.other)
 
-    def cmd_set_netem(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        num = (int, float)
-        return self.agent.control.set_netem(
-            _arg(args, "dev", str, ""), _arg(args, "delay", num, 0.0), _arg(args, "jitter", num, 0.0),
-            _arg(args, "loss", num, 0.0), _arg(args, "rate", int, 0), _arg(args, "limit", int, 1000))
+    def cmd_set_netem(self, args: SetNetemArgs) -> dict[str, Any]:
+        return self.agent.control.set_netem(args.dev, args.delay, args.jitter, args.loss, args.rate, args.limit)
 
-    def cmd_tcpdump_start(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        exp = exp_name(_arg(args, "exp", (int, str)))
-        return self.agent.control.tcpdump_start(
-            self.agent.store.exp_dir(exp), exp, _arg(args, "dev", str, ""), _arg(args, "server", str, "X"),
-            _arg(args, "packets", int, 10000))
+    def cmd_tcpdump_start(self, args: TcpdumpStartArgs) -> dict[str, Any]:
+        exp = exp_name(args.exp)
+        return self.agent.control.tcpdump_start(self.agent.store.exp_dir(exp), exp, args.dev, args.server, args.packets)
 
-    def cmd_tcpdump_stop(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        exp = _arg(args, "exp", (int, str), None)
+    def cmd_tcpdump_stop(self, args: TcpdumpStopArgs) -> dict[str, Any]:
+        exp = args.exp
         return self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp))
 
-    def cmd_restore(self, args: Mapping[str, Any]) -> dict[str, Any]:
+    def cmd_restore(self, args: RestoreArgs) -> dict[str, Any]:
         return self.agent.control.restore()
 
 
-def error_type(exc: BaseException) -> str:
-    """The ``type`` of a structured error: the AgentError's kind, else the class name."""
-    if isinstance(exc, AgentError) and exc.kind and type(exc) is AgentError:
-        return exc.kind
-    if isinstance(exc, NetestoError):
-        return type(exc).__name__
-    return "AgentError"
-
-
-__all__ = ["Handlers", "error_type"]
+__all__ = ["AgentState", "Handlers"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from netesto.agent.lease import Lease
 from netesto.errors import AgentError
@@ -49,8 +49,7 @@ class Ownership:
         if owner is not None and owner.identity != identity and command not in SHARED:
             raise owner.busy(self.lease)
 
-    def claim(self, identity: bytes, args: Mapping[str, Any]) -> dict[str, Any]:
-        run, controller = str(args.get("run", ""))[:64], str(args.get("controller", ""))[:200]
+    def claim(self, identity: bytes, run: str, controller: str) -> dict[str, Any]:
         owner = self.current()
         if owner is not None and owner.identity != identity:
             raise owner.busy(self.lease)
@@ -66,4 +65,4 @@ class Ownership:
         return {"released": False}
 
 
-__all__ = ["SHARED", "Owner", "Ownership"]
+__all__ = ["Owner", "Ownership", "SHARED"]

@@ -5,72 +5,32 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import zmq
 
-from netesto.agent.auth import is_loopback, read_allowlist, secure_socket
+from netesto.agent.auth import read_allowlist, secure_socket
+from netesto.agent.config import AgentConfig
 from netesto.agent.control import HostControl
 from netesto.agent.flows import FlowManager
-from netesto.agent.handlers import Handlers, error_type
+from netesto.agent.handlers import Handlers
 from netesto.agent.lease import Lease
 from netesto.agent.owner import Ownership
 from netesto.agent.store import DataStore
 from netesto.errors import AgentError, NetestoError, ProtocolError, UsageError, VersionMismatch
+from netesto.protocol.codec import encode, encode_result, from_wire, request_parts, unpack
+from netesto.protocol.errorkinds import error_kind
 from netesto.protocol.keys import load_secret_key
-from netesto.protocol.codec import DEFAULT_MAX_MESSAGE, encode, encode_result, from_wire, request_parts, unpack
 from netesto.protocol.messages import MAX_ID, ErrorInfo, Event, Reply, Request
 from netesto.protocol.version import PROTOCOL_VERSION
 
 log = logging.getLogger("netesto.agent")
-DEFAULT_PORT = 12870
 
-# Test-only fault switches, comma-separated in NETESTO_AGENT_FAULT:
-#   drop-replies   handle requests but never answer
-#   slow           sleep NETESTO_AGENT_FAULT_DELAY seconds (default 2) before each reply
-#   crash-on-start exit with status 3 before binding
-#   corrupt-chunk  damage fetched data after its digest was computed
-# NETESTO_AGENT_PROTOCOL_VERSION makes the agent speak another protocol version.
-FAULTS = ("drop-replies", "slow", "crash-on-start", "corrupt-chunk")
 _SNDMORE = int(zmq.SNDMORE)
 _NO_FDS: dict[int, Any] = {}
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    """Everything the agent's command line sets."""
-
-    datadir: Path
-    bind: str = "0.0.0.0"
-    port: int = DEFAULT_PORT
-    keys: Path | None = None
-    key_name: str | None = None
-    authorized: Path | None = None
-    allow: Path | None = None
-    insecure: bool = False
-    lease: float = 30.0
-    max_message: int = DEFAULT_MAX_MESSAGE
-    name: str = field(default_factory=socket.gethostname)
-    test_bind: str = "0.0.0.0"
-    flow_port: int = 0
-    ready_file: Path | None = None
-
-    def __post_init__(self) -> None:
-        if self.insecure and not is_loopback(self.bind):
-            raise UsageError(
-                f"--insecure is only allowed on a loopback address (127.0.0.1, ::1), not {self.bind!r}: "
-                "without CURVE anyone who can reach the port could change this host's qdiscs and sysctls")
-        if not 0 <= self.port < 65536:
-            raise UsageError(f"bad port {self.port}")
-        if not self.lease >= 0:  # also NaN
-            raise UsageError(f"bad lease {self.lease}: seconds >= 0 (0 = never expires)")
-        if self.max_message < 1024:
-            raise UsageError(f"--max-message {self.max_message} is too small (>= 1024 bytes)")
 
 
 class _Peer:
@@ -86,15 +46,18 @@ class _Peer:
 
 
 class Agent:
-    """One agent: a ROUTER socket, its handlers and the state they share."""
+    """One agent: a ROUTER socket, its handlers and the state they share.
 
-    def __init__(self, config: AgentConfig) -> None:
+    ``version`` is the protocol version the agent speaks (tests make it speak another).
+    """
+
+    def __init__(self, config: AgentConfig, *, version: str = PROTOCOL_VERSION) -> None:
         self.config = config
-        self.faults = {f.strip() for f in os.environ.get("NETESTO_AGENT_FAULT", "").split(",") if f.strip()}
-        self.version = os.environ.get("NETESTO_AGENT_PROTOCOL_VERSION", PROTOCOL_VERSION)
+        self.version = version
         self.store = DataStore(config.datadir)
         self.lease = Lease(config.lease)
-        self.control = HostControl(self.store.private / "journal.json", config.name)
+        self.control = HostControl(self.store.private / "journal.json", config.name,
+                                   netem_fallback=config.netem_fallback)
         self.flows = FlowManager(self.store, config.name, self.push, test_bind=config.test_bind,
                                  flow_port=config.flow_port)
         self.handlers = Handlers(self)
@@ -105,9 +68,6 @@ class Agent:
         self.auth: Any = None
         self.endpoint = ""
         self._running = False
-
-    def fault(self, name: str) -> bool:
-        return name in self.faults
 
     def bind(self) -> str:
         c = self.config
@@ -213,7 +173,7 @@ class Agent:
                 for fd, run in fds.items():
                     if fd in ready:
                         self.flows.on_readable(run)
-            if self.flows.runs or self.flows.pings:
+            if self.flows.runs or self.flows.pings.collectors:
                 self.flows.reap()
             now = time.monotonic()
             if now >= next_lease_check:  # leases are seconds long: 20 checks a second are plenty
@@ -284,7 +244,7 @@ class Agent:
             self.ownership.check(identity, command)  # refused: no lease either, it is not our controller
         except AgentError as exc:
             log.info("%s from %s refused: %s", command, peer, exc.message)
-            self._send(identity, Reply(rid, False, None, ErrorInfo(error_type(exc), exc.message, exc.detail),
+            self._send(identity, Reply(rid, False, None, ErrorInfo(error_kind(exc), exc.message, exc.detail),
                                        self.version))
             return
         self.lease.renew(identity)
@@ -293,16 +253,11 @@ class Agent:
             result = self.handlers.dispatch(command, args)
         except NetestoError as exc:
             log.info("%s failed: %s", command, exc.message)
-            reply = Reply(rid, False, None, ErrorInfo(error_type(exc), exc.message, exc.detail), self.version)
+            reply = Reply(rid, False, None, ErrorInfo(error_kind(exc), exc.message, exc.detail), self.version)
         except Exception as exc:  # a bug in a handler must not take the agent down
             log.error("internal error in %s: %s", command, traceback.format_exc())
             reply = Reply(rid, False, None, ErrorInfo("AgentError", f"internal error in {command}: {exc!r}"),
                           self.version)
-        if self.faults:
-            if self.fault("drop-replies"):
-                return
-            if self.fault("slow"):
-                time.sleep(float(os.environ.get("NETESTO_AGENT_FAULT_DELAY", "2")))
         if reply is not None:
             self._send(identity, reply)
             return
@@ -349,11 +304,9 @@ class Agent:
         log.info("netesto-agent stopped")
 
 
-def run(config: AgentConfig) -> int:
-    agent = Agent(config)
-    if agent.fault("crash-on-start"):
-        log.error("fault injected: crash-on-start")
-        return 3
+def run(config: AgentConfig, *, agent_class: type[Agent] = Agent) -> int:
+    """Serve ``config`` with an ``agent_class`` until SIGTERM or SIGINT; the exit status."""
+    agent = agent_class(config)
     agent.bind()
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)
@@ -361,4 +314,4 @@ def run(config: AgentConfig) -> int:
     return 0
 
 
-__all__ = ["Agent", "AgentConfig", "DEFAULT_PORT", "FAULTS", "run"]
+__all__ = ["Agent", "run"]

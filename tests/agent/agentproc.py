@@ -17,6 +17,8 @@ from netesto.commands.keys import create_keys
 from netesto.controller.client import AgentClient
 
 REPO = Path(__file__).resolve().parents[2]
+AGENT = "netesto.agent.cli"
+FAULTY_AGENT = "tests.agent.faulty_agent"  # the agent with test-only faults (NETESTO_AGENT_FAULT)
 
 
 @dataclass
@@ -74,8 +76,8 @@ class AgentProc:
 
 
 def agent_argv(*, bind: str, datadir: Path, log: Path, ready: Path, keys: Keys | None, port: int = 0,
-               extra: tuple[str, ...] = ()) -> list[str]:
-    argv = [sys.executable, "-m", "netesto.agent.cli", "--bind", bind, "--port", str(port), "--datadir", str(datadir),
+               extra: tuple[str, ...] = (), module: str = AGENT) -> list[str]:
+    argv = [sys.executable, "-m", module, "--bind", bind, "--port", str(port), "--datadir", str(datadir),
             "--log-file", str(log), "--ready-file", str(ready), "--name", "h1"]
     if keys is None:
         argv.append("--insecure")
@@ -86,13 +88,15 @@ def agent_argv(*, bind: str, datadir: Path, log: Path, ready: Path, keys: Keys |
 
 def start_agent(workdir: Path, *, keys: Keys | None, bind: str = "127.0.0.1", extra: tuple[str, ...] = (),
                 env: dict[str, str] | None = None, netns: str | None = None, tag: str = "agent",
-                datadir: Path | None = None, port: int = 0, wait: bool = True) -> AgentProc:
-    """Start ``python -m netesto.agent.cli`` (inside ``netns`` if given) and wait until it listens."""
+                datadir: Path | None = None, port: int = 0, wait: bool = True, module: str = AGENT) -> AgentProc:
+    """Start ``python -m netesto.agent.cli`` (or another entry point ``module``, such as
+    :data:`FAULTY_AGENT`) inside ``netns`` if given, and wait until it listens."""
     datadir = datadir or workdir / f"{tag}-data"
     log = workdir / f"{tag}.log"
     ready = workdir / f"{tag}.ready"
     ready.unlink(missing_ok=True)
-    argv = agent_argv(bind=bind, datadir=datadir, log=log, ready=ready, keys=keys, port=port, extra=extra)
+    argv = agent_argv(bind=bind, datadir=datadir, log=log, ready=ready, keys=keys, port=port, extra=extra,
+                      module=module)
     full = ["ip", "netns", "exec", netns, *argv] if netns else argv
     penv = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     proc = subprocess.Popen(full, env=penv, stdout=subprocess.DEVNULL, stderr=open(workdir / f"{tag}.stderr", "ab"))

@@ -30,6 +30,22 @@ def prelude(keys) -> str:
         """), " " * 8)
 
 
+def two_agents(veth_pair, agents, keys, *extra: str):
+    """Agent h1 in the pair's namespace a, h2 (with its test server on its address) in b."""
+    a = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a", extra=("--name", "h1", *extra))
+    b = agents(keys=keys, netns=veth_pair.b, bind=veth_pair.addr_b, tag="b",
+               extra=("--name", "h2", *extra, "--test-bind", veth_pair.addr_b))
+    return a, b
+
+
+def clients(veth_pair, a, b, options: str = "") -> str:
+    """Snippet lines making clients ``ca`` of h1 and ``cb`` of h2 (after :func:`prelude`)."""
+    more = f", {options}" if options else ""
+    return f"""
+        ca = client("h1", {veth_pair.addr_a!r}, {a.port}{more})
+        cb = client("h2", {veth_pair.addr_b!r}, {b.port}{more})"""
+
+
 def ns_read(ns: str, path: str) -> str:
     return subprocess.run(["ip", "netns", "exec", ns, "cat", path], capture_output=True, text=True).stdout.strip()
 
@@ -208,13 +224,9 @@ def test_tcpdump_start_stop_writes_a_pcap(veth_pair, agents, keys, tmp_path):
 
 
 def test_flows_between_two_agents_and_fetch_both_ends(veth_pair, agents, keys, tmp_path):
-    a = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a", extra=("--name", "h1"))
-    b = agents(keys=keys, netns=veth_pair.b, bind=veth_pair.addr_b, tag="b", extra=("--name", "h2",
-                                                                                    "--test-bind", veth_pair.addr_b))
-    out = run_in_ns(veth_pair.a, prelude(keys) + f"""
+    a, b = two_agents(veth_pair, agents, keys)
+    out = run_in_ns(veth_pair.a, prelude(keys) + clients(veth_pair, a, b) + f"""
         events = []
-        ca = client("h1", {veth_pair.addr_a!r}, {a.port})
-        cb = client("h2", {veth_pair.addr_b!r}, {b.port})
         ca.on_event(lambda e: events.append(e.event))
         port = cb.prepare_server(1, "tok1")["port"]
         again = cb.prepare_server(1, "tok1")
@@ -243,13 +255,9 @@ def test_flows_between_two_agents_and_fetch_both_ends(veth_pair, agents, keys, t
 
 
 def test_controller_killed_mid_flow_lease_expires_agent_restores_and_keeps_data(veth_pair, agents, keys, tmp_path):
-    a = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a", extra=("--name", "h1", "--lease", "2"))
-    b = agents(keys=keys, netns=veth_pair.b, bind=veth_pair.addr_b, tag="b",
-               extra=("--name", "h2", "--lease", "2", "--test-bind", veth_pair.addr_b))
+    a, b = two_agents(veth_pair, agents, keys, "--lease", "2")
     wmem = ns_read(veth_pair.a, "/proc/sys/net/ipv4/tcp_wmem")
-    code = prelude(keys) + f"""
-        ca = client("h1", {veth_pair.addr_a!r}, {a.port}, heartbeat=0.5)
-        cb = client("h2", {veth_pair.addr_b!r}, {b.port}, heartbeat=0.5)
+    code = prelude(keys) + clients(veth_pair, a, b, "heartbeat=0.5") + f"""
         ca.set_qdisc("veth0", "tbf", rate="200mbit", burst="30k", limit="200000")
         ca.set_sysctl({{"net.ipv4.tcp_wmem": "4096 65536 8388608"}})
         port = cb.prepare_server(5, "t5")["port"]
@@ -301,12 +309,8 @@ def test_iperf3_driver_between_two_agents(veth_pair, agents, keys, tmp_path):
 
     if shutil.which("iperf3") is None:
         pytest.skip("iperf3 not installed")
-    a = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a", extra=("--name", "h1"))
-    b = agents(keys=keys, netns=veth_pair.b, bind=veth_pair.addr_b, tag="b",
-               extra=("--name", "h2", "--test-bind", veth_pair.addr_b))
-    out = run_in_ns(veth_pair.a, prelude(keys) + f"""
-        ca = client("h1", {veth_pair.addr_a!r}, {a.port})
-        cb = client("h2", {veth_pair.addr_b!r}, {b.port})
+    a, b = two_agents(veth_pair, agents, keys)
+    out = run_in_ns(veth_pair.a, prelude(keys) + clients(veth_pair, a, b) + f"""
         srv = cb.prepare_server(7, "", driver="iperf3", ports=[5399])
         spec = dict(flow_id="h1-h2-1-0", test="TCP_STREAM", server={veth_pair.addr_b!r}, port=5399, dur=1.0,
                     exp=7, driver="iperf3", interval=0.1)
@@ -321,12 +325,8 @@ def test_iperf3_driver_between_two_agents(veth_pair, agents, keys, tmp_path):
 
 
 def test_agent_killed_mid_flow_then_restarted_offers_the_data(veth_pair, agents, keys, tmp_path):
-    a = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a", extra=("--name", "h1"))
-    b = agents(keys=keys, netns=veth_pair.b, bind=veth_pair.addr_b, tag="b",
-               extra=("--name", "h2", "--test-bind", veth_pair.addr_b))
-    out = run_in_ns(veth_pair.a, prelude(keys) + f"""
-        ca = client("h1", {veth_pair.addr_a!r}, {a.port})
-        cb = client("h2", {veth_pair.addr_b!r}, {b.port})
+    a, b = two_agents(veth_pair, agents, keys)
+    out = run_in_ns(veth_pair.a, prelude(keys) + clients(veth_pair, a, b) + f"""
         port = cb.prepare_server(6, "t6")["port"]
         spec = dict(flow_id="h1-h2-1-0", test="TCP_STREAM", server={veth_pair.addr_b!r}, port=port, dur=20.0,
                     token="t6", exp=6, interval=0.05)

@@ -22,11 +22,11 @@ from netesto.errors import (
     AgentError,
     AgentUnreachable,
     NetestoError,
-    PolicyError,
     ProtocolError,
     VersionMismatch,
 )
 from netesto.protocol.codec import DEFAULT_MAX_MESSAGE, encode_request, from_wire, reply_result, unpack
+from netesto.protocol.errorkinds import error_from_reply
 from netesto.protocol.keys import load_public_key, load_secret_key
 from netesto.protocol.messages import ErrorInfo, Event, Reply
 
@@ -229,12 +229,7 @@ class AgentConnection:
         raise self._error(err, what)
 
     def _error(self, err: ErrorInfo, what: str) -> NetestoError:
-        if err.type == "VersionMismatch":
-            d = err.detail if isinstance(err.detail, dict) else {}
-            # The agent's "ours" is its own version, "theirs" ours.
-            return VersionMismatch(str(d.get("theirs", "?")), str(d.get("ours", "?")), host=self.where)
-        cls = PolicyError if err.type == "PolicyError" else AgentError
-        return cls(f"{what}: {err.message}", host=self.name, kind=err.type, detail=err.detail)
+        return error_from_reply(err, host=self.name, where=self.where, what=what)
 
     def request(self, type: str, args: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> Any:
         """Send one request and return its result (or raise the agent's error)."""

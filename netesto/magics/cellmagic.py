@@ -84,7 +84,9 @@ class NetestoMagics(Magics):
     @argument("--lab", help="lab file for this cell (default: the one set with %%netesto lab)")
     @argument("--workdir", help=f"results directory (default: {DEFAULT_WORKDIR})")
     @argument("-D", dest="defines", action="append", metavar="VAR=VALUE", help="define a variable")
-    @argument("--as", dest="result", default=DEFAULT_RESULT, help="variable that receives the result")
+    @argument("--as", dest="result", default=None,
+              help=f"variable that receives the result, shown after the cell (a table and the flows' "
+                   f"plots); without --as the result goes to {DEFAULT_RESULT} and is not shown")
     @argument("--plan", action="store_true", help="only print the plan; contact no agent")
     @argument("--background", action="store_true",
               help="return at once: --as NAME gets a handle (NAME.wait() gives the result, NAME.stop() stops "
@@ -97,7 +99,7 @@ class NetestoMagics(Magics):
         """Run the cell's Netesto script on the lab, with live progress.
 
         The result (experiments, each with ``.dataset``) is bound to
-        ``netesto_result`` (or ``--as NAME``). Script errors show as one
+        ``netesto_result``, or to ``--as NAME`` and then shown (its rich repr). Script errors show as one
         message with file:line, not a traceback. Cells share one script state:
         what a cell that ran defined (SET, BEGIN...END, SOURCE) the next cells
         see, as if they were one script; ``%netesto reset`` clears it.
@@ -105,6 +107,8 @@ class NetestoMagics(Magics):
         from netesto.script import parse_defines
 
         args = _parse(self.netesto_cell, line)
+        show = args.result is not None
+        args.result = args.result or DEFAULT_RESULT
         if not args.result.isidentifier():
             raise UsageError(f"--as {args.result}: not a Python variable name")
         try:
@@ -148,6 +152,10 @@ class NetestoMagics(Magics):
         print(f"netesto: experiments {exps} in {result.workdir}; result in `{args.result}`")
         for err in result.errors:
             print(f"netesto: error: {err}")
+        if show:
+            from IPython.display import display
+
+            display(result)  # its _repr_html_: the experiments, each flow's numbers and plots
         return None
 
     def _lab(self, args: Any) -> Any:

@@ -7,6 +7,7 @@ import os
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
 
 SHORT_STREAM = """\
 SOURCE inlib
@@ -64,11 +65,17 @@ def test_a_cell_runs_on_a_lab_and_binds_the_result(shell, tmp_path, capsys):
     try:
         shell.run_line_magic("netesto", f"lab {tb.lab}")
         shell.run_line_magic("netesto", f"workdir {tmp_path / 'res'}")
-        shell.run_cell_magic("netesto", "-D dur=1 --as res", SHORT_STREAM)
+        with capture_output() as shown:
+            shell.run_cell_magic("netesto", "-D dur=1 --as res", SHORT_STREAM)
+        with capture_output() as quiet:  # without --as the result is bound, not shown
+            shell.run_cell_magic("netesto", "-D dur=1", SHORT_STREAM)
     finally:
         down(tb.name)
-    out = capsys.readouterr().out
-    assert "experiments 1" in out and "`res`" in out
+    assert "experiments 1" in shown.stdout and "`res`" in shown.stdout
+    # --as shows the run after the cell: its table, the flow's numbers and its plots (bokeh, inline)
+    [html] = [o.data["text/html"] for o in shown.outputs if "text/html" in o.data]
+    assert 'class="netesto-result"' in html and "magic" in html and "Bokeh" in html
+    assert "`netesto_result`" in quiet.stdout and quiet.outputs == []
     result = shell.user_ns["res"]
     assert result.ok and result.exps == [1]
     ds = result[1].dataset

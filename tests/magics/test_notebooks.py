@@ -29,5 +29,7 @@ def test_quickstart_runs_and_shows_both_flows(tmp_path):
     from ..sweep.test_testbed import frames_drawn
 
     errors, drawn, renderers = frames_drawn(export_html(done))
-    assert errors == [] and drawn == 1
+    # two bokeh documents: the run `--as two` showed after its cell, and show(exp.plot(...)) in its frame
+    assert errors == [] and drawn == 2
     assert renderers["Goodput (200 ms mean)"] >= 2 and renderers["Congestion window"] == 2  # one per flow
+    assert renderers["Delivery rate"] == 2 and renderers["Min RTT"] == 2

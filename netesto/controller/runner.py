@@ -970,7 +970,7 @@ class Runner:
     def _run_processing(self, e: _Exp) -> str:
         """Process ``e``'s stored data; '' or a note saying why only the raw data is there."""
         try:
-            from netesto.results import process_experiment  # type: ignore[attr-defined]
+            from netesto.report.experiment import process_experiment
         except ImportError:
             return "results extra not installed: raw data only"
         try:

@@ -14,7 +14,6 @@ from netesto.results.fairness import (
 )
 from netesto.results.load import load_experiment
 from netesto.results.process import ProcessResult, process_experiment
-from netesto.results.expscript import run_script
 from netesto.results.schema import SCHEMA_VERSION
 from netesto.results.sweep import combine, concat_flows, grid
 
@@ -40,7 +39,6 @@ __all__ = [
     "open_experiments",
     "parse_fields",
     "process_experiment",
-    "run_script",
     "window_goodput",
     "write_netcdf",
 ]

@@ -39,7 +39,7 @@ def test_a_recorded_rr_flow_has_its_cdf(tmp_path: Path) -> None:
     from netesto.results import process_experiment
 
     shutil.copytree(DATA / "1", tmp_path / "1")
-    process_experiment(tmp_path, 1, html=False)
+    process_experiment(tmp_path, 1)
     ds = xr.open_dataset(tmp_path / "1" / "exp.nc")
     overlay = latency.latency_cdf(tmp_path / "1")
     (curve,) = [el for el in overlay if isinstance(el, hv.Curve)]

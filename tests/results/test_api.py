@@ -14,7 +14,7 @@ import pytest
 import netesto
 import netesto.results as results
 
-MODULES = ["analysis", "dataset", "expcsv", "expscript", "fairness", "hostfiles", "load",
+MODULES = ["analysis", "cube", "dataset", "expcsv", "expscript", "fairness", "hostfiles", "load", "manifest",
            "process", "safeexpr", "schema", "series", "summaries", "sweep"]
 
 

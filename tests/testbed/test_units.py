@@ -8,10 +8,11 @@ import struct
 import pytest
 
 from netesto.errors import TestbedError, UsageError
-from netesto.testbed import delayline, lab, lifecycle, shaping, topology
+from netesto.testbed import config, delayline, lab, lifecycle, shaping, topology
+from netesto.testbed.config import TestbedConfig
 
 
-@pytest.mark.parametrize("module", [shaping, lab, lifecycle])
+@pytest.mark.parametrize("module", [shaping, lab, config])
 def test_doctests(module) -> None:
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0
@@ -34,11 +35,11 @@ def test_buffer_forms() -> None:
 
 def test_bad_config_names_what() -> None:
     with pytest.raises(UsageError, match="testbed name"):
-        lifecycle.TestbedConfig.parse(name="Bad_Name")
+        TestbedConfig.parse(name="Bad_Name")
     with pytest.raises(UsageError, match="loss"):
-        lifecycle.TestbedConfig.parse(loss="150")
+        TestbedConfig.parse(loss="150")
     with pytest.raises(UsageError, match="--ca"):
-        lifecycle.TestbedConfig.parse(ca="vegas")
+        TestbedConfig.parse(ca="vegas")
 
 
 def test_topology_addresses_and_distinct_subnets() -> None:

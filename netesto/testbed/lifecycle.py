@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from netesto.errors import TestbedError, UsageError
+from netesto.errors import TestbedError
 from netesto.testbed import agents, loopback, shaping, topology
 from netesto.testbed.config import WANTED_CC, TestbedConfig, UpResult
 from netesto.testbed.lab import LabFile, LabHost, write_lab

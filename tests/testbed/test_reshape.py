@@ -7,7 +7,7 @@ import time
 import pytest
 
 from netesto.errors import TestbedError, UsageError
-from netesto.testbed import lifecycle, reshape
+from netesto.testbed import reshape
 from netesto.testbed.config import UpResult
 from netesto.testbed.state import load_state, state_path
 

@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from netesto.errors import TestbedError, UsageError
-from netesto.testbed import config, delayline, lab, lifecycle, shaping, topology
+from netesto.testbed import config, delayline, lab, lifecycle, nfqueue, shaping, topology
 from netesto.testbed.config import TestbedConfig
 
 
@@ -77,7 +77,7 @@ def test_lab_file_reads_back_with_the_controller(tmp_path) -> None:
 
 
 def test_verdict_message_layout() -> None:
-    msg = delayline.verdict_message(7, 1234, delayline.NF_ACCEPT)
+    msg = nfqueue.verdict_message(7, 1234, nfqueue.NF_ACCEPT)
     length, mtype, flags, _seq, _pid = struct.unpack_from("=IHHII", msg)
     assert length == len(msg) == 16 + 4 + 4 + 8
     assert mtype == (3 << 8) | 1 and flags == 1
@@ -86,21 +86,21 @@ def test_verdict_message_layout() -> None:
 
 
 def _packet_message(queue: int, packet_id: int) -> bytes:
-    hdr = delayline._nla(delayline.NFQA_PACKET_HDR, struct.pack("!IHB", packet_id, 0x0800, 2))
-    payload = delayline._nla(10, b"\x45" + b"\0" * 27)
-    return delayline._nfmsg(delayline.NFQNL_MSG_PACKET, queue, hdr + payload)
+    hdr = nfqueue._nla(nfqueue.NFQA_PACKET_HDR, struct.pack("!IHB", packet_id, 0x0800, 2))
+    payload = nfqueue._nla(10, b"\x45" + b"\0" * 27)
+    return nfqueue._nfmsg(nfqueue.NFQNL_MSG_PACKET, queue, hdr + payload)
 
 
 def test_packet_ids_parsed_from_several_messages() -> None:
     data = _packet_message(1, 10) + _packet_message(2, 11)
-    assert delayline.parse_packet_ids(data, len(data)) == [(1, 10), (2, 11)]
+    assert nfqueue.parse_packet_ids(data, len(data)) == [(1, 10), (2, 11)]
 
 
 def test_netlink_error_replies_are_counted_not_fatal() -> None:
-    error = struct.pack("=IHHII", 16 + 4 + 16, delayline.NLMSG_ERROR, 0, 0, 0) + struct.pack("=i", -2) + b"\0" * 16
+    error = struct.pack("=IHHII", 16 + 4 + 16, nfqueue.NLMSG_ERROR, 0, 0, 0) + struct.pack("=i", -2) + b"\0" * 16
     data = _packet_message(1, 10) + error + _packet_message(1, 12)
     errors: list[int] = []
-    assert delayline.parse_packet_ids(data, len(data), errors) == [(1, 10), (1, 12)]
+    assert nfqueue.parse_packet_ids(data, len(data), errors) == [(1, 10), (1, 12)]
     assert errors == [2]
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 import xarray as xr
 
 from netesto.errors import SweepError
-from netesto.results.dataset import open_experiment
+from netesto.results.storage import open_experiment
 from netesto.results.manifest import DONE, Manifest
 from netesto.results.sweep import SUMMARY_UNITS, experiment_summary
 

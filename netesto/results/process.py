@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from netesto.errors import ResultsError
-from netesto.results.dataset import build_dataset, write_netcdf
+from netesto.results.dataset import build_dataset
 from netesto.results.expcsv import aggregate, append_rows, load_fields, parse_other
 from netesto.results.load import ExperimentRaw, load_experiment
+from netesto.results.storage import write_netcdf
 from netesto.results.summaries import GroupSummary, all_summary, group_summaries, render, write_text_atomic
 
 
@@ -92,9 +93,9 @@ def process_experiment(
         detail = "; ".join(raw.errors) or "no flows/ data"
         raise ResultsError(f"{expdir}: no flow data could be read ({detail})")
     fields = load_fields(root, fields_file)
-    desc = desc or str(raw.meta.get("desc", ""))
+    desc = desc or raw.record.desc
     # experiment.json's OTHER pairs, then the caller's (later ones win).
-    merged = dict((str(k), str(v)) for k, v in (raw.meta.get("other", []) or []))
+    merged = dict((str(k), str(v)) for k, v in raw.other)
     merged.update(parse_other(other))
     other_pairs = list(merged.items())
     _note_processing(expdir / "experiment.json", desc, other_pairs)

@@ -14,8 +14,8 @@ import pytest
 import netesto
 import netesto.results as results
 
-MODULES = ["analysis", "cube", "dataset", "expcsv", "expscript", "fairness", "hostfiles", "load", "manifest",
-           "process", "safeexpr", "schema", "series", "summaries", "sweep"]
+MODULES = ["analysis", "cube", "dataset", "expcsv", "expscript", "fairness", "hostfiles", "load", "manifest", "numerics",
+           "process", "safeexpr", "schema", "series", "storage", "summaries", "sweep"]
 
 
 def test_exports_sorted_and_present() -> None:

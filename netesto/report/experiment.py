@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from netesto.results.process import ProcessResult, Processed
 from netesto.results.process import process_experiment as process_data
@@ -149,20 +149,12 @@ def write_page(done: Processed) -> Path | None:
     return path
 
 
-def process_experiment(
-    workdir: str | os.PathLike[str],
-    exp: int | str,
-    *,
-    desc: str = "",
-    other: str | Iterable[Any] = (),
-    fields_file: str | os.PathLike[str] | None = None,
-    csv_name: str = "exp.csv",
-    html: bool = True,
-) -> ProcessResult:
-    """:func:`netesto.results.process_experiment` (exp.nc, .exp.out files, exp.csv rows), then,
-    with ``html``, the experiment's page ``<exp>/exp.html`` (what ``PROCESS_EXP`` does)."""
-    return process_data(workdir, exp, desc=desc, other=other, fields_file=fields_file, csv_name=csv_name,
-                        page=write_page if html else None)
+def process_experiment(workdir: str | os.PathLike[str], exp: int | str, *, html: bool = True,
+                       **options: Any) -> ProcessResult:
+    """:func:`netesto.results.process_experiment` (exp.nc, .exp.out files, exp.csv rows; ``options``
+    are its ``desc``, ``other``, ``fields_file``, ``csv_name``), then, with ``html``, the
+    experiment's page ``<exp>/exp.html`` (what ``PROCESS_EXP`` does)."""
+    return process_data(workdir, exp, page=write_page if html else None, **options)
 
 
 __all__ = ["FOLDED", "PLOTS", "PagePlots", "link_next", "page_plots", "process_experiment", "render_page",

@@ -28,9 +28,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+import netesto.results.safeexpr as safeexpr
 from netesto.errors import RawDataError, ResultsError
 from netesto.raw.experiment import FILENAME, ExperimentRecord, read_experiment
-from netesto.results import safeexpr
 from netesto.results.expcsv import Field, aggregate, load_fields, parse_other
 from netesto.results.summaries import parse_exp_out
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import netesto.sweep.checks as criteria
 from netesto._version import __version__
 from netesto.errors import NetestoError, SweepError, clip
 from netesto.results.manifest import DONE, Manifest, PointRecord
-from netesto.sweep import checks as criteria
 from netesto.sweep.grid import Point, parse_grid, points, typed
 from netesto.sweep.notebook import check_names, parameters_of
 

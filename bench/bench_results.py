@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from netesto.results import Table, build_dataset, load_experiment
-from netesto.results.dataset import write_netcdf
+from netesto.results.storage import write_netcdf
 from netesto.raw.columns import FLOW_COLUMNS
 from netesto.raw.nflow import FlowWriter
 

@@ -34,7 +34,7 @@ TARGET_SECONDS, TARGET_MB = 2.0, 500.0
 PROBE = """
 import json, resource, sys, time
 t0 = time.perf_counter()
-from netesto.sweep.cube import open_sweep
+from netesto.results.cube import open_sweep
 sw = open_sweep(sys.argv[1])
 one = dict(ca="bbr", bw="100mbit", rtt="20ms", rep=3)
 rate = float(sw.cube.rate.sel(**one))
@@ -53,9 +53,9 @@ print(json.dumps(out))
 
 def build(root: Path) -> Path:
     """The synthetic sweep directory (made once; reused when its manifest is there)."""
-    from netesto.sweep.cube import CUBE
+    from netesto.results.cube import CUBE
     from netesto.sweep.grid import points
-    from netesto.sweep.manifest import Manifest, PointRecord
+    from netesto.results.manifest import Manifest, PointRecord
 
     out = root / "sweep-1000"
     if (out / CUBE).exists():

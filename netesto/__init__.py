@@ -30,7 +30,7 @@ _LAZY = {
     "open_experiments": "netesto.results:open_experiments",
     "open_sweep": "netesto.sweep:open_sweep",
     "plan": "netesto.script:plan",
-    "process_experiment": "netesto.results:process_experiment",
+    "process_experiment": "netesto.report.experiment:process_experiment",
     "run": "netesto.controller:run",
     "sweep": "netesto.sweep:sweep",
 }

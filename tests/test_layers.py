@@ -9,7 +9,7 @@ The layer picture (DESIGN.md, redrawn by issue 15), highest first::
     testbed                     namespace labs on this machine
     agent -> engine, drivers, collectors
     script                      the language (pure)
-    raw, protocol, policy, vocab, errors   formats, the wire, the shared rules
+    raw, protocol, labfile, policy, vocab, errors   formats, the wire, the shared rules
 
 An import is an edge whether it sits at the top of a module or inside a function:
 both tie one file to another. The only upward edges allowed are the presentation
@@ -90,7 +90,10 @@ def _layer(module: str) -> str:
 
 
 # (importing module, imported module): why the upward edge is there.
-PRESENTATION_HOOKS: dict[tuple[str, str], str] = {}
+PRESENTATION_HOOKS: dict[tuple[str, str], str] = {
+    ("netesto.results.analysis", "netesto.plots.tables"):
+        "Table.plot() draws the table an exp.py-style script made, as the original's plot commands did",
+}
 
 
 def _edges() -> list[tuple[str, str, int, str | None]]:
@@ -113,7 +116,7 @@ RULES = [
     (("netesto.results",), ("netesto.engine", "netesto.drivers", "netesto.collectors", "netesto.agent",
                             "netesto.controller", "netesto.plots", "netesto.report", "netesto.sweep"),
      "results read raw files; pages and plots are drawn above them"),
-    (("netesto.raw", "netesto.protocol", "netesto.policy", "netesto.vocab", "netesto.errors"),
+    (("netesto.raw", "netesto.protocol", "netesto.policy", "netesto.vocab", "netesto.errors", "netesto.labfile"),
      ("netesto.engine", "netesto.drivers", "netesto.collectors", "netesto.agent", "netesto.controller",
       "netesto.results", "netesto.script", "netesto.testbed", "netesto.plots", "netesto.report"),
      "formats and the wire belong to neither side"),

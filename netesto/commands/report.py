@@ -22,8 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.what == "sweep":
         from netesto.report.sweep import write_report
-        from netesto.sweep.cube import write_cube
-        from netesto.sweep.manifest import Manifest
+        from netesto.results.cube import write_cube
+        from netesto.results.manifest import Manifest
 
         write_cube(args.dir, Manifest.load(args.dir))
         print(write_report(args.dir, templates=args.templates))

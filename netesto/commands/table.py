@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from netesto.results.expscript import run_script
+    from netesto.report.table import run_script
 
     variables = {}
     for item in args.vars:

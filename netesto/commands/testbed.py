@@ -32,9 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from netesto.testbed import lifecycle
+    from netesto.testbed.config import TestbedConfig
 
     if args.action == "up":
-        cfg = lifecycle.TestbedConfig.parse(
+        cfg = TestbedConfig.parse(
             name=args.name, hosts=args.hosts, bw=args.bw, rtt=args.rtt, buffer=args.buffer,
             loss=args.loss, jitter=args.jitter, ca=args.ca, dir=args.dir, agents=not args.no_agents, loopback=args.loopback,
         )

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from netesto.controller.labfile import LabFile, render_lab
-from netesto.controller.labfile import LabHost as FileHost
+from netesto.labfile import LabFile, render_lab
+from netesto.labfile import LabHost as FileHost
 from netesto.errors import LabError
 
 DEFAULT_PORT = 12870

@@ -160,7 +160,7 @@ NO_RESULTS = "results extra not installed: raw data only"
 def process_results(workdir: Path, e: ExpState) -> str:
     """Process ``e``'s stored data; '' or a note saying why only the raw data is there."""
     try:
-        from netesto.results import process_experiment  # type: ignore[attr-defined]
+        from netesto.report.experiment import process_experiment
     except ImportError:
         return NO_RESULTS
     try:

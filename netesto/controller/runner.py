@@ -10,7 +10,7 @@ or WAIT between DO_CLIENTs gives each its own instant, as in the original. GET_D
 waits for the flows that involve the host instead of racing them, then stores the
 host's files in ``<workdir>/<exp>/`` (hosts merge there, as the original's tarballs
 did). PROCESS_EXP writes ``experiment.json`` (:mod:`~netesto.controller.records`) and
-calls ``netesto.results.process_experiment`` when the results extra is installed.
+calls ``netesto.report.experiment.process_experiment`` (data, then exp.html) when the results extra is installed.
 
 Faults: an agent that stops answering is dropped for the rest of the run
 (its actions are skipped, every other host's data is still fetched); any

@@ -1,6 +1,6 @@
 """Figures across experiments: a sweep's measures against its parameters, one colour per ca.
 
-Built from :func:`netesto.sweep.cube.stats` (means over repetitions with their
+Built from :func:`netesto.results.cube.stats` (means over repetitions with their
 95 % confidence half-widths)::
 
     sw = netesto.open_sweep("out")

@@ -21,7 +21,7 @@ import xarray as xr
 from netesto.errors import SweepError
 from netesto.plots.summary import LABELS, MEASURES
 from netesto.report.render import render
-from netesto.sweep.cube import open_sweep, t95
+from netesto.results.cube import open_sweep, t95
 
 REPORT = "compare.html"
 

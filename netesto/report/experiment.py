@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+
+from netesto.results.process import ProcessResult, Processed
+from netesto.results.process import process_experiment as process_data
+from netesto.results.summaries import write_text_atomic
 
 # (panel, what its lines are) in page order; netesto.plots.flows.PANELS has the titles
 PLOTS: tuple[tuple[str, str], ...] = (
@@ -121,8 +126,6 @@ def render_page(ds: Any, groups: Sequence[Any], all_items: Sequence[tuple[str, s
 
 def link_next(previous: Path, exp: int) -> bool:
     """Give the previous experiment's page its Next link, now that page ``exp`` exists."""
-    from netesto.results.summaries import write_text_atomic
-
     try:
         text = previous.read_text(encoding="utf-8")
     except OSError:
@@ -133,4 +136,26 @@ def link_next(previous: Path, exp: int) -> bool:
     return True
 
 
-__all__ = ["FOLDED", "PLOTS", "PagePlots", "link_next", "page_plots", "render_page"]
+def write_page(done: Processed) -> Path | None:
+    """Write ``<exp>/exp.html`` for a processed experiment and link the previous page to it;
+    None without Jinja2 (the page writer :func:`process_experiment` passes to the results)."""
+    page = render_page(done.ds, done.groups, done.all_items, exp=done.exp, directory=done.directory,
+                       errors=done.errors, warnings=done.warnings, raw=done.raw)
+    if page is None:
+        return None
+    path = done.directory / "exp.html"
+    write_text_atomic(path, page)
+    link_next(done.directory.parent / str(done.exp - 1) / "exp.html", done.exp)
+    return path
+
+
+def process_experiment(workdir: str | os.PathLike[str], exp: int | str, *, html: bool = True,
+                       **options: Any) -> ProcessResult:
+    """:func:`netesto.results.process_experiment` (exp.nc, .exp.out files, exp.csv rows; ``options``
+    are its ``desc``, ``other``, ``fields_file``, ``csv_name``), then, with ``html``, the
+    experiment's page ``<exp>/exp.html`` (what ``PROCESS_EXP`` does)."""
+    return process_data(workdir, exp, page=write_page if html else None, **options)
+
+
+__all__ = ["FOLDED", "PLOTS", "PagePlots", "link_next", "page_plots", "process_experiment", "render_page",
+           "write_page"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from netesto.report.render import render
-from netesto.sweep.manifest import DONE
+from netesto.results.manifest import DONE
 
 REPORT = "sweep.html"
 COLUMNS = (("rate", "goodput", "Mbit/s", 2), ("mean_rtt", "sRTT", "us", 0), ("retrans_pkts_pct", "retrans", "%", 3),
@@ -82,7 +82,7 @@ def report_context(directory: str | Path) -> dict[str, Any]:
     """What the template gets: the sweep's settings, provenance, plots and points."""
     from netesto.plots.summary import sweep_figures
     from netesto.report.embed import bokeh_parts
-    from netesto.sweep.cube import open_sweep
+    from netesto.results.cube import open_sweep
 
     root = Path(directory)
     sw = open_sweep(root)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from netesto.results.analysis import Table, figure8
-from netesto.results.dataset import Experiments, build_dataset, open_experiment, open_experiments, write_netcdf
+from netesto.results.dataset import build_dataset
 from netesto.results.expcsv import aggregate, append_rows, load_fields, parse_fields
 from netesto.results.fairness import (
     convergence_time,
@@ -14,8 +14,8 @@ from netesto.results.fairness import (
 )
 from netesto.results.load import load_experiment
 from netesto.results.process import ProcessResult, process_experiment
-from netesto.results.expscript import run_script
 from netesto.results.schema import SCHEMA_VERSION
+from netesto.results.storage import Experiments, open_experiment, open_experiments, write_netcdf
 from netesto.results.sweep import combine, concat_flows, grid
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "open_experiments",
     "parse_fields",
     "process_experiment",
-    "run_script",
     "window_goodput",
     "write_netcdf",
 ]

@@ -28,8 +28,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from netesto.errors import ResultsError
-from netesto.results import safeexpr
+import netesto.results.safeexpr as safeexpr
+from netesto.errors import RawDataError, ResultsError
+from netesto.raw.experiment import FILENAME, ExperimentRecord, read_experiment
 from netesto.results.expcsv import Field, aggregate, load_fields, parse_other
 from netesto.results.summaries import parse_exp_out
 
@@ -58,13 +59,12 @@ def _desc_other(expdir: Path) -> tuple[str, list[tuple[str, str]]]:
     ``processed`` (process_experiment notes them there), else exp.nc's attributes
     (the same, for directories without it), else the run's own in experiment.json."""
     try:
-        meta = json.loads((expdir / "experiment.json").read_text())
-    except (OSError, ValueError):
-        meta = {}
-    meta = meta if isinstance(meta, dict) else {}
-    done = meta.get("processed")
+        record = read_experiment(expdir / FILENAME) or ExperimentRecord()
+    except RawDataError:
+        record = ExperimentRecord()
+    done = record.processed
     try:
-        if isinstance(done, dict):
+        if done is not None:
             return str(done.get("desc") or ""), parse_other(done.get("other") or [])
     except (AttributeError, ResultsError):
         pass
@@ -77,7 +77,7 @@ def _desc_other(expdir: Path) -> tuple[str, list[tuple[str, str]]]:
     except Exception:  # no or unreadable exp.nc: the run's own description
         pass
     try:
-        return str(meta.get("desc") or ""), parse_other(meta.get("other") or [])
+        return record.desc, parse_other(record.other)
     except (AttributeError, ResultsError):
         return "", []
 

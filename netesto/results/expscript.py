@@ -1,4 +1,4 @@
-"""The original exp.py script format -> an HTML page of tables and plots.
+"""The original exp.py script format -> the tables and plots of a page (rendered by :mod:`netesto.report.table`).
 
 Script lines are stripped; a trailing ``\\`` joins the next line (no space);
 ``#`` and blank lines are skipped; ``$var``/``${var}`` are replaced from the
@@ -37,7 +37,7 @@ from netesto.results.safeexpr import cell_text
 
 _VAR = re.compile(r"\$\{(\w+)\}|\$(\w+)")
 _SELECT_OPS = ("[hasnot]", "[has]", "==", "!=", ">=", "<=", "<>", ">", "<")
-_PLOT_MARK = "<!--netesto:plot:{}-->"
+PLOT_MARK = "<!--netesto:plot:{}-->"
 _NEWCOL_OPS = {"newcoldiv": "/", "newcolmul": "*", "newcoladd": "+", "newcolsub": "-"}
 
 
@@ -139,7 +139,8 @@ def _newcol_expr(expr: str) -> str:
 
 @dataclass
 class ExpScript:
-    """Runs one exp.py script and collects the page's HTML parts."""
+    """Runs one exp.py script and collects the page's HTML parts and plots (``doPlot`` leaves
+    :data:`PLOT_MARK` where the report puts each plot's div)."""
 
     base: Path
     variables: dict[str, str] = field(default_factory=dict)
@@ -169,7 +170,7 @@ class ExpScript:
     def _set(self, t: Table) -> None:
         self.table = Table(t.df, t.decimals, self.fmt, self.rel_path)
 
-    def run(self, text: str, *, source: str = "<script>") -> str:
+    def run(self, text: str, *, source: str = "<script>") -> None:
         for lineno, key, value in script_lines(text, self.variables):
             try:
                 if self.command(key, value) == "end":
@@ -178,7 +179,6 @@ class ExpScript:
                 raise ResultsError(f"{source}:{lineno}: {key}: {exc.message}") from exc
             except (ValueError, TypeError) as exc:  # a value no check above foresaw
                 raise ResultsError(f"{source}:{lineno}: {key}: bad value: {exc}") from exc
-        return self.page()
 
     def command(self, key: str, value: str) -> str | None:
         k = key.lower()
@@ -313,21 +313,7 @@ class ExpScript:
         self.plots.append(plot)
         anchor = html.escape(name or f"plot{len(self.plots)}")
         # the plot's div is known once every plot is rendered into the page's one bokeh document
-        return f'<div id="{anchor}">{_PLOT_MARK.format(len(self.plots) - 1)}</div>'
-
-    def page(self) -> str:
-        body, head, script = "\n".join(self.parts), "", ""
-        if self.plots:
-            from netesto.plots.page import embed
-
-            embedded = embed(self.plots)
-            head, script = embedded.head, embedded.script
-            for i, div in enumerate(embedded.divs):
-                body = body.replace(_PLOT_MARK.format(i), div, 1)
-        return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>netesto table</title>"
-                "<style>table{border-collapse:collapse;font-family:sans-serif}"
-                f"td,th{{padding:2px 6px;text-align:right}}</style>{head}</head>\n<body>\n"
-                f"{body}\n{script}</body></html>\n")
+        return f'<div id="{anchor}">{PLOT_MARK.format(len(self.plots) - 1)}</div>'
 
 
 COMMANDS = ("File", "read", "append", "Select", "Cols", "SelectCols", "RemoveCols", "DeleteCols", "Rows",
@@ -405,22 +391,4 @@ def _percent_table(t: Table) -> Table:
     return Table(df, None, 1, t.rel_path)
 
 
-def run_script(path: str | os.PathLike[str], variables: Mapping[str, str] | None = None,
-               *, base: str | os.PathLike[str] | None = None,
-               page_dir: str | os.PathLike[str] | None = None) -> str:
-    """Run the exp.py script at ``path``; return the HTML page. Relative
-    ``File=`` paths are resolved against ``base`` (default: the current
-    directory, as the original run in its working directory). ``page_dir``, the
-    folder the page will be saved in, makes the rows' exp links relative to it
-    unless the script sets ``relPath=``."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ResultsError(f"{p}: cannot read script: {exc.strerror}") from exc
-    script = ExpScript(Path(base) if base is not None else Path.cwd(), dict(variables or {}),
-                       page_dir=Path(page_dir) if page_dir is not None else None)
-    return script.run(text, source=str(p))
-
-
-__all__ = ["ExpScript", "run_script", "script_lines"]
+__all__ = ["ExpScript", "PLOT_MARK", "script_lines"]

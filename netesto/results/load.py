@@ -1,6 +1,7 @@
 """Raw experiment directory -> per-flow records (both ends, ping, host snapshots).
 
-Reads ``<exp>/experiment.json``, ``<exp>/flows/<flow_id>.{client,server}.nflow``,
+Reads ``<exp>/experiment.json`` (a :class:`~netesto.raw.experiment.ExperimentRecord`),
+``<exp>/flows/<flow_id>.{client,server}.nflow``,
 ``<exp>/ping/<client>-<server>.nflow`` and ``<exp>/{0,1}/<host>.*``. A file
 that cannot be decoded, or is missing while its counterpart (the flow's other
 end, the host's other snapshot) exists, is reported in
@@ -10,22 +11,23 @@ else is still loaded.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from netesto.errors import RawDataError, ResultsError
+from netesto.raw.experiment import (
+    FILENAME,
+    FLOW_IDENTITY,
+    ExperimentRecord,
+    FlowEntry,
+    FlowId,
+    read_experiment,
+)
+from netesto.raw.nflow import RawFlow, read_flow
 from netesto.results.expcsv import parse_other
 from netesto.results.hostfiles import HostSnapshot, read_snapshot
-from netesto.raw.nflow import RawFlow, read_flow
-
-
-def short_host(name: str) -> str:
-    """Host name up to the first '.' (flow ids and group file names use it)."""
-    return str(name).split(".", 1)[0]
 
 
 @dataclass
@@ -59,7 +61,8 @@ class ExperimentRaw:
 
     path: Path
     exp: int
-    meta: dict[str, Any]
+    record: ExperimentRecord  # experiment.json (empty when there is none)
+    other: list[tuple[str, str]] = field(default_factory=list)  # its OTHER pairs
     flows: list[FlowRecord] = field(default_factory=list)
     pings: dict[str, RawFlow] = field(default_factory=dict)
     before: dict[str, HostSnapshot] = field(default_factory=dict)
@@ -69,36 +72,41 @@ class ExperimentRaw:
 
     def clock_offset(self, host: str) -> float:
         """Agent clock minus controller clock for ``host`` (0 if unknown)."""
-        info = self.meta.get("hosts", {}).get(host) or self.meta.get("hosts", {}).get(
-            short_host(host)
-        ) or {}
-        value = info.get("clock_offset", 0.0) if isinstance(info, dict) else 0.0
-        try:
-            out = float(value or 0.0)
-        except (TypeError, ValueError):
-            return 0.0
-        return out if math.isfinite(out) else 0.0
+        return self.record.clock_offset(host)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_record(path: Path) -> tuple[ExperimentRecord, list[tuple[str, str]]]:
+    """experiment.json's record (an empty one without the file) and its OTHER pairs."""
     try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise ResultsError(f"{path}: cannot read experiment description: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise ResultsError(f"{path}: experiment description is not a JSON object")
-    for key, kind, what in (("hosts", dict, "an object"), ("flows", list, "a list")):
-        if doc.get(key) is not None and not isinstance(doc[key], kind):
-            raise ResultsError(f"{path}: '{key}' must be {what}, not {type(doc[key]).__name__}")
-    if doc.get("other") is not None:
+        record = read_experiment(path)
+    except RawDataError as exc:
+        raise ResultsError(exc.message) from exc
+    if record is None:
+        return ExperimentRecord(), []
+    try:
         # PROCESS_EXP's "k=v,..." text or [key, value] pairs -> pairs
-        try:
-            doc["other"] = [list(p) for p in parse_other(doc["other"])]
-        except ResultsError as exc:
-            raise ResultsError(f"{path}: 'other': {exc.message}") from None
-    return doc
+        other = parse_other(record.other)
+    except ResultsError as exc:
+        raise ResultsError(f"{path}: 'other': {exc.message}") from None
+    return record, other
+
+
+def _flow_params(flow_id: str, entry: FlowEntry | None, client: RawFlow | None,
+                 server: RawFlow | None) -> dict[str, Any]:
+    """A flow's parameters: experiment.json's entry, else what the id and the files' headers say."""
+    params: dict[str, Any] = {}
+    for side in (server, client):  # the client's header wins over the server's
+        if side is not None and isinstance(side.header.get("flow"), dict):
+            params.update(side.header["flow"])
+    # A header's "server" is the address flows used; the id has the host names.
+    fid = FlowId.parse(flow_id)
+    if fid is not None:
+        params.update(host=fid.client, server=fid.server, group=fid.group, instance=fid.instance)
+    if entry is not None:
+        # the entry's identity where it has one (a hand-written entry may lack host or group)
+        params.update({k: v for k, v in entry.to_json().items() if k not in FLOW_IDENTITY or v not in (None, "")})
+    params["flow_id"] = flow_id
+    return params
 
 
 def _try_read(path: Path, raw: ExperimentRaw) -> RawFlow | None:
@@ -125,52 +133,29 @@ def _try_read(path: Path, raw: ExperimentRaw) -> RawFlow | None:
     return flow
 
 
-def _parse_flow_id(flow_id: str) -> dict[str, Any]:
-    parts = flow_id.rsplit("-", 2)
-    out: dict[str, Any] = {"flow_id": flow_id}
-    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-        host_server, out["group"], out["instance"] = parts[0], int(parts[1]), int(parts[2])
-        host, _, server = host_server.partition("-")
-        out["host"], out["server"] = host, server
-    return out
-
-
 def load_experiment(expdir: str | os.PathLike[str]) -> ExperimentRaw:
     """Read an experiment directory (see the module docstring)."""
     path = Path(expdir)
     if not path.is_dir():
         raise ResultsError(f"{path}: no such experiment directory")
-    meta = _read_json(path / "experiment.json")
-    try:
-        exp = int(meta.get("exp", path.name))
-    except (TypeError, ValueError):
-        exp = 0
-    raw = ExperimentRaw(path=path, exp=exp, meta=meta)
+    record, other = _read_record(path / FILENAME)
+    exp = record.exp if record.exp is not None else int(path.name) if path.name.isdigit() else 0
+    raw = ExperimentRaw(path=path, exp=exp, record=record, other=other)
     flows_dir = path / "flows"
-    listed: dict[str, dict[str, Any]] = {}
-    for f in meta.get("flows", []) or []:
-        if isinstance(f, dict) and f.get("flow_id"):
-            listed[str(f["flow_id"])] = dict(f)
+    listed: dict[str, FlowEntry | None] = {f.flow_id: f for f in record.flows}
     # Files not described by experiment.json still count (e.g. a lost json).
     if flows_dir.is_dir():
         for p in sorted(flows_dir.glob("*.nflow")):
             flow_id = p.name.rsplit(".", 2)[0]
-            listed.setdefault(flow_id, {})
-    for flow_id, fmeta in listed.items():
+            listed.setdefault(flow_id, None)
+    for flow_id, entry in listed.items():
         client = _try_read(flows_dir / f"{flow_id}.client.nflow", raw)
         server = _try_read(flows_dir / f"{flow_id}.server.nflow", raw)
         if client is None and server is None:
             if not any(flow_id in e for e in raw.errors):
                 raw.errors.append(f"{flows_dir / flow_id}.client.nflow: no data for flow {flow_id}")
             continue
-        merged: dict[str, Any] = {}
-        for side in (server, client):  # the client's header wins over the server's
-            if side is not None and isinstance(side.header.get("flow"), dict):
-                merged.update(side.header["flow"])
-        # A header's "server" is the address flows used; the id has the host names.
-        merged.update(_parse_flow_id(flow_id))
-        merged.update(fmeta)
-        merged["flow_id"] = flow_id
+        merged = _flow_params(flow_id, entry, client, server)
         _check_flow_ends(flows_dir, flow_id, merged, client, server, raw)
         raw.flows.append(FlowRecord(flow_id, merged, client, server))
     ping_dir = path / "ping"
@@ -242,4 +227,4 @@ def _check_snapshots(path: Path, raw: ExperimentRaw) -> None:
                                       f"({dirs[other] / host}.{suffix} is not)")
 
 
-__all__ = ["ExperimentRaw", "FlowRecord", "load_experiment", "short_host"]
+__all__ = ["ExperimentRaw", "FlowRecord", "load_experiment"]

@@ -1,4 +1,4 @@
-"""PROCESS_EXP: raw experiment directory -> exp.nc, .exp.out files, exp.csv rows, exp.html."""
+"""PROCESS_EXP: raw experiment directory -> exp.nc, .exp.out files, exp.csv rows (a page writer adds exp.html)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,34 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from netesto.errors import ResultsError
-from netesto.results.dataset import build_dataset, write_netcdf
+from netesto.results.dataset import build_dataset
 from netesto.results.expcsv import aggregate, append_rows, load_fields, parse_other
-from netesto.results.load import load_experiment
-from netesto.results.summaries import all_summary, group_summaries, render, write_text_atomic
+from netesto.results.load import ExperimentRaw, load_experiment
+from netesto.results.storage import write_netcdf
+from netesto.results.summaries import GroupSummary, all_summary, group_summaries, render, write_text_atomic
+
+
+@dataclass(frozen=True)
+class Processed:
+    """What a page writer gets from :func:`process_experiment`: the experiment's dataset, its
+    per-group and overall summaries, its raw data, and what could not be read."""
+
+    exp: int
+    directory: Path
+    ds: Any
+    groups: tuple[GroupSummary, ...]
+    all_items: tuple[tuple[str, str], ...]
+    raw: ExperimentRaw
+    errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+# writes the experiment's page (exp.html) and returns its path, or None when it cannot;
+# the report layer's is netesto.report.experiment.write_page
+PageWriter = Callable[[Processed], "Path | None"]
 
 
 @dataclass
@@ -40,12 +61,13 @@ def process_experiment(
     other: str | Iterable[Any] = (),
     fields_file: str | os.PathLike[str] | None = None,
     csv_name: str = "exp.csv",
-    html: bool = True,
+    page: PageWriter | None = None,
 ) -> ProcessResult:
     """Process ``<workdir>/<exp>/``: write ``exp.nc``, one ``<hsn>.exp.out``
-    per group, ``all.exp.out`` and ``exp.html`` there, and append the
-    aggregate row (exp ``N.0``) plus one row per group (``N.g``, only when
-    there are several groups) to ``<workdir>/exp.csv``.
+    per group and ``all.exp.out`` there, and append the aggregate row (exp
+    ``N.0``) plus one row per group (``N.g``, only when there are several
+    groups) to ``<workdir>/exp.csv``; ``page`` then writes the page
+    (:func:`netesto.process_experiment` passes the report's, for ``exp.html``).
 
     Raw files that cannot be decoded are skipped and listed in
     ``result.errors`` (each message names the file, and they are written to
@@ -71,9 +93,9 @@ def process_experiment(
         detail = "; ".join(raw.errors) or "no flows/ data"
         raise ResultsError(f"{expdir}: no flow data could be read ({detail})")
     fields = load_fields(root, fields_file)
-    desc = desc or str(raw.meta.get("desc", ""))
+    desc = desc or raw.record.desc
     # experiment.json's OTHER pairs, then the caller's (later ones win).
-    merged = dict((str(k), str(v)) for k, v in (raw.meta.get("other", []) or []))
+    merged = dict((str(k), str(v)) for k, v in raw.other)
     merged.update(parse_other(other))
     other_pairs = list(merged.items())
     _note_processing(expdir / "experiment.json", desc, other_pairs)
@@ -99,17 +121,11 @@ def process_experiment(
         rows += [aggregate(g.items, fields, desc=desc, other=other_pairs) for g in groups]
     result.files.append(append_rows(root / csv_name, fields, rows, replace_exp=raw.exp))
     result.rows = rows
-    if html:
-        # the page is the report layer's (plots, Jinja2): imported only when a page is asked for
-        from netesto.report.experiment import link_next, render_page
-
-        page = render_page(ds, groups, all_items, exp=raw.exp, directory=expdir, errors=result.errors,
-                           warnings=result.warnings, raw=raw)
-        if page is not None:
-            p = expdir / "exp.html"
-            write_text_atomic(p, page)
-            result.files.append(p)
-            link_next(root / str(raw.exp - 1) / "exp.html", raw.exp)
+    if page is not None:
+        written = page(Processed(raw.exp, expdir, ds, tuple(groups), tuple(all_items), raw,
+                                 tuple(result.errors), tuple(result.warnings)))
+        if written is not None:
+            result.files.append(written)
     return result
 
 
@@ -125,4 +141,4 @@ def _note_processing(path: Path, desc: str, other: list[tuple[str, str]]) -> Non
         write_text_atomic(path, json.dumps(meta, indent=1, default=str))
 
 
-__all__ = ["ProcessResult", "process_experiment"]
+__all__ = ["PageWriter", "ProcessResult", "Processed", "process_experiment"]

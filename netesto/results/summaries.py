@@ -112,7 +112,7 @@ def retrans_percent(retrans: float, packets: float) -> float:
 
 
 def _host_info(raw: ExperimentRaw, host: str) -> dict[str, Any]:
-    hosts = raw.meta.get("hosts", {}) or {}
+    hosts = raw.record.hosts
     info = hosts.get(host) or hosts.get(host.split(".", 1)[0]) or {}
     return info if isinstance(info, dict) else {}
 

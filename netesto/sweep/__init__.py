@@ -18,8 +18,8 @@ def sweep(*args: Any, **kw: Any) -> Any:
 
 
 def open_sweep(directory: Any) -> Any:
-    """Open a finished sweep (see :func:`netesto.sweep.cube.open_sweep`)."""
-    from netesto.sweep.cube import open_sweep as open_
+    """Open a finished sweep (see :func:`netesto.results.cube.open_sweep`)."""
+    from netesto.results.cube import open_sweep as open_
 
     return open_(directory)
 

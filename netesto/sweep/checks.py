@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import math
-from pathlib import Path
 from typing import Sequence
 
 from netesto.errors import ResultsError, SweepError
@@ -45,20 +43,6 @@ def parse(text: str) -> ast.Expression:
     return tree
 
 
-def summary(exp_dirs: Sequence[Path]) -> dict[str, float]:
-    """The point's summary numbers: the mean over its experiments."""
-    import numpy as np
-
-    from netesto.results import open_experiment
-    from netesto.results.sweep import experiment_summary
-
-    rows = [experiment_summary(open_experiment(d))["values"] for d in exp_dirs]
-    if not rows:
-        return {}
-    return {k: float(np.nanmean([r[k] for r in rows])) if any(math.isfinite(r[k]) for r in rows) else math.nan
-            for k in rows[0]}
-
-
 def evaluate(checks: Sequence[str], values: dict[str, float]) -> dict[str, bool]:
     """Each check's verdict on ``values``; a check over a missing number (NaN) fails."""
     from netesto.results import safeexpr
@@ -74,4 +58,4 @@ def evaluate(checks: Sequence[str], values: dict[str, float]) -> dict[str, bool]
     return out
 
 
-__all__ = ["evaluate", "names", "parse", "summary"]
+__all__ = ["evaluate", "names", "parse"]

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+import netesto.sweep.checks as criteria
 from netesto._version import __version__
 from netesto.errors import NetestoError, SweepError, clip
-from netesto.sweep import checks as criteria
+from netesto.results.manifest import DONE, Manifest, PointRecord
 from netesto.sweep.grid import Point, parse_grid, points, typed
-from netesto.sweep.manifest import DONE, Manifest, PointRecord
 from netesto.sweep.notebook import check_names, parameters_of
 
 SHAPE_PARAMS = ("bw", "rtt", "buffer", "loss", "jitter")  # applied to a testbed before its point runs
@@ -67,8 +67,8 @@ class SweepResult:
         return not self.failed and not self.check_failures
 
     def open(self) -> Any:
-        """The sweep as a :class:`netesto.sweep.cube.Sweep` (the cube, lazily the flows)."""
-        from netesto.sweep.cube import open_sweep
+        """The sweep as a :class:`netesto.results.cube.Sweep` (the cube, lazily the flows)."""
+        from netesto.results.cube import open_sweep
 
         return open_sweep(self.directory)
 
@@ -329,7 +329,9 @@ def _run_point(rec: PointRecord, worker: Worker, nb: Path, directory: Path, decl
             rec.html = _export_html(out_nb, directory)
         rec.experiments = sorted(p.parent.relative_to(directory).as_posix() for p in pdir.rglob("exp.nc"))
         if rec.status == DONE and rec.experiments:
-            rec.summary = criteria.summary([directory / e for e in rec.experiments])
+            from netesto.results.cube import point_summary
+
+            rec.summary = point_summary([directory / e for e in rec.experiments])
         if rec.status == DONE and checks:
             rec.checks = criteria.evaluate(checks, rec.summary)
         with lock:
@@ -373,7 +375,7 @@ def _export_html(nb: Path, directory: Path) -> str:
 
 def _finish(result: SweepResult) -> None:
     from netesto.report.sweep import write_report
-    from netesto.sweep.cube import write_cube
+    from netesto.results.cube import write_cube
 
     result.cube = write_cube(result.directory, result.manifest)
     result.report = write_report(result.directory)

@@ -14,7 +14,7 @@ from typing import Any
 import importlib
 
 __all__ = ["TestbedConfig", "UpResult", "down", "reshape", "status", "testbed", "up"]
-_MODULE = {"reshape": "inplace"}  # name -> module, where not lifecycle
+_MODULE = {"TestbedConfig": "config", "UpResult": "config", "reshape": "inplace"}  # name -> module, where not lifecycle
 
 
 def __getattr__(name: str) -> Any:

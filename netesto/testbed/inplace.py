@@ -15,8 +15,8 @@ from typing import Any
 
 from netesto.errors import TestbedError
 from netesto.testbed import shaping
+from netesto.testbed.config import parse_loss
 from netesto.testbed.delayline import send_control
-from netesto.testbed.lifecycle import parse_loss
 from netesto.testbed.state import load_state, machine_lock, save_state, state_path
 
 SHAPES = ("bw", "rtt", "buffer", "loss", "jitter")

@@ -17,13 +17,14 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from netesto.errors import TestbedError, UsageError
-from netesto.controller.labfile import LabFile, LabHost, write_lab
-from netesto.testbed import agents, shaping, topology
+from netesto.errors import TestbedError
+from netesto.labfile import LabFile, LabHost, write_lab
+from netesto.testbed import agents, loopback, shaping, topology
+from netesto.testbed.config import WANTED_CC, TestbedConfig, UpResult
 from netesto.testbed.state import (
     list_states,
     load_state,
@@ -36,76 +37,11 @@ from netesto.testbed.state import (
     stop_process,
 )
 
-WANTED_CC = ("reno", "cubic", "bbr")
 EHASH_ENTRIES = "1024"
 AGENT_PORT = 12870
 FAIL_ENV = "NETESTO_TESTBED_FAIL_AT"  # fault injection for tests: a step name
 HANG_ENV = "NETESTO_TESTBED_HANG_AT"  # ... or hang there (to be killed: a crashed `up`)
 STEPS = ("globals", "topology", "shaping", "delay", "agents", "lab")
-
-
-@dataclass(frozen=True)
-class TestbedConfig:
-    """What `netesto testbed up` was asked for, validated."""
-
-    __test__ = False
-
-    name: str = "tb"
-    hosts: int = 3
-    bw_bps: int = 100_000_000
-    rtt_ms: float = 20.0
-    buffer_bytes: int = 250_000
-    loss: float = 0.0  # probability per packet, each direction
-    jitter_ms: float = 0.0
-    ca: str = "cubic"
-    dir: str = ""
-    agents: bool = True
-    loopback: bool = False  # force the loopback lab even where namespaces work
-
-    @classmethod
-    def parse(
-        cls,
-        *,
-        name: str = "tb",
-        hosts: int = 3,
-        bw: str | int = "100mbit",
-        rtt: str | float = "20ms",
-        buffer: str | int = "1bdp",
-        loss: str | float = 0.0,
-        jitter: str | float = 0.0,
-        ca: str = "cubic",
-        dir: str | os.PathLike[str] | None = None,
-        agents: bool = True,
-        loopback: bool = False,
-    ) -> "TestbedConfig":
-        topology.check_name(name)
-        bw_bps = shaping.parse_rate(bw)
-        rtt_ms = shaping.parse_time_ms(rtt)
-        buffer_bytes = shaping.parse_buffer(buffer, bw_bps, rtt_ms)
-        if ca not in WANTED_CC:
-            raise UsageError(f"--ca {ca!r}: one of {', '.join(WANTED_CC)}")
-        base = Path(dir).expanduser() if dir else default_dir()
-        return cls(name, hosts, bw_bps, rtt_ms, buffer_bytes, parse_loss(loss), shaping.parse_time_ms(jitter), ca, str(base.resolve()), agents, loopback)
-
-
-def parse_loss(text: str | float) -> float:
-    """A loss probability from a percentage: ``1`` or ``1%`` is 1 % (as netem).
-
-    >>> parse_loss("1%"), parse_loss("0.5"), parse_loss(0)
-    (0.01, 0.005, 0.0)
-    """
-    raw = str(text).strip().rstrip("%")
-    try:
-        pct = float(raw)
-    except ValueError as exc:
-        raise UsageError(f"bad --loss {text!r}: a percentage such as 1 or 0.5%") from exc
-    if not 0 <= pct <= 100:
-        raise UsageError(f"bad --loss {text!r}: must be within 0..100 %")
-    return pct / 100.0
-
-
-def default_dir() -> Path:
-    return Path(os.environ.get("NETESTO_TESTBED_DIR", "~/.netesto/testbeds")).expanduser()
 
 
 def namespaces_supported() -> tuple[bool, str]:
@@ -216,25 +152,11 @@ def _release_globals(name: str) -> list[str]:
     return errors
 
 
-@dataclass(frozen=True)
-class UpResult:
-    """What `up` built, for printing."""
-
-    name: str
-    lab: Path
-    mode: str  # "netns" | "loopback"
-    delay_mode: str
-    notes: list[str] = field(default_factory=list)
-    state: dict[str, Any] = field(default_factory=dict)
-
-
 def up(config: TestbedConfig, *, progress: Callable[[str], None] | None = None) -> UpResult:
     """Build the testbed of ``config``; on any failure, undo everything and re-raise."""
     say = progress or (lambda _msg: None)
     ok, why = (False, "asked for with --loopback") if config.loopback else namespaces_supported()
     if not ok:
-        from netesto.testbed import loopback
-
         return loopback.up(config, reason=why, progress=say)
     path = state_path(config.name)
     with machine_lock():
@@ -399,8 +321,6 @@ def down(name: str) -> list[str]:
     state = load_state(path)
     problems: list[str] = []
     if state.get("mode") == "loopback":
-        from netesto.testbed import loopback
-
         return loopback.down(state, path)
     if os.geteuid() != 0:
         raise TestbedError(f"testbed {name!r} is made of network namespaces: taking it down needs root")
@@ -456,4 +376,4 @@ def status(name: str | None = None) -> list[dict[str, Any]]:
     return states
 
 
-__all__ = ["TestbedConfig", "UpResult", "down", "namespaces_supported", "parse_loss", "status", "testbed", "up"]
+__all__ = ["down", "namespaces_supported", "status", "testbed", "up"]

@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from netesto.controller.labfile import LabFile, LabHost, write_lab
 from netesto.errors import TestbedError
+from netesto.labfile import LabFile, LabHost, write_lab
 from netesto.testbed import agents
+from netesto.testbed.config import TestbedConfig, UpResult
 from netesto.testbed.state import machine_lock, proc_alive, remove_lab_files, save_state, state_path, stop_process
 
 BASE_PORT = 12870
@@ -45,9 +46,7 @@ def missing_note(reason: str) -> str:
     )
 
 
-def up(config: Any, *, reason: str, progress: Callable[[str], None]) -> Any:
-    from netesto.testbed.lifecycle import UpResult
-
+def up(config: TestbedConfig, *, reason: str, progress: Callable[[str], None]) -> UpResult:
     path = state_path(config.name)
     base = Path(config.dir)
     base.mkdir(parents=True, exist_ok=True)

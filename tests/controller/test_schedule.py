@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import io
 
 import pytest
@@ -12,10 +11,6 @@ from netesto.controller.progress import ConsoleProgress, EchoText, HostError, Re
 from netesto.controller.schedule import agent_instants, expand_do_client, start_skew, to_controller_time
 from netesto.errors import TrafficError
 from netesto.script.actions import DoClient
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(schedule).failed == 0
 
 
 def test_do_client_expands_to_one_spec_per_instance() -> None:

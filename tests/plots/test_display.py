@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import doctest
 
 import numpy as np
 import pytest
 
 import netesto.plots.display as display
 from netesto.plots.display import envelope, first_per_bin
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(display).failed == 0
 
 
 def test_envelope_keeps_each_bins_extremes_in_time_order() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import shutil
 from pathlib import Path
 
@@ -14,10 +13,6 @@ import netesto.plots.latency as latency
 from netesto.raw.histogram import Histogram
 
 DATA = Path(__file__).resolve().parents[1] / "results" / "data"
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(latency).failed == 0
 
 
 def test_the_cdf_of_a_histogram_rises_to_one_at_its_max() -> None:
@@ -39,7 +34,7 @@ def test_a_recorded_rr_flow_has_its_cdf(tmp_path: Path) -> None:
     from netesto.results import process_experiment
 
     shutil.copytree(DATA / "1", tmp_path / "1")
-    process_experiment(tmp_path, 1, html=False)
+    process_experiment(tmp_path, 1)
     ds = xr.open_dataset(tmp_path / "1" / "exp.nc")
     overlay = latency.latency_cdf(tmp_path / "1")
     (curve,) = [el for el in overlay if isinstance(el, hv.Curve)]

@@ -24,7 +24,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> xr.Dataset:
 
     work = tmp_path_factory.mktemp("plots")
     shutil.copytree(DATA / "1", work / "1")
-    process_experiment(work, 1, html=False)
+    process_experiment(work, 1)
     return xr.open_dataset(work / "1" / "exp.nc").load()
 
 
@@ -134,7 +134,7 @@ def test_an_experiment_of_a_run_result_plots_itself(tmp_path: Path) -> None:
     from netesto.results import process_experiment
 
     shutil.copytree(DATA / "2", tmp_path / "2")
-    process_experiment(tmp_path, 2, html=False)
+    process_experiment(tmp_path, 2)
     exp = ExperimentResult(exp=2, exp_name="", path=tmp_path / "2", hosts=(), flows=())
     (panel,) = exp.plot("cwnd")
     assert panel.opts.get().kwargs["title"] == "Congestion window" and len(_lines(_figures(panel)[0])) >= 1

@@ -20,7 +20,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("reprs")
     for exp in (1, 2):
         shutil.copytree(DATA / str(exp), work / str(exp))
-        process_experiment(work, exp, html=False)
+        process_experiment(work, exp)
     return work
 
 

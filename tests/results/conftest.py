@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from netesto.report.experiment import process_experiment as process_with_page
 from netesto.results import process_experiment
 
 DATA = Path(__file__).parent / "data"
@@ -26,7 +27,7 @@ def processed(workdir: Path) -> Path:
     """The recorded experiments processed (exp.csv, exp.nc, summaries), OTHER testType=3Stream1;
     no exp.html (its plots take ~2 s an experiment; test_exp_html and ``processed_pages`` test it)."""
     for exp in (1, 2, 3):
-        process_experiment(workdir, exp, other="testType=3Stream1", html=False)
+        process_experiment(workdir, exp, other="testType=3Stream1")
     return workdir
 
 
@@ -34,5 +35,5 @@ def processed(workdir: Path) -> Path:
 def processed_pages(workdir: Path) -> Path:
     """As ``processed``, with each experiment's exp.html."""
     for exp in (1, 2, 3):
-        process_experiment(workdir, exp, other="testType=3Stream1")
+        process_with_page(workdir, exp, other="testType=3Stream1")
     return workdir

@@ -25,9 +25,9 @@ from netesto.results import (
     max_min_ratio,
     open_experiments,
     process_experiment,
-    run_script,
     window_goodput,
 )
+from netesto.report.table import render_page, run_script
 from netesto.results.expcsv import aggregate, parse_fields
 from netesto.results.safeexpr import evaluate
 
@@ -320,6 +320,7 @@ def test_y1units_scale_ignores_infinite_values(tmp_path: Path) -> None:
     from netesto.results.expscript import ExpScript
 
     script = ExpScript(tmp_path)
-    page = script.run(s.read_text())
+    script.run(s.read_text())
+    page = render_page(script)
     (bars,) = script.plots
     assert sorted(bars.dimension_values("lat")) == [2.0, 3.0] and 'id="plot1"' in page

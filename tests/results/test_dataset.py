@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 from netesto.results import build_dataset, load_experiment, open_experiment, open_experiments
-from netesto.results.dataset import write_netcdf
+from netesto.results.storage import write_netcdf
 from netesto.results.schema import FLOW_SUMMARIES, SCHEMA_VERSION, TIME_SERIES
 from netesto.raw.columns import FLOW_COLUMNS
 from netesto.raw.nflow import FlowWriter, read_flow

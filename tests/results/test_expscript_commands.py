@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from netesto.results import Table, run_script
+from netesto.report.table import run_script
+from netesto.results import Table
 from tests.plots.browser import painted, show
 from tests.results.browser import tag_problems
 

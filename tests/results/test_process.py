@@ -116,10 +116,12 @@ def test_user_fields_txt_is_honoured(workdir: Path) -> None:
 
 def test_reprocessing_replaces_files_and_rows(workdir: Path) -> None:
     # Processing again (--collect, a second PROCESS_EXP) duplicated the experiment's exp.csv rows.
+    from netesto.report.experiment import process_experiment as process_with_page
+
     process_experiment(workdir, 3)
     process_experiment(workdir, 2)
     first = (workdir / "2" / "all.exp.out").read_text()
-    process_experiment(workdir, 2)
+    process_with_page(workdir, 2)
     assert (workdir / "2" / "all.exp.out").read_text().count("exp:2.0") == first.count("exp:2.0")
     assert [r["exp"] for r in _rows(workdir / "exp.csv")] == ["3.0", "2.0"]
     html = (workdir / "2" / "exp.html").read_text()

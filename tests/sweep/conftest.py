@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from netesto.results import process_experiment
+from netesto.report.experiment import process_experiment
 
 from ..results.conftest import DATA
 

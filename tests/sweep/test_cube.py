@@ -11,10 +11,10 @@ import pytest
 
 from netesto.errors import SweepError
 from netesto.results import combine, open_experiment, open_experiments
+from netesto.results.cube import open_sweep, stats, t95, write_cube
+from netesto.results.manifest import Manifest, PointRecord
 from netesto.results.sweep import experiment_summary
-from netesto.sweep.cube import open_sweep, stats, t95, write_cube
 from netesto.sweep.grid import parse_grid, points
-from netesto.sweep.manifest import Manifest, PointRecord
 
 from ..plots.browser import painted, show
 from .pages import broken_links, links

@@ -9,6 +9,7 @@ import pytest
 
 from netesto.sweep.run import sweep
 from netesto.testbed import lifecycle
+from netesto.testbed.config import TestbedConfig
 
 from ..testbed import tbutil
 from .nbfiles import write
@@ -25,7 +26,7 @@ def labs(tmp_path: Path):
     try:
         for _ in range(2):
             name = tbutil.unique_name()
-            ups.append(lifecycle.up(lifecycle.TestbedConfig.parse(name=name, hosts=1, dir=tmp_path / name, loopback=True)))
+            ups.append(lifecycle.up(TestbedConfig.parse(name=name, hosts=1, dir=tmp_path / name, loopback=True)))
         yield [str(u.lab) for u in ups]
     finally:
         for u in ups:

@@ -12,7 +12,7 @@ import pytest
 
 from netesto.errors import SweepError
 from netesto.report.compare import compare
-from netesto.sweep.cube import open_sweep, t95
+from netesto.results.cube import open_sweep, t95
 
 from ..plots.browser import show
 from .pages import broken_links, links

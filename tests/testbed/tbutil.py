@@ -48,9 +48,10 @@ def testbed_up(tmp_path_factory: object, **config: object) -> Iterator[object]:
     """A testbed of ``config`` (a fresh name, its files in a temporary directory), taken down
     after, checking that nothing of it is left."""
     from netesto.testbed import lifecycle
+    from netesto.testbed.config import TestbedConfig
 
     name = unique_name()
-    up = lifecycle.up(lifecycle.TestbedConfig.parse(name=name, dir=tmp_path_factory.mktemp(name), **config))  # type: ignore[attr-defined, arg-type]
+    up = lifecycle.up(TestbedConfig.parse(name=name, dir=tmp_path_factory.mktemp(name), **config))  # type: ignore[attr-defined, arg-type]
     try:
         yield up
     finally:

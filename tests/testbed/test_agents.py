@@ -10,6 +10,7 @@ import time
 import pytest
 
 from netesto.testbed import lifecycle
+from netesto.testbed.config import TestbedConfig
 from netesto.testbed.agents import agent_available
 
 from . import tbutil
@@ -31,7 +32,7 @@ def _clients(lab_path):
 @pytest.mark.netns
 def test_agents_answer_and_router_netem_acts_on_the_link(tmp_path) -> None:
     name = tbutil.unique_name()
-    res = lifecycle.up(lifecycle.TestbedConfig.parse(name=name, hosts=2, dir=tmp_path))
+    res = lifecycle.up(TestbedConfig.parse(name=name, hosts=2, dir=tmp_path))
     clients = {}
     try:
         lab, clients = _clients(res.lab)

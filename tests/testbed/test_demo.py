@@ -76,7 +76,7 @@ def test_demo_progress_keeps_notices_apart_from_errors() -> None:
     import io
 
     from netesto.controller.progress import ActionStarted, ExperimentProcessed, HostError, Notice
-    from netesto.testbed.demo import ProgressBar, demo_progress
+    from netesto.commands.demo import ProgressBar, demo_progress
 
     bar = ProgressBar(10, io.StringIO())
     errors: list[str] = []

@@ -14,6 +14,7 @@ import pytest
 
 from netesto.errors import TestbedError, UsageError
 from netesto.testbed import lifecycle
+from netesto.testbed.config import TestbedConfig, UpResult
 from netesto.testbed.delayline import send_control
 
 from . import tbutil
@@ -24,9 +25,9 @@ RTT_MS = 20.0
 BDP_MS = 20.0  # 1 BDP of queue drains in one RTT's worth of time
 
 
-def _up(tmp_path_factory, **kw) -> lifecycle.UpResult:
+def _up(tmp_path_factory, **kw) -> UpResult:
     name = tbutil.unique_name()
-    cfg = lifecycle.TestbedConfig.parse(name=name, dir=tmp_path_factory.mktemp(name), agents=False, **kw)
+    cfg = TestbedConfig.parse(name=name, dir=tmp_path_factory.mktemp(name), agents=False, **kw)
     return lifecycle.up(cfg)
 
 
@@ -164,7 +165,7 @@ def test_failed_up_leaves_nothing_behind(tmp_path, monkeypatch, step) -> None:
     name = tbutil.unique_name()
     before = _global_sysctls()
     monkeypatch.setenv(lifecycle.FAIL_ENV, step)
-    cfg = lifecycle.TestbedConfig.parse(name=name, hosts=2, dir=tmp_path, agents=False)
+    cfg = TestbedConfig.parse(name=name, hosts=2, dir=tmp_path, agents=False)
     with pytest.raises(TestbedError, match=f"injected failure at step '{step}'"):
         lifecycle.up(cfg)
     assert tbutil.leftovers(name) == []
@@ -221,7 +222,7 @@ def _other_testbeds(name: str) -> bool:
 
 def test_usage_error_type() -> None:
     with pytest.raises(UsageError):
-        lifecycle.TestbedConfig.parse(bw="fast")
+        TestbedConfig.parse(bw="fast")
 
 
 def test_guard_only_delay_line_keeps_a_bottleneck_on_a_bare_link(veth_pair, tmp_path) -> None:
@@ -334,7 +335,7 @@ def test_two_testbeds_coexist_and_status_shows_both(tmp_path) -> None:
     beds = []
     try:
         for name, rtt in zip(names, ("10ms", "30ms")):
-            beds.append(lifecycle.up(lifecycle.TestbedConfig.parse(name=name, hosts=2, rtt=rtt, dir=tmp_path / name, agents=False)))
+            beds.append(lifecycle.up(TestbedConfig.parse(name=name, hosts=2, rtt=rtt, dir=tmp_path / name, agents=False)))
         a, b = (bed.state for bed in beds)
         assert a["subnet"] != b["subnet"] and not set(a["namespaces"]) & set(b["namespaces"])
         assert all(ns.startswith(f"{n}-") for n, st in zip(names, (a, b)) for ns in st["namespaces"])

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from netesto.errors import TestbedError, UsageError
-from netesto.testbed import lifecycle, reshape
+from netesto.testbed import reshape
+from netesto.testbed.config import UpResult
 from netesto.testbed.state import load_state, state_path
 
 from . import tbutil
@@ -21,7 +22,7 @@ def bed(tmp_path_factory):
         yield up
 
 
-def _router_qdiscs(bed: lifecycle.UpResult, dev: str) -> str:
+def _router_qdiscs(bed: UpResult, dev: str) -> str:
     return tbutil.ns_run(bed.state["router_ns"], ["tc", "qdisc", "show", "dev", dev]).stdout + \
         tbutil.ns_run(bed.state["router_ns"], ["tc", "class", "show", "dev", dev]).stdout
 

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import doctest
 import struct
 
 import pytest
 
 from netesto.errors import TestbedError, UsageError
-from netesto.testbed import delayline, lifecycle, shaping, topology
-
-
-@pytest.mark.parametrize("module", [shaping, lifecycle])
-def test_doctests(module) -> None:
-    result = doctest.testmod(module)
-    assert result.failed == 0 and result.attempted > 0
+from netesto.testbed import delayline, lifecycle, nfqueue, shaping, topology
+from netesto.testbed.config import TestbedConfig
 
 
 @pytest.mark.parametrize("text", ["bogus", "-5mbit", "0", "100 mbits/s"])
@@ -34,11 +28,11 @@ def test_buffer_forms() -> None:
 
 def test_bad_config_names_what() -> None:
     with pytest.raises(UsageError, match="testbed name"):
-        lifecycle.TestbedConfig.parse(name="Bad_Name")
+        TestbedConfig.parse(name="Bad_Name")
     with pytest.raises(UsageError, match="loss"):
-        lifecycle.TestbedConfig.parse(loss="150")
+        TestbedConfig.parse(loss="150")
     with pytest.raises(UsageError, match="--ca"):
-        lifecycle.TestbedConfig.parse(ca="vegas")
+        TestbedConfig.parse(ca="vegas")
 
 
 def test_topology_addresses_and_distinct_subnets() -> None:
@@ -52,7 +46,7 @@ def test_topology_addresses_and_distinct_subnets() -> None:
 
 
 def test_verdict_message_layout() -> None:
-    msg = delayline.verdict_message(7, 1234, delayline.NF_ACCEPT)
+    msg = nfqueue.verdict_message(7, 1234, nfqueue.NF_ACCEPT)
     length, mtype, flags, _seq, _pid = struct.unpack_from("=IHHII", msg)
     assert length == len(msg) == 16 + 4 + 4 + 8
     assert mtype == (3 << 8) | 1 and flags == 1
@@ -61,21 +55,21 @@ def test_verdict_message_layout() -> None:
 
 
 def _packet_message(queue: int, packet_id: int) -> bytes:
-    hdr = delayline._nla(delayline.NFQA_PACKET_HDR, struct.pack("!IHB", packet_id, 0x0800, 2))
-    payload = delayline._nla(10, b"\x45" + b"\0" * 27)
-    return delayline._nfmsg(delayline.NFQNL_MSG_PACKET, queue, hdr + payload)
+    hdr = nfqueue._nla(nfqueue.NFQA_PACKET_HDR, struct.pack("!IHB", packet_id, 0x0800, 2))
+    payload = nfqueue._nla(10, b"\x45" + b"\0" * 27)
+    return nfqueue._nfmsg(nfqueue.NFQNL_MSG_PACKET, queue, hdr + payload)
 
 
 def test_packet_ids_parsed_from_several_messages() -> None:
     data = _packet_message(1, 10) + _packet_message(2, 11)
-    assert delayline.parse_packet_ids(data, len(data)) == [(1, 10), (2, 11)]
+    assert nfqueue.parse_packet_ids(data, len(data)) == [(1, 10), (2, 11)]
 
 
 def test_netlink_error_replies_are_counted_not_fatal() -> None:
-    error = struct.pack("=IHHII", 16 + 4 + 16, delayline.NLMSG_ERROR, 0, 0, 0) + struct.pack("=i", -2) + b"\0" * 16
+    error = struct.pack("=IHHII", 16 + 4 + 16, nfqueue.NLMSG_ERROR, 0, 0, 0) + struct.pack("=i", -2) + b"\0" * 16
     data = _packet_message(1, 10) + error + _packet_message(1, 12)
     errors: list[int] = []
-    assert delayline.parse_packet_ids(data, len(data), errors) == [(1, 10), (1, 12)]
+    assert nfqueue.parse_packet_ids(data, len(data), errors) == [(1, 10), (1, 12)]
     assert errors == [2]
 
 

@@ -17,14 +17,16 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from netesto.errors import SweepError
-from netesto.sweep.manifest import DONE, Manifest
+from netesto.results.storage import open_experiment
+from netesto.results.manifest import DONE, Manifest
+from netesto.results.sweep import SUMMARY_UNITS, experiment_summary
 
 CUBE = "sweep.nc"
 # Two-sided 95 % Student t quantiles for 1..30 degrees of freedom (then ~normal).
@@ -68,11 +70,17 @@ def _companions(name: str, labels: np.ndarray) -> tuple[str, np.ndarray] | None:
         return None
 
 
+def point_summary(exp_dirs: Sequence[Path]) -> dict[str, float]:
+    """The point's summary numbers: the mean over its experiments."""
+    rows = [experiment_summary(open_experiment(d))["values"] for d in exp_dirs]
+    if not rows:
+        return {}
+    return {k: float(np.nanmean([r[k] for r in rows])) if any(math.isfinite(r[k]) for r in rows) else math.nan
+            for k in rows[0]}
+
+
 def build_cube(directory: str | Path, manifest: Manifest) -> xr.Dataset:
     """The cube of ``manifest``'s points (failed ones are NaN, with their status)."""
-    from netesto.results.sweep import SUMMARY_UNITS
-    from netesto.sweep.checks import summary
-
     root = Path(directory)
     names = list(manifest.grid)
     coords: dict[str, Any] = {n: _coord(manifest.grid[n]) for n in names}
@@ -93,7 +101,7 @@ def build_cube(directory: str | Path, manifest: Manifest) -> xr.Dataset:
         exps[at] = ";".join(rec.experiments)
         if rec.status == DONE and rec.experiments:
             # read when the point ended (manifests written by hand or before have none)
-            for k, v in (rec.summary or summary([root / e for e in rec.experiments])).items():
+            for k, v in (rec.summary or point_summary([root / e for e in rec.experiments])).items():
                 if k in data:
                     data[k][at] = v
     dims = [*names, "rep"]
@@ -124,8 +132,6 @@ def write_cube(directory: str | Path, manifest: Manifest) -> Path:
 def stats(cube: xr.Dataset) -> xr.Dataset:
     """Mean over ``rep`` of every summary variable, with ``<var>_ci95`` (the
     half-width of its 95 % confidence interval, Student t) and ``n`` (reps that ran)."""
-    from netesto.results.sweep import SUMMARY_UNITS
-
     out = {}
     for k in SUMMARY_UNITS:
         if k not in cube:
@@ -200,4 +206,4 @@ def open_sweep(directory: str | Path) -> Sweep:
     return Sweep(root, cube, manifest)
 
 
-__all__ = ["CUBE", "Sweep", "build_cube", "open_sweep", "stats", "t95", "write_cube"]
+__all__ = ["CUBE", "Sweep", "build_cube", "open_sweep", "point_summary", "stats", "t95", "write_cube"]

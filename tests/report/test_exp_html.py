@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from netesto.results import process_experiment
+from netesto.report.experiment import process_experiment
 from tests.plots.browser import has_colour, painted, show
 from tests.results.browser import render, tag_problems
 

@@ -1,0 +1,163 @@
+"""The nfnetlink_queue protocol over a raw ``AF_NETLINK`` socket, standard library only (the delay line's queues).
+
+:class:`NfQueue` binds netfilter queues (``iptables ... -j NFQUEUE --queue-num N``)
+with headers-only copies; :func:`parse_packet_ids` reads the (queue, packet id)
+of each queued packet from a datagram; :func:`verdict_message` builds the
+``NF_ACCEPT``/``NF_DROP`` verdict that releases one (or, batched, every earlier one).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from typing import Iterable
+
+from netesto.errors import TestbedError
+
+NETLINK_NETFILTER = 12
+NFNL_SUBSYS_QUEUE = 3
+NFQNL_MSG_PACKET = 0
+NFQNL_MSG_VERDICT = 1
+NFQNL_MSG_CONFIG = 2
+NFQNL_MSG_VERDICT_BATCH = 3
+NFQNL_CFG_CMD_BIND = 1
+NFQNL_CFG_CMD_UNBIND = 2
+NFQA_PACKET_HDR = 1
+NFQA_VERDICT_HDR = 2
+NFQA_CFG_CMD = 1
+NFQA_CFG_PARAMS = 2
+NFQA_CFG_QUEUE_MAXLEN = 3
+NFQA_CFG_MASK = 4
+NFQA_CFG_FLAGS = 5
+# Queue GSO packets whole: without it the kernel segments a 64 KB veth
+# super-packet into ~44 queue entries, and the loop would pay for each.
+NFQA_CFG_F_GSO = 1 << 2
+NFQNL_COPY_PACKET = 2
+NF_DROP = 0
+NF_ACCEPT = 1
+NLM_F_REQUEST = 1
+NLM_F_ACK = 4
+NLMSG_ERROR = 2
+NETLINK_NO_ENOBUFS = 5
+SOL_NETLINK = 270
+SO_RCVBUFFORCE = 33
+
+_NLMSGHDR = struct.Struct("=IHHII")
+_NFGENMSG = struct.Struct("=BBH")  # family, version, res_id (big-endian, packed by hand)
+_NLA = struct.Struct("=HH")
+COPY_RANGE = 128  # headers only: the verdict needs the packet id, not the payload
+QUEUE_MAXLEN = 65536
+
+
+def _nla(attr_type: int, payload: bytes) -> bytes:
+    length = _NLA.size + len(payload)
+    pad = (4 - length % 4) % 4
+    return _NLA.pack(length, attr_type) + payload + b"\0" * pad
+
+
+def _nfmsg(msg_type: int, queue: int, attrs: bytes, *, flags: int = NLM_F_REQUEST, seq: int = 0) -> bytes:
+    body = struct.pack("=BB", socket.AF_UNSPEC, 0) + struct.pack("!H", queue) + attrs
+    return _NLMSGHDR.pack(_NLMSGHDR.size + len(body), (NFNL_SUBSYS_QUEUE << 8) | msg_type, flags, seq, 0) + body
+
+
+def verdict_message(queue: int, packet_id: int, verdict: int, *, batch: bool = False) -> bytes:
+    """One verdict (or, with ``batch``, a verdict for every id <= ``packet_id``)."""
+    kind = NFQNL_MSG_VERDICT_BATCH if batch else NFQNL_MSG_VERDICT
+    return _nfmsg(kind, queue, _nla(NFQA_VERDICT_HDR, struct.pack("!II", verdict, packet_id)))
+
+
+def parse_packet_ids(data: bytes | memoryview, nbytes: int, errors: list[int] | None = None) -> list[tuple[int, int]]:
+    """(queue, packet_id) of every NFQNL_MSG_PACKET message in one datagram.
+
+    Netlink error replies (a verdict for a packet the kernel already dropped,
+    say, when an interface went away) are not fatal: their errno values go to
+    ``errors``.
+    """
+    out: list[tuple[int, int]] = []
+    off = 0
+    while off + _NLMSGHDR.size <= nbytes:
+        length, mtype, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
+        if length < _NLMSGHDR.size:
+            break
+        if mtype == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET:
+            (queue,) = struct.unpack_from("!H", data, off + _NLMSGHDR.size + 2)
+            aoff = off + _NLMSGHDR.size + _NFGENMSG.size
+            end = off + length
+            while aoff + _NLA.size <= end:
+                alen, atype = _NLA.unpack_from(data, aoff)
+                if alen < _NLA.size:
+                    break
+                if atype & 0x7FFF == NFQA_PACKET_HDR:
+                    (packet_id,) = struct.unpack_from("!I", data, aoff + _NLA.size)
+                    out.append((queue, packet_id))
+                    break
+                aoff += (alen + 3) & ~3
+        elif mtype == NLMSG_ERROR and errors is not None:
+            (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
+            if err:
+                errors.append(-err)
+        off += (length + 3) & ~3
+    return out
+
+
+class NfQueue:
+    """A netlink socket bound to some netfilter queues (this namespace's)."""
+
+    def __init__(self, queues: Iterable[int], *, rcvbuf: int = 16 << 20) -> None:
+        self.queues = list(queues)
+        try:
+            self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+        except OSError as exc:
+            raise TestbedError(f"delay line: cannot open a netfilter netlink socket: {exc}") from exc
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
+        except OSError:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        # A full receive buffer must not turn into an error on every later recv.
+        self.sock.setsockopt(SOL_NETLINK, NETLINK_NO_ENOBUFS, 1)
+        self.sock.bind((0, 0))
+        self._seq = 0
+        for queue in self.queues:
+            self._config(queue, _nla(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_BIND, 0)))
+            self._config(queue, _nla(NFQA_CFG_PARAMS, struct.pack("!IB", COPY_RANGE, NFQNL_COPY_PACKET)))
+            self._config(queue, _nla(NFQA_CFG_QUEUE_MAXLEN, struct.pack("!I", QUEUE_MAXLEN)))
+            self._config(
+                queue,
+                _nla(NFQA_CFG_FLAGS, struct.pack("!I", NFQA_CFG_F_GSO))
+                + _nla(NFQA_CFG_MASK, struct.pack("!I", NFQA_CFG_F_GSO)),
+            )
+        self.sock.setblocking(False)
+
+    def _config(self, queue: int, attrs: bytes) -> None:
+        self._seq += 1
+        self.sock.sendall(_nfmsg(NFQNL_MSG_CONFIG, queue, attrs, flags=NLM_F_REQUEST | NLM_F_ACK, seq=self._seq))
+        while True:
+            data = self.sock.recv(65536)
+            off = 0
+            while off + _NLMSGHDR.size <= len(data):
+                length, mtype, _f, seq, _p = _NLMSGHDR.unpack_from(data, off)
+                if mtype == NLMSG_ERROR and seq == self._seq:
+                    (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
+                    if err:
+                        raise TestbedError(
+                            f"delay line: configuring netfilter queue {queue} failed: "
+                            f"{os.strerror(-err)} (another process bound to it?)"
+                        )
+                    return
+                off += max((length + 3) & ~3, _NLMSGHDR.size)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def close(self) -> None:
+        try:
+            self.sock.setblocking(True)
+            for queue in self.queues:
+                self.sock.send(_nfmsg(NFQNL_MSG_CONFIG, queue, _nla(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_UNBIND, 0))))
+        except OSError:
+            pass
+        self.sock.close()
+
+
+__all__ = ["NF_ACCEPT", "NF_DROP", "NfQueue", "parse_packet_ids", "verdict_message"]

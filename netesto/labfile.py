@@ -11,6 +11,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Mapping
+
+# The [testbed] table: the bottleneck of the testbed a lab is, in the units a result's
+# parameters take (bits/s, ms, bytes, a fraction, ms). It is the file's last table.
+TESTBED_KEYS = ("name", "mode", "bw", "rtt", "buffer", "loss", "jitter")
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class LabFile:
     host_suffix: str = ""
     hosts: tuple[LabHost, ...] = ()
     comments: tuple[str, ...] = field(default=())
+    testbed: Mapping[str, Any] = field(default_factory=dict)  # TESTBED_KEYS; empty for a lab of real hosts
 
 
 def _q(value: str) -> str:
@@ -88,7 +94,41 @@ def render_lab(lab: LabFile) -> str:
         if host.dev:
             out.append(f"dev = {_q(host.dev)}")
         out.append("")
-    return "\n".join(out)
+    table = testbed_table(lab.testbed)
+    return "\n".join(out) + ("\n" + table if table else "")
+
+
+def testbed_table(shape: Mapping[str, Any]) -> str:
+    """The ``[testbed]`` table of ``shape`` ('' when empty).
+
+    >>> print(testbed_table({"name": "tb", "mode": "netns", "bw": 10_000_000, "rtt": 20.0}), end="")
+    [testbed]
+    name = "tb"
+    mode = "netns"
+    bw = 10000000
+    rtt = 20.0
+    """
+    if not shape:
+        return ""
+    unknown = set(shape) - set(TESTBED_KEYS)
+    if unknown:
+        raise ValueError(f"[testbed]: unknown keys {sorted(unknown)}; known: {', '.join(TESTBED_KEYS)}")
+    lines = ["[testbed]"]
+    for key in TESTBED_KEYS:
+        if key in shape:
+            value = shape[key]
+            lines.append(f"{key} = {_q(value) if isinstance(value, str) else repr(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def update_testbed(path: Path, shape: Mapping[str, Any]) -> Path:
+    """Rewrite the ``[testbed]`` table of the lab file at ``path`` (a testbed reshaped in place)."""
+    text = path.read_text()
+    head = text.split("\n[testbed]\n", 1)[0].rstrip("\n") + "\n\n"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(head + testbed_table(shape))
+    tmp.replace(path)
+    return path
 
 
 def write_lab(path: Path, lab: LabFile) -> Path:
@@ -99,4 +139,4 @@ def write_lab(path: Path, lab: LabFile) -> Path:
     return path
 
 
-__all__ = ["LabFile", "LabHost", "render_lab", "write_lab"]
+__all__ = ["LabFile", "LabHost", "TESTBED_KEYS", "render_lab", "testbed_table", "update_testbed", "write_lab"]

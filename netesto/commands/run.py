@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from netesto.errors import NetestoError, UsageError
 from netesto.script.store import parse_defines
 
 if TYPE_CHECKING:
-    from netesto.controller.lab import Lab
     from netesto.controller.result import RunResult
 
 
@@ -34,32 +32,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 
-def testbed_shape(lab_path: Path | None) -> dict[str, Any]:
-    """The bottleneck of the testbed whose lab file ``lab_path`` is (``{}`` for any other lab):
-    its settings now, as a result's parameters (bw, rtt, buffer, loss, jitter)."""
-    if lab_path is None:
-        return {}
-    from netesto.testbed.state import list_states
-
-    try:
-        here = Path(lab_path).resolve()
-        state = next((s for s in list_states() if s.get("lab") and Path(s["lab"]).resolve() == here), None)
-    except OSError:
-        return {}
-    if not state:
-        return {}
-    cfg = state.get("config", {})
-    return {"name": state.get("name", ""), "mode": state.get("mode", ""), "bw": int(cfg.get("bw_bps", 0)),
-            "rtt": float(cfg.get("rtt_ms", 0.0)), "buffer": int(cfg.get("buffer_bytes", 0)),
-            "loss": float(cfg.get("loss", 0.0)), "jitter": float(cfg.get("jitter_ms", 0.0))}
-
-
-def with_testbed(lab: "Lab") -> "Lab":
-    """``lab`` carrying the shape of the testbed it is (experiment.json records it), if it is one."""
-    shape = testbed_shape(lab.path)
-    return replace(lab, testbed=shape) if shape else lab
-
-
 def main(args: argparse.Namespace) -> int:
     from netesto.controller import ConsoleProgress, Lab, collect, run
     from netesto.controller.result import RunResult
@@ -68,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
 
     if (args.script is None) == (not args.collect):
         raise UsageError("give a SCRIPT to run, or --collect (not both)")
-    lab = with_testbed(Lab.from_file(args.lab))
+    lab = Lab.from_file(args.lab)
     console = ConsoleProgress(sys.stdout, verbose=args.verbose)
     progress: Progress = console
     if args.quiet:

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from netesto.labfile import LabFile, render_lab
-from netesto.labfile import LabHost as FileHost
 from netesto.errors import LabError
+from netesto.labfile import TESTBED_KEYS, LabFile, render_lab
+from netesto.labfile import LabHost as FileHost
 
 DEFAULT_PORT = 12870
 # Interface names the agents accept (Linux IFNAMSIZ-1 characters, no blanks or '/').
@@ -119,7 +119,8 @@ class Lab:
     insecure: bool = False
     path: Path | None = field(default=None, compare=False)
     # The bottleneck of the testbed the lab is (bw, rtt, buffer, loss, jitter, as a result's
-    # parameters): given by whoever knows it (the testbed, the front ends); experiment.json keeps it.
+    # parameters): the lab file's [testbed] table, which the testbed writes and rewrites when it
+    # is reshaped; experiment.json keeps it.
     testbed: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -227,7 +228,7 @@ class Lab:
         """A lab from the lab file's structure: ``{"lab": {...}, "hosts": {name: {...}}}``."""
         base = Path(base_dir) if base_dir is not None else Path.cwd()
         where = f"lab file {path}" if path else "lab"
-        _check_keys(data, frozenset({"lab", "hosts"}), where)
+        _check_keys(data, frozenset({"lab", "hosts", "testbed"}), where)
         top = data.get("lab", {})
         if not isinstance(top, Mapping):
             raise LabError(f"{where}: [lab] must be a table")
@@ -274,6 +275,10 @@ class Lab:
         insecure = top.get("insecure", False)
         if not isinstance(insecure, bool):
             raise LabError(f"{where}: insecure must be true or false")
+        testbed = data.get("testbed", {})
+        if not isinstance(testbed, Mapping):
+            raise LabError(f"{where}: [testbed] must be a table")
+        _check_keys(testbed, frozenset(TESTBED_KEYS), f"{where} [testbed]")
         return cls(
             hosts=tuple(hosts),
             name=str(top.get("name", path.stem if path else "lab")),
@@ -281,6 +286,7 @@ class Lab:
             controller_key=keypath(top.get("controller_key"), "controller_key"),
             insecure=insecure,
             path=path,
+            testbed=dict(testbed),
         )
 
     @classmethod
@@ -319,7 +325,8 @@ class Lab:
                      h.shape.agent if h.shape else "", h.shape.dev if h.shape else "", h.dev)
             for h in self.hosts
         )
-        return render_lab(LabFile(self.name, str(self.controller_key or ""), self.insecure, self.host_suffix, hosts))
+        return render_lab(LabFile(self.name, str(self.controller_key or ""), self.insecure, self.host_suffix, hosts,
+                                  testbed=self.testbed))
 
 
 def _suggest(name: str, names: list[str]) -> str:

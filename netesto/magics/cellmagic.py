@@ -159,14 +159,16 @@ class NetestoMagics(Magics):
         return None
 
     def _lab(self, args: Any) -> Any:
-        """The cell's Lab (``--lab`` or the session's, with its testbed's shape), None when neither is set."""
-        from netesto.commands.run import with_testbed
+        """The cell's Lab (``--lab`` or the session's), None when neither is set. A lab file is read
+        again for every cell: a testbed reshaped since (a sweep's next point) has rewritten its shape."""
         from netesto.controller import Lab
 
         lab = args.lab or self.lab
+        if isinstance(lab, Lab) and lab.path is not None:
+            lab = lab.path
         if lab is not None and not isinstance(lab, Lab):
             lab = Lab.from_file(lab)
-        return with_testbed(lab) if lab is not None else None
+        return lab
 
     def _plan(self, cell: str, args: Any, defines: dict[str, str], lab: Any) -> Any:
         """The cell's :class:`~netesto.controller.plan.Plan`, the one the run executes: the

@@ -11,9 +11,11 @@ guard put back these settings rather than the first ones.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from netesto.errors import TestbedError
+from netesto.labfile import update_testbed
 from netesto.testbed import shaping
 from netesto.testbed.config import parse_loss
 from netesto.testbed.delayline import send_control
@@ -46,6 +48,9 @@ def reshape(name: str, *, bw: str | int | None = None, rtt: str | float | None =
         cfg.update(bw_bps=bw_bps, rtt_ms=rtt_ms, buffer_bytes=buffer_bytes, loss=loss_p, jitter_ms=jitter_ms)
         state["bw_bps"] = bw_bps
         save_state(path, state)
+        if state.get("lab"):  # what the controller reads: the next run records the new shape
+            update_testbed(Path(state["lab"]), {"name": name, "mode": "netns", "bw": bw_bps, "rtt": rtt_ms,
+                                                "buffer": buffer_bytes, "loss": loss_p, "jitter": jitter_ms})
     return {"bw_bps": bw_bps, "rtt_ms": rtt_ms, "buffer_bytes": buffer_bytes, "loss": loss_p, "jitter_ms": jitter_ms}
 
 

@@ -278,7 +278,9 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
         f"testbed {config.name}: {config.hosts} hosts, {config.bw_bps / 1e6:g} Mbit/s, rtt {config.rtt_ms:g} ms, "
         f"buffer {config.buffer_bytes} B, loss {config.loss * 100:g} %, delay by {state['delay_mode']}"
     )
-    write_lab(lab_path, LabFile(config.name, controller_key, False, "", tuple(lab_hosts), (comment,)))
+    shape = {"name": config.name, "mode": "netns", "bw": config.bw_bps, "rtt": config.rtt_ms,
+             "buffer": config.buffer_bytes, "loss": config.loss, "jitter": config.jitter_ms}
+    write_lab(lab_path, LabFile(config.name, controller_key, False, "", tuple(lab_hosts), (comment,), testbed=shape))
     state["lab"] = str(lab_path)
     state["status"] = "up"
     rec.save()

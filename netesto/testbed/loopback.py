@@ -87,7 +87,8 @@ def up(config: TestbedConfig, *, reason: str, progress: Callable[[str], None]) -
         for name, port in zip(names, ports):
             lab_hosts.append(LabHost(name, "127.0.0.1", port, "127.0.0.1", public[name]))
         lab_path = base / f"{config.name}.lab.toml"
-        write_lab(lab_path, LabFile(config.name, controller_key, False, "", tuple(lab_hosts), (note,)))
+        write_lab(lab_path, LabFile(config.name, controller_key, False, "", tuple(lab_hosts), (note,),
+                                    testbed={"name": config.name, "mode": "loopback"}))  # no bottleneck
         state["lab"] = str(lab_path)
         state["status"] = "up"
         save_state(path, state)

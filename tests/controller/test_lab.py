@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,20 @@ def test_lab_file_reads_back_with_the_controller(tmp_path) -> None:
     assert h1.test_address == "10.150.1.1" and h1.shape.agent == "router" and h1.shape.dev == "r-h1"
     assert parsed.host("router").role == "router"
     assert parsed.controller_key == keys / "controller.key_secret"
+
+
+def test_a_testbed_lab_file_carries_its_bottleneck(tmp_path) -> None:
+    from netesto.labfile import LabFile, LabHost, update_testbed, write_lab
+
+    shape = {"name": "tb", "mode": "netns", "bw": 20_000_000, "rtt": 40.0, "buffer": 100_000, "loss": 0.0,
+             "jitter": 0.0}
+    path = write_lab(tmp_path / "tb.lab.toml", LabFile("tb", insecure=True, hosts=(LabHost("h1", "127.0.0.1"),),
+                                                       testbed=shape))
+    lab = Lab.from_file(path)
+    assert lab.testbed == shape
+    assert Lab.from_dict(tomllib.loads(lab.to_toml())).testbed == shape  # written back as read
+    update_testbed(path, {**shape, "bw": 50_000_000})
+    assert Lab.from_file(path).testbed["bw"] == 50_000_000 and Lab.from_file(path).host("h1").control == "127.0.0.1"
+    path.write_text(path.read_text().replace("jitter = 0.0", "bandwidth = 1"))
+    with pytest.raises(LabError, match=r"\[testbed\]: unknown key\(s\) bandwidth"):
+        Lab.from_file(path)

@@ -15,7 +15,8 @@ from netesto.controller.context import NETSERVER_PORT, RunContext
 from netesto.controller.plan import check_flow_ids
 from netesto.controller.progress import ActionFinished, ActionStarted, FlowsScheduled, HostError, Notice
 from netesto.controller.records import ExpState, FlowRecord
-from netesto.controller.schedule import expand_do_client, short_name, wait_timeout
+from netesto.controller.schedule import expand_do_client, wait_timeout
+from netesto.raw.experiment import short_host
 from netesto.errors import AgentError, AgentUnreachable
 from netesto.protocol.flowspec import FlowSpec
 from netesto.script.actions import DoClient
@@ -96,7 +97,7 @@ def _targets(r: RunContext, batch: list[DoClient]) -> dict[str, list[Target]]:
         if r.hosts[client].dead:
             continue
         if a.stats and (client, 0) not in e.snapshots:
-            if r.remote(client, lambda h: h.client.snapshot(a.exp, 0, short_name(client))) is not None:
+            if r.remote(client, lambda h: h.client.snapshot(a.exp, 0, short_host(client))) is not None:
                 e.snapshots.add((client, 0))
         if a.stats:
             e.stats_hosts.add(client)
@@ -140,7 +141,7 @@ def _start_host(r: RunContext, c: str, targets: list[Target], t_common: float) -
         for a, server, _ in targets:
             if a.exp == exp_n and (c, server) not in e.pings:
                 target = r.lab.resolve(server).test_address
-                pname = short_name(server)  # the agent files it as <client>-<name>
+                pname = short_host(server)  # the agent files it as <client>-<name>
                 until = max(rec.end_ctrl for rec in mine if rec.server == server)
                 if ping(r, c, e, target, pname, until - time.time()) is not None:
                     e.pings.add((c, server))

@@ -14,7 +14,7 @@ from netesto.controller.context import RunContext
 from netesto.controller.flows import prepare_server, wait_flows
 from netesto.controller.progress import DataStored, EchoText, ExperimentProcessed, Notice
 from netesto.controller.records import NO_RESULTS, ExpState, process_results, skews_from_files
-from netesto.controller.schedule import short_name
+from netesto.raw.experiment import short_host
 from netesto.controller.session import HostSession
 from netesto.errors import StorageError
 from netesto.script.actions import (
@@ -73,7 +73,7 @@ def get_data(r: RunContext, name: str, e: ExpState, *, salvage: bool = False) ->
         r.remote(host, lambda h: h.client.tcpdump_stop(e.exp))
         e.tcpdumps.discard(host)
     if host in e.stats_hosts and (host, 1) not in e.snapshots:
-        if r.remote(host, lambda h: h.client.snapshot(e.exp, 1, short_name(host))) is not None:
+        if r.remote(host, lambda h: h.client.snapshot(e.exp, 1, short_host(host))) is not None:
             e.snapshots.add((host, 1))
 
     def fetch(h: HostSession) -> Any:
@@ -131,7 +131,7 @@ def _do_server(r: RunContext, a: DoServer) -> None:
     if a.order >= 1:
         # "after" statistics: only once the flows this host serves have ended
         wait_flows(r, name, e, margin=r.wait_margin)
-    if r.remote(name, lambda h: h.client.snapshot(a.exp, a.order, short_name(name))) is not None:
+    if r.remote(name, lambda h: h.client.snapshot(a.exp, a.order, short_host(name))) is not None:
         e.snapshots.add((name, a.order))
     if a.start:
         prepare_server(r, e, name)

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from netesto._version import __version__
 from netesto.controller.lab import Lab
-from netesto.controller.schedule import short_name, start_skew
+from netesto.controller.schedule import start_skew
 from netesto.errors import NetestoError, StorageError, UsageError
 from netesto.protocol.flowspec import FlowSpec
+from netesto.raw.experiment import ExperimentRecord, FlowEntry, short_host
 from netesto.script.actions import DoClient
 
 if TYPE_CHECKING:
@@ -85,23 +86,23 @@ class RunFacts:
 
 def experiment_json(e: ExpState, *, lab: Lab, hosts: Mapping[str, HostSession], facts: RunFacts,
                     interrupted: bool) -> dict[str, Any]:
-    """The experiment.json document of ``e`` (schema 1)."""
+    """The experiment.json document of ``e``: a :class:`~netesto.raw.experiment.ExperimentRecord`,
+    the one shape results read it back through."""
     flows = []
     for r in e.flows:
         a, s = r.action, r.spec
-        flows.append({
-            "flow_id": s.flow_id, "host": short_name(r.host), "server": short_name(r.server),
-            "group": a.group, "instance": r.instance, "test": s.test, "ca": s.ca, "dur": s.dur,
+        flows.append(FlowEntry(s.flow_id, short_host(r.host), short_host(r.server), a.group, r.instance, {
+            "test": s.test, "ca": s.ca, "dur": s.dur,
             "delay": a.delay, "req": s.req, "reply": s.reply, "driver": s.driver,
             "local_buffer": s.local_buffer, "remote_buffer": s.remote_buffer, "pacing": s.pacing,
             "rate": s.rate, "interval": s.interval, "instances": a.instances, "exp_name": a.exp_name,
             "start_at": r.start_ctrl, "start_skew": r.start_skew,
-        })
+        }))
     doc_hosts = {}
     for name in sorted(e.hosts):
         h = hosts.get(name)
         info = h.info if h else {}
-        doc_hosts[short_name(name)] = {
+        doc_hosts[short_host(name)] = {
             "kernel": info.get("kernel", ""),
             "hostname": info.get("hostname", ""),
             "agent_version": info.get("agent_version", info.get("package", "")),
@@ -113,13 +114,12 @@ def experiment_json(e: ExpState, *, lab: Lab, hosts: Mapping[str, HostSession], 
             "error": h.dead if h else "",
             "tools": info.get("tools", {}),
         }
-    return {
-        "schema": 1, "exp": e.exp, "exp_name": e.exp_name, "script": facts.script,
-        "desc": e.desc, "other": [list(p) for p in e.other], "netesto_version": __version__,
-        "flows": flows, "hosts": doc_hosts, "actions": e.actions, "errors": list(e.errors),
-        "interrupted": interrupted,
-        "seed": facts.seed, "defines": dict(facts.defines), "testbed": dict(facts.testbed),
-    }
+    return ExperimentRecord(
+        exp=e.exp, exp_name=e.exp_name, script=facts.script, desc=e.desc, other=e.other,
+        netesto_version=__version__, flows=tuple(flows), hosts=doc_hosts, actions=tuple(e.actions),
+        errors=tuple(e.errors), interrupted=interrupted, seed=facts.seed, defines=dict(facts.defines),
+        testbed=dict(facts.testbed),
+    ).to_json()
 
 
 def write_json(e: ExpState, doc: dict[str, Any]) -> Path:

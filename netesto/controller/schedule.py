@@ -10,17 +10,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from netesto.script.actions import DoClient
 from netesto.protocol.flowspec import FlowSpec
-
-
-def short_name(host: str) -> str:
-    """The host name up to the first dot (``h1.mynet`` -> ``h1``).
-
-    >>> short_name("h1.mynetwork.com"), short_name("h2")
-    ('h1', 'h2')
-    """
-    return host.split(".", 1)[0]
+from netesto.raw.experiment import FlowId, short_host
+from netesto.script.actions import DoClient
 
 
 def flow_id(client: str, server: str, group: int, instance: int) -> str:
@@ -29,7 +21,7 @@ def flow_id(client: str, server: str, group: int, instance: int) -> str:
     >>> flow_id("h1.lab", "h2.lab", 3, 0)
     'h1-h2-3-0'
     """
-    return f"{short_name(client)}-{short_name(server)}-{group}-{instance}"
+    return str(FlowId.of(client, server, group, instance))
 
 
 def expand_do_client(
@@ -55,8 +47,8 @@ def expand_do_client(
         raise ValueError(f"{len(ports)} ports for {action.instances} instances")
     at = None if start_at is None else start_at + action.delay
     meta = (
-        ("host", short_name(client)),
-        ("server", short_name(server)),
+        ("host", short_host(client)),
+        ("server", short_host(server)),
         ("group", str(action.group)),
         ("exp_name", action.exp_name),
         ("instances", str(action.instances)),
@@ -131,7 +123,6 @@ __all__ = [
     "agent_instants",
     "expand_do_client",
     "flow_id",
-    "short_name",
     "start_skew",
     "to_controller_time",
     "wait_timeout",

@@ -39,8 +39,9 @@ from netesto.testbed.state import (
 
 EHASH_ENTRIES = "1024"
 AGENT_PORT = 12870
-FAIL_ENV = "NETESTO_TESTBED_FAIL_AT"  # fault injection for tests: a step name
-HANG_ENV = "NETESTO_TESTBED_HANG_AT"  # ... or hang there (to be killed: a crashed `up`)
+# The steps of `up`, in order; ``up(..., at_step=f)`` calls ``f(step)`` as each begins (a
+# test makes one fail or hang there).
+STEPS = ("globals", "topology", "shaping", "delay", "agents", "lab")
 STEPS = ("globals", "topology", "shaping", "delay", "agents", "lab")
 
 
@@ -57,13 +58,6 @@ def namespaces_supported() -> tuple[bool, str]:
         return False, f"network namespaces are not available: {proc.stderr.strip()}"
     subprocess.run(["ip", "netns", "del", probe], capture_output=True)
     return True, ""
-
-
-def _inject(step: str) -> None:
-    if os.environ.get(HANG_ENV) == step:
-        time.sleep(3600)
-    if os.environ.get(FAIL_ENV) == step:
-        raise TestbedError(f"injected failure at step {step!r} ({FAIL_ENV})")
 
 
 class _StateRecorder(topology.Recorder):
@@ -152,8 +146,10 @@ def _release_globals(name: str) -> list[str]:
     return errors
 
 
-def up(config: TestbedConfig, *, progress: Callable[[str], None] | None = None) -> UpResult:
-    """Build the testbed of ``config``; on any failure, undo everything and re-raise."""
+def up(config: TestbedConfig, *, progress: Callable[[str], None] | None = None,
+       at_step: Callable[[str], None] | None = None) -> UpResult:
+    """Build the testbed of ``config``; on any failure, undo everything and re-raise.
+    ``at_step`` is called with the name of each step of :data:`STEPS` as it begins."""
     say = progress or (lambda _msg: None)
     ok, why = (False, "asked for with --loopback") if config.loopback else namespaces_supported()
     if not ok:
@@ -186,7 +182,7 @@ def up(config: TestbedConfig, *, progress: Callable[[str], None] | None = None) 
         save_state(path, state)
     rec = _StateRecorder(path, state)
     try:
-        _build(config, topo, rec, say)
+        _build(config, topo, rec, say, at_step or (lambda _step: None))
     except BaseException:
         say("set-up failed: removing what was created")
         with contextlib.suppress(Exception):
@@ -195,11 +191,12 @@ def up(config: TestbedConfig, *, progress: Callable[[str], None] | None = None) 
     return UpResult(config.name, Path(state["lab"]), "netns", state["delay_mode"], state.get("notes", []), state)
 
 
-def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, say: Callable[[str], None]) -> None:
+def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, say: Callable[[str], None],
+           step: Callable[[str], None]) -> None:
     state = rec.state
     base = Path(config.dir)
     base.mkdir(parents=True, exist_ok=True)
-    _inject("globals")
+    step("globals")
     say("machine-wide sysctls: allowed congestion controls, tcp_child_ehash_entries")
     # Before the namespaces exist: they take their private ehash size at creation.
     state["globals"] = True
@@ -207,7 +204,7 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
     state["globals_set"] = _acquire_globals(config.name)
     rec.save()
 
-    _inject("topology")
+    step("topology")
     say(f"namespaces {topo.router_ns}, {topo.links[0].ns}..{topo.links[-1].ns}; addresses 10.{topo.subnet}.0.0/16")
     state["links"] = [asdict(lk) for lk in topo.links]
     state["router_ns"] = topo.router_ns
@@ -218,12 +215,12 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
     for lk in topo.links:
         topology.sysctl_ns(lk.ns, {"net.ipv4.tcp_congestion_control": config.ca, "net.ipv4.tcp_no_metrics_save": "1"})
 
-    _inject("shaping")
+    step("shaping")
     say(f"bottleneck: htb {config.bw_bps / 1e6:g} Mbit/s, bfifo {config.buffer_bytes} bytes per router link")
     for lk in topo.links:
         shaping.setup_bottleneck(topo.router_ns, lk.router_dev, config.bw_bps, config.buffer_bytes, topo.control_subnet)
 
-    _inject("delay")
+    step("delay")
     one_way = config.rtt_ms / 2
     notes = state.setdefault("notes", [])
     guards = [f"{lk.router_dev}={config.bw_bps}:{config.buffer_bytes}:{topo.control_subnet}" for lk in topo.links]
@@ -248,7 +245,7 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
         )
     rec.save()
 
-    _inject("agents")
+    step("agents")
     keys_dir = base / f"{config.name}.keys"
     lab_hosts: list[LabHost] = []
     names = [lk.host for lk in topo.links] + ["router"]
@@ -269,7 +266,7 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
         public = {n: "" for n in names}
     rec.save()
 
-    _inject("lab")
+    step("lab")
     for lk in topo.links:
         lab_hosts.append(LabHost(lk.host, lk.addr, AGENT_PORT, lk.addr, public[lk.host], shape_agent="router", shape_dev=lk.router_dev, dev=lk.dev))
     lab_hosts.append(LabHost("router", topo.router_control_addr, AGENT_PORT, public_key=public["router"], role="router"))
@@ -378,4 +375,4 @@ def status(name: str | None = None) -> list[dict[str, Any]]:
     return states
 
 
-__all__ = ["down", "namespaces_supported", "status", "testbed", "up"]
+__all__ = ["STEPS", "down", "namespaces_supported", "status", "testbed", "up"]

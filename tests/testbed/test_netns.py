@@ -161,13 +161,17 @@ def test_bad_bw_fails_before_creating_anything(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("step", ["topology", "delay", "agents", "lab"])
-def test_failed_up_leaves_nothing_behind(tmp_path, monkeypatch, step) -> None:
+def test_failed_up_leaves_nothing_behind(tmp_path, step) -> None:
     name = tbutil.unique_name()
     before = _global_sysctls()
-    monkeypatch.setenv(lifecycle.FAIL_ENV, step)
+
+    def fail_at(now: str) -> None:
+        if now == step:
+            raise TestbedError(f"injected failure at step {step!r}")
+
     cfg = TestbedConfig.parse(name=name, hosts=2, dir=tmp_path, agents=False)
     with pytest.raises(TestbedError, match=f"injected failure at step '{step}'"):
-        lifecycle.up(cfg)
+        lifecycle.up(cfg, at_step=fail_at)
     assert tbutil.leftovers(name) == []
     if not _other_testbeds(name):
         assert _global_sysctls() == before
@@ -269,9 +273,10 @@ def test_down_cleans_up_after_a_killed_up(tmp_path) -> None:
     from netesto.testbed.state import state_path
 
     name = tbutil.unique_name()
-    env = {**os.environ, lifecycle.HANG_ENV: "agents"}
-    proc = subprocess.Popen([sys.executable, "-m", "netesto", "testbed", "up", "--name", name, "--hosts", "2", "--dir", str(tmp_path)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-m", "tests.testbed.hanging_up", name, str(tmp_path), "agents"],
+                            cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     state: dict = {}
     try:
         deadline = time.monotonic() + 20

@@ -7,7 +7,7 @@ the CPU the sampler of 100 flows at 100 Hz uses.
 0. Within runs (the target's reading): 64 TCP_STREAM flows for 60 s on a
    fresh veth pair, the wall clock cut in pairs of 0.5 s windows and the
    engine's sampler on (10 ms) in one window of each pair and off in the
-   other (``NETESTO_BENCH_SAMPLE_DUTY``, a bench-only switch read by the
+   other (the engine's bench-only ``--sample-duty W`` option, read by the
    Sampler; which window of a pair follows the Thue-Morse sequence,
    ``sampler.bench_window_sampled``); the client veth's byte counter read
    20 times a second gives each window's goodput, and each sampled window
@@ -191,13 +191,12 @@ def duty_ratios(rates: list[tuple[int, float]], window: float) -> list[float]:
 
 def within_run(dur: float, flows: int, window: float, interval: float) -> list[float]:
     """One run of ``flows`` flows for ``dur`` s on a fresh veth pair, with the engine's sampler
-    on in one ``window``-second window of each pair and off in the other (NETESTO_BENCH_SAMPLE_DUTY);
+    on in one ``window``-second window of each pair and off in the other (``--sample-duty``);
     the client's veth byte counter read 20 times a second. Returns :func:`duty_ratios`."""
-    os.environ["NETESTO_BENCH_SAMPLE_DUTY"] = str(window)  # inherited by the engine's server and client
     pair = netns.make_veth_pair()
     workdir = Path(tempfile.mkdtemp(prefix="bench_duty"))
     try:
-        engine = Engine(pair, workdir)
+        engine = Engine(pair, workdir, options=("--sample-duty", str(window)))
         counter = pair.popen(pair.a, [sys.executable, "-c", _COUNTER, str(dur + 3)], stdout=subprocess.PIPE,
                              text=True)
         engine.run([dict(flow_id=f"a-b-0-{i}", test="TCP_STREAM", dur=dur, ca="cubic", interval=interval)
@@ -205,7 +204,6 @@ def within_run(dur: float, flows: int, window: float, interval: float) -> list[f
         out = counter.communicate(timeout=30)[0]
         engine.close()
     finally:
-        del os.environ["NETESTO_BENCH_SAMPLE_DUTY"]
         pair.close()
         shutil.rmtree(workdir, ignore_errors=True)
     points = [(float(t), int(b)) for t, b in (line.split() for line in out.splitlines())]

@@ -109,14 +109,17 @@ def where(cpus: tuple[int | None, int | None]) -> str:
 
 
 class Engine:
-    """The engine's server in namespace b; clients run from namespace a."""
+    """The engine's server in namespace b; clients run from namespace a. ``options`` go to both
+    ends' command lines (``("--sample-duty", "0.5")``)."""
 
-    def __init__(self, pair: netns.VethPair, workdir: Path, server_prefix: Sequence[str] = ()) -> None:
+    def __init__(self, pair: netns.VethPair, workdir: Path, server_prefix: Sequence[str] = (),
+                 options: Sequence[str] = ()) -> None:
         self.pair = pair
         self.workdir = workdir
+        self.options = list(options)
         workdir.mkdir(parents=True, exist_ok=True)
         self.proc = pair.popen(pair.b, [*server_prefix, *ENGINE, "server", "--bind", pair.addr_b, "--port", "0",
-                                        "--datadir", str(workdir / "srv")],
+                                        "--datadir", str(workdir / "srv"), *self.options],
                                stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.port = json.loads(self.proc.stdout.readline())["port"]
@@ -129,7 +132,8 @@ class Engine:
         specs = [dict(f, server=self.pair.addr_b, port=self.port, exp=self.runs) for f in flows]
         path = self.workdir / f"specs{self.runs}.json"
         path.write_text(json.dumps(specs))
-        argv = [*client_prefix, *ENGINE, "client", "--specs", str(path), "--datadir", str(self.workdir / "cli")]
+        argv = [*client_prefix, *ENGINE, "client", "--specs", str(path), "--datadir", str(self.workdir / "cli"),
+                *self.options]
         if workers:
             argv += ["--workers", str(workers)]
         proc = self.pair.run(self.pair.a, argv, timeout=120)

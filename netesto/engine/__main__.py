@@ -49,6 +49,8 @@ def add_arguments(
     cli.add_argument("--specs", required=datadir is None, help="JSON list of FlowSpec dicts")
     cli.add_argument("--datadir", **where, help="raw files go to DATADIR/<exp>/flows/")
     cli.add_argument("--workers", type=WORKERS, default=None, help="worker processes (default min(2, flows))")
+    for role in (srv, cli):  # bench_sampling's within-run comparison only: sample every other W-second window
+        role.add_argument("--sample-duty", type=float, default=0.0, metavar="W", help=argparse.SUPPRESS)
     return srv, cli
 
 
@@ -58,10 +60,10 @@ def run(args: argparse.Namespace) -> int:
 
         return serve(args.bind, args.port, args.datadir, tokens=args.token,
                      token_file=args.token_file, workers=args.workers,
-                     handshake_timeout=args.handshake_timeout)
+                     handshake_timeout=args.handshake_timeout, sample_duty=args.sample_duty)
     from netesto.engine.workers import load_specs, run_client
 
-    return run_client(load_specs(args.specs), args.datadir, workers=args.workers)
+    return run_client(load_specs(args.specs), args.datadir, workers=args.workers, sample_duty=args.sample_duty)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,6 @@ built), the others through :meth:`~netesto.engine.flowrecord.FlowRecord.sample`.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import TYPE_CHECKING, Callable, Protocol
 
@@ -38,14 +37,11 @@ class Sampled(Protocol):
     def finish(self, error: str = "") -> None: ...
 
 
-# For bench_sampling's within-run comparison only: with NETESTO_BENCH_SAMPLE_DUTY=W (seconds), ticks
-# sample in one W-second window of each pair of the wall clock and not in the other (bench_window_sampled).
-_BENCH_DUTY = float(os.environ.get("NETESTO_BENCH_SAMPLE_DUTY") or 0)
 
 
 def bench_window_sampled(wall: float, window: float) -> bool:
     """Whether the ``window``-second window of the wall clock holding ``wall`` is sampled under
-    NETESTO_BENCH_SAMPLE_DUTY: windows go in pairs (k // 2), and the Thue-Morse sequence (the
+    the engine's ``--sample-duty``: windows go in pairs (k // 2), and the Thue-Morse sequence (the
     parity of the pair number's one bits) says which of the two: as often the first as the second,
     with no period, so work the flows do at a fixed phase of each second (progress events, which
     all flows started together send together) lands as often in sampled windows as in the others."""
@@ -72,6 +68,9 @@ class Sampler:
         self.slow: dict[float, list[Sampled]] = {}
         self.next: dict[float, float] = {}
         self.cpu_ns = 0
+        # bench_sampling's within-run comparison only (``--sample-duty W``): ticks sample in one
+        # W-second window of each pair of the wall clock and not in the other (bench_window_sampled).
+        self.duty = 0.0
 
     def add(self, flow: Sampled) -> None:
         interval = flow.spec.interval
@@ -107,7 +106,7 @@ class Sampler:
         # One instant per tick: every row of the tick carries the same stamps.
         now = time.monotonic()
         wall = time.time()
-        if not _BENCH_DUTY or bench_window_sampled(wall, _BENCH_DUTY):
+        if not self.duty or bench_window_sampled(wall, self.duty):
             self._sample(self.fast[interval], self.slow[interval], now, wall)
         self.cpu_ns += time.thread_time_ns() - cpu0
         when = self.next[interval] + interval

@@ -62,9 +62,11 @@ def _stdout_emit(event: dict[str, Any]) -> None:
 def _serve_one(listener: socket.socket, datadir: str, tokens: TokenSet,
                emit: Callable[[dict[str, Any]], None], handshake_timeout: float,
                index: int = 0, inbox: socket.socket | None = None,
-               peers: dict[int, socket.socket] | None = None, board: LoadBoard | None = None) -> None:
+               peers: dict[int, socket.socket] | None = None, board: LoadBoard | None = None,
+               sample_duty: float = 0.0) -> None:
     loop = Loop()
     worker = ServerWorker(loop, datadir, emit, listener, tokens, handshake_timeout)
+    worker.sampler.duty = sample_duty
     worker.set_peers(index, inbox, peers or {}, board)
 
     try:  # a signal may arrive while the handlers are being installed
@@ -88,12 +90,13 @@ def default_workers() -> int:
 def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
           token_file: str | None = None, workers: int = 1,
           handshake_timeout: float = HANDSHAKE_TIMEOUT,
-          emit: Callable[[dict[str, Any]], None] = _stdout_emit) -> int:
+          emit: Callable[[dict[str, Any]], None] = _stdout_emit, sample_duty: float = 0.0) -> int:
     """Run the server until SIGTERM/SIGINT (flows in progress end with status error).
 
     ``workers`` processes share the port (SO_REUSEPORT); new flows go to the
     least-loaded one (:class:`~netesto.engine.balance.LoadBoard`); 0 means
-    :func:`default_workers`.
+    :func:`default_workers`. ``sample_duty`` is for bench_sampling only (see
+    :func:`~netesto.engine.sampler.bench_window_sampled`).
     """
     if workers < 0:
         raise TrafficError(f"workers must be >= 0 (0: one per usable CPU), got {workers}")
@@ -106,7 +109,7 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
     port = first.getsockname()[1]
     emit({"event": "listening", "bind": bind, "port": port, "workers": workers, "pid": os.getpid()})
     if workers == 1:
-        _serve_one(first, datadir, token_set, emit, handshake_timeout)
+        _serve_one(first, datadir, token_set, emit, handshake_timeout, sample_duty=sample_duty)
         return 0
     children = []
     inboxes = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(workers)]
@@ -121,7 +124,7 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
             peers = {j: pair[0] for j, pair in enumerate(inboxes) if j != index}
             try:
                 _serve_one(listener, datadir, token_set, emit, handshake_timeout,
-                           index, inboxes[index][1], peers, board)
+                           index, inboxes[index][1], peers, board, sample_duty)
             except BaseException:  # say what ended this worker: its exit status alone cannot
                 traceback.print_exc()
                 code = 1

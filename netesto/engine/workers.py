@@ -68,10 +68,12 @@ class ClientWorker(Worker):
         self.emit(event)
 
 
-def run_worker(specs: Sequence[FlowSpec], datadir: str, emit: Callable[[dict[str, Any]], None]) -> int:
+def run_worker(specs: Sequence[FlowSpec], datadir: str, emit: Callable[[dict[str, Any]], None],
+               sample_duty: float = 0.0) -> int:
     """Run built-in flows on one event loop in this process; 1 if any failed."""
     loop = Loop()
     worker = ClientWorker(loop, datadir, emit)
+    worker.sampler.duty = sample_duty
     precise_timers()  # flows start at their instant to the microsecond, not to the 50 us slack
 
     stop_on_signals(lambda signum: _Stop(signal.Signals(signum).name))
@@ -96,8 +98,9 @@ def run_worker(specs: Sequence[FlowSpec], datadir: str, emit: Callable[[dict[str
     return 1 if worker.failed else 0
 
 
-def _worker_main(specs: Sequence[FlowSpec], datadir: str, emit: Callable[[dict[str, Any]], None]) -> int:
-    return run_worker(specs, datadir, emit)
+def _worker_main(specs: Sequence[FlowSpec], datadir: str, sample_duty: float,
+                 emit: Callable[[dict[str, Any]], None]) -> int:
+    return run_worker(specs, datadir, emit, sample_duty)
 
 
 class _Stop(BaseException):
@@ -162,8 +165,10 @@ def run_client(
     *,
     workers: int | None = None,
     out: Callable[[dict[str, Any]], None] | None = None,
+    sample_duty: float = 0.0,
 ) -> int:
     """Run every flow; call ``out(event)`` for each event (default: print JSON lines).
+    ``sample_duty`` is for bench_sampling only (see :func:`~netesto.engine.sampler.bench_window_sampled`).
 
     Returns 0 when every flow ended OK, 1 otherwise.
     """
@@ -183,7 +188,7 @@ def run_client(
     children: dict[int, tuple[int, list[str]]] = {}  # rfd -> (pid, flow ids)
     for index in range(nworkers):
         mine = builtin[index::nworkers]
-        pid, rfd = _fork(functools.partial(_worker_main, mine, datadir))
+        pid, rfd = _fork(functools.partial(_worker_main, mine, datadir, sample_duty))
         children[rfd] = (pid, [s.flow_id for s in mine])
     for spec in drivers:
         pid, rfd = _fork(functools.partial(_run_driver, spec, datadir))

@@ -180,6 +180,7 @@ def flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.n
     mss = col(snd, "snd_mss")
     mss_v = float(mss[mss > 0][-1]) if (mss > 0).any() else math.nan
     out["bytes_sent"] = sent
+    out["bytes_accepted"] = last(snd, "app_bytes_tx")
     packets = float(math.ceil(sent / mss_v)) if math.isfinite(mss_v) and math.isfinite(sent) else math.nan
     trans = last(client, "transactions")
     data_segs = last(snd, "data_segs_out")

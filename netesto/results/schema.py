@@ -88,7 +88,10 @@ FLOW_SUMMARIES: tuple[VarSpec, ...] = (
     VarSpec("rate_min", "Mbit/s", "lowest 1-second-window goodput of the flow"),
     VarSpec("rate_max", "Mbit/s", "highest 1-second-window goodput of the flow"),
     VarSpec("duration", "s", "measured duration of the flow"),
-    VarSpec("bytes", "bytes", "application bytes delivered in the data direction"),
+    VarSpec("bytes", "bytes", "application bytes the receiver read in the data direction (goodput's; the "
+            "sender's count when only its file exists)"),
+    VarSpec("bytes_accepted", "bytes", "application bytes the sender's socket accepted (written, not yet "
+            "necessarily delivered)"),
     VarSpec("bytes_sent", "bytes", "bytes sent by the sender's TCP incl. retransmissions"),
     VarSpec("packets_sent", "packets",
             "data packets sent by the sender (tcp_info data_segs_out; files without it: "

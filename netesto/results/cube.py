@@ -27,6 +27,7 @@ from netesto.errors import SweepError
 from netesto.results.storage import open_experiment
 from netesto.results.manifest import DONE, Manifest
 from netesto.results.sweep import SUMMARY_UNITS, experiment_summary
+from netesto.vocab import parse_rate, parse_time_ms
 
 CUBE = "sweep.nc"
 # Two-sided 95 % Student t quantiles for 1..30 degrees of freedom (then ~normal).
@@ -58,10 +59,8 @@ def _coord(values: list[Any]) -> np.ndarray:
 
 def _companions(name: str, labels: np.ndarray) -> tuple[str, np.ndarray] | None:
     """``bw`` -> ``bw_bps``, ``rtt``/``jitter`` -> ``_ms``: numbers to plot against."""
-    from netesto.testbed import shaping
-
-    parse = {"bw": ("bw_bps", shaping.parse_rate), "rtt": ("rtt_ms", shaping.parse_time_ms),
-             "jitter": ("jitter_ms", shaping.parse_time_ms)}.get(name)
+    parse = {"bw": ("bw_bps", parse_rate), "rtt": ("rtt_ms", parse_time_ms),
+             "jitter": ("jitter_ms", parse_time_ms)}.get(name)
     if parse is None or labels.dtype != object:
         return None
     try:

@@ -39,6 +39,7 @@ from netesto.results.schema import (
     TIME_SERIES,
     var_attrs,
 )
+from netesto.vocab import RR_TESTS
 
 def _port(rec: FlowRecord, which: str) -> int:
     """Client-side (local) or server-side (remote) TCP port from the client's
@@ -147,7 +148,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
             # ~0 (u64 max) means "no pacing limit".
             place(series[name], i, idx, np.where(v >= 2.0**63, np.nan, v * 8.0), n)
         client = rec.client
-        if client is not None and client.rows and rec.test in ("TCP_RR", "TCP_CRR", "UDP_RR"):
+        if client is not None and client.rows and rec.test in RR_TESTS:
             tc = times(raw, client, host_of(rec, client))
             ic = grid.index(tc)
             tr = col(client, "transactions")

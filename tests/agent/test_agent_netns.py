@@ -24,8 +24,8 @@ def prelude(keys) -> str:
         import json, sys, time
         from netesto.controller.client import AgentClient
         from netesto.errors import NetestoError
-        def show(value):  # replies are dataclasses: their fields as JSON
-            print(json.dumps(value, default=vars))
+        def show(value):  # replies are dataclasses: their fields as JSON (the absent ones left out)
+            print(json.dumps(value, default=lambda o: {{k: v for k, v in vars(o).items() if v is not None}}))
         def client(name, addr, port, **kw):
             return AgentClient(name, addr, port, server_key={str(keys.agent_public)!r},
                                client_keys={str(keys.dir / 'controller.key_secret')!r}, **kw)

@@ -74,7 +74,7 @@ def test_an_htb_tree_is_reported_not_rebuilt_and_the_default_comes_back(veth_pai
         r["tbf"] = c.set_qdisc("veth0", "tbf", rate="20mbit", burst="15k", limit="30000")
         r["restore"] = c.restore()
     """)
-    warning = " ".join(out["tbf"].get("warnings") or [])
+    warning = " ".join(out["tbf"].get("warnings", []))
     assert "veth0" in warning and "qdisc htb 1: root" in warning and "cannot be rebuilt" in warning, out
     errors = out["restore"]["errors"]
     assert len(errors) == 1, out

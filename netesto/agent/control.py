@@ -19,6 +19,15 @@ from netesto.agent.journal import Journal, tree_text, unrebuildable
 from netesto.agent.tcpdump import Tcpdumps
 from netesto.errors import AgentError, PolicyError
 from netesto.policy import MODULE_PARAMS, QDISC_ACTIONS, QDISCS, SYSCTLS, check_sysctl, describe, qdisc_other_words
+from netesto.protocol.replies import (
+    ModuleParamsReply,
+    NetemReply,
+    QdiscReply,
+    RestoreReply,
+    SysctlReply,
+    TcpdumpStartReply,
+    TcpdumpStopReply,
+)
 
 log = logging.getLogger("netesto.agent.control")
 
@@ -81,7 +90,7 @@ class HostControl:
                                   kind="PolicyError", detail={"name": name, "allowed": list(SYSCTLS)}) from exc
         return out
 
-    def set_sysctl(self, settings: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+    def set_sysctl(self, settings: Mapping[str, Any] | Sequence[Any]) -> SysctlReply:
         applied = {}
         for name, value in self.check_sysctls(settings):
             path = sysctl_path(name)
@@ -106,7 +115,7 @@ class HostControl:
                                  kind="ControlError", detail={"name": name, "errno": exc.errno}) from exc
             applied[name] = " ".join(path.read_text().split())
             log.info("sysctl %s=%s (was %s)", name, applied[name], original)
-        return {"applied": applied}
+        return SysctlReply(applied)
 
     def _forget_if_unchanged(self, kind: str, key: str, original: str) -> None:
         try:
@@ -116,7 +125,7 @@ class HostControl:
             pass
 
     # ---- module parameters
-    def set_module_params(self, module: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def set_module_params(self, module: str, params: Mapping[str, Any]) -> ModuleParamsReply:
         allowed = MODULE_PARAMS.get(module)
         if allowed is None:
             raise PolicyError(f"module {module!r} is not allowed; allowed: {', '.join(MODULE_PARAMS)}",
@@ -140,7 +149,7 @@ class HostControl:
             except OSError as exc:
                 raise AgentError(f"cannot set {module}.{p}={v}: {exc.strerror or exc}", kind="ControlError") from exc
             applied[p] = path.read_text().strip()
-        return {"applied": applied}
+        return ModuleParamsReply(applied)
 
     # ---- tc
     def _record_qdisc(self, dev: str) -> list[str]:
@@ -189,7 +198,7 @@ class HostControl:
         return [argv + tokens]
 
     def set_qdisc(self, dev: str, qdisc: str, action: str = "", rate: str = "", burst: str = "", limit: str = "",
-                  other: str = "") -> dict[str, Any]:
+                  other: str = "") -> QdiscReply:
         dev = tc.check_dev(dev)
         cmds = self.qdisc_argv(dev, qdisc, action, rate, burst, limit, other)
         had_entry = dev in self.journal.data["qdisc"]
@@ -207,13 +216,10 @@ class HostControl:
                     self.journal.forget("qdisc", dev)
                 raise
         log.info("qdisc on %s: %s", dev, " ; ".join(" ".join(a) for a in cmds))
-        reply = {"dev": dev, "argv": [["tc", *a] for a in cmds], "kind": tc.root_kind(dev)}
-        if warnings:
-            reply["warnings"] = warnings
-        return reply
+        return QdiscReply(dev, [["tc", *a] for a in cmds], tc.root_kind(dev), warnings or None)
 
     def set_netem(self, dev: str, delay: float, jitter: float = 0.0, loss: float = 0.0, rate: int = 0,
-                  limit: int = 1000) -> dict[str, Any]:
+                  limit: int = 1000) -> NetemReply:
         dev = tc.check_dev(dev)
         checks = (("delay", delay, 0, 60000), ("jitter", jitter, 0, 60000), ("loss", loss, 0, 100),
                   ("rate", rate, 0, 10**12), ("limit", limit, 1, 10**7))
@@ -227,13 +233,13 @@ class HostControl:
             if root != "netem":
                 fallback = tc.netem_fallback(self.netem_fallback)
                 if fallback is None:
-                    return {"dev": dev, "argv": []}
+                    return NetemReply(dev, [])
                 result = fallback(dev, 0, 0, 0, 0, limit)  # all zeros = the delay line's own setting
                 self.journal.forget("netem_fallback", dev)
-                return {"dev": dev, "fallback": self.netem_fallback, "result": result}
+                return NetemReply(dev, fallback=self.netem_fallback, result=result)
             self._record_qdisc(dev)
             tc.run(["tc", "qdisc", "del", "dev", dev, "root"], "tc qdisc del")
-            return {"dev": dev, "argv": [["tc", "qdisc", "del", "dev", dev, "root"]]}
+            return NetemReply(dev, [["tc", "qdisc", "del", "dev", dev, "root"]])
         argv = ["qdisc", "replace", "dev", dev, "root", "netem", "limit", str(int(limit)), "delay", f"{delay}ms"]
         if jitter:
             argv.append(f"{jitter}ms")
@@ -248,7 +254,7 @@ class HostControl:
         warnings = self._record_qdisc(dev)
         proc = tc.run(["tc", *argv], "set netem")
         if proc.returncode == 0:
-            return {"dev": dev, "argv": [["tc", *argv]], **({"warnings": warnings} if warnings else {})}
+            return NetemReply(dev, [["tc", *argv]], warnings=warnings or None)
         if not had_entry:
             self.journal.forget("qdisc", dev)
         if "netem" not in root and re.search(r"unknown|not found|No such file|Error: Specified qdisc",
@@ -261,22 +267,22 @@ class HostControl:
             # Restore calls the fallback with delay 0 for this entry.
             self.journal.record("netem_fallback", dev, self.netem_fallback)
             result = fallback(dev, delay, jitter, loss, rate, limit)
-            return {"dev": dev, "fallback": self.netem_fallback, "result": result}
+            return NetemReply(dev, fallback=self.netem_fallback, result=result)
         raise AgentError(f"set netem on {dev}: {proc.stderr.strip()}", kind="ControlError")
 
     # ---- tcpdump
-    def tcpdump_start(self, exp_dir: Path, exp: str, dev: str, server: str, packets: int) -> dict[str, Any]:
+    def tcpdump_start(self, exp_dir: Path, exp: str, dev: str, server: str, packets: int) -> TcpdumpStartReply:
         return self.tcpdumps.start(exp_dir, exp, dev, server, packets)
 
     def tcpdumps_running(self, exp: str) -> list[int]:
         """PIDs of ``exp``'s tcpdumps still capturing (their pcaps still grow)."""
         return self.tcpdumps.running(exp)
 
-    def tcpdump_stop(self, exp: str | None = None) -> dict[str, Any]:
+    def tcpdump_stop(self, exp: str | None = None) -> TcpdumpStopReply:
         return self.tcpdumps.stop(exp)
 
     # ---- restore
-    def restore(self) -> dict[str, Any]:
+    def restore(self) -> RestoreReply:
         """Undo every journaled change (newest state back to the first original)."""
         restored: list[str] = []
         errors: list[str] = []
@@ -332,7 +338,7 @@ class HostControl:
                     errors.append(f"{key}: {exc}")
         if restored or errors:
             log.info("restored: %s%s", ", ".join(restored) or "nothing", f"; errors: {errors}" if errors else "")
-        return {"restored": restored, "errors": errors}
+        return RestoreReply(restored, errors)
 
 
 __all__ = ["HostControl", "PROC_SYS", "normalize_settings", "parse_sysctl_values", "sysctl_path"]

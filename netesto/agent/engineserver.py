@@ -16,6 +16,7 @@ from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
 from netesto.policy import TOOL_PORTS
 from netesto.procs import parent_death_signal
+from netesto.protocol.replies import ServerReply
 
 log = logging.getLogger("netesto.agent.flows")
 
@@ -56,7 +57,7 @@ class EngineServer:
         # Peer-tool servers by (driver, port): iperf3 (one per concurrent flow) and netserver.
         self.tool_servers: dict[tuple[str, int], subprocess.Popen] = {}
 
-    def prepare(self, exp: Any, token: str, driver: str = "builtin", ports: list[int] | None = None) -> dict[str, Any]:
+    def prepare(self, exp: Any, token: str, driver: str = "builtin", ports: list[int] | None = None) -> ServerReply:
         """A test server for ``exp``: the engine's (reused when it takes ``token``) or a peer tool's."""
         name = exp_name(exp)
         if driver in ("iperf3", "netperf"):
@@ -65,13 +66,13 @@ class EngineServer:
             raise AgentError(f"unknown driver {driver!r}: builtin, iperf3 or netperf", kind="UsageError")
         alive = self.proc is not None and self.proc.poll() is None
         if alive and (self.tokenless or token in self.tokens):
-            return {"port": self.port, "driver": "builtin", "reused": True}
+            return ServerReply(self.port, driver="builtin", reused=True)
         token_file = self.store.private / "tokens"
         if alive and token and not self.tokenless:
             # The engine re-reads its token file when it changes: no restart needed.
             self.tokens.append(token)
             self.store.write_private_json("tokens", "\n".join(self.tokens) + "\n")
-            return {"port": self.port, "driver": "builtin", "reused": True}
+            return ServerReply(self.port, driver="builtin", reused=True)
         if alive:  # an empty token asks for an open server: restart without a token file
             busy = self.ends_running()
             if busy:  # a restart would cut them (and their data) short
@@ -120,9 +121,9 @@ class EngineServer:
             time.sleep(0.02)
         self.port = port
         log.info("flow engine server pid %d on %s:%d (exp %s)", self.proc.pid, self.test_bind, port, name)
-        return {"port": port, "driver": "builtin", "reused": False}
+        return ServerReply(port, driver="builtin", reused=False)
 
-    def _prepare_tool(self, driver: str, ports: list[int] | None) -> dict[str, Any]:
+    def _prepare_tool(self, driver: str, ports: list[int] | None) -> ServerReply:
         """Start ``iperf3 -s`` (one per port, default 5201) or ``netserver`` (default 12865) once per port.
 
         They get SIGTERM when the agent dies, even by SIGKILL: a server left behind would
@@ -150,7 +151,7 @@ class EngineServer:
                 log.info("%s server pid %d on port %d", tool, proc.pid, port)
             started.append(port)
             pids.append(proc.pid)
-        return {"port": started[0], "ports": started, "pids": pids, "driver": driver}
+        return ServerReply(started[0], started, pids, driver)
     def _events(self) -> None:
         """Follow the engine server's event lines (started/done per flow) in its output file."""
         if self.proc is None:

@@ -23,6 +23,7 @@ from netesto.agent.pings import Pings
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
 from netesto.procs import parent_death_signal
+from netesto.protocol.replies import PingReply, ServerReply, StartFlowsReply, StatusReply
 
 log = logging.getLogger("netesto.agent.flows")
 Push = Callable[[str, dict[str, Any]], None]
@@ -96,11 +97,11 @@ class FlowManager:
                         ", ".join(flows))
         return out
 
-    def prepare_server(self, exp: Any, token: str, driver: str = "builtin", ports: list[int] | None = None) -> dict[str, Any]:
+    def prepare_server(self, exp: Any, token: str, driver: str = "builtin", ports: list[int] | None = None) -> ServerReply:
         return self.server.prepare(exp, token, driver, ports)
 
     def start_flows(self, exp: Any, specs: list[dict[str, Any]], at: float | None, ping: bool = False,
-                    ping_interval: float = 0.2) -> dict[str, Any]:
+                    ping_interval: float = 0.2) -> StartFlowsReply:
         from netesto.protocol.flowspec import FlowSpec
 
         name = exp_name(exp)
@@ -163,7 +164,7 @@ class FlowManager:
                         specs=specs_path)
         run.state = {f.flow_id: "scheduled" for f in flows}
         self.runs.append(run)
-        out: dict[str, Any] = {"flows": run.flows, "pid": proc.pid, "specs": specs_path.name}
+        ping_errors: list[str] = []
         if ping:
             dur = max(f.dur for f in flows)
             start = min((f.start_at or time.time()) for f in flows)
@@ -174,11 +175,11 @@ class FlowManager:
                 except AgentError as exc:
                     # The flows already run: an error reply would hide them from the controller.
                     log.warning("exp %s: %s", name, exc.message)
-                    out.setdefault("ping_errors", []).append(exc.message)
+                    ping_errors.append(exc.message)
         log.info("exp %s: started %d flows (pid %d)", name, len(flows), proc.pid)
-        return out
+        return StartFlowsReply(run.flows, proc.pid, specs_path.name, ping_errors or None)
 
-    def ping_start(self, exp: Any, target: str, label: str, *, interval: float = 0.2, duration: float = 10.0) -> dict[str, Any]:
+    def ping_start(self, exp: Any, target: str, label: str, *, interval: float = 0.2, duration: float = 10.0) -> PingReply:
         return self.pings.start(exp, target, label, interval=interval, duration=duration)
 
     def reap_pings(self, exp: str | None = None) -> None:
@@ -254,7 +255,7 @@ class FlowManager:
         if run.specs is not None and not self._closing:  # kept when the agent stops: the next one reports them
             run.specs.unlink(missing_ok=True)
         log.info("exp %s: flow engine pid %d exited with %s", run.exp, run.proc.pid, rc)
-        self.push("flows_done", {"exp": run.exp, "host": self.host, **self.status(run.exp)})
+        self.push("flows_done", {"exp": run.exp, "host": self.host, **self.status(run.exp).to_wire()})
 
     def reap(self) -> None:
         for run in self.runs:
@@ -277,7 +278,7 @@ class FlowManager:
             for line in lines:
                 self._event_line(run, line)
 
-    def status(self, exp: Any) -> dict[str, Any]:
+    def status(self, exp: Any) -> StatusReply:
         name = exp_name(exp)
         running: list[str] = []
         done: list[str] = []
@@ -296,8 +297,7 @@ class FlowManager:
             errors[flow] = error
         server_running = self.server.running(name)
         finished = all(r.finished for r in self.runs if r.exp == name) and not server_running
-        return {"exp": name, "running": running, "done": done, "failed": failed, "progress": progress,
-                "errors": errors, "finished": finished, "server_running": server_running}
+        return StatusReply(name, running, done, failed, progress, errors, finished, server_running)
 
     def forget(self, exp: Any) -> None:
         """Drop the finished runs of ``exp`` (after its data was acknowledged)."""
@@ -310,7 +310,8 @@ class FlowManager:
     def running(self) -> bool:
         return any(not r.finished for r in self.runs)
 
-    def stop(self, exp: Any = None, reason: str = "stopped by a stop request") -> dict[str, Any]:
+    def stop(self, exp: Any = None, reason: str = "stopped by a stop request") -> list[str]:
+        """Stop ``exp``'s flows and pings (every experiment's if None); the flows stopped."""
         name = None if exp is None else exp_name(exp)
         stopped = []
         for run in self.runs:
@@ -323,7 +324,7 @@ class FlowManager:
                 self._finish(run)
                 stopped.extend(run.flows)
         self.pings.stop(name)
-        return {"stopped": stopped}
+        return stopped
     def stop_tool_servers(self) -> list[str]:
         """Kill the iperf3/netserver servers started for a run (they outlived runs and leases)."""
         return self.server.stop_tool_servers()

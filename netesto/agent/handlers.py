@@ -8,6 +8,7 @@ import re
 import socket
 import time
 import zlib
+from dataclasses import replace
 from typing import Any, Mapping, Protocol
 
 from netesto._version import __version__
@@ -45,6 +46,30 @@ from netesto.protocol.commands import (
     TimeArgs,
 )
 from netesto.protocol.messages import COMMANDS
+from netesto.protocol.replies import (
+    AckReply,
+    ChunkReply,
+    ClaimReply,
+    CommandReply,
+    FetchListReply,
+    HeartbeatReply,
+    HelloReply,
+    ModuleParamsReply,
+    NetemReply,
+    PingReply,
+    QdiscReply,
+    ReleaseReply,
+    RestoreReply,
+    ServerReply,
+    SnapshotReply,
+    StartFlowsReply,
+    StatusReply,
+    StopReply,
+    SysctlReply,
+    TcpdumpStartReply,
+    TcpdumpStopReply,
+    TimeReply,
+)
 from netesto.protocol.version import PROTOCOL_VERSION
 
 MAX_CHUNK = 8 * CHUNK_SIZE
@@ -65,8 +90,8 @@ class AgentState(Protocol):
 
 
 class Handlers:
-    """``cmd_<type>(payload) -> result``, the payload read by its :mod:`netesto.protocol.commands` class;
-    errors are NetestoErrors the server turns into replies."""
+    """``cmd_<type>(payload) -> reply``, the payload read by its :mod:`netesto.protocol.commands` class,
+    the reply one of :mod:`netesto.protocol.replies`; errors are NetestoErrors the server turns into replies."""
 
     def __init__(self, agent: AgentState) -> None:
         self.agent = agent
@@ -74,51 +99,53 @@ class Handlers:
         # exp -> {path: (size, sha256)} of its last fetch_list: ack deletes only what was listed.
         self.listed: dict[str, dict[str, tuple[int, str]]] = {}
 
-    def dispatch(self, type: str, args: Mapping[str, Any]) -> Any:
+    def dispatch(self, type: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """The result map of command ``type`` with ``args`` (its reply's ``to_wire()``)."""
         method = self.table.get(type)
         if method is None:
             raise AgentError(f"unknown command {type!r}; this agent knows: {', '.join(COMMANDS)}", kind="UnknownCommand")
-        return method(COMMAND_ARGS[type].from_wire(args))
+        reply: CommandReply = method(COMMAND_ARGS[type].from_wire(args))
+        return reply.to_wire()
 
     # ---- session
-    def cmd_hello(self, args: HelloArgs) -> dict[str, Any]:
+    def cmd_hello(self, args: HelloArgs) -> HelloReply:
         a = self.agent
-        return {
-            "protocol": PROTOCOL_VERSION,
-            "package": __version__,
-            "agent": a.config.name,
-            "hostname": socket.gethostname(),
-            "kernel": platform.release(),
-            "time": time.time(),
-            "monotonic": time.monotonic(),
-            "clock": "CLOCK_REALTIME (time.time)",
-            "pid": os.getpid(),
-            "lease": a.lease.seconds,
-            "unfetched": a.store.experiments(),
-            "commands": list(COMMANDS),
-            "journal_pending": not a.control.journal.empty(),
-            "tools": tool_versions(),
-        }
+        return HelloReply(
+            protocol=PROTOCOL_VERSION,
+            package=__version__,
+            agent=a.config.name,
+            hostname=socket.gethostname(),
+            kernel=platform.release(),
+            time=time.time(),
+            monotonic=time.monotonic(),
+            clock="CLOCK_REALTIME (time.time)",
+            pid=os.getpid(),
+            lease=a.lease.seconds,
+            unfetched=a.store.experiments(),
+            commands=list(COMMANDS),
+            journal_pending=not a.control.journal.empty(),
+            tools=tool_versions(),
+        )
 
-    def cmd_claim(self, args: ClaimArgs) -> dict[str, Any]:
+    def cmd_claim(self, args: ClaimArgs) -> ClaimReply:
         """The run ``run`` of controller ``controller`` owns the agent (AgentError "lab busy" if another does)."""
         return self.agent.ownership.claim(self.agent.peer, args.run, args.controller)
 
-    def cmd_release(self, args: ReleaseArgs) -> dict[str, Any]:
+    def cmd_release(self, args: ReleaseArgs) -> ReleaseReply:
         """The run is over: the agent is free, and the tool servers started for the run go."""
         out = self.agent.ownership.release(self.agent.peer)
-        if out["released"]:
-            out["tool_servers_stopped"] = self.agent.flows.stop_tool_servers()
+        if out.released:
+            out = replace(out, tool_servers_stopped=self.agent.flows.stop_tool_servers())
         return out
 
-    def cmd_time(self, args: TimeArgs) -> dict[str, Any]:
-        return {"time": time.time()}
+    def cmd_time(self, args: TimeArgs) -> TimeReply:
+        return TimeReply(time.time())
 
-    def cmd_heartbeat(self, args: HeartbeatArgs) -> dict[str, Any]:
-        return {"lease": self.agent.lease.seconds, "time": time.time()}
+    def cmd_heartbeat(self, args: HeartbeatArgs) -> HeartbeatReply:
+        return HeartbeatReply(self.agent.lease.seconds, time.time())
 
     # ---- data collection
-    def cmd_snapshot(self, args: SnapshotArgs) -> dict[str, Any]:
+    def cmd_snapshot(self, args: SnapshotArgs) -> SnapshotReply:
         exp = exp_name(args.exp)
         order = args.order
         host = self.agent.config.name.split(".")[0] if args.host is None else args.host
@@ -139,44 +166,42 @@ class Handlers:
         dest.mkdir(parents=True, exist_ok=True)
         paths = snapshot(dest, host, interfaces)
         base = self.agent.store.exp_dir(exp)
-        return {"files": [os.path.relpath(p, base) for p in paths]}
+        return SnapshotReply([os.path.relpath(p, base) for p in paths])
 
-    def cmd_prepare_server(self, args: PrepareServerArgs) -> dict[str, Any]:
+    def cmd_prepare_server(self, args: PrepareServerArgs) -> ServerReply:
         return self.agent.flows.prepare_server(args.exp, args.token, args.driver, args.ports)
 
-    def cmd_start_flows(self, args: StartFlowsArgs) -> dict[str, Any]:
+    def cmd_start_flows(self, args: StartFlowsArgs) -> StartFlowsReply:
         return self.agent.flows.start_flows(
             args.exp, args.specs, None if args.at is None else float(args.at), ping=args.ping,
             ping_interval=float(args.ping_interval))
 
-    def cmd_ping_start(self, args: PingStartArgs) -> dict[str, Any]:
+    def cmd_ping_start(self, args: PingStartArgs) -> PingReply:
         return self.agent.flows.ping_start(
             args.exp, args.target, args.target if args.name is None else args.name,
             interval=float(args.interval), duration=float(args.duration))
 
-    def cmd_status(self, args: StatusArgs) -> dict[str, Any]:
+    def cmd_status(self, args: StatusArgs) -> StatusReply:
         return self.agent.flows.status(args.exp)
 
-    def cmd_stop(self, args: StopArgs) -> dict[str, Any]:
+    def cmd_stop(self, args: StopArgs) -> StopReply:
         exp = args.exp
-        out = self.agent.flows.stop(exp)
-        out["tcpdump"] = self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp))["stopped"]
-        return out
+        stopped = self.agent.flows.stop(exp)
+        return StopReply(stopped, self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp)).stopped)
 
     # ---- bulk data
-    def cmd_fetch_list(self, args: FetchListArgs) -> dict[str, Any]:
+    def cmd_fetch_list(self, args: FetchListArgs) -> FetchListReply:
         exp = exp_name(args.exp)
         status = self.agent.flows.status(exp)
-        if not status["running"]:
+        if not status.running:
             self.agent.flows.reap_pings(exp)  # GET_DATA after the flows: close the ping files first
         files = self.agent.store.files(exp)
-        self.listed[exp] = {f["path"]: (f["size"], f["sha256"]) for f in files}
+        self.listed[exp] = {f.path: (f.size, f.sha256) for f in files}
         # A running tcpdump still writes its pcap: like a running flow, the client must not ack.
         dumps = [f"tcpdump pid {pid}" for pid in self.agent.control.tcpdumps_running(exp)]
-        return {"exp": exp, "files": files, "chunk": CHUNK_SIZE,
-                "flows_running": status["running"] + status["server_running"] + dumps}
+        return FetchListReply(exp, files, CHUNK_SIZE, status.running + status.server_running + dumps)
 
-    def cmd_fetch_chunk(self, args: FetchChunkArgs) -> dict[str, Any]:
+    def cmd_fetch_chunk(self, args: FetchChunkArgs) -> ChunkReply:
         exp = exp_name(args.exp)
         path, offset, length = args.path, args.offset, args.length
         if not 0 <= offset < 2**62 or not 0 < length <= MAX_CHUNK:  # an off_t is 63 bits
@@ -185,12 +210,12 @@ class Handlers:
         # crc32 per chunk (cheap, catches damage in transit); each file also has a
         # sha256 in fetch_list that the client checks before it acknowledges.
         crc = zlib.crc32(data)
-        return {"path": path, "offset": offset, "data": data, "crc32": crc, "eof": len(data) < length}
+        return ChunkReply(path, offset, data, crc, len(data) < length)
 
-    def cmd_ack(self, args: AckArgs) -> dict[str, Any]:
+    def cmd_ack(self, args: AckArgs) -> AckReply:
         exp = exp_name(args.exp)
         status = self.agent.flows.status(exp)
-        if status["running"] or status["server_running"]:
+        if status.running or status.server_running:
             raise AgentError(f"experiment {exp} still has running flows; not deleting its data", kind="Busy")
         if self.agent.control.tcpdumps_running(exp):
             raise AgentError(f"experiment {exp} still has a running tcpdump; not deleting its data", kind="Busy")
@@ -199,7 +224,7 @@ class Handlers:
             if listed is None:
                 raise AgentError(f"ack of experiment {exp} before any fetch_list of it: nobody was given its files; "
                                  "not deleting its data", kind="UsageError")
-            now = {f["path"]: (f["size"], f["sha256"]) for f in self.agent.store.files(exp)}
+            now = {f.path: (f.size, f.sha256) for f in self.agent.store.files(exp)}
             changed = sorted(p for p in now.keys() | listed.keys() if now.get(p) != listed.get(p))
             if changed:
                 raise AgentError(f"experiment {exp} changed since it was listed ({', '.join(changed[:10])}"
@@ -208,31 +233,31 @@ class Handlers:
         deleted = self.agent.store.delete(exp)
         self.listed.pop(exp, None)
         self.agent.flows.forget(exp)
-        return {"exp": exp, "deleted": deleted}
+        return AckReply(exp, deleted)
 
     # ---- host control
-    def cmd_set_sysctl(self, args: SetSysctlArgs) -> dict[str, Any]:
+    def cmd_set_sysctl(self, args: SetSysctlArgs) -> SysctlReply:
         return self.agent.control.set_sysctl(args.settings)
 
-    def cmd_set_module_params(self, args: SetModuleParamsArgs) -> dict[str, Any]:
+    def cmd_set_module_params(self, args: SetModuleParamsArgs) -> ModuleParamsReply:
         return self.agent.control.set_module_params(args.module, args.params)
 
-    def cmd_set_qdisc(self, args: SetQdiscArgs) -> dict[str, Any]:
+    def cmd_set_qdisc(self, args: SetQdiscArgs) -> QdiscReply:
         return self.agent.control.set_qdisc(args.dev, args.qdisc, action=args.action, rate=args.rate,
                                             burst=args.burst, limit=args.limit, other=args.other)
 
-    def cmd_set_netem(self, args: SetNetemArgs) -> dict[str, Any]:
+    def cmd_set_netem(self, args: SetNetemArgs) -> NetemReply:
         return self.agent.control.set_netem(args.dev, args.delay, args.jitter, args.loss, args.rate, args.limit)
 
-    def cmd_tcpdump_start(self, args: TcpdumpStartArgs) -> dict[str, Any]:
+    def cmd_tcpdump_start(self, args: TcpdumpStartArgs) -> TcpdumpStartReply:
         exp = exp_name(args.exp)
         return self.agent.control.tcpdump_start(self.agent.store.exp_dir(exp), exp, args.dev, args.server, args.packets)
 
-    def cmd_tcpdump_stop(self, args: TcpdumpStopArgs) -> dict[str, Any]:
+    def cmd_tcpdump_stop(self, args: TcpdumpStopArgs) -> TcpdumpStopReply:
         exp = args.exp
         return self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp))
 
-    def cmd_restore(self, args: RestoreArgs) -> dict[str, Any]:
+    def cmd_restore(self, args: RestoreArgs) -> RestoreReply:
         return self.agent.control.restore()
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from netesto.agent.lease import Lease
 from netesto.errors import AgentError
+from netesto.protocol.replies import ClaimReply, ReleaseReply
 
 # What another controller may still ask while a run owns the agent: nothing that changes the
 # host, starts or stops anything, or takes data (a --collect must not take a live run's data).
@@ -49,20 +49,20 @@ class Ownership:
         if owner is not None and owner.identity != identity and command not in SHARED:
             raise owner.busy(self.lease)
 
-    def claim(self, identity: bytes, run: str, controller: str) -> dict[str, Any]:
+    def claim(self, identity: bytes, run: str, controller: str) -> ClaimReply:
         owner = self.current()
         if owner is not None and owner.identity != identity:
             raise owner.busy(self.lease)
         if owner is None or owner.run != run:
             self.owner = Owner(identity, run or "?", controller or "?", time.time())
-        return {"run": self.owner.run if self.owner else run, "since": self.owner.since if self.owner else 0.0}
+        return ClaimReply(self.owner.run if self.owner else run, self.owner.since if self.owner else 0.0)
 
-    def release(self, identity: bytes) -> dict[str, Any]:
+    def release(self, identity: bytes) -> ReleaseReply:
         owner = self.current()
         if owner is not None and owner.identity == identity:
             self.owner = None
-            return {"released": True}
-        return {"released": False}
+            return ReleaseReply(True)
+        return ReleaseReply(False)
 
 
 __all__ = ["Owner", "Ownership", "SHARED"]

@@ -11,6 +11,7 @@ from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
 from netesto.protocol.errorkinds import error_kind
 from netesto.protocol.names import is_name
+from netesto.protocol.replies import PingReply
 
 log = logging.getLogger("netesto.agent.flows")
 
@@ -23,7 +24,7 @@ class Pings:
         self.host = host
         self.collectors: dict[str, list[tuple[float, Any]]] = {}
 
-    def start(self, exp: Any, target: str, label: str, *, interval: float = 0.2, duration: float = 10.0) -> dict[str, Any]:
+    def start(self, exp: Any, target: str, label: str, *, interval: float = 0.2, duration: float = 10.0) -> PingReply:
         """Ping ``target`` for ``duration`` s into ``ping/<host>-<label>.nflow`` of ``exp``."""
         try:
             from netesto.collectors.ping import PingCollector
@@ -55,7 +56,7 @@ class Pings:
         except OSError as exc:
             raise AgentError(f"ping {target}: {exc}", kind="Unavailable") from exc
         self.collectors.setdefault(name, []).append((time.monotonic() + duration + 2.0, collector))
-        return {"path": dest.relative_to(self.store.exp_dir(name)).as_posix()}
+        return PingReply(dest.relative_to(self.store.exp_dir(name)).as_posix())
 
     @staticmethod
     def _stop(collector: Any) -> None:

@@ -190,14 +190,14 @@ class Agent:
             self.push("lease_warning", {"host": self.config.name, "remaining": self.lease.remaining()})
         elif state == "expired":
             stopped = self.flows.stop(reason=f"stopped: the controller's lease expired (no request for "
-                                             f"{self.lease.seconds:g} s)")["stopped"]
-            dumps = self.control.tcpdump_stop()["stopped"]
+                                             f"{self.lease.seconds:g} s)")
+            dumps = self.control.tcpdump_stop().stopped
             self.flows.stop_tool_servers()
             restored = self.control.restore()
             log.warning("lease expired (no controller request for %.1f s): stopped %d flow(s) and %d tcpdump(s), "
                         "restored %s%s; data kept (unfetched: %s)", self.lease.seconds, len(stopped), len(dumps),
-                        ", ".join(restored["restored"]) or "nothing",
-                        f"; restore errors: {restored['errors']}" if restored["errors"] else "",
+                        ", ".join(restored.restored) or "nothing",
+                        f"; restore errors: {restored.errors}" if restored.errors else "",
                         ", ".join(self.store.experiments()) or "none")
 
     def handle_frames(self, frames: list[bytes]) -> None:

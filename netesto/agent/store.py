@@ -11,6 +11,7 @@ from typing import Any
 from netesto.errors import AgentError
 from netesto.policy import MAX_EXP
 from netesto.protocol.names import inside, is_name
+from netesto.protocol.replies import FileEntry
 
 def exp_name(exp: Any) -> str:
     """The directory name of experiment ``exp`` (an int or a simple name)."""
@@ -48,16 +49,15 @@ class DataStore:
         out.sort(key=lambda p: (p.stat().st_mtime, p.name))
         return [p.name for p in out if any(f.is_file() for f in p.rglob("*"))]
 
-    def files(self, exp: Any) -> list[dict[str, Any]]:
-        """``[{path, size, sha256}]`` of every regular file of ``exp`` (paths relative, '/'-separated)."""
+    def files(self, exp: Any) -> list[FileEntry]:
+        """The path, size and sha256 of every regular file of ``exp`` (paths relative, '/'-separated)."""
         base = self.exp_dir(exp, create=False)
         if not base.is_dir():
             raise AgentError(f"no data for experiment {exp} on this agent", kind="NotFound")
         out = []
         for path in sorted(base.rglob("*")):
             if path.is_file() and not path.is_symlink():
-                out.append({"path": path.relative_to(base).as_posix(), "size": path.stat().st_size,
-                            "sha256": self.digest(path)})
+                out.append(FileEntry(path.relative_to(base).as_posix(), path.stat().st_size, self.digest(path)))
         return out
 
     def digest(self, path: Path) -> str:

@@ -11,12 +11,12 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 from netesto.agent.tc import check_dev
 from netesto.errors import AgentError, PolicyError
 from netesto.procs import parent_death_signal
 from netesto.protocol.names import is_name
+from netesto.protocol.replies import TcpdumpStartReply, TcpdumpStopReply
 
 log = logging.getLogger("netesto.agent.control")
 TCPDUMP_START_WAIT = 10.0  # seconds for tcpdump to say "listening on" (name lookups can be slow)
@@ -31,7 +31,7 @@ class Tcpdumps:
         self.procs: dict[str, list[subprocess.Popen]] = {}
         self._pcaps: dict[int, Path] = {}  # tcpdump pid -> the pcap it writes
 
-    def start(self, exp_dir: Path, exp: str, dev: str, server: str, packets: int) -> dict[str, Any]:
+    def start(self, exp_dir: Path, exp: str, dev: str, server: str, packets: int) -> TcpdumpStartReply:
         """Capture on ``dev`` (of ``server`` only, unless "X") into ``exp_dir``; replies once it listens."""
         tool = shutil.which("tcpdump")
         if tool is None:
@@ -84,13 +84,13 @@ class Tcpdumps:
                         TCPDUMP_START_WAIT)
         self._pcaps[proc.pid] = target
         self.procs.setdefault(exp, []).append(proc)
-        return {"pid": proc.pid, "path": target.name, "argv": argv}
+        return TcpdumpStartReply(proc.pid, target.name, argv)
 
     def running(self, exp: str) -> list[int]:
         """PIDs of ``exp``'s tcpdumps still capturing (their pcaps still grow)."""
         return [p.pid for p in self.procs.get(exp, []) if p.poll() is None]
 
-    def stop(self, exp: str | None = None) -> dict[str, Any]:
+    def stop(self, exp: str | None = None) -> TcpdumpStopReply:
         """Stop ``exp``'s captures (every one if None), each flushing its file; their pids."""
         stopped = []
         for key in list(self.procs):
@@ -105,7 +105,7 @@ class Tcpdumps:
                             proc.wait()
                     stopped.append(proc.pid)
                     self._pcaps.pop(proc.pid, None)
-        return {"stopped": stopped}
+        return TcpdumpStopReply(stopped)
 
 
 __all__ = ["TCPDUMP_START_WAIT", "Tcpdumps"]

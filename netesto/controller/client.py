@@ -1,27 +1,55 @@
 """AgentClient: the agent's commands, as blocking calls over one :class:`AgentConnection`.
 
 Each method sends one request (``wait_flows`` polls ``status``; ``fetch`` runs the
-chunked transfer of :mod:`netesto.controller.fetch`) and returns the agent's reply,
-or raises its error: AgentError naming the host (PolicyError for a refused
+chunked transfer of :mod:`netesto.controller.fetch`) and returns the agent's reply
+as its :mod:`netesto.protocol.replies` class (ProtocolError naming the host and the
+field when the reply is malformed), or raises its error: AgentError naming the host (PolicyError for a refused
 setting), AgentUnreachable after ``timeout`` without an answer.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from netesto.controller.connection import AgentConnection, EventCallback
 from netesto.controller.fetch import fetch_experiment
+from netesto.protocol.replies import (
+    ClaimReply,
+    HelloReply,
+    ModuleParamsReply,
+    NetemReply,
+    PingReply,
+    QdiscReply,
+    ReleaseReply,
+    RestoreReply,
+    ServerReply,
+    SnapshotReply,
+    StartFlowsReply,
+    StatusReply,
+    StopReply,
+    SysctlReply,
+    TcpdumpStartReply,
+    TcpdumpStopReply,
+    TimeReply,
+)
+
+
+@dataclass(frozen=True)
+class WaitResult(StatusReply):
+    """``wait_flows``: the experiment's last status, and whether its flows ended in time (``complete``)."""
+
+    complete: bool = False
 
 
 class AgentClient(AgentConnection):
     """Talks to one agent. Methods block until the reply (or ``timeout`` -> AgentUnreachable)."""
 
-    def hello(self) -> dict[str, Any]:
-        result = self.as_map(self.request("hello"), "hello")
-        self.lease = self._number(result, "lease", "hello", optional=True) or None
+    def hello(self) -> HelloReply:
+        result = self.call(HelloReply)
+        self.lease = float(result.lease) or None
         return result
 
     def clock_offset(self, samples: int = 8) -> tuple[float, float]:
@@ -29,7 +57,7 @@ class AgentClient(AgentConnection):
         best: tuple[float, float] | None = None
         for _ in range(max(1, samples)):
             t0 = time.time()
-            agent_time = self._number(self.as_map(self.request("time"), "time"), "time", "time")
+            agent_time = self.call(TimeReply).time
             t1 = time.time()
             rtt = t1 - t0
             if best is None or rtt < best[1]:
@@ -37,42 +65,42 @@ class AgentClient(AgentConnection):
         assert best is not None
         return best
 
-    def snapshot(self, exp: int | str, order: int, host: str | None = None) -> dict[str, Any]:
+    def snapshot(self, exp: int | str, order: int, host: str | None = None) -> SnapshotReply:
         args: dict[str, Any] = {"exp": exp, "order": order}
         if host:
             args["host"] = host
-        return self.request("snapshot", args, timeout=max(self.timeout, 30.0))
+        return self.call(SnapshotReply, args, timeout=max(self.timeout, 30.0))
 
     def prepare_server(self, exp: int | str, token: str = "", *, driver: str = "builtin",
-                       ports: Sequence[int] | None = None) -> dict[str, Any]:
+                       ports: Sequence[int] | None = None) -> ServerReply:
         args: dict[str, Any] = {"exp": exp, "token": token, "driver": driver}
         if ports:
             args["ports"] = list(ports)
-        return self.request("prepare_server", args, timeout=max(self.timeout, 15.0))
+        return self.call(ServerReply, args, timeout=max(self.timeout, 15.0))
 
     def start_flows(self, exp: int | str, specs: Iterable[Any], at: float | None = None, *, ping: bool = False,
-                    ping_interval: float = 0.2) -> dict[str, Any]:
+                    ping_interval: float = 0.2) -> StartFlowsReply:
         """Start flows (FlowSpecs or their dicts); ``at`` is the start time in the AGENT's clock."""
         dicts = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in specs]
-        return self.request("start_flows", {"exp": exp, "specs": dicts, "at": at, "ping": ping,
-                                            "ping_interval": ping_interval})
+        return self.call(StartFlowsReply, {"exp": exp, "specs": dicts, "at": at, "ping": ping,
+                                           "ping_interval": ping_interval})
 
     def ping_start(self, exp: int | str, target: str, name: str | None = None, *, interval: float = 0.2,
-                   duration: float = 10.0) -> dict[str, Any]:
-        return self.request("ping_start", {"exp": exp, "target": target, "name": name or target,
-                                           "interval": interval, "duration": duration})
+                   duration: float = 10.0) -> PingReply:
+        return self.call(PingReply, {"exp": exp, "target": target, "name": name or target,
+                                     "interval": interval, "duration": duration})
 
-    def claim(self, run: str, controller: str) -> dict[str, Any]:
+    def claim(self, run: str, controller: str) -> ClaimReply:
         """Own the agent for run ``run`` (AgentError kind "Busy" naming the owner if another run does)."""
-        return self.request("claim", {"run": run, "controller": controller})
+        return self.call(ClaimReply, {"run": run, "controller": controller})
 
-    def release(self) -> dict[str, Any]:
-        return self.request("release", {})
+    def release(self) -> ReleaseReply:
+        return self.call(ReleaseReply, {})
 
-    def status(self, exp: int | str) -> dict[str, Any]:
-        return self.request("status", {"exp": exp})
+    def status(self, exp: int | str) -> StatusReply:
+        return self.call(StatusReply, {"exp": exp})
 
-    def wait_flows(self, exp: int | str, timeout: float, *, poll: float = 0.2) -> dict[str, Any]:
+    def wait_flows(self, exp: int | str, timeout: float, *, poll: float = 0.2) -> WaitResult:
         """Poll status until the experiment's flows ended (``complete`` True) or ``timeout`` passed.
 
         On a server host this waits for the server ends (``server_running``) too,
@@ -80,43 +108,44 @@ class AgentClient(AgentConnection):
         end = time.monotonic() + timeout
         while True:
             st = self.status(exp)
-            if st.get("finished") and not st.get("running") and not st.get("server_running"):
-                return {**st, "complete": True}
+            if st.finished and not st.running and not st.server_running:
+                return WaitResult(**vars(st), complete=True)
             if time.monotonic() >= end:
-                return {**st, "complete": False}
+                return WaitResult(**vars(st), complete=False)
             time.sleep(min(poll, max(0.0, end - time.monotonic())))
 
-    def stop(self, exp: int | str | None = None) -> dict[str, Any]:
-        return self.request("stop", {"exp": exp} if exp is not None else {})
+    def stop(self, exp: int | str | None = None) -> StopReply:
+        return self.call(StopReply, {"exp": exp} if exp is not None else {})
 
-    def set_sysctl(self, settings: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+    def set_sysctl(self, settings: Mapping[str, Any] | Sequence[Any]) -> SysctlReply:
         """``{"net.ipv4.tcp_wmem": "4096 32768 8388608"}`` or ``[(name, values)]``."""
         items = settings.items() if isinstance(settings, Mapping) else settings
         wire = {str(k): (list(v) if isinstance(v, (list, tuple)) else str(v)) for k, v in items}
-        return self.request("set_sysctl", {"settings": wire})
+        return self.call(SysctlReply, {"settings": wire})
 
-    def set_module_params(self, module: str, params: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+    def set_module_params(self, module: str, params: Mapping[str, Any] | Sequence[Any]) -> ModuleParamsReply:
         items = params.items() if isinstance(params, Mapping) else params
-        return self.request("set_module_params", {"module": module, "params": {str(k): str(v) for k, v in items}})
+        return self.call(ModuleParamsReply, {"module": module, "params": {str(k): str(v) for k, v in items}})
 
     def set_qdisc(self, dev: str, qdisc: str, action: str = "", rate: str = "", burst: str = "", limit: str = "",
-                  other: str = "") -> dict[str, Any]:
-        return self.request("set_qdisc", {"dev": dev, "qdisc": qdisc, "action": action, "rate": str(rate),
-                                          "burst": str(burst), "limit": str(limit), "other": other})
+                  other: str = "") -> QdiscReply:
+        return self.call(QdiscReply, {"dev": dev, "qdisc": qdisc, "action": action, "rate": str(rate),
+                                      "burst": str(burst), "limit": str(limit), "other": other})
 
     def set_netem(self, dev: str, delay: float, jitter: float = 0.0, loss: float = 0.0, rate: int = 0,
-                  limit: int = 1000) -> dict[str, Any]:
-        return self.request("set_netem", {"dev": dev, "delay": delay, "jitter": jitter, "loss": loss,
-                                          "rate": int(rate), "limit": int(limit)})
+                  limit: int = 1000) -> NetemReply:
+        return self.call(NetemReply, {"dev": dev, "delay": delay, "jitter": jitter, "loss": loss,
+                                      "rate": int(rate), "limit": int(limit)})
 
-    def tcpdump_start(self, exp: int | str, dev: str = "", server: str = "X", packets: int = 10000) -> dict[str, Any]:
-        return self.request("tcpdump_start", {"exp": exp, "dev": dev, "server": server, "packets": packets})
+    def tcpdump_start(self, exp: int | str, dev: str = "", server: str = "X",
+                      packets: int = 10000) -> TcpdumpStartReply:
+        return self.call(TcpdumpStartReply, {"exp": exp, "dev": dev, "server": server, "packets": packets})
 
-    def tcpdump_stop(self, exp: int | str | None = None) -> dict[str, Any]:
-        return self.request("tcpdump_stop", {"exp": exp} if exp is not None else {})
+    def tcpdump_stop(self, exp: int | str | None = None) -> TcpdumpStopReply:
+        return self.call(TcpdumpStopReply, {"exp": exp} if exp is not None else {})
 
-    def restore(self) -> dict[str, Any]:
-        return self.request("restore")
+    def restore(self) -> RestoreReply:
+        return self.call(RestoreReply)
 
     def fetch(self, exp: int | str, dest_dir: str | Path, *, ack: bool = True) -> list[Path]:
         """Copy every file of ``<agent datadir>/<exp>/`` into ``dest_dir`` (same relative paths).
@@ -132,4 +161,4 @@ class AgentClient(AgentConnection):
         return f"AgentClient({self.name!r}, {self.address!r}, {self.port})"
 
 
-__all__ = ["AgentClient", "EventCallback"]
+__all__ = ["AgentClient", "EventCallback", "WaitResult"]

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Self
+from typing import Any, Callable, Mapping, Self, TypeVar
 
 import zmq
 
@@ -29,9 +29,11 @@ from netesto.protocol.codec import DEFAULT_MAX_MESSAGE, encode_request, from_wir
 from netesto.protocol.errorkinds import error_from_reply
 from netesto.protocol.keys import load_public_key, load_secret_key
 from netesto.protocol.messages import ErrorInfo, Event, Reply
+from netesto.protocol.replies import CommandReply
 
 log = logging.getLogger("netesto.controller.client")
 EventCallback = Callable[[Event], None]
+R = TypeVar("R", bound=CommandReply)
 _HANDSHAKE_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
                      | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
 
@@ -242,6 +244,17 @@ class AgentConnection:
             ok, result = self._receive_result(rid, type, deadline)
             return result if ok else self.reply_value(self._stash.pop(rid), type)
 
+    def call(self, cls: type[R], args: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> R:
+        """Send command ``cls.command`` and read its result as ``cls`` (or raise the agent's error)."""
+        return self.read(cls, self.request(cls.command, args, timeout=timeout))
+
+    def read(self, cls: type[R], result: Any) -> R:
+        """``result`` as reply class ``cls``; ProtocolError naming this agent, the command and the field."""
+        try:
+            return cls.from_wire(result)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{self.where}: {exc.message}") from exc
+
     def _heartbeat_loop(self) -> None:
         # Tick often and compare with the current period: hello() may learn a
         # lease shorter than the period this thread started with.
@@ -258,22 +271,6 @@ class AgentConnection:
         """Call ``callback(event)`` for each pushed event (``event.event``, ``event.data``;
         ``data["agent"]`` is this client's name). Runs in the thread that is talking to the agent."""
         self._callbacks.append(callback)
-
-    def malformed(self, what: str, problem: str) -> ProtocolError:
-        return ProtocolError(f"{self.where}: malformed {what} reply: {problem}")
-
-    def as_map(self, result: Any, what: str) -> dict[str, Any]:
-        if not isinstance(result, dict):
-            raise self.malformed(what, f"expected a map, got {type(result).__name__}")
-        return result
-
-    def _number(self, result: dict[str, Any], key: str, what: str, *, optional: bool = False) -> float:
-        value = result.get(key)
-        if value is None and optional:
-            return 0.0
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.malformed(what, f"{key}={value!r} is not a number")
-        return float(value)
 
     def poll_events(self, timeout: float = 0.0) -> None:
         """Deliver pushed events that arrived while no request was in flight."""

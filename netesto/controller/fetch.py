@@ -15,11 +15,11 @@ import time
 import zlib
 from collections import deque
 from pathlib import Path
-from typing import Any, Mapping
 
 from netesto.controller.connection import AgentConnection
 from netesto.errors import NetestoError, ProtocolError, StorageError
 from netesto.protocol.codec import CHUNK_SIZE
+from netesto.protocol.replies import AckReply, ChunkReply, FetchListReply, FileEntry
 
 log = logging.getLogger("netesto.controller.client")
 FETCH_WINDOW = 4  # chunk requests in flight: hides the round trip behind the transfer
@@ -28,43 +28,33 @@ FETCH_WINDOW = 4  # chunk requests in flight: hides the round trip behind the tr
 def fetch_experiment(conn: AgentConnection, exp: int | str, dest_dir: str | Path, *, ack: bool = True) -> list[Path]:
     """Copy every file of ``<agent datadir>/<exp>/`` into ``dest_dir`` (same relative paths);
     ``ack`` (once everything is on our disk) lets the agent delete its copy."""
-    listing = conn.as_map(conn.request("fetch_list", {"exp": exp}), "fetch_list")
-    files = listing.get("files")
-    if not isinstance(files, list):
-        raise conn.malformed("fetch_list", f"files={files!r:.80} is not a list")
-    for entry in files:  # all checked before anything is written
-        if (not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or "\0" in entry["path"]
-                or type(entry.get("size")) is not int or entry["size"] < 0
-                or not isinstance(entry.get("sha256"), str)):
-            raise conn.malformed("fetch_list", f"bad file entry {entry!r:.200} (expected path, size, sha256)")
-    chunk = listing.get("chunk") or CHUNK_SIZE
-    if type(chunk) is not int or chunk <= 0:
-        raise conn.malformed("fetch_list", f"chunk={chunk!r} is not a positive integer")
+    listing = conn.call(FetchListReply, {"exp": exp})  # every entry checked before anything is written
+    chunk = listing.chunk or CHUNK_SIZE
     dest = Path(dest_dir)
     out = []
-    for entry in files:
+    for entry in listing.files:
         try:
             out.append(_fetch_file(conn, exp, entry, dest, chunk))
         except OSError as exc:  # our disk, not the agent: it keeps the file (nothing acknowledged)
-            raise StorageError(f"cannot store {entry.get('path', '?')} of experiment {exp} from {conn.name} "
+            raise StorageError(f"cannot store {entry.path} of experiment {exp} from {conn.name} "
                                f"in {dest}: {exc.strerror or exc}; the agent keeps it (fetch it with "
                                "'netesto run --collect' into a directory with room)") from exc
     if ack:
-        if listing.get("flows_running"):
+        if listing.flows_running:
             log.warning("%s: exp %s still has running flows; not acknowledging", conn.where, exp)
         else:
-            conn.request("ack", {"exp": exp})
+            conn.call(AckReply, {"exp": exp})
     return out
 
 
-def _fetch_file(conn: AgentConnection, exp: int | str, entry: Mapping[str, Any], dest: Path, chunk: int) -> Path:
-    rel = str(entry["path"])
+def _fetch_file(conn: AgentConnection, exp: int | str, entry: FileEntry, dest: Path, chunk: int) -> Path:
+    rel = entry.path
     target = (dest / rel).resolve()
     if dest.resolve() not in target.parents:
         raise ProtocolError(f"{conn.where}: refusing file path {rel!r} outside {dest}")
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
-    size, want = int(entry["size"]), str(entry["sha256"])
+    size, want = entry.size, entry.sha256
     whole = hashlib.sha256()
     offset = 0
     if part.exists() and part.stat().st_size <= size:
@@ -89,17 +79,14 @@ def _fetch_file(conn: AgentConnection, exp: int | str, entry: Mapping[str, Any],
                         pending.append((rid, nxt))
                         nxt += chunk
                     rid, at = pending.popleft()
-                    got = conn.reply_value(conn.receive_reply(rid, "fetch_chunk", deadline), f"fetch {rel}")
-                    if (not isinstance(got, dict) or not isinstance(got.get("data"), bytes)
-                            or type(got.get("crc32")) is not int or type(got.get("offset")) is not int):
-                        raise conn.malformed("fetch_chunk", f"{rel} at {at}: expected data (bytes), crc32 "
-                                              f"and offset, got {got!r:.200}")
-                    data = got["data"]
+                    got = conn.read(ChunkReply, conn.reply_value(conn.receive_reply(rid, "fetch_chunk", deadline),
+                                                                 f"fetch {rel}"))
+                    data = got.data
                     if not data:
                         raise ProtocolError(f"{conn.where}: {rel} ended at {at} bytes, expected {size}")
                     # A short chunk (file changed under us) would misplace the pipelined
                     # ones after it: treat it like a damaged one and re-request from here.
-                    if (zlib.crc32(data) != got["crc32"] or got["offset"] != at
+                    if (zlib.crc32(data) != got.crc32 or got.offset != at
                             or len(data) != min(chunk, size - at)):
                         bad = True
                         break

@@ -9,7 +9,6 @@ flows it takes part in have ended (:func:`wait_flows`).
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from netesto.controller.context import NETSERVER_PORT, RunContext
 from netesto.controller.plan import check_flow_ids
@@ -19,6 +18,7 @@ from netesto.controller.schedule import expand_do_client, wait_timeout
 from netesto.raw.experiment import short_host
 from netesto.errors import AgentError, AgentUnreachable
 from netesto.protocol.flowspec import FlowSpec
+from netesto.protocol.replies import PingReply, StatusReply
 from netesto.script.actions import DoClient
 
 Target = tuple[DoClient, str, "int | list[int]"]  # a DO_CLIENT, its server's lab name, the port(s)
@@ -31,7 +31,7 @@ def prepare_server(r: RunContext, e: ExpState, name: str) -> int | None:
     reply = r.remote(name, lambda h: h.client.prepare_server(e.exp, e.token))
     if reply is None:
         return None
-    port = int(reply["port"] if isinstance(reply, dict) else reply)
+    port = reply.port
     e.server_ports[name] = port
     return port
 
@@ -147,7 +147,7 @@ def _start_host(r: RunContext, c: str, targets: list[Target], t_common: float) -
                     e.pings.add((c, server))
 
 
-def ping(r: RunContext, client: str, e: ExpState, target: str, name: str, duration: float) -> Any:
+def ping(r: RunContext, client: str, e: ExpState, target: str, name: str, duration: float) -> PingReply | None:
     """Ping ``target`` from ``client`` until the pair's last flow ends."""
     h = r.hosts[client]
     if not hasattr(h.client, "ping_start"):
@@ -178,25 +178,24 @@ def wait_flows(r: RunContext, host: str, e: ExpState, *, margin: float) -> bool:
         st = r.remote(client, lambda h: h.client.wait_flows(e.exp, timeout))
         if st is None:
             continue
-        if isinstance(st, dict) and st.get("complete") is False:
+        if not st.complete:
             complete = False
             r.emit(HostError(host=client, error=(
                 f"flows of experiment {e.exp} still running {timeout:.0f} s after they should have ended: "
-                f"{', '.join(st.get('running', [])) or '?'}")))
+                f"{', '.join(st.running) or '?'}")))
         else:
             e.waited.add(client)
-        if isinstance(st, dict):
-            report_failed_flows(r, client, e, st)
+        report_failed_flows(r, client, e, st)
     return complete
 
 
-def report_failed_flows(r: RunContext, client: str, e: ExpState, st: dict[str, Any]) -> None:
+def report_failed_flows(r: RunContext, client: str, e: ExpState, st: StatusReply) -> None:
     """A flow that ended in error (refused connection, reset, refused spec...) is an error of
     the experiment (experiment.json's ``errors``) and of the run: the run goes on and the other
     flows' data stands, but it ends with an error (non-zero exit, a failed notebook cell)."""
     ours = {rec.spec.flow_id for rec in e.flows if rec.host == client}
-    errors = st.get("errors") or {}
-    for flow in st.get("failed") or ():
+    errors = st.errors
+    for flow in st.failed:
         if flow not in ours or flow in e.failed_flows or (  # cut short by this run's own interrupt
                 r.interrupted and str(errors.get(flow, "")).startswith("stopped by a stop request")):
             continue

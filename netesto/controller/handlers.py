@@ -17,6 +17,7 @@ from netesto.controller.records import NO_RESULTS, ExpState, process_results, sk
 from netesto.raw.experiment import short_host
 from netesto.controller.session import HostSession
 from netesto.errors import StorageError
+from netesto.protocol.replies import NetemReply, QdiscReply
 from netesto.script.actions import (
     Action,
     Debug,
@@ -35,12 +36,6 @@ from netesto.script.actions import (
 )
 
 Handler = Callable[[RunContext, Any], None]
-
-
-def texts(reply: Any, key: str) -> list[str]:
-    """The strings of a reply's list under ``key`` (none if the reply has no such list)."""
-    items = reply.get(key) if isinstance(reply, dict) else None
-    return [str(x) for x in items] if isinstance(items, list) else []
 
 
 def batched(actions: Iterable[Action]) -> Iterator[Action | list[DoClient]]:
@@ -158,7 +153,8 @@ def _changing(r: RunContext, host: str, what: Callable[[HostSession], Any]) -> N
         h.changed = True  # even a failed change may have left something to restore
         reply = what(h)
         # e.g. a root qdisc the agent cannot rebuild exactly when it restores
-        for warning in texts(reply, "warnings"):
+        warnings = reply.warnings if isinstance(reply, (QdiscReply, NetemReply)) else None
+        for warning in warnings or ():
             r.emit(Notice(host=h.lab.name, text=warning))
         return reply
 
@@ -201,4 +197,4 @@ HANDLERS: dict[type[Action], Handler] = {
 }
 
 
-__all__ = ["HANDLERS", "Handler", "batched", "get_data", "process_stored", "run_processing", "stored", "texts"]
+__all__ = ["HANDLERS", "Handler", "batched", "get_data", "process_stored", "run_processing", "stored"]

@@ -18,6 +18,7 @@ from netesto.controller.lab import Lab
 from netesto.controller.schedule import start_skew
 from netesto.errors import NetestoError, StorageError, UsageError
 from netesto.protocol.flowspec import FlowSpec
+from netesto.protocol.replies import HelloReply
 from netesto.raw.experiment import ExperimentRecord, FlowEntry, short_host
 from netesto.script.actions import DoClient
 
@@ -101,18 +102,18 @@ def experiment_json(e: ExpState, *, lab: Lab, hosts: Mapping[str, HostSession], 
     doc_hosts = {}
     for name in sorted(e.hosts):
         h = hosts.get(name)
-        info = h.info if h else {}
+        info = h.info if h else HelloReply()
         doc_hosts[short_host(name)] = {
-            "kernel": info.get("kernel", ""),
-            "hostname": info.get("hostname", ""),
-            "agent_version": info.get("agent_version", info.get("package", "")),
-            "protocol": info.get("protocol", ""),
+            "kernel": info.kernel,
+            "hostname": info.hostname,
+            "agent_version": info.package,
+            "protocol": info.protocol,
             "clock_offset": h.offset if h else None,
             "clock_rtt": h.rtt if h else None,
             "address": lab.resolve(name).control,
             "test_address": lab.resolve(name).test_address,
             "error": h.dead if h else "",
-            "tools": info.get("tools", {}),
+            "tools": dict(info.tools),
         }
     return ExperimentRecord(
         exp=e.exp, exp_name=e.exp_name, script=facts.script, desc=e.desc, other=e.other,

@@ -27,7 +27,7 @@ from typing import Iterable
 
 from netesto.controller.context import Abort, RunContext
 from netesto.controller.flows import do_clients
-from netesto.controller.handlers import HANDLERS, batched, get_data, process_stored, run_processing, stored, texts
+from netesto.controller.handlers import HANDLERS, batched, get_data, process_stored, run_processing, stored
 from netesto.controller.plan import check_actions
 from netesto.controller.progress import (
     ActionFinished,
@@ -146,7 +146,7 @@ class Runner(RunContext):
                 h = self.remote(lh.name, lambda h: h)
                 if h is None:
                     continue
-                for name in [str(x) for x in h.info.get("unfetched", []) or []]:
+                for name in h.info.unfetched:
                     if not name.isdigit():
                         self.emit(Notice(host=lh.name, text=f"skipping non-numeric experiment {name!r}"))
                         continue
@@ -195,7 +195,7 @@ class Runner(RunContext):
             except NetestoError as exc:
                 self.emit(HostError(host=h.lab.name, error=f"restore: {exc}"))
                 continue
-            for error in texts(done, "errors"):  # what the agent could not put back as it was
+            for error in done.errors:  # what the agent could not put back as it was
                 self.emit(HostError(host=h.lab.name, error=f"restore: {error}"))
         self.sessions.close()
 

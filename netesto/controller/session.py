@@ -16,6 +16,7 @@ from typing import Any, Callable
 from netesto.controller.lab import Lab, LabHost
 from netesto.controller.progress import Notice, ProgressEvent
 from netesto.errors import AgentError, AgentUnreachable, NetestoError
+from netesto.protocol.replies import HelloReply
 from netesto.protocol.version import check_compatible
 
 ClientFactory = Callable[[LabHost, Lab], Any]
@@ -71,7 +72,7 @@ class HostSession:
 
     lab: LabHost
     client: Any = None
-    info: dict[str, Any] = field(default_factory=dict)
+    info: HelloReply = field(default_factory=HelloReply)  # what its agent said at hello
     offset: float = 0.0
     rtt: float = 0.0
     offset_at: float = 0.0  # time.monotonic() of the estimate
@@ -131,14 +132,13 @@ class Sessions:
 
     def _hello(self, h: HostSession, client: Any) -> None:
         name = h.lab.name
-        info = client.hello()
-        h.info = dict(info) if isinstance(info, dict) else {}
-        if "protocol" in h.info:
-            check_compatible(str(h.info["protocol"]), host=name)
-        if "claim" in (h.info.get("commands") or ()):  # one controller at a time (older agents: no claim)
+        h.info = client.hello()
+        if h.info.protocol:
+            check_compatible(h.info.protocol, host=name)
+        if "claim" in h.info.commands:  # one controller at a time (older agents: no claim)
             claim(client, self.run_id)
         h.client = client
-        left = [str(x) for x in h.info.get("unfetched", []) or []]
+        left = list(h.info.unfetched)
         h.leftover = frozenset(left)
         if left:
             self.emit(Notice(host=name, text=(
@@ -187,7 +187,7 @@ class Sessions:
         for h in self.hosts.values():
             if h.client is not None:
                 try:
-                    if "claim" in (h.info.get("commands") or ()):
+                    if "claim" in h.info.commands:
                         h.client.release()
                 except NetestoError:
                     pass  # its lease lapses anyway, and the claim with it

@@ -18,12 +18,13 @@ import logging
 import os
 import sys
 import time
-from typing import Any
+from dataclasses import replace
 
 from netesto.agent import cli, server
 from netesto.agent.config import AgentConfig
 from netesto.agent.handlers import Handlers
 from netesto.protocol.commands import FetchChunkArgs
+from netesto.protocol.replies import ChunkReply
 from netesto.protocol.version import PROTOCOL_VERSION
 
 FAULTS = ("corrupt-chunk", "crash-on-start", "drop-replies", "slow")
@@ -41,11 +42,11 @@ def faults() -> set[str]:
 class FaultyHandlers(Handlers):
     """Handlers whose fetched chunks are damaged after their checksum (``corrupt-chunk``)."""
 
-    def cmd_fetch_chunk(self, args: FetchChunkArgs) -> dict[str, Any]:
+    def cmd_fetch_chunk(self, args: FetchChunkArgs) -> ChunkReply:
         out = super().cmd_fetch_chunk(args)
-        data = out["data"]
+        data = out.data
         if data:
-            out["data"] = bytes([data[0] ^ 0xFF]) + data[1:]  # the client must notice
+            out = replace(out, data=bytes([data[0] ^ 0xFF]) + data[1:])  # the client must notice
         return out
 
 

@@ -24,6 +24,8 @@ def prelude(keys) -> str:
         import json, sys, time
         from netesto.controller.client import AgentClient
         from netesto.errors import NetestoError
+        def show(value):  # replies are dataclasses: their fields as JSON (the absent ones left out)
+            print(json.dumps(value, default=lambda o: {{k: v for k, v in vars(o).items() if v is not None}}))
         def client(name, addr, port, **kw):
             return AgentClient(name, addr, port, server_key={str(keys.agent_public)!r},
                                client_keys={str(keys.dir / 'controller.key_secret')!r}, **kw)
@@ -80,7 +82,7 @@ def test_sysctl_and_qdisc_set_then_restore_inside_a_namespace(veth_pair, agents,
         r["restore"] = c.restore()
         r["wmem_after"] = open("/proc/sys/net/ipv4/tcp_wmem").read().split()
         c.close()
-        print(json.dumps(r))
+        show(r)
     """)
     assert out["wmem"] == ["4096", "32768", "8388608"]
     assert "htb" in out["tc_htb"] and "bfifo" in out["tc_htb"] and "limit 300000b" in out["tc_htb"]
@@ -119,9 +121,9 @@ def test_netem_is_unavailable_here_then_uses_the_fallback_hook(veth_pair, agents
         c = client("h1", {veth_pair.addr_a!r}, {agent.port})
         try:
             c.set_netem("veth0", delay=20, loss=0.5)
-            print(json.dumps("netem worked"))
+            show("netem worked")
         except NetestoError as e:
-            print(json.dumps(str(e)))
+            show(str(e))
     """)
     if out == "netem worked":
         pytest.skip("this kernel has netem")
@@ -133,7 +135,7 @@ def test_netem_is_unavailable_here_then_uses_the_fallback_hook(veth_pair, agents
         c = client("h1", {veth_pair.addr_a!r}, {hooked.port})
         r = c.set_netem("veth0", delay=20, jitter=1, loss=0.5, limit=500)
         c.restore()
-        print(json.dumps(r))
+        show(r)
     """)
     assert out["fallback"].endswith(":netem_fallback") and out["result"] == {"delay_ms": 20}
     lines = [json.loads(x) for x in calls.read_text().splitlines()]
@@ -157,7 +159,7 @@ def test_netem_via_the_fallback_leaves_the_existing_htb_on_restore(veth_pair, ag
         r["journal"] = json.load(open({str(agent.datadir / ".agent" / "journal.json")!r}))
         r["restore"] = c.restore()
         c.close()
-        print(json.dumps(r))
+        show(r)
     """)
     if "fallback" not in out["netem"]:
         pytest.skip("this kernel has netem")
@@ -174,7 +176,7 @@ def test_snapshot_covers_the_interfaces_that_are_up(veth_pair, agents, keys, tmp
     agent = agents(keys=keys, netns=ns, bind=veth_pair.addr_a)
     out = run_in_ns(ns, prelude(keys) + f"""
         c = client("h1", {veth_pair.addr_a!r}, {agent.port})
-        print(json.dumps(c.snapshot(8, 0, "h1")))
+        show(c.snapshot(8, 0, "h1"))
     """)
     assert "0/h1.info" in out["files"]
     info = json.loads((agent.datadir / "8" / "0" / "h1.info").read_text())
@@ -189,9 +191,9 @@ def test_a_controller_from_an_address_not_allowed_is_refused_and_logged(veth_pai
     code = prelude(keys) + f"""
         c = client("h1", {veth_pair.addr_a!r}, {agent.port}, timeout=1.0, heartbeat=0)
         try:
-            print(json.dumps(c.hello()["protocol"]))
+            show(c.hello().protocol)
         except NetestoError as e:
-            print(json.dumps("refused: " + str(e)))
+            show("refused: " + str(e))
     """
     refused = run_in_ns(veth_pair.b, code)  # from addr_b
     assert refused.startswith("refused: ") and "refused our CURVE key" in refused, refused  # seen at once
@@ -209,11 +211,11 @@ def test_tcpdump_start_stop_writes_a_pcap(veth_pair, agents, keys, tmp_path):
         try:
             r = c.tcpdump_start(3, "veth0", {veth_pair.addr_b!r}, 100)
         except NetestoError as e:
-            print(json.dumps({{"error": str(e)}})); sys.exit(0)
+            show({{"error": str(e)}}); sys.exit(0)
         time.sleep(1.0)
         subprocess.run(["ping", "-c", "3", "-i", "0.2", {veth_pair.addr_b!r}], capture_output=True)
         c.tcpdump_stop(3)
-        print(json.dumps(r))
+        show(r)
     """)
     if "error" in out:
         assert "tcpdump is not installed" in out["error"]
@@ -228,7 +230,7 @@ def test_flows_between_two_agents_and_fetch_both_ends(veth_pair, agents, keys, t
     out = run_in_ns(veth_pair.a, prelude(keys) + clients(veth_pair, a, b) + f"""
         events = []
         ca.on_event(lambda e: events.append(e.event))
-        port = cb.prepare_server(1, "tok1")["port"]
+        port = cb.prepare_server(1, "tok1").port
         again = cb.prepare_server(1, "tok1")
         off, rtt = ca.clock_offset()
         spec = dict(flow_id="h1-h2-1-0", test="TCP_STREAM", server={veth_pair.addr_b!r}, port=port, dur=2.0,
@@ -238,9 +240,9 @@ def test_flows_between_two_agents_and_fetch_both_ends(veth_pair, agents, keys, t
         ga = ca.fetch(1, {str(tmp_path / 'ctl' / '1')!r})
         server_done = cb.wait_flows(1, timeout=10)
         gb = cb.fetch(1, {str(tmp_path / 'ctl' / '1')!r})
-        print(json.dumps({{"port": port, "reused": again["reused"], "started": started, "done": done,
+        show({{"port": port, "reused": again.reused, "started": started, "done": done,
                           "files": sorted(str(p) for p in ga + gb), "events": events,
-                          "server_done": server_done}}))
+                          "server_done": server_done}})
     """)
     assert out["reused"] is True and out["started"]["flows"] == ["h1-h2-1-0"]
     assert out["done"]["complete"] and out["done"]["done"] == ["h1-h2-1-0"], out["done"]
@@ -260,7 +262,7 @@ def test_controller_killed_mid_flow_lease_expires_agent_restores_and_keeps_data(
     code = prelude(keys) + clients(veth_pair, a, b, "heartbeat=0.5") + f"""
         ca.set_qdisc("veth0", "tbf", rate="200mbit", burst="30k", limit="200000")
         ca.set_sysctl({{"net.ipv4.tcp_wmem": "4096 65536 8388608"}})
-        port = cb.prepare_server(5, "t5")["port"]
+        port = cb.prepare_server(5, "t5").port
         spec = dict(flow_id="h1-h2-1-0", test="TCP_STREAM", server={veth_pair.addr_b!r}, port=port, dur=30.0,
                     token="t5", exp=5, interval=0.05)
         ca.start_flows(5, [spec])
@@ -295,7 +297,7 @@ def test_controller_killed_mid_flow_lease_expires_agent_restores_and_keeps_data(
         hello = ca.hello()
         st = ca.status(5)
         got = ca.fetch(5, {str(tmp_path / 'new' / '5')!r})
-        print(json.dumps({{"unfetched": hello["unfetched"], "status": st, "files": [str(p) for p in got]}}))
+        show({{"unfetched": hello.unfetched, "status": st, "files": [str(p) for p in got]}})
     """)
     assert "5" in out["unfetched"], (out, logs())
     assert out["status"]["running"] == [] and out["status"]["finished"], (out, logs())
@@ -317,7 +319,7 @@ def test_iperf3_driver_between_two_agents(veth_pair, agents, keys, tmp_path):
         ca.start_flows(7, [spec])
         done = ca.wait_flows(7, timeout=20)
         got = ca.fetch(7, {str(tmp_path / 'ctl' / '7')!r})
-        print(json.dumps({{"srv": srv, "done": done, "files": [str(p) for p in got]}}))
+        show({{"srv": srv, "done": done, "files": [str(p) for p in got]}})
     """)
     assert out["srv"]["ports"] == [5399] and out["srv"]["driver"] == "iperf3"
     assert out["done"]["done"] == ["h1-h2-1-0"], out["done"]
@@ -327,12 +329,12 @@ def test_iperf3_driver_between_two_agents(veth_pair, agents, keys, tmp_path):
 def test_agent_killed_mid_flow_then_restarted_offers_the_data(veth_pair, agents, keys, tmp_path):
     a, b = two_agents(veth_pair, agents, keys)
     out = run_in_ns(veth_pair.a, prelude(keys) + clients(veth_pair, a, b) + f"""
-        port = cb.prepare_server(6, "t6")["port"]
+        port = cb.prepare_server(6, "t6").port
         spec = dict(flow_id="h1-h2-1-0", test="TCP_STREAM", server={veth_pair.addr_b!r}, port=port, dur=20.0,
                     token="t6", exp=6, interval=0.05)
         r = ca.start_flows(6, [spec])
         time.sleep(1.5)
-        print(json.dumps(r))
+        show(r)
     """)
     engine_pid = out["pid"]
     a.kill()  # SIGKILL mid-flow
@@ -343,7 +345,7 @@ def test_agent_killed_mid_flow_then_restarted_offers_the_data(veth_pair, agents,
         ca = client("h1", {veth_pair.addr_a!r}, {again.port})
         hello = ca.hello()
         files = ca.fetch(6, {str(tmp_path / 'ctl' / '6')!r})
-        print(json.dumps({{"unfetched": hello["unfetched"], "files": [str(p) for p in files]}}))
+        show({{"unfetched": hello.unfetched, "files": [str(p) for p in files]}})
     """)
     assert "6" in got["unfetched"]
     path = tmp_path / "ctl" / "6" / "flows" / "h1-h2-1-0.client.nflow"

@@ -48,7 +48,7 @@ def test_snapshot_writes_host_stats_under_the_order_directory(agents, keys):
     agent = agents(keys=keys)
     with agent.client() as c:
         out = c.snapshot(2, 0, "h1")
-    assert "0/h1.info" in out["files"] and "0/h1.snmp" in out["files"]
+    assert "0/h1.info" in out.files and "0/h1.snmp" in out.files
     assert (agent.datadir / "2" / "0" / "h1.snmp").read_text().startswith("Ip:")
 
 
@@ -61,7 +61,7 @@ def test_snapshot_host_cannot_write_outside_the_experiment(agents, keys, tmp_pat
         with pytest.raises(AgentError, match="bad host name") as info:
             c.snapshot(1, 0, host)
         assert info.value.kind == "UsageError" and "h1" in str(info.value)
-        assert c.hello()["protocol"] == "1.0"
+        assert c.hello().protocol == "1.0"
     assert not list(tmp_path.glob("escaped*")) and not list(tmp_path.parent.glob("escaped*"))
     assert not list(Path("/tmp").glob("netesto-h-agent-escaped*"))
     assert not (agent.datadir / "1" / "0").exists() or not any((agent.datadir / "1" / "0").rglob("*"))
@@ -77,8 +77,8 @@ def test_tcpdump_that_fails_at_once_is_reported_naming_the_cause(agents, keys):
         with pytest.raises(AgentError, match=r"tcpdump .*exited.*unknown host 'no-such-host\.invalid'") as info:
             c.tcpdump_start(8, "lo", "no-such-host.invalid", 10)
         assert info.value.kind == "ToolError" and "h1" in str(info.value)
-        assert c.tcpdump_stop(8)["stopped"] == []  # nothing left to stop
-        assert c.hello()["protocol"] == "1.0"
+        assert c.tcpdump_stop(8).stopped == []  # nothing left to stop
+        assert c.hello().protocol == "1.0"
 
 
 @needs_tcpdump
@@ -87,7 +87,7 @@ def test_tcpdump_captures_from_the_moment_tcpdump_start_returns(agents, keys):
     agent = agents(keys=keys)
     mark = f"netesto-mark-{os.getpid()}".encode()
     with agent.client() as c:
-        path = c.tcpdump_start(9, "lo", "X", 100000)["path"]
+        path = c.tcpdump_start(9, "lo", "X", 100000).path
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             for _ in range(3):
                 s.sendto(mark, ("127.0.0.1", 9))
@@ -103,7 +103,7 @@ def test_fetch_while_tcpdump_runs_keeps_the_agent_copy(agents, keys, tmp_path):
     mark = f"netesto-late-{os.getpid()}".encode()
     with agent.client() as c:
         c.snapshot(10, 0, "h1")
-        path = c.tcpdump_start(10, "lo", "X", 100000)["path"]
+        path = c.tcpdump_start(10, "lo", "X", 100000).path
         c.fetch(10, tmp_path / "early")
         assert (agent.datadir / "10" / path).exists()
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -123,15 +123,15 @@ def test_a_restore_that_cannot_run_tc_is_reported_and_the_agent_keeps_serving(ag
     (datadir / ".agent" / "journal.json").write_text('{"qdisc": {"lo": "noqueue"}}')
     agent = agents(keys=keys, datadir=datadir, extra=("--lease", "1"), env={"PATH": str(tmp_path / "empty-bin")})
     with agent.client(heartbeat=0) as c:
-        assert c.hello()["journal_pending"]
+        assert c.hello().journal_pending
     assert wait_for(lambda: "lease expired" in agent.log_text(), timeout=10), agent.log_text()
     time.sleep(0.3)
     assert agent.proc.poll() is None, agent.log_text()[-2000:]
     assert agent.logged("qdisc on lo: ", "tc is not installed"), agent.log_text()[-2000:]
     with agent.client() as c:
-        assert c.hello()["journal_pending"]  # kept for a restore that can work
+        assert c.hello().journal_pending  # kept for a restore that can work
         out = c.restore()
-        assert out["restored"] == [] and "qdisc on lo" in out["errors"][0] and "tc is not installed" in out["errors"][0]
+        assert out.restored == [] and "qdisc on lo" in out.errors[0] and "tc is not installed" in out.errors[0]
 
 
 @needs_tcpdump
@@ -140,13 +140,13 @@ def test_tcpdumps_for_two_address_servers_write_two_pcaps_and_never_share_one(ag
     # became h1-127.pcap, the second tcpdump truncating the first one's capture.
     agent = agents(keys=keys)
     with agent.client() as c:
-        one = c.tcpdump_start(24, "lo", "127.0.0.1", 1000)["path"]
-        two = c.tcpdump_start(24, "lo", "127.0.0.2", 1000)["path"]
+        one = c.tcpdump_start(24, "lo", "127.0.0.1", 1000).path
+        two = c.tcpdump_start(24, "lo", "127.0.0.2", 1000).path
         assert one == "h1-127.0.0.1.pcap" and two == "h1-127.0.0.2.pcap"
         with pytest.raises(AgentError, match=r"a tcpdump writing h1-127\.0\.0\.1\.pcap in experiment 24 is running"):
             c.tcpdump_start(24, "lo", "127.0.0.1", 1000)
-        assert len(c.tcpdump_stop(24)["stopped"]) == 2
-        assert c.tcpdump_start(25, "lo", "localhost", 10)["path"] == "h1-localhost.pcap"  # names: the first label
+        assert len(c.tcpdump_stop(24).stopped) == 2
+        assert c.tcpdump_start(25, "lo", "localhost", 10).path == "h1-localhost.pcap"  # names: the first label
         c.tcpdump_stop(25)
     assert (agent.datadir / "24" / one).exists() and (agent.datadir / "24" / two).exists()
 
@@ -161,7 +161,7 @@ def test_a_corrupted_restore_journal_does_not_stop_the_agent_and_is_kept_aside(a
     (datadir / "3" / "kept.txt").write_text("data\n")
     agent = agents(keys=keys, datadir=datadir)
     with agent.client() as c:
-        assert "3" in c.hello()["unfetched"]  # the agent serves its data
+        assert "3" in c.hello().unfetched  # the agent serves its data
     assert (datadir / ".agent" / "journal.json.bad").read_text() == text  # the evidence is kept
     assert agent.logged("journal.json is unreadable", "journal.json.bad"), agent.log_text()[-2000:]
 
@@ -172,7 +172,7 @@ def test_tcpdump_dies_with_a_sigkilled_agent(agents, keys):
     # clears the parent-death signal: it outlived a killed agent, capturing on.
     agent = agents(keys=keys)
     with agent.client() as c:
-        pid = c.tcpdump_start(29, "lo", "X", 100000)["pid"]
+        pid = c.tcpdump_start(29, "lo", "X", 100000).pid
     agent.kill(signal.SIGKILL)
 
     def gone() -> bool:

@@ -21,11 +21,11 @@ def _fill(datadir, exp, files):
 def test_ack_is_refused_while_flows_run_and_nothing_is_deleted(agents, keys, tmp_path):
     agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
     with agent.client() as c:
-        port = c.prepare_server(3, "t3")["port"]
+        port = c.prepare_server(3, "t3").port
         spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=3.0, token="t3",
                     exp=3, interval=0.05)
         c.start_flows(3, [spec])
-        assert wait_for(lambda: c.status(3)["running"] == [] or
+        assert wait_for(lambda: c.status(3).running == [] or
                         (agent.datadir / "3" / "flows" / "h1-h1-1-0.client.nflow").exists(), timeout=5)
         with pytest.raises(AgentError, match="still has running flows; not deleting its data") as info:
             c.request("ack", {"exp": 3})
@@ -41,7 +41,7 @@ def test_fetch_chunks_digests_ack_then_delete(agents, keys, tmp_path):
     big = os.urandom(3 * 1024 * 1024 + 17)
     _fill(agent.datadir, 4, {"flows/a.client.nflow": big, "0/h1.snmp": b"Tcp: 1\n", "empty": b""})
     with agent.client() as c:
-        assert "4" in c.hello()["unfetched"]
+        assert "4" in c.hello().unfetched
         paths = c.fetch(4, tmp_path / "got" / "4")
     got = {p.relative_to(tmp_path / "got" / "4").as_posix(): p.read_bytes() for p in paths}
     assert got["flows/a.client.nflow"] == big and got["0/h1.snmp"] == b"Tcp: 1\n" and got["empty"] == b""
@@ -76,14 +76,14 @@ def test_agent_killed_and_restarted_offers_unfetched_data(agents, keys, tmp_path
     agent = agents(keys=keys, tag="first")
     _fill(agent.datadir, 21, {"flows/h1-h2-1-0.server.nflow": b"abc" * 1000})
     with agent.client() as c:
-        assert c.hello()["unfetched"] == ["21"]
+        assert c.hello().unfetched == ["21"]
     agent.kill()  # SIGKILL: no clean shutdown
     again = agents(keys=keys, tag="second", datadir=agent.datadir)
     with again.client() as c:
-        assert c.hello()["unfetched"] == ["21"]
+        assert c.hello().unfetched == ["21"]
         [path] = c.fetch(21, tmp_path / "ctl" / "21")
         assert path.read_bytes() == b"abc" * 1000
-        assert c.hello()["unfetched"] == []
+        assert c.hello().unfetched == []
 
 
 @pytest.mark.parametrize("args, text", [
@@ -143,7 +143,7 @@ def test_an_experiment_directory_that_is_a_symlink_is_neither_served_nor_deleted
     agent = agents(keys=keys)
     (agent.datadir / "20").symlink_to(outside)
     with agent.client() as c:
-        assert "20" not in c.hello()["unfetched"]
+        assert "20" not in c.hello().unfetched
         for cmd, args in (("fetch_list", {}), ("fetch_chunk", {"path": "secret"}), ("ack", {})):
             with pytest.raises(AgentError, match=r"experiment 20 is a symbolic link") as info:
                 c.request(cmd, {"exp": 20, **args})

@@ -39,7 +39,7 @@ def client_call(ns: str, keys, addr: str, port: int, body: str) -> dict:
         r = {{}}
 """ + body + """
         c.close()
-        print(json.dumps(r))
+        show(r)
     """)
 
 

@@ -36,9 +36,9 @@ def test_hello_over_curve(agents, keys):
     agent = agents(keys=keys)
     with agent.client() as c:
         info = c.hello()
-        assert info["protocol"] == "1.0" and info["package"]
-        assert info["kernel"] == os.uname().release
-        assert abs(info["time"] - time.time()) < 5
+        assert info.protocol == "1.0" and info.package
+        assert info.kernel == os.uname().release
+        assert abs(info.time - time.time()) < 5
         offset, rtt = c.clock_offset(samples=4)
         assert abs(offset) < 0.05 and 0 < rtt < 0.5
     assert agent.logged("accepted connection from 127.0.0.1"), agent.log_text()[-2000:]
@@ -56,7 +56,7 @@ def test_wrong_key_is_refused_and_the_refusal_logged(agents, keys):
     intruder = zmq.auth.load_certificate(str(keys.dir / "intruder.key"))[0].decode()
     assert wait_for(lambda: f"refused connection from 127.0.0.1: Unknown key client key {intruder}" in agent.log_text())
     with agent.client() as c:  # and the right key still works
-        assert c.hello()["protocol"] == "1.0"
+        assert c.hello().protocol == "1.0"
 
 
 @pytest.mark.parametrize("curve", [True, False], ids=["curve", "insecure-loopback"])
@@ -78,7 +78,7 @@ def test_address_in_allowlist_is_accepted(agents, keys, tmp_path):
     allow.write_text("127.0.0.1   # the controller\n")
     agent = agents(keys=keys, extra=("--allow", str(allow)))
     with agent.client() as c:
-        assert c.hello()["protocol"] == "1.0"
+        assert c.hello().protocol == "1.0"
 
 
 def test_insecure_refused_on_a_non_loopback_bind(tmp_path):
@@ -138,7 +138,7 @@ def test_malformed_and_oversized_messages_are_dropped_and_the_agent_keeps_servin
     assert f"dropped an oversized message from peer " in log
     assert f"{len(oversized)} bytes > limit 65536" in log
     with agent.client() as c:
-        assert c.hello()["protocol"] == "1.0"
+        assert c.hello().protocol == "1.0"
 
 
 def test_a_frame_over_the_hard_cap_drops_that_peer_and_the_agent_keeps_serving(agents, keys):
@@ -154,7 +154,7 @@ def test_a_frame_over_the_hard_cap_drops_that_peer_and_the_agent_keeps_serving(a
     sock.close()
     assert 2 not in answered
     with agent.client() as c:
-        assert c.hello()["protocol"] == "1.0"
+        assert c.hello().protocol == "1.0"
 
 
 def test_unknown_command_gets_a_structured_error(agents, keys):
@@ -245,7 +245,7 @@ def test_bad_arguments_get_usage_errors_not_crashes(agents, keys):
             with pytest.raises(AgentError, match=text) as info:
                 c.request(cmd, args)
             assert info.value.kind == ("NotFound" if cmd == "fetch_chunk" else "UsageError"), (cmd, args)
-        assert c.hello()["protocol"] == "1.0"
+        assert c.hello().protocol == "1.0"
 
 
 def test_netesto_keys_creates_a_pair_and_refuses_to_overwrite(tmp_path):
@@ -271,7 +271,7 @@ def test_ipv6_loopback_agent(agents):
         pytest.skip("no IPv6 loopback here")
     agent = agents(keys=None, bind="::1")
     with agent.client() as c:
-        assert c.hello()["protocol"] == "1.0"
+        assert c.hello().protocol == "1.0"
 
 
 def test_lease_warning_is_pushed_to_the_controller(agents, keys):
@@ -293,7 +293,7 @@ def test_slow_fault_times_out_a_short_timeout_but_not_a_long_one(agents, keys):
             c.hello()
     with agent.client(timeout=5.0, heartbeat=0) as c:
         t0 = time.monotonic()
-        assert c.hello()["protocol"] == "1.0"
+        assert c.hello().protocol == "1.0"
         assert time.monotonic() - t0 >= 0.5
 
 
@@ -329,7 +329,7 @@ def test_one_unreadable_authorized_key_does_not_lock_out_every_controller(tmp_pa
     agent = start_agent(tmp_path, keys=keys)
     try:
         with agent.client() as c:
-            assert c.hello()["protocol"] == "1.0"
+            assert c.hello().protocol == "1.0"
         with agent.client(key="intruder", timeout=1.0) as c:
             with pytest.raises(AgentError, match="refused our CURVE key"):
                 c.hello()
@@ -392,7 +392,7 @@ def test_the_agent_bounds_experiment_numbers_ports_and_durations(agents, keys):
             c.status(2**64 - 1)
         with pytest.raises(AgentError, match=r"bad port 80 for the iperf3 server: expected 1024\.\.65535"):
             c.prepare_server(31, "", driver="iperf3", ports=[80])
-        port = c.prepare_server(31, "")["port"]
+        port = c.prepare_server(31, "").port
         spec = dict(flow_id="h1-h1-1-0", test="TCP_STREAM", server="127.0.0.1", port=port, dur=1e12, interval=0.05)
         with pytest.raises(AgentError, match=r"dur must be in \(0, 86400\]"):
             c.start_flows(31, [spec])

@@ -15,10 +15,22 @@ from typing import Any
 
 import pytest
 
+from netesto.controller.client import WaitResult
 from netesto.controller.lab import Lab
 from netesto.controller.progress import DataStored, HostError, RecordingProgress
 from netesto.controller.runner import Runner
 from netesto.errors import AgentUnreachable, LabError, PolicyError, VersionMismatch
+from netesto.protocol.replies import (
+    HelloReply,
+    NetemReply,
+    PingReply,
+    QdiscReply,
+    RestoreReply,
+    ServerReply,
+    SnapshotReply,
+    StartFlowsReply,
+    StopReply,
+)
 from netesto.script.actions import DoClient, DoServer, GetData, ProcessExp, RandWait, SetNetem, SetQdisc, Wait
 
 
@@ -36,33 +48,34 @@ class StandIn:
 
     protocol = "1.0"
 
-    def hello(self) -> dict[str, Any]:
+    def hello(self) -> HelloReply:
         self._call("hello")
-        return {"hostname": self.name, "kernel": "6.x", "package": "0.1.0", "protocol": self.protocol}
+        return HelloReply(hostname=self.name, kernel="6.x", package="0.1.0", protocol=self.protocol)
 
     def clock_offset(self, samples: int = 8) -> tuple[float, float]:
         self._call("clock_offset", samples)
         return self.offset, 0.0001
 
-    def snapshot(self, exp: int, order: int, host: str) -> None:
+    def snapshot(self, exp: int, order: int, host: str) -> SnapshotReply:
         self._call("snapshot", exp, order, host)
+        return SnapshotReply([])
 
-    def prepare_server(self, exp: int, token: str, *, driver: str = "builtin", ports=None) -> dict[str, int]:
+    def prepare_server(self, exp: int, token: str, *, driver: str = "builtin", ports=None) -> ServerReply:
         self._call("prepare_server", exp, token, *((driver, ports) if driver != "builtin" else ()))
-        return {"port": (ports or [5000])[0]}
+        return ServerReply((ports or [5000])[0], driver=driver)
 
-    def start_flows(self, exp: int, specs: list, at: float) -> dict:
+    def start_flows(self, exp: int, specs: list, at: float) -> StartFlowsReply:
         self._call("start_flows", exp, specs, at)
-        return {}
+        return StartFlowsReply([s.flow_id for s in specs], 1, "specs.json")
 
-    def ping_start(self, exp: int, target: str, name: str, *, duration: float = 10.0) -> dict:
+    def ping_start(self, exp: int, target: str, name: str, *, duration: float = 10.0) -> PingReply:
         assert duration > 0.1
         self._call("ping_start", exp, target, name)
-        return {}
+        return PingReply(f"ping/{self.name}-{name}.nflow")
 
-    def wait_flows(self, exp: int, timeout: float) -> dict:
+    def wait_flows(self, exp: int, timeout: float) -> WaitResult:
         self._call("wait_flows", exp, timeout)
-        return {"finished": True}
+        return WaitResult(str(exp), [], [], [], {}, {}, True, [], complete=True)
 
     def fetch(self, exp: int, dest: Path) -> list[Path]:
         self._call("fetch", exp, dest)
@@ -71,19 +84,23 @@ class StandIn:
         p.write_bytes(b"x" * 10)
         return [p]
 
-    def set_qdisc(self, *args: Any) -> None:
+    def set_qdisc(self, *args: Any) -> QdiscReply:
         self._call("set_qdisc", *args)
+        return QdiscReply(args[0], [], args[1])
 
-    def set_netem(self, *args: Any) -> None:
+    def set_netem(self, *args: Any) -> NetemReply:
         if args[1] > 1000:
             raise PolicyError("delay outside 0..1000 ms", host=self.name)
         self._call("set_netem", *args)
+        return NetemReply(args[0], [])
 
-    def restore(self) -> None:
+    def restore(self) -> RestoreReply:
         self._call("restore")
+        return RestoreReply([], [])
 
-    def stop(self, exp: int | None = None) -> None:
+    def stop(self, exp: int | None = None) -> StopReply:
         self._call("stop", exp)
+        return StopReply([], [])
 
     def close(self) -> None:
         pass

@@ -66,8 +66,8 @@ def _agents_idle(testbed) -> dict[str, tuple[list[str], list[str]]]:
     for name in ("h1", "h2"):
         client = default_client_factory(lab.resolve(name), lab)
         try:
-            held = [str(x) for x in client.hello().get("unfetched", [])]
-            seen[name] = (held, list(client.status(1).get("running", [])))
+            held = list(client.hello().unfetched)
+            seen[name] = (held, list(client.status(1).running))
         finally:
             client.close()
     return seen

@@ -16,6 +16,22 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from netesto.controller.connection import AgentConnection, EventCallback
 from netesto.controller.fetch import fetch_experiment
+from netesto.protocol.commands import (
+    ClaimArgs,
+    PingStartArgs,
+    PrepareServerArgs,
+    ReleaseArgs,
+    SetModuleParamsArgs,
+    SetNetemArgs,
+    SetQdiscArgs,
+    SetSysctlArgs,
+    SnapshotArgs,
+    StartFlowsArgs,
+    StatusArgs,
+    StopArgs,
+    TcpdumpStartArgs,
+    TcpdumpStopArgs,
+)
 from netesto.protocol.replies import (
     ClaimReply,
     HelloReply,
@@ -66,39 +82,32 @@ class AgentClient(AgentConnection):
         return best
 
     def snapshot(self, exp: int | str, order: int, host: str | None = None) -> SnapshotReply:
-        args: dict[str, Any] = {"exp": exp, "order": order}
-        if host:
-            args["host"] = host
-        return self.call(SnapshotReply, args, timeout=max(self.timeout, 30.0))
+        return self.call(SnapshotReply, SnapshotArgs(exp, order, host or None), timeout=max(self.timeout, 30.0))
 
     def prepare_server(self, exp: int | str, token: str = "", *, driver: str = "builtin",
                        ports: Sequence[int] | None = None) -> ServerReply:
-        args: dict[str, Any] = {"exp": exp, "token": token, "driver": driver}
-        if ports:
-            args["ports"] = list(ports)
-        return self.call(ServerReply, args, timeout=max(self.timeout, 15.0))
+        return self.call(ServerReply, PrepareServerArgs(exp, token, driver, list(ports) if ports else None),
+                         timeout=max(self.timeout, 15.0))
 
     def start_flows(self, exp: int | str, specs: Iterable[Any], at: float | None = None, *, ping: bool = False,
                     ping_interval: float = 0.2) -> StartFlowsReply:
         """Start flows (FlowSpecs or their dicts); ``at`` is the start time in the AGENT's clock."""
         dicts = [s.to_dict() if hasattr(s, "to_dict") else dict(s) for s in specs]
-        return self.call(StartFlowsReply, {"exp": exp, "specs": dicts, "at": at, "ping": ping,
-                                           "ping_interval": ping_interval})
+        return self.call(StartFlowsReply, StartFlowsArgs(exp, dicts, at, ping, ping_interval))
 
     def ping_start(self, exp: int | str, target: str, name: str | None = None, *, interval: float = 0.2,
                    duration: float = 10.0) -> PingReply:
-        return self.call(PingReply, {"exp": exp, "target": target, "name": name or target,
-                                     "interval": interval, "duration": duration})
+        return self.call(PingReply, PingStartArgs(exp, target, name or target, interval, duration))
 
     def claim(self, run: str, controller: str) -> ClaimReply:
         """Own the agent for run ``run`` (AgentError kind "Busy" naming the owner if another run does)."""
-        return self.call(ClaimReply, {"run": run, "controller": controller})
+        return self.call(ClaimReply, ClaimArgs(run, controller))
 
     def release(self) -> ReleaseReply:
-        return self.call(ReleaseReply, {})
+        return self.call(ReleaseReply, ReleaseArgs())
 
     def status(self, exp: int | str) -> StatusReply:
-        return self.call(StatusReply, {"exp": exp})
+        return self.call(StatusReply, StatusArgs(exp))
 
     def wait_flows(self, exp: int | str, timeout: float, *, poll: float = 0.2) -> WaitResult:
         """Poll status until the experiment's flows ended (``complete`` True) or ``timeout`` passed.
@@ -115,34 +124,32 @@ class AgentClient(AgentConnection):
             time.sleep(min(poll, max(0.0, end - time.monotonic())))
 
     def stop(self, exp: int | str | None = None) -> StopReply:
-        return self.call(StopReply, {"exp": exp} if exp is not None else {})
+        return self.call(StopReply, StopArgs(exp))
 
     def set_sysctl(self, settings: Mapping[str, Any] | Sequence[Any]) -> SysctlReply:
         """``{"net.ipv4.tcp_wmem": "4096 32768 8388608"}`` or ``[(name, values)]``."""
         items = settings.items() if isinstance(settings, Mapping) else settings
         wire = {str(k): (list(v) if isinstance(v, (list, tuple)) else str(v)) for k, v in items}
-        return self.call(SysctlReply, {"settings": wire})
+        return self.call(SysctlReply, SetSysctlArgs(wire))
 
     def set_module_params(self, module: str, params: Mapping[str, Any] | Sequence[Any]) -> ModuleParamsReply:
         items = params.items() if isinstance(params, Mapping) else params
-        return self.call(ModuleParamsReply, {"module": module, "params": {str(k): str(v) for k, v in items}})
+        return self.call(ModuleParamsReply, SetModuleParamsArgs(module, {str(k): str(v) for k, v in items}))
 
     def set_qdisc(self, dev: str, qdisc: str, action: str = "", rate: str = "", burst: str = "", limit: str = "",
                   other: str = "") -> QdiscReply:
-        return self.call(QdiscReply, {"dev": dev, "qdisc": qdisc, "action": action, "rate": str(rate),
-                                      "burst": str(burst), "limit": str(limit), "other": other})
+        return self.call(QdiscReply, SetQdiscArgs(dev, qdisc, action, str(rate), str(burst), str(limit), other))
 
     def set_netem(self, dev: str, delay: float, jitter: float = 0.0, loss: float = 0.0, rate: int = 0,
                   limit: int = 1000) -> NetemReply:
-        return self.call(NetemReply, {"dev": dev, "delay": delay, "jitter": jitter, "loss": loss,
-                                      "rate": int(rate), "limit": int(limit)})
+        return self.call(NetemReply, SetNetemArgs(dev, delay, jitter, loss, int(rate), int(limit)))
 
     def tcpdump_start(self, exp: int | str, dev: str = "", server: str = "X",
                       packets: int = 10000) -> TcpdumpStartReply:
-        return self.call(TcpdumpStartReply, {"exp": exp, "dev": dev, "server": server, "packets": packets})
+        return self.call(TcpdumpStartReply, TcpdumpStartArgs(exp, dev, server, packets))
 
     def tcpdump_stop(self, exp: int | str | None = None) -> TcpdumpStopReply:
-        return self.call(TcpdumpStopReply, {"exp": exp} if exp is not None else {})
+        return self.call(TcpdumpStopReply, TcpdumpStopArgs(exp))
 
     def restore(self) -> RestoreReply:
         return self.call(RestoreReply)

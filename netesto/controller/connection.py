@@ -25,6 +25,7 @@ from netesto.errors import (
     ProtocolError,
     VersionMismatch,
 )
+from netesto.protocol.commands import CommandArgs
 from netesto.protocol.codec import DEFAULT_MAX_MESSAGE, encode_request, from_wire, reply_result, unpack
 from netesto.protocol.errorkinds import error_from_reply
 from netesto.protocol.keys import load_public_key, load_secret_key
@@ -244,9 +245,13 @@ class AgentConnection:
             ok, result = self._receive_result(rid, type, deadline)
             return result if ok else self.reply_value(self._stash.pop(rid), type)
 
-    def call(self, cls: type[R], args: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> R:
-        """Send command ``cls.command`` and read its result as ``cls`` (or raise the agent's error)."""
-        return self.read(cls, self.request(cls.command, args, timeout=timeout))
+    def call(self, cls: type[R], args: CommandArgs | None = None, *, timeout: float | None = None) -> R:
+        """Send command ``cls.command`` with its payload ``args`` (a :mod:`netesto.protocol.commands`
+        class; None: no arguments) and read its result as ``cls`` (or raise the agent's error)."""
+        if args is not None and args.command != cls.command:
+            raise TypeError(f"{type(args).__name__} is the payload of {args.command!r}, not of {cls.command!r}")
+        return self.read(cls, self.request(cls.command, args.to_wire() if args is not None else None,
+                                           timeout=timeout))
 
     def read(self, cls: type[R], result: Any) -> R:
         """``result`` as reply class ``cls``; ProtocolError naming this agent, the command and the field."""

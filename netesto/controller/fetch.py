@@ -19,6 +19,7 @@ from pathlib import Path
 from netesto.controller.connection import AgentConnection
 from netesto.errors import NetestoError, ProtocolError, StorageError
 from netesto.protocol.codec import CHUNK_SIZE
+from netesto.protocol.commands import AckArgs, FetchChunkArgs, FetchListArgs
 from netesto.protocol.replies import AckReply, ChunkReply, FetchListReply, FileEntry
 
 log = logging.getLogger("netesto.controller.client")
@@ -28,7 +29,7 @@ FETCH_WINDOW = 4  # chunk requests in flight: hides the round trip behind the tr
 def fetch_experiment(conn: AgentConnection, exp: int | str, dest_dir: str | Path, *, ack: bool = True) -> list[Path]:
     """Copy every file of ``<agent datadir>/<exp>/`` into ``dest_dir`` (same relative paths);
     ``ack`` (once everything is on our disk) lets the agent delete its copy."""
-    listing = conn.call(FetchListReply, {"exp": exp})  # every entry checked before anything is written
+    listing = conn.call(FetchListReply, FetchListArgs(exp))  # every entry checked before anything is written
     chunk = listing.chunk or CHUNK_SIZE
     dest = Path(dest_dir)
     out = []
@@ -43,7 +44,7 @@ def fetch_experiment(conn: AgentConnection, exp: int | str, dest_dir: str | Path
         if listing.flows_running:
             log.warning("%s: exp %s still has running flows; not acknowledging", conn.where, exp)
         else:
-            conn.call(AckReply, {"exp": exp})
+            conn.call(AckReply, AckArgs(exp))
     return out
 
 
@@ -74,8 +75,8 @@ def _fetch_file(conn: AgentConnection, exp: int | str, entry: FileEntry, dest: P
                 while (pending or nxt < size) and not bad:
                     while nxt < size and len(pending) < FETCH_WINDOW:
                         want_len = min(chunk, size - nxt)  # never past the listed size (a growing file)
-                        rid = conn.send_request("fetch_chunk", {"exp": exp, "path": rel, "offset": nxt, "length": want_len},
-                                         deadline)
+                        chunk_args = FetchChunkArgs(exp, rel, nxt, want_len).to_wire()
+                        rid = conn.send_request("fetch_chunk", chunk_args, deadline)
                         pending.append((rid, nxt))
                         nxt += chunk
                     rid, at = pending.popleft()

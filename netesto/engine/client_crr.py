@@ -86,11 +86,11 @@ class CRRClient(ClientFlow):
             self.rx += n
             self.got += n
             if self.got >= self.reply_size:
-                now = time.perf_counter_ns()
-                self.record_latency(now - self.t0)
-                self.trans += 1
                 self.read_info()  # keep this connection's last tcp_info for the sampler
                 self._close_conn()
+                # a transaction is connect + request + reply + close
+                self.record_latency(time.perf_counter_ns() - self.t0)
+                self.trans += 1
                 self._next()
         except BlockingIOError:
             pass

@@ -37,7 +37,6 @@ def test_crr_twice_back_to_back_keeps_its_rate(veth_pair, tmp_path):
     assert second["connections"] == second["transactions"] == srv["connections"] == srv["transactions"]
 
 
-@pytest.mark.xfail(reason="the latency stops at the reply", strict=True)
 def test_crr_latency_counts_the_whole_transaction(veth_pair, tmp_path):
     """connect + request + reply + close: one transaction follows another, so the
     latencies add up to (nearly) the flow's whole duration."""

@@ -339,6 +339,7 @@ class ServerWorker(ServerHost):
                 interval=float(interval),
                 exp=ints["exp"],
                 meta=meta,
+                crr_close=str(spec_in.get("crr_close", "rst")) if isinstance(spec_in, dict) else "rst",
             )
         except (TrafficError, ValueError, TypeError) as exc:
             raise _Refuse(f"bad flow spec: {exc}") from exc

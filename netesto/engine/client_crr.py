@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import struct
 import time
 
 from netesto.engine import handshake as hs
@@ -12,9 +13,17 @@ from netesto.engine.client import ClientFlow
 from netesto.engine.loop import IN, OUT
 from netesto.errors import TrafficError
 
+_LINGER_0 = struct.pack("ii", 1, 0)  # close() sends a reset: no TIME_WAIT
+
 
 class CRRClient(ClientFlow):
-    """TCP_CRR: connect, request, reply, close - one connection per transaction."""
+    """TCP_CRR: connect, request, reply, close - one connection per transaction.
+
+    The connection ends as ``spec.crr_close`` says (:data:`~netesto.protocol.flowspec.CRR_CLOSES`):
+    by default the client resets it (SO_LINGER 0), so no connection waits in
+    TIME_WAIT and a run right after another keeps its rate; "server" waits for
+    the server's close after the reply, as netperf does.
+    """
 
     nodelay = True
 
@@ -24,6 +33,8 @@ class CRRClient(ClientFlow):
         self.request = bytes(max(1, self.spec.req))
         self.first = self.join + self.request
         self.reply_size = max(1, self.spec.reply)
+        self.reset = self.spec.crr_close == "rst"
+        self.wait_eof = self.spec.crr_close == "server"
         self.ending = False
         self.conn: socket.socket | None = None
         assert self.ctl is not None
@@ -46,6 +57,8 @@ class CRRClient(ClientFlow):
         self.conn = self.sock = conn
         self.got = 0
         self.cfd = conn.fileno()
+        if self.reset:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_0)
         err = conn.connect_ex(addr)
         if err not in (0, errno.EINPROGRESS):
             self._close_conn()
@@ -80,18 +93,25 @@ class CRRClient(ClientFlow):
                 self.loop.modify(self.cfd, IN)
                 return
             view = self.worker.rxview
-            n = conn.recv_into(view, min(self.reply_size - self.got, len(view)))
-            if n == 0:
-                raise OSError(errno.ECONNRESET, "connection closed by peer")
-            self.rx += n
-            self.got += n
-            if self.got >= self.reply_size:
-                self.read_info()  # keep this connection's last tcp_info for the sampler
-                self._close_conn()
-                # a transaction is connect + request + reply + close
-                self.record_latency(time.perf_counter_ns() - self.t0)
-                self.trans += 1
-                self._next()
+            while True:
+                want = self.reply_size - self.got
+                n = conn.recv_into(view, min(want, len(view)) if want > 0 else len(view))
+                if n == 0:
+                    if want > 0:
+                        raise OSError(errno.ECONNRESET, "connection closed by peer")
+                    break  # the server's close after the whole reply
+                self.rx += n
+                self.got += n
+                if not self.wait_eof:
+                    if self.got < self.reply_size:
+                        return
+                    break
+            self.read_info()  # keep this connection's last tcp_info for the sampler
+            self._close_conn()
+            # a transaction is connect + request + reply + close
+            self.record_latency(time.perf_counter_ns() - self.t0)
+            self.trans += 1
+            self._next()
         except BlockingIOError:
             pass
         except OSError as exc:

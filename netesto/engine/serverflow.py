@@ -176,7 +176,8 @@ class CRRServer(ServerFlow):
 
 
 class JoinConn:
-    """One TCP_CRR transaction connection on the server."""
+    """One TCP_CRR transaction connection on the server: the request in, the reply out; closed at
+    the client's close, or after the reply when the flow's ``crr_close`` is "server"."""
 
     def __init__(self, flow: CRRServer, conn: socket.socket, leftover: bytes) -> None:
         self.flow = flow
@@ -185,6 +186,7 @@ class JoinConn:
         self.got = 0
         self.done = False
         self.out = memoryview(b"")
+        self.sending = False  # polled for OUT too: a reply larger than the send buffer
         flow.begin_server()  # a join may overtake the start marker on the control connection
         flow.joins.add(self)
         flow.conns += 1
@@ -211,8 +213,15 @@ class JoinConn:
             n = 0
         self.flow.tx += n
         self.out = self.out[n:]
-        # a large reply goes out as the client reads it, never blocking the server
-        self.flow.loop.modify(self.fd, IN | OUT if self.out else IN)
+        if self.out:  # a large reply goes out as the client reads it, never blocking the server
+            if not self.sending:
+                self.sending = True
+                self.flow.loop.modify(self.fd, IN | OUT)
+        elif self.flow.spec.crr_close == "server":
+            self.close()  # all of the reply is with the kernel: its FIN follows it (netperf's way)
+        elif self.sending:
+            self.sending = False
+            self.flow.loop.modify(self.fd, IN)
 
     def _on_event(self, events: int) -> None:
         try:

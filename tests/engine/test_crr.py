@@ -21,7 +21,6 @@ def crr_run(pair, server: Server, tmp_path, flow_id: str, **kw) -> tuple[dict, d
     return cli.summary, srv.summary
 
 
-@pytest.mark.xfail(reason="TIME_WAIT piles up on the client, which closes first", strict=False)
 def test_crr_twice_back_to_back_keeps_its_rate(veth_pair, tmp_path):
     pair = veth_pair
     pair.run(pair.a, ["sysctl", "-q", "-w", f"net.ipv4.ip_local_port_range={PORTS}"]).check_returncode()
@@ -50,3 +49,27 @@ def test_crr_latency_counts_the_whole_transaction(veth_pair, tmp_path):
     assert lat["count"] == cli["transactions"] > 100
     busy = lat["mean"] * lat["count"] / 1e6
     assert busy >= 0.97 * cli["duration"], (busy, cli["duration"])
+
+
+def time_waits(pair, ns: str) -> int:
+    out = pair.run(ns, ["ss", "-H", "-t", "-n", "state", "time-wait"]).stdout
+    return len([line for line in out.splitlines() if line.strip()])
+
+
+@pytest.mark.parametrize("close, waits_on", [("rst", None), ("client", "a"), ("server", "b")])
+def test_crr_close_policy_says_who_keeps_time_wait(veth_pair, tmp_path, close, waits_on):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    try:
+        cli, srv = crr_run(pair, server, tmp_path, "a-b-crr-0", crr_close=close, reply=3000)
+    finally:
+        server.events()
+    assert cli["status"] == srv["status"] == "ok", (cli["error"], srv["error"])
+    assert cli["connections"] == cli["transactions"] == srv["connections"] == srv["transactions"] > 100
+    assert cli["bytes_rx"] == srv["bytes_tx"] == 3000 * cli["transactions"]
+    waits = {"a": time_waits(pair, pair.a), "b": time_waits(pair, pair.b)}
+    for ns, n in waits.items():
+        if ns == waits_on:
+            assert n >= cli["transactions"] * 0.9, waits
+        else:
+            assert n <= 2, waits  # the control connection's

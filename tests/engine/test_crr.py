@@ -69,7 +69,7 @@ def test_crr_close_policy_says_who_keeps_time_wait(veth_pair, tmp_path, close, w
     assert cli["bytes_rx"] == srv["bytes_tx"] == 3000 * cli["transactions"]
     waits = {"a": time_waits(pair, pair.a), "b": time_waits(pair, pair.b)}
     for ns, n in waits.items():
-        if ns == waits_on:
-            assert n >= cli["transactions"] * 0.9, waits
+        if ns == waits_on:  # (a new namespace keeps at most a few hundred: tcp_max_tw_buckets)
+            assert n >= min(cli["transactions"] * 0.9, 400), waits
         else:
             assert n <= 2, waits  # the control connection's

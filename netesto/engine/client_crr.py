@@ -119,6 +119,8 @@ class CRRClient(ClientFlow):
                 self.out = self.out[n:]
                 if not self.out:
                     self.tx += len(self.request)
+                    if not events & IN:
+                        return  # the reply cannot be here yet: its edge will say when
             view = self.worker.rxview
             while True:
                 want = self.reply_size - self.got

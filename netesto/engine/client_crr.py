@@ -17,8 +17,9 @@ from netesto.engine.loop import IN, OUT
 from netesto.errors import TrafficError
 
 _LINGER_0 = struct.pack("ii", 1, 0)  # close() sends a reset: no TIME_WAIT
-# Polled edge-triggered for both directions from the connect on: one epoll_ctl to add, none to switch.
+# Polled edge-triggered from the connect on: one epoll_ctl to add, none to switch.
 _BOTH_EDGES = IN | OUT | select.EPOLLET
+_IN_EDGE = IN | select.EPOLLET  # the request is out already: only the reply is awaited
 # A first write this small leaves at once on an idle connection, Nagle or not (TCP_NODELAY only
 # matters when a request spans segments); the server has the same for its reply.
 NAGLE_FREE = 512
@@ -101,7 +102,11 @@ class CRRClient(ClientFlow):
             self.conn = self.sock = None
             self.fail(f"cannot connect to {self.where}: {os.strerror(err).lower()} after {self.elapsed():.1f} s")
             return
-        self.loop.register(self.cfd, _BOTH_EDGES, self._on_conn)
+        # On a short path the handshake is often over when connect returns: send at once
+        # (a connection still in SYN_SENT would block: its OUT edge says when it is up).
+        self._on_conn(0)
+        if self.conn is conn:
+            self.loop.register(self.cfd, _BOTH_EDGES if self.out else _IN_EDGE, self._on_conn)
 
     def _on_conn(self, events: int) -> None:
         # Edge-triggered: each step goes on until it is done or the socket would block.

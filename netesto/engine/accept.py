@@ -19,7 +19,7 @@ from netesto.collectors import tcpinfo
 from netesto.engine import handshake as hs
 from netesto.engine.balance import LoadBoard
 from netesto.engine.flowend import FlowEnd, describe_error, safe_flow_id
-from netesto.engine.loop import IN, Loop
+from netesto.engine.loop import IN, Loop, Timer
 from netesto.engine.server_rr import RRServer
 from netesto.engine.server_udp import UDPServer
 from netesto.engine.serverflow import CRRServer, JoinConn, ServerFlow, ServerHost, StreamServer
@@ -87,9 +87,15 @@ class Pending:
         self.conn = conn
         self.fd = conn.fileno()
         self.buf = bytearray()
+        self.timer: Timer | None = None
+        self.waiting = True
         worker.pending[self.fd] = self
-        worker.loop.register(self.fd, IN, self._on_event)
-        self.timer = worker.loop.call_later(worker.handshake_timeout, lambda: self.drop("handshake timeout"))
+        # A client sends its hello or join as soon as it is connected: often it is here
+        # already, and a CRR transaction is served without polling or a timer.
+        self._on_event(IN)
+        if self.waiting:
+            worker.loop.register(self.fd, IN, self._on_event)
+            self.timer = worker.loop.call_later(worker.handshake_timeout, lambda: self.drop("handshake timeout"))
 
     def _on_event(self, events: int) -> None:
         try:
@@ -120,8 +126,10 @@ class Pending:
             self.drop(str(exc))
 
     def detach(self) -> None:
-        self.timer.cancel()
-        self.worker.loop.unregister(self.fd)
+        self.waiting = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.worker.loop.unregister(self.fd)
         self.worker.pending.pop(self.fd, None)
 
     def drop(self, why: str) -> None:
@@ -339,6 +347,7 @@ class ServerWorker(ServerHost):
                 interval=float(interval),
                 exp=ints["exp"],
                 meta=meta,
+                crr_close=str(spec_in.get("crr_close", "rst")) if isinstance(spec_in, dict) else "rst",
             )
         except (TrafficError, ValueError, TypeError) as exc:
             raise _Refuse(f"bad flow spec: {exc}") from exc

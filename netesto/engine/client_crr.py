@@ -4,19 +4,43 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import socket
+import struct
 import time
+from typing import Any
 
+from netesto.collectors import tcpinfo
 from netesto.engine import handshake as hs
 from netesto.engine.client import ClientFlow
 from netesto.engine.loop import IN, OUT
 from netesto.errors import TrafficError
 
+_LINGER_0 = struct.pack("ii", 1, 0)  # close() sends a reset: no TIME_WAIT
+# Polled edge-triggered from the connect on: one epoll_ctl to add, none to switch.
+_BOTH_EDGES = IN | OUT | select.EPOLLET
+_IN_EDGE = IN | select.EPOLLET  # the request is out already: only the reply is awaited
+# A first write this small leaves at once on an idle connection, Nagle or not (TCP_NODELAY only
+# matters when a request spans segments); the server has the same for its reply.
+NAGLE_FREE = 512
+
 
 class CRRClient(ClientFlow):
-    """TCP_CRR: connect, request, reply, close - one connection per transaction."""
+    """TCP_CRR: connect, request, reply, close - one connection per transaction.
 
-    nodelay = True
+    The connection ends as ``spec.crr_close`` says (:data:`~netesto.protocol.flowspec.CRR_CLOSES`):
+    by default the client resets it (SO_LINGER 0), so no connection waits in
+    TIME_WAIT and a run right after another keeps its rate; "server" waits for
+    the server's close after the reply, as netperf does. A transaction's
+    latency is connect + request + reply + close.
+
+    Per connection: socket, (SO_LINGER), connect, one epoll add, send, recv,
+    close with its epoll removal; TCP_CONGESTION only when a new socket would
+    not get the flow's ca anyway, TCP_NODELAY only for a request that spans
+    segments, tcp_info only for the last connection (the sampler reads the open one).
+    """
+
+    nodelay = True  # the control connection's
 
     def run(self) -> None:
         self.session = bytes(self.reply.get("session", b""))
@@ -24,12 +48,36 @@ class CRRClient(ClientFlow):
         self.request = bytes(max(1, self.spec.req))
         self.first = self.join + self.request
         self.reply_size = max(1, self.spec.reply)
+        self.reset = self.spec.crr_close == "rst"
+        self.wait_eof = self.spec.crr_close == "server"
+        self.each_nodelay = len(self.first) > NAGLE_FREE
+        self.each_ca: str | None = None  # decided on the first connection
         self.ending = False
         self.conn: socket.socket | None = None
         assert self.ctl is not None
         # The control connection only tells the server when the flow ends.
         self.loop.register(self.ctl.fileno(), IN, self._on_ctl)
         self._next()
+
+    def _socket(self) -> tuple[socket.socket, tuple[Any, ...]]:
+        """A non-blocking socket with the flow's options, in as few system calls as they take."""
+        spec = self.spec
+        family, addr = self.addrinfo(socket.SOCK_STREAM)
+        sock = socket.socket(family, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+        try:
+            if self.each_ca is None:  # does a new socket get the flow's ca without asking?
+                self.each_ca = spec.ca if spec.ca and tcpinfo.congestion_control(sock) != spec.ca else ""
+            tcpinfo.set_congestion_control(sock, self.each_ca)
+            tcpinfo.set_buffers(sock, spec.local_buffer)
+            tcpinfo.set_pacing(sock, spec.pacing)
+            if self.each_nodelay:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.reset:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_0)
+        except BaseException:
+            sock.close()
+            raise
+        return sock, addr
 
     def _next(self) -> None:
         if self.ending:
@@ -39,59 +87,64 @@ class CRRClient(ClientFlow):
             return
         self.t0 = time.perf_counter_ns()
         try:
-            conn, addr = self.new_tcp_socket()
+            conn, addr = self._socket()
         except TrafficError as exc:
             self.fail(exc.message)
             return
         self.conn = self.sock = conn
         self.got = 0
         self.cfd = conn.fileno()
+        self.connected = False
+        self.out = memoryview(self.first)
         err = conn.connect_ex(addr)
         if err not in (0, errno.EINPROGRESS):
-            self._close_conn()
+            conn.close()
+            self.conn = self.sock = None
             self.fail(f"cannot connect to {self.where}: {os.strerror(err).lower()} after {self.elapsed():.1f} s")
             return
-        self.loop.register(self.cfd, OUT, self._on_conn)
-        self.connected = False
-        self.out = memoryview(b"")
+        # On a short path the handshake is often over when connect returns: send at once
+        # (a connection still in SYN_SENT would block: its OUT edge says when it is up).
+        self._on_conn(0)
+        if self.conn is conn:
+            self.loop.register(self.cfd, _BOTH_EDGES if self.out else _IN_EDGE, self._on_conn)
 
     def _on_conn(self, events: int) -> None:
+        # Edge-triggered: each step goes on until it is done or the socket would block.
         conn = self.conn
         if conn is None:
             return
         try:
-            if not self.connected:
-                err = conn.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-                if err:
-                    raise OSError(err, os.strerror(err))
-                self.connected = True
-                self.conns += 1
-                self.out = memoryview(self.first)
-            if self.out:
-                # the join header and request; a large request goes out as the server reads it
-                try:
-                    n = conn.send(self.out)
-                except BlockingIOError:
-                    n = 0
+            while self.out:
+                # connected (or failed: the send says why): the join and the request;
+                # a large request goes out as the server reads it
+                n = conn.send(self.out)
+                if not self.connected:
+                    self.connected = True
+                    self.conns += 1
                 self.out = self.out[n:]
-                if self.out:
-                    return
-                self.tx += len(self.request)
-                self.loop.modify(self.cfd, IN)
-                return
+                if not self.out:
+                    self.tx += len(self.request)
+                    if not events & IN:
+                        return  # the reply cannot be here yet: its edge will say when
             view = self.worker.rxview
-            n = conn.recv_into(view, min(self.reply_size - self.got, len(view)))
-            if n == 0:
-                raise OSError(errno.ECONNRESET, "connection closed by peer")
-            self.rx += n
-            self.got += n
-            if self.got >= self.reply_size:
-                now = time.perf_counter_ns()
-                self.record_latency(now - self.t0)
-                self.trans += 1
-                self.read_info()  # keep this connection's last tcp_info for the sampler
-                self._close_conn()
-                self._next()
+            while True:
+                want = self.reply_size - self.got
+                if want <= 0 and not self.wait_eof:
+                    break
+                n = conn.recv_into(view, min(want, len(view)) if want > 0 else len(view))
+                if n == 0:
+                    if want > 0:
+                        raise OSError(errno.ECONNRESET, "connection closed by peer")
+                    break  # the server's close after the whole reply
+                self.rx += n
+                self.got += n
+            if self.ending:
+                self.read_info()  # the last connection's tcp_info, for the last sample
+            self._close_conn()
+            # a transaction is connect + request + reply + close
+            self.record_latency(time.perf_counter_ns() - self.t0)
+            self.trans += 1
+            self._next()
         except BlockingIOError:
             pass
         except OSError as exc:
@@ -119,4 +172,4 @@ class CRRClient(ClientFlow):
             self._next()
 
 
-__all__ = ["CRRClient"]
+__all__ = ["CRRClient", "NAGLE_FREE"]

@@ -21,6 +21,7 @@ from netesto.protocol.flowspec import FlowSpec
 GO_TIMEOUT = 10.0  # a held flow whose start marker is this late after the client's instant ends
 GRACE = 30.0  # a flow whose client vanished silently ends dur + GRACE after it began
 _IN_ERR = IN | ERR
+NAGLE_FREE = 512  # a reply this small leaves at once, Nagle or not: no TCP_NODELAY (as the CRR client)
 
 
 class ServerHost(Worker):
@@ -176,7 +177,14 @@ class CRRServer(ServerFlow):
 
 
 class JoinConn:
-    """One TCP_CRR transaction connection on the server."""
+    """One TCP_CRR transaction connection on the server: the request in, the reply out.
+
+    The server closes it once the whole reply is with the kernel (its FIN
+    follows the reply; with the default ``crr_close`` "rst" the client's reset
+    then frees both ends, with "server" the TIME_WAIT stays here, as with
+    netperf), or, with "client", at the client's close. A join whose request
+    came with it is served without being polled at all.
+    """
 
     def __init__(self, flow: CRRServer, conn: socket.socket, leftover: bytes) -> None:
         self.flow = flow
@@ -184,15 +192,29 @@ class JoinConn:
         self.fd = conn.fileno()
         self.got = 0
         self.done = False
+        self.closed = False
+        self.polled = 0  # the events this connection is polled for; 0: not registered
         self.out = memoryview(b"")
+        self.close_first = flow.spec.crr_close != "client"
         flow.begin_server()  # a join may overtake the start marker on the control connection
         flow.joins.add(self)
         flow.conns += 1
         flow.sock = conn
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        flow.loop.register(self.fd, IN, self._on_event)
+        if flow.spec.reply > NAGLE_FREE:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if leftover:
             self._got(len(leftover))
+        if not self.closed:
+            self._poll()
+
+    def _poll(self) -> None:
+        want = IN | OUT if self.out else IN  # a large reply goes out as the client reads it
+        if want != self.polled:
+            if self.polled:
+                self.flow.loop.modify(self.fd, want)
+            else:
+                self.flow.loop.register(self.fd, want, self._on_event)
+            self.polled = want
 
     def _got(self, n: int) -> None:
         flow = self.flow
@@ -211,13 +233,19 @@ class JoinConn:
             n = 0
         self.flow.tx += n
         self.out = self.out[n:]
-        # a large reply goes out as the client reads it, never blocking the server
-        self.flow.loop.modify(self.fd, IN | OUT if self.out else IN)
+        if not self.out and self.close_first:
+            self.close()
+        else:
+            self._poll()
 
     def _on_event(self, events: int) -> None:
+        if self.closed:
+            return
         try:
             if events & OUT and self.out:
                 self._send()
+                if self.closed:
+                    return
             if not events & (IN | ERR):
                 return
             n = self.conn.recv_into(self.flow.worker.rxview)
@@ -235,13 +263,17 @@ class JoinConn:
             self.close()
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         flow = self.flow
         flow.joins.discard(self)
         if flow.sock is self.conn:
             flow.read_info()
             flow.sock = None
-        flow.loop.unregister(self.fd)
+        if self.polled:
+            flow.loop.unregister(self.fd)
         self.conn.close()
 
 
-__all__ = ["CRRServer", "GO_TIMEOUT", "GRACE", "JoinConn", "ServerFlow", "ServerHost", "StreamServer"]
+__all__ = ["CRRServer", "GO_TIMEOUT", "GRACE", "JoinConn", "NAGLE_FREE", "ServerFlow", "ServerHost", "StreamServer"]

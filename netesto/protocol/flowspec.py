@@ -17,6 +17,12 @@ from netesto.policy import MAX_FLOW_SECONDS
 from netesto.protocol.names import check_name, is_name
 from netesto.vocab import DRIVERS, TEST_TYPES
 
+# How a TCP_CRR transaction's connection ends:
+# "rst": the client closes first with SO_LINGER 0 (a reset): no TIME_WAIT on either end (neper's default);
+# "client": the client closes first (FIN): TIME_WAIT on the client (neper --time_wait);
+# "server": the server closes after its reply, the client closes at its EOF: TIME_WAIT on the server (netperf).
+CRR_CLOSES = ("rst", "client", "server")
+
 
 @dataclass(frozen=True)
 class FlowSpec:
@@ -40,6 +46,8 @@ class FlowSpec:
     driver: str = "builtin"  # "builtin", "iperf3" or "netperf"
     exp: int = 0  # raw files go to <datadir>/<exp>/flows/<flow_id>.<side>.nflow
     meta: tuple[tuple[str, str], ...] = ()
+    # TCP_CRR: who ends each transaction's connection (see CRR_CLOSES)
+    crr_close: str = "rst"
 
     def __post_init__(self) -> None:
         if not is_name(self.flow_id):  # it names files on both ends: never a path
@@ -64,6 +72,10 @@ class FlowSpec:
         if self.driver not in DRIVERS:
             raise TrafficError(
                 f"flow {self.flow_id}: unknown driver {self.driver!r}; one of {', '.join(DRIVERS)}"
+            )
+        if self.crr_close not in CRR_CLOSES:
+            raise TrafficError(
+                f"flow {self.flow_id}: unknown crr_close {self.crr_close!r}; one of {', '.join(CRR_CLOSES)}"
             )
         if not 0 < self.port < 65536:
             raise TrafficError(f"flow {self.flow_id}: bad port {self.port}")
@@ -90,4 +102,4 @@ class FlowSpec:
             raise TrafficError(f"bad flow spec: {exc}") from exc
 
 
-__all__ = ["FlowSpec"]
+__all__ = ["CRR_CLOSES", "FlowSpec"]

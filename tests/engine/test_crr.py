@@ -1,0 +1,75 @@
+"""TCP_CRR between two namespaces: back-to-back runs keep their rate; a transaction's latency includes its close."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.test_engine import Server, ends, run_client, spec
+
+pytestmark = pytest.mark.netns
+
+# A narrow ephemeral range on the client: connections left in TIME_WAIT by the
+# first run would use it up during the second (today's kernels keep them 60 s).
+PORTS = "40000 44999"
+
+
+def crr_run(pair, server: Server, tmp_path, flow_id: str, **kw) -> tuple[dict, dict]:
+    code, events = run_client(pair, pair.a, tmp_path, [spec(server, flow_id, "TCP_CRR", dur=1.5, **kw)])
+    assert code == 0, [e for e in events if e["event"] == "error"]
+    server.wait_done(1 + len([s for s in server.seen if s["event"] in ("done", "error")]))
+    cli, srv = ends(tmp_path, flow_id)
+    return cli.summary, srv.summary
+
+
+def test_crr_twice_back_to_back_keeps_its_rate(veth_pair, tmp_path):
+    pair = veth_pair
+    pair.run(pair.a, ["sysctl", "-q", "-w", f"net.ipv4.ip_local_port_range={PORTS}"]).check_returncode()
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    try:
+        first, _ = crr_run(pair, server, tmp_path, "a-b-crr-0")
+        second, srv = crr_run(pair, server, tmp_path, "a-b-crr-1")
+    finally:
+        server.events()
+    assert first["transactions"] > 100
+    assert second["status"] == "ok" and srv["status"] == "ok", (second["error"], srv["error"])
+    assert second["tps"] >= 0.8 * first["tps"], (first["tps"], second["tps"])
+    assert second["connections"] == second["transactions"] == srv["connections"] == srv["transactions"]
+
+
+def test_crr_latency_counts_the_whole_transaction(veth_pair, tmp_path):
+    """connect + request + reply + close: one transaction follows another, so the
+    latencies add up to (nearly) the flow's whole duration."""
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    try:
+        cli, _ = crr_run(pair, server, tmp_path, "a-b-crr-0")
+    finally:
+        server.events()
+    lat = cli["latency_us"]
+    assert lat["count"] == cli["transactions"] > 100
+    busy = lat["mean"] * lat["count"] / 1e6
+    assert busy >= 0.97 * cli["duration"], (busy, cli["duration"])
+
+
+def time_waits(pair, ns: str) -> int:
+    out = pair.run(ns, ["ss", "-H", "-t", "-n", "state", "time-wait"]).stdout
+    return len([line for line in out.splitlines() if line.strip()])
+
+
+@pytest.mark.parametrize("close, waits_on", [("rst", None), ("client", "a"), ("server", "b")])
+def test_crr_close_policy_says_who_keeps_time_wait(veth_pair, tmp_path, close, waits_on):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
+    try:
+        cli, srv = crr_run(pair, server, tmp_path, "a-b-crr-0", crr_close=close, reply=3000)
+    finally:
+        server.events()
+    assert cli["status"] == srv["status"] == "ok", (cli["error"], srv["error"])
+    assert cli["connections"] == cli["transactions"] == srv["connections"] == srv["transactions"] > 100
+    assert cli["bytes_rx"] == srv["bytes_tx"] == 3000 * cli["transactions"]
+    waits = {"a": time_waits(pair, pair.a), "b": time_waits(pair, pair.b)}
+    for ns, n in waits.items():
+        if ns == waits_on:  # (a new namespace keeps at most a few hundred: tcp_max_tw_buckets)
+            assert n >= min(cli["transactions"] * 0.9, 400), waits
+        else:
+            assert n <= 2, waits  # the control connection's

@@ -19,7 +19,7 @@ from typing import Any
 
 from netesto.collectors import tcpinfo
 from netesto.engine.histogram import Histogram
-from netesto.engine.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, sample_row
+from netesto.engine.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, interval_summary, sample_row
 from netesto.protocol.flowspec import FlowSpec
 from netesto.vocab import RR_TESTS
 from netesto.raw.columns import FLOW_COLUMNS
@@ -59,9 +59,10 @@ class FlowRecord:
         self.is_tcp = spec.test.startswith("TCP")
         self.is_bbr = False
         self.is_rr = spec.test in RR_TESTS
-        self.hist = Histogram()  # overall latency, ns
-        self.ihist = Histogram()  # this interval's latency, ns
+        self._hist = Histogram()  # overall latency, ns (see hist)
+        self.ihist = Histogram()  # this interval's latency, ns, when folded before its end (see record_latency)
         self.lat_raw = array("q")  # latencies (ns) not yet in ihist: appending is the cheapest hot path
+        self.lat_done = array("q")  # latencies already in a row's summary, not yet in _hist (see flush)
         self.gaps = bytearray(GAPS.size)  # the sampling jitter, see GAPS
         self.ca = ""
         self.local: tuple[str, int] = ("", 0)
@@ -79,6 +80,17 @@ class FlowRecord:
         self.b_rec = bytearray()
         self._reset_buffers()
         self.samples = 0  # rows written
+
+    @property
+    def hist(self) -> Histogram:
+        """The flow end's latency histogram (ns) of every transaction summarized in a row so far."""
+        self._fold_done()
+        return self._hist
+
+    def _fold_done(self) -> None:
+        if self.lat_done:
+            self._hist.record_many(self.lat_done)
+            del self.lat_done[:]
 
     # recording
 
@@ -144,14 +156,32 @@ class FlowRecord:
             self.flush()
 
     def _latency_record(self) -> bytes:
-        """The latency part of a row: this interval's histogram summary, then a new interval."""
-        if self.lat_raw:
-            self.fold_latency()
+        """The latency part of a row: this interval's histogram summary, then a new interval.
+
+        Usually all of the interval's latencies are still in ``lat_raw``: the summary comes from
+        them sorted (:func:`~netesto.engine.records.interval_summary`, the same bytes as the
+        interval histogram's at a fraction of the cost, on every RR flow end's every tick), and
+        they wait in ``lat_done`` for the flow's histogram until the block is written.
+        """
+        lat = self.lat_raw
         ih = self.ihist
+        if not ih.count:  # nothing folded early this interval (see record_latency)
+            rec = interval_summary(lat) if lat else ZERO_LAT
+            if rec is not None:
+                if lat:
+                    # into the flow's histogram in batches (flush): one dict update per bucket and
+                    # batch, where each tick's few dozen values hit as many buckets as there are values
+                    self.lat_done.extend(lat)
+                    del lat[:]
+                    if len(self.lat_done) >= 65536:  # bounded memory with long flush periods
+                        self._fold_done()
+                return rec
+        if lat:
+            self.fold_latency()
         if not ih.count:
             return ZERO_LAT
         s = ih.summary(0.001)
-        self.hist.merge(ih)
+        self.hist.merge(ih)  # after lat_done: the order of values does not matter to a histogram
         ih.clear()
         return LAT.pack(s.count, s.min, s.mean, s.max, s.p50, s.p90, s.p99, s.p999)
 
@@ -167,7 +197,9 @@ class FlowRecord:
 
     def flush(self, written: int = 0) -> None:
         """Write the buffered rows as one ``records`` block (about every 0.2 s);
-        ``written`` bytes of it are already out (the C tick's writev fell short)."""
+        ``written`` bytes of it are already out (the C tick's writev fell short). The latencies
+        the block's rows summarize go into the flow's histogram now (see :meth:`_latency_record`)."""
+        self._fold_done()
         n = self.nrows
         if n == 0 or self.writer is None:
             return

@@ -123,9 +123,11 @@ class Sampler:
                 self._failed(flow, exc)
             for flow, written in due:
                 self._guarded(flow, lambda: flow.flush(written))
-        if slow:
-            for flow in list(slow):  # finish() removes from it
-                self._guarded(flow, lambda: flow.sample(now, wall))
+        for flow in list(slow):  # finish() removes from it
+            try:
+                flow.sample(now, wall)
+            except Exception as exc:  # as _guarded, without a closure and a call per flow end
+                self._failed(flow, exc)
 
     def _guarded(self, flow: Sampled, step: Callable[[], None]) -> None:
         try:

@@ -26,7 +26,7 @@ from netesto.raw.columns import (
     TCP_INFO_COLUMNS,
     TIME_COLUMNS,
 )
-from netesto.raw.histogram import PERCENTILES, bucket_bounds, bucket_index
+from netesto.raw.histogram import PERCENTILES, SUB_BITS
 from netesto.raw.nflow import RecordLayout
 
 _SIZES = {"B": 1, "I": 4, "Q": 8, "d": 8}
@@ -112,6 +112,8 @@ def sample_row_py(rec: bytearray, at: int, sock: socket.socket | None, parts: in
 
 
 _QS = tuple(q for _, q in PERCENTILES)
+_OCTAVE_BITS = SUB_BITS + 1  # a value of bit length b >= this + 1 is bucketed by its top this many bits
+_EXACT = 1 << _OCTAVE_BITS  # values below have a bucket each
 
 
 def interval_summary(values: "array[int]", scale: float = 0.001) -> bytes | None:
@@ -132,9 +134,12 @@ def interval_summary(values: "array[int]", scale: float = 0.001) -> bytes | None
     cuts = []
     for q in _QS:
         value = ranked[max(1, math.ceil(q * n)) - 1]
-        start, end = bucket_bounds(bucket_index(value))
-        mid = start if end - start == 1 else (start + end - 1) / 2
-        cuts.append(float(min(max(mid, low), high)) * scale)
+        if value >= _EXACT:  # the middle of its bucket (bucket_index, bucket_bounds), inlined
+            shift = value.bit_length() - _OCTAVE_BITS
+            start = value >> shift << shift
+            mid = (start + start + (1 << shift) - 1) / 2
+            value = low if mid < low else high if mid > high else mid
+        cuts.append(float(value) * scale)
     return LAT.pack(n, low * scale, sum(ranked) / n * scale, high * scale, *cuts)
 
 

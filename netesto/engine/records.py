@@ -133,10 +133,11 @@ def interval_summary(values: "array[int]", scale: float = 0.001) -> bytes | None
         return None
     cuts = []
     for q in _QS:
-        value = ranked[max(1, math.ceil(q * n)) - 1]
-        if value >= _EXACT:  # the middle of its bucket (bucket_index, bucket_bounds), inlined
-            shift = value.bit_length() - _OCTAVE_BITS
-            start = value >> shift << shift
+        rank: int = ranked[max(1, math.ceil(q * n)) - 1]
+        value: float = rank
+        if rank >= _EXACT:  # the middle of its bucket (bucket_index, bucket_bounds), inlined
+            shift = rank.bit_length() - _OCTAVE_BITS
+            start = rank >> shift << shift
             mid = (start + start + (1 << shift) - 1) / 2
             value = low if mid < low else high if mid > high else mid
         cuts.append(float(value) * scale)

@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 from netesto.engine.flowrecord import FlowRecord
 from netesto.engine.histogram import Histogram
 from netesto.engine.records import LAT, ZERO_LAT, interval_summary
+from netesto.engine.sampler import FILL_CHUNK
 from netesto.protocol.flowspec import FlowSpec
 
 
@@ -61,3 +62,59 @@ def test_rows_and_the_flow_histogram_match_the_histogram_path():
             rec.flush()  # no writer: only folds the summarized latencies into the histogram
     assert rec.hist.to_dict() == whole.to_dict()
     assert not rec.lat_done and not rec.lat_raw and rec.ihist.count == 0
+
+
+def test_rr_rows_get_their_latency_part_between_handlers_and_in_the_file(tmp_path):
+    """The tick stamps and counts every RR row at once; the latency parts follow between the loop's
+    handlers (Sampler._fill), a few flow ends at a time, and a block due is filled in before it
+    is written: the file holds, row by row, what the interval histograms give."""
+    from netesto.engine.flowend import Worker
+    from netesto.engine.loop import Loop
+    from netesto.raw.nflow import read_flow
+    from tests.engine.test_sampling import _connections, _end
+
+    socks, peers = _connections(5)
+    loop = Loop()
+    worker = Worker(loop, str(tmp_path), lambda event: None)
+    ends = [_end(worker, sock, f"rr-{i}", "TCP_RR") for i, sock in enumerate(socks)]
+    rng = random.Random(7)
+    sent: dict[str, list[list[int]]] = {end.spec.flow_id: [] for end in ends}
+    try:
+        for end in ends:
+            end.begin()
+        for tick in range(25):  # past a block (20 rows at 10 ms)
+            for end in ends:
+                values = [rng.randint(20_000, 2_000_000) for _ in range(rng.choice((0, 3, 40)))]
+                end.lat_raw.extend(array("q", values))
+                sent[end.spec.flow_id].append(values)
+            worker.sampler._tick(0.01)
+            # every row with latencies waits for its part, but in a block written in this tick
+            waiting = [end for end in ends if end.lat_pending]
+            assert all(sent[end.spec.flow_id][-1] for end in waiting) and worker.sampler.filling == waiting
+            assert len(waiting) >= sum(bool(sent[end.spec.flow_id][-1]) for end in ends) - 1
+            if waiting:
+                assert worker.sampler.fill_timer is not None  # due now: runs after the loop's next handler
+            fills = 0
+            while worker.sampler.filling:  # the timer's runs, FILL_CHUNK flow ends each
+                worker.sampler._fill()
+                fills += 1
+            assert fills == (len(waiting) + FILL_CHUNK - 1) // FILL_CHUNK
+            assert not any(end.lat_pending for end in ends) and worker.sampler.fill_timer is None
+        for end in ends:
+            end.finish()
+    finally:
+        for s in socks + peers:
+            s.close()
+        loop.close()
+    for end in ends:
+        flow = read_flow(tmp_path / "1" / "flows" / f"{end.spec.flow_id}.client.nflow")
+        rows = sent[end.spec.flow_id]
+        assert flow.rows == len(rows) + 2  # the joining row, the ticks, the last row
+        for i, values in enumerate(rows, start=1):
+            want = LAT.unpack(_by_histogram(values) if values else ZERO_LAT)
+            got = tuple(flow.columns[c][i] for c in ("lat_count", "lat_min", "lat_mean", "lat_max", "lat_p50",
+                                                      "lat_p90", "lat_p99", "lat_p999"))
+            assert got == want, (end.spec.flow_id, i)
+        whole = Histogram()
+        whole.record_many(array("q", [v for values in rows for v in values]))
+        assert flow.summary["latency_hist"] == whole.to_dict()

@@ -163,11 +163,12 @@ class FlowRecord:
             else:
                 rec[at:at + LAT.size] = self._latency_record()
         self.nrows += 1
-        if self.nrows >= self.flush_at:
+        if self.nrows >= self.flush_at and not self.lat_pending:  # else the block goes with its last part
             self.flush()
 
     def fill_latency(self) -> None:
-        """Put the latency parts of the rows whose summary waits (see :meth:`sample`) into them.
+        """Put the latency parts of the rows whose summary waits (see :meth:`sample`) into them,
+        and write the block if it is due (it waited for them, out of the tick too).
 
         Each comes from the interval's latencies sorted
         (:func:`~netesto.engine.records.interval_summary`: the same bytes as the interval
@@ -188,6 +189,8 @@ class FlowRecord:
         pending.clear()
         if len(done) >= LAT_BATCH:
             self._fold_done()
+        if self.nrows >= self.flush_at:  # the block waited for its rows' parts (sample)
+            self.flush()
 
     @staticmethod
     def _interval_part(lat: "array[int]") -> bytes:

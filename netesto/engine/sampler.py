@@ -144,7 +144,7 @@ class Sampler:
         """The latency parts of the last tick's RR rows, a few flow ends at a time between the loop's
         handlers: the tick reads every counter at its instant, and the flows' replies wait for no
         more than a few summaries at once (16 RR flow ends' summaries in the tick held every
-        reply for up to ~0.3 ms). A block due is filled in before it is written (flush)."""
+        reply for up to ~0.3 ms), nor for the writes of their blocks, which go with them."""
         cpu0 = time.thread_time_ns()
         todo = self.filling
         for flow in todo[:FILL_CHUNK]:

@@ -68,30 +68,23 @@ def test_rr_rows_get_their_latency_part_between_handlers_and_in_the_file(tmp_pat
     """The tick stamps and counts every RR row at once; the latency parts follow between the loop's
     handlers (Sampler._fill), a few flow ends at a time, and a block due is filled in before it
     is written: the file holds, row by row, what the interval histograms give."""
-    from netesto.engine.flowend import Worker
-    from netesto.engine.loop import Loop
     from netesto.raw.nflow import read_flow
-    from tests.engine.test_sampling import _connections, _end
+    from tests.engine.test_sampling import _loopback_ends
 
-    socks, peers = _connections(5)
-    loop = Loop()
-    worker = Worker(loop, str(tmp_path), lambda event: None)
-    ends = [_end(worker, sock, f"rr-{i}", "TCP_RR") for i, sock in enumerate(socks)]
     rng = random.Random(7)
-    sent: dict[str, list[list[int]]] = {end.spec.flow_id: [] for end in ends}
-    try:
+    with _loopback_ends(tmp_path, 5, "TCP_RR") as (worker, ends):
+        sent: dict[str, list[list[int]]] = {end.spec.flow_id: [] for end in ends}
         for end in ends:
             end.begin()
-        for tick in range(25):  # past a block (20 rows at 10 ms)
+        for _ in range(25):  # past a block (20 rows at 10 ms)
             for end in ends:
                 values = [rng.randint(20_000, 2_000_000) for _ in range(rng.choice((0, 3, 40)))]
                 end.lat_raw.extend(array("q", values))
                 sent[end.spec.flow_id].append(values)
             worker.sampler._tick(0.01)
-            # every row with latencies waits for its part, but in a block written in this tick
-            waiting = [end for end in ends if end.lat_pending]
-            assert all(sent[end.spec.flow_id][-1] for end in waiting) and worker.sampler.filling == waiting
-            assert len(waiting) >= sum(bool(sent[end.spec.flow_id][-1]) for end in ends) - 1
+            # every row with latencies waits for its part (and a block it completes, for it)
+            waiting = [end for end in ends if sent[end.spec.flow_id][-1]]
+            assert all(end.lat_pending for end in waiting) and worker.sampler.filling == waiting
             if waiting:
                 assert worker.sampler.fill_timer is not None  # due now: runs after the loop's next handler
             fills = 0
@@ -100,12 +93,6 @@ def test_rr_rows_get_their_latency_part_between_handlers_and_in_the_file(tmp_pat
                 fills += 1
             assert fills == (len(waiting) + FILL_CHUNK - 1) // FILL_CHUNK
             assert not any(end.lat_pending for end in ends) and worker.sampler.fill_timer is None
-        for end in ends:
-            end.finish()
-    finally:
-        for s in socks + peers:
-            s.close()
-        loop.close()
     for end in ends:
         flow = read_flow(tmp_path / "1" / "flows" / f"{end.spec.flow_id}.client.nflow")
         rows = sent[end.spec.flow_id]

@@ -9,7 +9,6 @@ from array import array
 
 from netesto.engine import fastloop
 from netesto.engine.client import ClientFlow
-from netesto.engine.flowend import io_handler
 from netesto.engine.loop import ERR, IN, OUT
 
 _IN_ERR = IN | ERR
@@ -26,6 +25,7 @@ class RRClient(ClientFlow):
         assert self.sock is not None
         self.fd = self.sock.fileno()
         self.request = memoryview(bytes(max(1, self.spec.req)))
+        self.reqlen = len(self.request)
         self.reply_size = max(1, self.spec.reply)
         self.pending = self.request[:0]
         self.got = 0
@@ -59,38 +59,59 @@ class RRClient(ClientFlow):
             return False
         return True
 
-    @io_handler
     def _on_event(self, events: int) -> None:
+        """A reply's bytes, or room for the rest of a request; the next request goes out as soon as
+        a reply is in. Would-block is nothing to do, another OSError fails the flow: what
+        :func:`~netesto.engine.flowend.io_handler` does, inlined (one call less a transaction,
+        and the send too: with many flows on one loop the Python per transaction is the cost)."""
         sock = self.sock
         if sock is None:
             return
-        if events & OUT and self.pending:
-            data, self.pending = self.pending, self.request[:0]
-            self.loop.modify(self.fd, IN)
-            self._send(data)
-        if events & _IN_ERR:
-            want = self.reply_size - self.got
+        try:
+            if events & OUT and self.pending:
+                data, self.pending = self.pending, self.request[:0]
+                self.loop.modify(self.fd, IN)
+                self._send(data)
+            if not events & _IN_ERR:
+                return
+            got = self.got
+            want = self.reply_size - got
             n = sock.recv_into(self.view, want if 0 < want < self.viewlen else self.viewlen)
             if n == 0:
                 self.peer_closed()
                 return
             self.rx += n
-            self.got += n
-            if self.got >= self.reply_size and not self.closing:
-                now = _perf_ns()
-                lat = self.lat_raw
-                lat.append(now - self.t0)
-                if len(lat) >= 65536:
-                    self.fold_latency()
-                self.trans += 1
-                self.got -= self.reply_size
-                if self.ending:
-                    sock.shutdown(socket.SHUT_WR)
-                    self.closing = True
-                    return
-                self.t0 = now
-                if self._send(self.request) and self.solo:
-                    self._spin()
+            got += n
+            if got < self.reply_size or self.closing:
+                self.got = got
+                return
+            now = _perf_ns()
+            lat = self.lat_raw
+            lat.append(now - self.t0)
+            if len(lat) >= 65536:
+                self.fold_latency()
+            self.trans += 1
+            self.got = got - self.reply_size
+            if self.ending:
+                sock.shutdown(socket.SHUT_WR)
+                self.closing = True
+                return
+            self.t0 = now
+            request = self.request
+            try:
+                n = sock.send(request)
+            except BlockingIOError:
+                n = 0
+            self.tx += n
+            if n < self.reqlen:  # the rest waits for EPOLLOUT
+                self.pending = request[n:]
+                self.loop.modify(self.fd, IN | OUT)
+            elif self.solo:
+                self._spin()
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            self.fail_running(exc)
 
     def _spin(self) -> None:
         """Blocking transactions until a timer is due (see ``solo``); a request is out."""

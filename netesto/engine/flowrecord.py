@@ -19,13 +19,14 @@ from typing import Any
 
 from netesto.collectors import tcpinfo
 from netesto.engine.histogram import Histogram
-from netesto.engine.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, sample_row
+from netesto.engine.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, interval_summary, sample_row
 from netesto.protocol.flowspec import FlowSpec
 from netesto.vocab import RR_TESTS
 from netesto.raw.columns import FLOW_COLUMNS
 from netesto.raw.nflow import FlowWriter
 
 FLUSH_SECONDS = 0.2  # a block per ~0.2 s: a crash loses at most that much
+LAT_BATCH = 16384  # latencies already in rows go into the flow's histogram this many at a time
 
 
 def flow_path(datadir: str | os.PathLike[str], exp: int, flow_id: str, side: str) -> Path:
@@ -59,9 +60,12 @@ class FlowRecord:
         self.is_tcp = spec.test.startswith("TCP")
         self.is_bbr = False
         self.is_rr = spec.test in RR_TESTS
-        self.hist = Histogram()  # overall latency, ns
-        self.ihist = Histogram()  # this interval's latency, ns
+        self._hist = Histogram()  # overall latency, ns (see hist)
+        self.ihist = Histogram()  # this interval's latency, ns, when folded before its end (see record_latency)
         self.lat_raw = array("q")  # latencies (ns) not yet in ihist: appending is the cheapest hot path
+        self.lat_done = array("q")  # latencies already in a row's summary, not yet in _hist (see hist)
+        # (byte offset in b_rec, the interval's latencies) of rows whose latency part waits (see sample)
+        self.lat_pending: list[tuple[int, array[int]]] = []
         self.gaps = bytearray(GAPS.size)  # the sampling jitter, see GAPS
         self.ca = ""
         self.local: tuple[str, int] = ("", 0)
@@ -79,6 +83,18 @@ class FlowRecord:
         self.b_rec = bytearray()
         self._reset_buffers()
         self.samples = 0  # rows written
+
+    @property
+    def hist(self) -> Histogram:
+        """The flow end's latency histogram (ns) of every transaction sampled in a row so far."""
+        self.fill_latency()
+        self._fold_done()
+        return self._hist
+
+    def _fold_done(self) -> None:
+        if self.lat_done:
+            self._hist.record_many(self.lat_done)
+            del self.lat_done[:]
 
     # recording
 
@@ -138,20 +154,70 @@ class FlowRecord:
                     self.rx, self.trans, self.conns, self.udp_lost, self.udp_reord, self.last_tcp, self.gaps)
         if self.is_rr:
             at += self.rec_len - LAT.size
-            rec[at:at + LAT.size] = self._latency_record()
+            lat = self.lat_raw
+            if lat and not self.ihist.count:
+                # the interval ends here; its summary can wait (fill_latency): the Sampler has it
+                # computed between the loop's next handlers, not all flow ends' in the tick
+                self.lat_pending.append((at, lat[:]))
+                del lat[:]
+            else:
+                rec[at:at + LAT.size] = self._latency_record()
         self.nrows += 1
-        if self.nrows >= self.flush_at:
+        if self.nrows >= self.flush_at and not self.lat_pending:  # else the block goes with its last part
             self.flush()
 
-    def _latency_record(self) -> bytes:
-        """The latency part of a row: this interval's histogram summary, then a new interval."""
-        if self.lat_raw:
-            self.fold_latency()
-        ih = self.ihist
-        if not ih.count:
-            return ZERO_LAT
+    def fill_latency(self) -> None:
+        """Put the latency parts of the rows whose summary waits (see :meth:`sample`) into them,
+        and write the block if it is due (it waited for them, out of the tick too).
+
+        Each comes from the interval's latencies sorted
+        (:func:`~netesto.engine.records.interval_summary`: the same bytes as the interval
+        histogram's at a fraction of the cost); the latencies wait in ``lat_done`` for the flow's
+        histogram, which takes them in batches (one dict update per bucket and batch, where each
+        tick's few dozen values hit about as many buckets as there are values).
+        """
+        pending = self.lat_pending
+        if not pending:
+            return
+        rec, done = self.b_rec, self.lat_done
+        for at, lat in pending:
+            part = interval_summary(lat)
+            if part is None:  # a negative latency: the histogram's way (it counts it as 0)
+                part = self._interval_part(lat)
+            rec[at:at + LAT.size] = part
+            done.extend(lat)
+        pending.clear()
+        if len(done) >= LAT_BATCH:
+            self._fold_done()
+        if self.nrows >= self.flush_at:  # the block waited for its rows' parts (sample)
+            self.flush()
+
+    @staticmethod
+    def _interval_part(lat: "array[int]") -> bytes:
+        ih = Histogram()
+        ih.record_many(lat)
         s = ih.summary(0.001)
-        self.hist.merge(ih)
+        return LAT.pack(s.count, s.min, s.mean, s.max, s.p50, s.p90, s.p99, s.p999)
+
+    def _latency_record(self) -> bytes:
+        """The latency part of a row at once: the interval's summary, then a new interval
+        (:meth:`fill_latency`'s way, or the interval histogram's when latencies were folded into
+        it before the interval ended)."""
+        lat = self.lat_raw
+        ih = self.ihist
+        if not ih.count:  # nothing folded early this interval (see record_latency)
+            if not lat:
+                return ZERO_LAT
+            part = interval_summary(lat) or self._interval_part(lat)
+            self.lat_done.extend(lat)
+            del lat[:]
+            if len(self.lat_done) >= LAT_BATCH:
+                self._fold_done()
+            return part
+        if lat:
+            self.fold_latency()
+        s = ih.summary(0.001)
+        self.hist.merge(ih)  # the order values come in does not matter to a histogram
         ih.clear()
         return LAT.pack(s.count, s.min, s.mean, s.max, s.p50, s.p90, s.p99, s.p999)
 
@@ -167,7 +233,9 @@ class FlowRecord:
 
     def flush(self, written: int = 0) -> None:
         """Write the buffered rows as one ``records`` block (about every 0.2 s);
-        ``written`` bytes of it are already out (the C tick's writev fell short)."""
+        ``written`` bytes of it are already out (the C tick's writev fell short). The latencies
+        the block's rows whose latency part waits get it first (:meth:`fill_latency`)."""
+        self.fill_latency()
         n = self.nrows
         if n == 0 or self.writer is None:
             return
@@ -181,4 +249,4 @@ class FlowRecord:
 
 
 
-__all__ = ["FLUSH_SECONDS", "FlowRecord", "flow_path"]
+__all__ = ["FLUSH_SECONDS", "FlowRecord", "LAT_BATCH", "flow_path"]

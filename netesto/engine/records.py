@@ -10,8 +10,10 @@ extension is built and lays rows out the same way, else :func:`sample_row_py`).
 
 from __future__ import annotations
 
+import math
 import socket
 import struct
+from array import array
 from typing import Callable
 
 from netesto.collectors import tcpinfo
@@ -24,6 +26,7 @@ from netesto.raw.columns import (
     TCP_INFO_COLUMNS,
     TIME_COLUMNS,
 )
+from netesto.raw.histogram import PERCENTILES, SUB_BITS
 from netesto.raw.nflow import RecordLayout
 
 _SIZES = {"B": 1, "I": 4, "Q": 8, "d": 8}
@@ -108,11 +111,44 @@ def sample_row_py(rec: bytearray, at: int, sock: socket.socket | None, parts: in
     return read
 
 
+_QS = tuple(q for _, q in PERCENTILES)
+_OCTAVE_BITS = SUB_BITS + 1  # a value of bit length b >= this + 1 is bucketed by its top this many bits
+_EXACT = 1 << _OCTAVE_BITS  # values below have a bucket each
+
+
+def interval_summary(values: "array[int]", scale: float = 0.001) -> bytes | None:
+    """The :data:`LAT` part of a row for one interval's latencies (ns): what the interval's
+    :class:`~netesto.raw.histogram.Histogram` would give (``summary(scale)``: count, min, mean,
+    max, and each percentile the middle of the bucket holding its nearest-rank value, clamped to
+    min/max), the same bytes, from the values sorted instead of counted into buckets and walked:
+    a few us for a tick's worth of values where the histogram took ~50-80 us (RR flows, every
+    tick). None when a value is negative (the histogram counts it as 0) or there are none.
+    """
+    n = len(values)
+    if not n:
+        return None
+    ranked = sorted(values)
+    low, high = ranked[0], ranked[-1]
+    if low < 0:
+        return None
+    cuts = []
+    for q in _QS:
+        rank: int = ranked[max(1, math.ceil(q * n)) - 1]
+        value: float = rank
+        if rank >= _EXACT:  # the middle of its bucket (bucket_index, bucket_bounds), inlined
+            shift = rank.bit_length() - _OCTAVE_BITS
+            start = rank >> shift << shift
+            mid = (start + start + (1 << shift) - 1) / 2
+            value = low if mid < low else high if mid > high else mid
+        cuts.append(float(value) * scale)
+    return LAT.pack(n, low * scale, sum(ranked) / n * scale, high * scale, *cuts)
+
+
 # The C row builder and tick, unless an extension built from other sources lays rows out differently.
 _C_ROWS = fastloop.ROW_LAYOUT == (HEAD.size, INFO_LEN, CC_SLOT)
 sample_row: Callable[..., int] = fastloop.sample_row if fastloop.sample_row and _C_ROWS else sample_row_py
 sample_tick = fastloop.sample_tick if _C_ROWS and fastloop.sample_setup else None  # set up with FlowEnd
 
 
-__all__ = ["CC_SLOT", "GAPS", "HEAD", "INFO_LEN", "LAT", "LAYOUTS", "ZERO_LAT", "sample_row", "sample_row_py",
-           "sample_tick"]
+__all__ = ["CC_SLOT", "GAPS", "HEAD", "INFO_LEN", "LAT", "LAYOUTS", "ZERO_LAT", "interval_summary", "sample_row",
+           "sample_row_py", "sample_tick"]

@@ -8,14 +8,16 @@ built), the others through :meth:`~netesto.engine.flowrecord.FlowRecord.sample`.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from netesto.engine.records import sample_tick
 from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.nflow import FlowWriter
 
 if TYPE_CHECKING:
-    from netesto.engine.loop import Loop
+    from netesto.engine.loop import Loop, Timer
+
+FILL_CHUNK = 2  # flow ends whose rows get their latency part between two of the loop's handlers
 
 
 class Sampled(Protocol):
@@ -29,8 +31,11 @@ class Sampled(Protocol):
     finished: bool
     sampling_ok: bool
     writer: FlowWriter | None
+    lat_pending: list[Any]
 
     def sample(self, mono: float, wall: float | None = None) -> None: ...
+
+    def fill_latency(self) -> None: ...
 
     def flush(self, written: int = 0) -> None: ...
 
@@ -68,6 +73,8 @@ class Sampler:
         self.slow: dict[float, list[Sampled]] = {}
         self.next: dict[float, float] = {}
         self.cpu_ns = 0
+        self.filling: list[Sampled] = []  # flow ends whose rows wait for their latency part (_fill)
+        self.fill_timer: Timer | None = None
         # bench_sampling's within-run comparison only (``--sample-duty W``): ticks sample in one
         # W-second window of each pair of the wall clock and not in the other (bench_window_sampled).
         self.duty = 0.0
@@ -123,9 +130,28 @@ class Sampler:
                 self._failed(flow, exc)
             for flow, written in due:
                 self._guarded(flow, lambda: flow.flush(written))
+        for flow in list(slow):  # finish() removes from it
+            try:
+                flow.sample(now, wall)
+            except Exception as exc:  # as _guarded, without a closure and a call per flow end
+                self._failed(flow, exc)
         if slow:
-            for flow in list(slow):  # finish() removes from it
-                self._guarded(flow, lambda: flow.sample(now, wall))
+            self.filling = [flow for flow in slow if flow.lat_pending]
+            if self.filling and self.fill_timer is None:
+                self.fill_timer = self.loop.call_at(time.monotonic(), self._fill)
+
+    def _fill(self) -> None:
+        """The latency parts of the last tick's RR rows, a few flow ends at a time between the loop's
+        handlers: the tick reads every counter at its instant, and the flows' replies wait for no
+        more than a few summaries at once (16 RR flow ends' summaries in the tick held every
+        reply for up to ~0.3 ms), nor for the writes of their blocks, which go with them."""
+        cpu0 = time.thread_time_ns()
+        todo = self.filling
+        for flow in todo[:FILL_CHUNK]:
+            self._guarded(flow, flow.fill_latency)
+        del todo[:FILL_CHUNK]
+        self.fill_timer = self.loop.call_at(time.monotonic(), self._fill) if todo else None
+        self.cpu_ns += time.thread_time_ns() - cpu0
 
     def _guarded(self, flow: Sampled, step: Callable[[], None]) -> None:
         try:

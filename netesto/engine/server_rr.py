@@ -8,7 +8,6 @@ import time
 from array import array
 
 from netesto.engine import fastloop
-from netesto.engine.flowend import io_handler
 from netesto.engine.loop import ERR, IN, OUT
 from netesto.engine.serverflow import ServerFlow
 
@@ -28,16 +27,20 @@ class RRServer(ServerFlow):
         self.spinning = False
         self.loop.register(self.fd, IN, self._on_event)
 
-    @io_handler
     def _on_event(self, events: int) -> None:
+        """Requests' bytes (answered once whole), or room for the rest of a reply. Would-block is
+        nothing to do, another OSError fails the flow: :func:`~netesto.engine.flowend.io_handler`
+        inlined (one call less a transaction)."""
         conn = self.conn
-        if events & OUT and self.pending:
-            n = conn.send(self.pending)
-            self.tx += n
-            self.pending = self.pending[n:]
-            if not self.pending:
-                self.loop.modify(self.fd, IN)
-        if events & _IN_ERR:
+        try:
+            if events & OUT and self.pending:
+                n = conn.send(self.pending)
+                self.tx += n
+                self.pending = self.pending[n:]
+                if not self.pending:
+                    self.loop.modify(self.fd, IN)
+            if not events & _IN_ERR:
+                return
             n = conn.recv_into(self.view)
             if n == 0:
                 self.client_ended()
@@ -65,6 +68,10 @@ class RRServer(ServerFlow):
             elif len(self.sw.flows) == 1 and not self.sw.pending and self.req <= 65536 \
                     and len(self.reply_buf) <= 65536:
                 self._spin()
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            self.fail_running(exc)
 
     def _spin(self) -> None:
         """Alone in this server process: serve with blocking recv/send until a timer is due.

@@ -76,6 +76,29 @@ def _sampling_cpu(flow: RawFlow | None) -> float:
     return num(cpu.get("sampling_percent")) if isinstance(cpu, dict) else math.nan
 
 
+def sampling_jitter(flow: RawFlow | None) -> tuple[float, float]:
+    """(mean, max) in us of how late the engine's sampler ticks came for one flow end: the gaps
+    between its samples minus its sampling interval (a tick that skipped grid points counts with
+    the whole gap). The last row is left out (the flow's end, not a tick); the first row (the
+    flow joining the sampler) is an interval before the first tick. NaN for files the built-in
+    engine did not write and for fewer than two ticks.
+
+    >>> from netesto.raw.nflow import RawFlow
+    >>> t_mono = array("d", [0.0, 0.010, 0.022, 0.032, 0.035])  # the second tick 2 ms late; the end
+    >>> f = RawFlow("f.nflow", {"engine": "builtin", "interval": 0.01}, {"t_mono": t_mono})
+    >>> [round(v, 1) for v in sampling_jitter(f)]
+    [666.7, 2000.0]
+    """
+    if flow is None or flow.header.get("engine") != "builtin":
+        return math.nan, math.nan
+    interval = num(flow.header.get("interval"))
+    t = col(flow, "t_mono")[:-1]
+    if t.size < 3 or not interval > 0:
+        return math.nan, math.nan
+    late = (np.diff(t) - interval) * 1e6
+    return float(late.mean()), float(late.max())
+
+
 def _latency(flow: RawFlow | None) -> dict[str, Any] | None:
     s = _summary(flow)
     for key in ("latency_us", "latency"):
@@ -221,8 +244,10 @@ def flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.n
     out["remote_cpu"] = _cpu(server)
     out["local_sampling_cpu"] = _sampling_cpu(client)
     out["remote_sampling_cpu"] = _sampling_cpu(server)
+    for where, end in (("local", client), ("remote", server)):
+        out[f"{where}_sampling_jitter_mean"], out[f"{where}_sampling_jitter_max"] = sampling_jitter(end)
     return out
 
 
 __all__ = ["Grid", "INFINITE_SSTHRESH", "RATE_WINDOW", "col", "flow_summary", "goodput_on_grid", "goodput_series",
-           "host_of", "num", "place", "start_time", "times"]
+           "host_of", "num", "place", "sampling_jitter", "start_time", "times"]

@@ -115,6 +115,12 @@ FLOW_SUMMARIES: tuple[VarSpec, ...] = (
     VarSpec("remote_cpu", "percent", "CPU use of the server side of the flow"),
     VarSpec("local_sampling_cpu", "percent", "share of the client worker's CPU its sampler ticks took"),
     VarSpec("remote_sampling_cpu", "percent", "share of the server worker's CPU its sampler ticks took"),
+    VarSpec("local_sampling_jitter_mean", "us", "mean lateness of the client end's sampler ticks (gap between "
+            "its samples minus the sampling interval)"),
+    VarSpec("local_sampling_jitter_max", "us", "largest lateness of the client end's sampler ticks (gap between "
+            "its samples minus the sampling interval; skipped ticks count in)"),
+    VarSpec("remote_sampling_jitter_mean", "us", "mean lateness of the server end's sampler ticks"),
+    VarSpec("remote_sampling_jitter_max", "us", "largest lateness of the server end's sampler ticks"),
     VarSpec("ping_rtt_mean", "us", "mean ping RTT of the flow's host pair"),
 )
 

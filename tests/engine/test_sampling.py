@@ -55,13 +55,13 @@ def _end(worker: Worker, sock: socket.socket | None, flow_id: str, test: str = "
 
 
 @contextlib.contextmanager
-def _loopback_ends(tmp_path: Path, n: int) -> Iterator[tuple[Worker, list[FlowEnd]]]:
-    """A worker with ``n`` stream flow ends on established loopback connections; every end is
-    finished (its file closed) and every socket closed on the way out."""
+def _loopback_ends(tmp_path: Path, n: int, test: str = "TCP_STREAM") -> Iterator[tuple[Worker, list[FlowEnd]]]:
+    """A worker with ``n`` flow ends (``test``, stream by default) on established loopback
+    connections; every end is finished (its file closed) and every socket closed on the way out."""
     socks, peers = _connections(n)
     loop = Loop()
     worker = Worker(loop, str(tmp_path), lambda event: None)
-    ends = [_end(worker, sock, f"f-{i}") for i, sock in enumerate(socks)]
+    ends = [_end(worker, sock, f"f-{i}", test) for i, sock in enumerate(socks)]
     try:
         yield worker, ends
         for end in ends:

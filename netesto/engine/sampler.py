@@ -136,7 +136,9 @@ class Sampler:
             except Exception as exc:  # as _guarded, without a closure and a call per flow end
                 self._failed(flow, exc)
         if slow:
-            self.filling = [flow for flow in slow if flow.lat_pending]
+            # appended, not replaced: another interval's flow ends may still wait (a second
+            # fill_latency of a flow end already filled returns at once)
+            self.filling.extend(flow for flow in slow if flow.lat_pending)
             if self.filling and self.fill_timer is None:
                 self.fill_timer = self.loop.call_at(time.monotonic(), self._fill)
 

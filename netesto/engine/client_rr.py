@@ -1,7 +1,9 @@
-"""The client of TCP_RR: request, reply, repeat; alone in its worker, in a blocking (C or Python) loop."""
+"""The client of TCP_RR: request, reply, repeat; alone in its worker, in a blocking (C or Python) loop;
+with others, in the worker's C loop of RR flow ends (:mod:`~netesto.engine.rrgroup`) or the epoll loop."""
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import time
@@ -10,6 +12,7 @@ from array import array
 from netesto.engine import fastloop
 from netesto.engine.client import ClientFlow
 from netesto.engine.loop import ERR, IN, OUT
+from netesto.engine.rrgroup import group_of
 
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
@@ -41,9 +44,14 @@ class RRClient(ClientFlow):
             if fastloop.ext is not None:  # where the C loop leaves latencies for lat_raw
                 self.latbuf = array("q", [0]) * fastloop.LAT_CAPACITY
                 self.latview = memoryview(self.latbuf).cast("B")  # frombytes takes bytes, not 'q' items
+        # With other flows: in the worker's C loop of RR flow ends when there is one, else on the epoll loop.
+        self.rr_slot = -1
+        self.multi = not self.solo and fastloop.rrloop is not None and self.spec.req <= 65536
+        self.extra["rr_loop"] = "C-group" if self.multi else "epoll" if not self.solo else "python"
         self.loop.register(self.fd, IN, self._on_event)
         self.t0 = time.perf_counter_ns()
-        self._send(self.request)
+        if self._send(self.request) and self.multi:
+            self._join()
 
     def _send(self, data: memoryview) -> bool:
         """Send what fits; the rest waits for EPOLLOUT. True when all of it went out."""
@@ -108,6 +116,8 @@ class RRClient(ClientFlow):
                 self.loop.modify(self.fd, IN | OUT)
             elif self.solo:
                 self._spin()
+            elif self.multi:
+                self._join()
         except BlockingIOError:
             pass
         except OSError as exc:
@@ -215,8 +225,36 @@ class RRClient(ClientFlow):
         if status == fast.EOF:
             self.peer_closed()
 
+    def _join(self) -> None:
+        """Over to the worker's C loop of RR flow ends (a whole request is out)."""
+        group_of(self.loop, fastloop.rrloop).join(self, False, self.reqlen, self.reply_size)
+
+    def _leave(self) -> None:
+        """Back from the C loop of RR flow ends to this loop's handler (when in it)."""
+        if self.rr_slot >= 0:
+            group_of(self.loop, fastloop.rrloop).leave(self)
+            self.loop.register(self.fd, IN, self._on_event)
+
+    def rr_left(self, status: int, errno: int, left: int) -> None:
+        """The C loop of RR flow ends handed this flow back (see ``rrgroup.RRGroup.wait``)."""
+        rr = fastloop.rrloop
+        assert rr is not None
+        if status == rr.EOF:
+            self.peer_closed()
+        elif status == rr.ERROR:
+            self.fail_running(OSError(errno, os.strerror(errno)))
+        else:  # a partial request: the rest waits for EPOLLOUT, as in _on_event
+            self.pending = self.request[self.reqlen - left:]
+            self.loop.register(self.fd, IN | OUT, self._on_event)
+
+    def close_sockets(self) -> None:
+        if getattr(self, "rr_slot", -1) >= 0:
+            group_of(self.loop, fastloop.rrloop).leave(self)
+        super().close_sockets()
+
     def end(self) -> None:
         self.ending = True  # half-close once the outstanding reply is in
+        self._leave()  # which the handler sees
 
 
 __all__ = ["RRClient"]

@@ -1,0 +1,278 @@
+/* Many TCP_RR flow ends on one worker in C: an epoll loop over their sockets (see rrgroup.py).
+ *
+ * One call serves every ready socket of the group's epoll, one step each per
+ * round (a client: one read of its reply, then its next request once the
+ * reply is whole; a server: one read, then the replies to the whole requests
+ * in it), round after round, until something needs Python: the loop's next
+ * timer is due, the Python loop's own epoll fd (registered in the group's
+ * epoll) is readable, a flow end hit EOF, an error or a partial send, or a
+ * latency buffer is full. Ready sockets are served in turn (epoll's ready
+ * list is a queue: a level-triggered socket still ready goes back to its
+ * tail), so no flow is served in a burst while others wait.
+ *
+ * The flows' counters live in a caller-owned int64 table, F_N values a slot,
+ * updated in place after every syscall, so the caller sees exactly what went
+ * over the wire on every exit, exceptions included. Client latencies (ns) go
+ * to a caller-owned int64 buffer, cap values a slot. Payloads are zeros, as
+ * the Python loops send. Single-threaded callers: the GIL is kept.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define CHUNK 65536
+#define MAX_EVENTS 64
+#define CHECK_EVERY 64 /* steps between signal checks */
+#define PY_SLOT UINT64_MAX /* epoll data of the Python loop's epoll fd */
+
+/* a slot: fd, role, request and reply sizes, then the flow's state (in and out) */
+enum { F_FD, F_ROLE, F_REQ, F_REPLY, F_GOT, F_RX, F_TX, F_TRANS, F_T0, F_NLAT, F_STATUS, F_ERRNO, F_LEFT, F_N };
+enum { R_FREE = 0, R_CLIENT = 1, R_SERVER = 2 };
+/* a slot's status: running, or why Python must take the flow end back */
+enum { S_RUN = 0, S_EOF = 1, S_PARTIAL = 2, S_ERROR = 3 };
+/* why the call returned */
+enum { W_DEADLINE = 0, W_PYTHON = 1, W_FLOW = 2, W_LATFULL = 3 };
+
+static const char zeros[CHUNK];
+static char scratch[CHUNK]; /* received payload is discarded */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* time.monotonic and time.perf_counter on Linux */
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Send n zero bytes (non-blocking). 0: all went, 1: a partial send (s[F_LEFT] = what is left), -1: an error. */
+static int send_zeros(int64_t *s, int64_t n)
+{
+    while (n > 0) {
+        size_t size = n < CHUNK ? (size_t)n : CHUNK;
+        ssize_t m = send((int)s[F_FD], zeros, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (m < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) m = 0;
+            else {
+                s[F_ERRNO] = errno;
+                s[F_LEFT] = n;
+                return -1;
+            }
+        }
+        s[F_TX] += m;
+        n -= m;
+        if (m < (ssize_t)size) {
+            s[F_LEFT] = n;
+            return n > 0 ? 1 : 0;
+        }
+    }
+    return 0;
+}
+
+/* One step of a client: one read; the next request once the reply is whole. 1 when a latency went in. */
+static int client_step(int64_t *s, int64_t *lat, Py_ssize_t cap)
+{
+    int64_t want = s[F_REPLY] - s[F_GOT];
+    ssize_t n = recv((int)s[F_FD], scratch, want < CHUNK ? (size_t)want : CHUNK, MSG_DONTWAIT);
+    if (n == 0) {
+        s[F_STATUS] = S_EOF;
+        return 0;
+    }
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            s[F_ERRNO] = errno;
+            s[F_STATUS] = S_ERROR;
+        }
+        return 0;
+    }
+    s[F_RX] += n;
+    s[F_GOT] += n;
+    if (s[F_GOT] < s[F_REPLY]) return 0;
+    int64_t now = now_ns();
+    if (s[F_NLAT] < cap) lat[s[F_NLAT]++] = now - s[F_T0];
+    s[F_TRANS] += 1;
+    s[F_GOT] -= s[F_REPLY];
+    s[F_T0] = now;
+    int r = send_zeros(s, s[F_REQ]);
+    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
+    return 1;
+}
+
+/* One step of a server: one read; the replies to the whole requests in it. */
+static void server_step(int64_t *s)
+{
+    ssize_t n = recv((int)s[F_FD], scratch, CHUNK, MSG_DONTWAIT);
+    if (n == 0) {
+        s[F_STATUS] = S_EOF;
+        return;
+    }
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            s[F_ERRNO] = errno;
+            s[F_STATUS] = S_ERROR;
+        }
+        return;
+    }
+    s[F_RX] += n;
+    s[F_GOT] += n;
+    if (s[F_GOT] < s[F_REQ]) return;
+    int64_t count = s[F_GOT] / s[F_REQ];
+    s[F_GOT] -= count * s[F_REQ];
+    s[F_TRANS] += count;
+    int r = send_zeros(s, count * s[F_REPLY]);
+    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
+}
+
+PyDoc_STRVAR(rr_ctl_doc,
+"ctl(epfd, op, fd, slot)\n\n"
+"epoll_ctl(epfd, op, fd) for EPOLLIN with the slot as the event's data\n"
+"(slot -1: the Python loop's epoll fd). op: CTL_ADD or CTL_DEL.");
+
+static PyObject *rr_ctl(PyObject *self, PyObject *args)
+{
+    int epfd, op, fd;
+    long long slot;
+    if (!PyArg_ParseTuple(args, "iiiL", &epfd, &op, &fd, &slot)) return NULL;
+    struct epoll_event ev = {.events = EPOLLIN};
+    ev.data.u64 = slot < 0 ? PY_SLOT : (uint64_t)slot;
+    if (epoll_ctl(epfd, op, fd, &ev) < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(rr_wait_doc,
+"wait(epfd, deadline, table, lat, cap) -> why\n\n"
+"Serve the group's ready sockets in turn until DEADLINE (time.monotonic()\n"
+"seconds; inf: none), PYTHON (the loop's epoll fd is readable), FLOW (a\n"
+"slot's status is not RUN: EOF, ERROR with its errno, or PARTIAL with\n"
+"LEFT bytes unsent) or LATFULL (a client slot holds cap latencies).\n"
+"table: writable int64 buffer, FIELDS values a slot; lat: writable int64\n"
+"buffer, cap values a slot, NLAT of them filled.");
+
+static PyObject *rr_wait(PyObject *self, PyObject *args)
+{
+    int epfd;
+    double deadline;
+    PyObject *table_obj, *lat_obj;
+    Py_ssize_t cap;
+    Py_buffer tv, lv;
+    if (!PyArg_ParseTuple(args, "idOOn", &epfd, &deadline, &table_obj, &lat_obj, &cap)) return NULL;
+    if (cap < 1) {
+        PyErr_SetString(PyExc_ValueError, "cap must be >= 1");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(table_obj, &tv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(lat_obj, &lv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&tv);
+        return NULL;
+    }
+    int64_t *table = tv.buf;
+    int64_t *lat = lv.buf;
+    Py_ssize_t nslots = tv.len / (Py_ssize_t)(F_N * sizeof(int64_t));
+    int why = -1; /* -1: an exception is set */
+    if (lv.len < nslots * cap * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "lat needs cap values for every slot of the table");
+        goto out;
+    }
+    /* a loop with no timer gives inf */
+    int64_t until = deadline < 9.0e9 ? (int64_t)(deadline * 1e9) : INT64_MAX;
+    unsigned steps = 0;
+    struct epoll_event events[MAX_EVENTS];
+    for (;;) {
+        int64_t now = now_ns();
+        if (now >= until) {
+            why = W_DEADLINE;
+            break;
+        }
+        int timeout = -1;
+        if (until != INT64_MAX) {
+            int64_t ms = (until - now + 999999) / 1000000; /* rounded up, as Python's epoll.poll */
+            timeout = ms > 1000000 ? 1000000 : (int)ms;
+        }
+        int n = epoll_wait(epfd, events, MAX_EVENTS, timeout);
+        if (n < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto out;
+                continue;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto out;
+        }
+        int python = 0, flow = 0, full = 0;
+        for (int i = 0; i < n; i++) {
+            uint64_t slot = events[i].data.u64;
+            if (slot == PY_SLOT) {
+                python = 1;
+                continue;
+            }
+            if (slot >= (uint64_t)nslots) continue;
+            int64_t *s = table + slot * F_N;
+            if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN) continue;
+            if (s[F_ROLE] == R_CLIENT) {
+                if (client_step(s, lat + slot * cap, cap) && s[F_NLAT] >= cap) full = 1;
+            } else {
+                server_step(s);
+            }
+            if (s[F_STATUS] != S_RUN) flow = 1;
+        }
+        if (flow) {
+            why = W_FLOW;
+            break;
+        }
+        if (full) {
+            why = W_LATFULL;
+            break;
+        }
+        if (python) {
+            why = W_PYTHON;
+            break;
+        }
+        steps += (unsigned)n;
+        if (steps >= CHECK_EVERY) {
+            steps = 0;
+            if (PyErr_CheckSignals() < 0) goto out; /* e.g. SIGTERM's handler raised */
+        }
+    }
+out:
+    PyBuffer_Release(&lv);
+    PyBuffer_Release(&tv);
+    return why < 0 ? NULL : PyLong_FromLong(why);
+}
+
+static PyMethodDef methods[] = {
+    {"ctl", rr_ctl, METH_VARARGS, rr_ctl_doc},
+    {"wait", rr_wait, METH_VARARGS, rr_wait_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_rrloop", "Many TCP_RR flow ends of one worker in one C epoll loop.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__rrloop(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    static const struct { const char *name; int value; } consts[] = {
+        {"FIELDS", F_N}, {"FD", F_FD}, {"ROLE", F_ROLE}, {"REQ", F_REQ}, {"REPLY", F_REPLY}, {"GOT", F_GOT},
+        {"RX", F_RX}, {"TX", F_TX}, {"TRANS", F_TRANS}, {"T0", F_T0}, {"NLAT", F_NLAT}, {"STATUS", F_STATUS},
+        {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT}, {"SERVER", R_SERVER},
+        {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
+        {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},
+        {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL},
+    };
+    for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++) {
+        if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}

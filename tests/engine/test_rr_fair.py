@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from netesto.engine import fastloop
 from tests.engine.test_engine import ENGINE, Server, ends, spec
 
 pytestmark = pytest.mark.netns
@@ -34,6 +35,17 @@ BUSY = 4
 IDLE_ROWS = 3
 
 
+@pytest.fixture(params=[pytest.param("C", marks=pytest.mark.skipif(
+    fastloop.rrloop is None, reason="netesto.engine._rrloop is not built or NETESTO_PURE_PYTHON is set")), "python"])
+def path(request, monkeypatch):
+    """Both loops a worker serves many RR flows with: the C loop of RR flow ends (rrgroup) and the epoll loop."""
+    if request.param == "python":
+        monkeypatch.setenv("NETESTO_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("NETESTO_PURE_PYTHON", raising=False)
+    return request.param
+
+
 def _run(pair, tmp_path, server: Server):
     specs = [spec(server, f"a-b-0-{i}", "TCP_RR", dur=DUR, ca="cubic", exp=5) for i in range(FLOWS)]
     path = tmp_path / "specs.json"
@@ -44,12 +56,13 @@ def _run(pair, tmp_path, server: Server):
     return {s["flow_id"]: ends(tmp_path, s["flow_id"], exp=5)[0] for s in specs}
 
 
-def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path):
+def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path, path):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "1")
     flows = _run(pair, tmp_path, server)
     server.events()
     assert len({f.header["pid"] for f in flows.values()}) == 1  # one client worker ran them all
+    assert {f.summary["rr_loop"] for f in flows.values()} == {"C-group" if path == "C" else "epoll"}
     trans = {fid: f.summary["transactions"] for fid, f in flows.items()}
     mean = statistics.mean(trans.values())
     assert mean > 100, trans

@@ -185,14 +185,12 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
     unsigned steps = 0;
     struct epoll_event events[MAX_EVENTS];
     for (;;) {
+        /* A deadline already past still gets one round of what is ready (timeout 0), as the Python
+         * loop runs the ready handlers between two due timers (the sampler's fill chunks are such) */
         int64_t now = now_ns();
-        if (now >= until) {
-            why = W_DEADLINE;
-            break;
-        }
         int timeout = -1;
         if (until != INT64_MAX) {
-            int64_t ms = (until - now + 999999) / 1000000; /* rounded up, as Python's epoll.poll */
+            int64_t ms = until > now ? (until - now + 999999) / 1000000 : 0; /* rounded up, as epoll.poll */
             timeout = ms > 1000000 ? 1000000 : (int)ms;
         }
         int n = epoll_wait(epfd, events, MAX_EVENTS, timeout);
@@ -231,6 +229,10 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         }
         if (python) {
             why = W_PYTHON;
+            break;
+        }
+        if (timeout == 0 || (until != INT64_MAX && now_ns() >= until)) {
+            why = W_DEADLINE;
             break;
         }
         steps += (unsigned)n;

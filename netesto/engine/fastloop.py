@@ -71,5 +71,5 @@ sample_setup: Callable[[type], None] | None = getattr(_clockless, "sample_setup"
 # (head, tcp_info, cc slot) bytes of the rows sample_row builds: the engine checks them against its layout
 ROW_LAYOUT = tuple(getattr(_clockless, k) for k in ("ROW_HEAD", "ROW_INFO", "ROW_CC_SLOT")) if sample_row else None
 
-__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "rrloop", "sample_row", "sample_setup",
-           "sample_tick"]
+__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "rrloop", "sample_row",
+           "sample_setup", "sample_tick"]

@@ -23,9 +23,10 @@ Targets: rate ratio engine / peer >= 1.0 and p99 ratio engine / peer <= 1.2
 in every case. Shared noisy machine: read the ratios and their spread.
 
 Also the client's CPU time per transaction (us), which the host's load
-hardly changes: the engine's client worker (its summary's CPU over the
-flows' span, sampler included), netperf's client process (its rusage) and
-neper's client (its own utime + stime); ratio engine / peer, no target.
+changes far less: the engine's client worker (its summary's CPU over the
+flows' span, sampler included; ``cpu-smp``: its sampler's CPU left out),
+netperf's client process (its rusage) and neper's client (its own utime +
+stime); ratio engine / peer, no target.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from tests import netns
 
 Cpus = tuple[int | None, int | None]
 FLOWS = 16
-Result = tuple[float, float, str, float]  # tps, p99 us, loops ran (client/server), client CPU us per transaction
+# tps, p99 us, loops ran (client/server), client CPU us per transaction, the same without the engine's sampler
+Result = tuple[float, float, str, float, float]
 
 
 def keyvals(text: str) -> dict[str, str]:
@@ -71,7 +73,8 @@ def netperf_rr(pair: netns.VethPair, bin_dir: Path, test: str, dur: float, cpus:
     if proc.returncode or "THROUGHPUT" not in keys:
         raise RuntimeError(f"netperf {test} failed: {proc.stdout[-300:]} {proc.stderr[-300:]}")
     tps = float(keys["THROUGHPUT"])
-    return tps, float(keys["P99_LATENCY"]), "-", (children_cpu() - cpu0) / max(1.0, tps * dur) * 1e6
+    cpu = (children_cpu() - cpu0) / max(1.0, tps * dur) * 1e6
+    return tps, float(keys["P99_LATENCY"]), "-", cpu, cpu
 
 
 def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float, cpus: Cpus) -> Result:
@@ -88,8 +91,8 @@ def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float
         if proc.returncode or "throughput" not in keys:
             raise RuntimeError(f"neper {tool} failed: {proc.stdout[-300:]} {proc.stderr[-300:]}")
         cpu = sum(float(keys[f"{k}_end"]) - float(keys[f"{k}_start"]) for k in ("utime", "stime"))
-        return (float(keys["throughput"]), float(keys["latency_p99"]) * 1e6, "-",
-                cpu / max(1, int(keys["num_transactions"])) * 1e6)
+        cpu_t = cpu / max(1, int(keys["num_transactions"])) * 1e6
+        return float(keys["throughput"]), float(keys["latency_p99"]) * 1e6, "-", cpu_t, cpu_t
     finally:
         try:
             server.wait(timeout=10)
@@ -107,8 +110,11 @@ def engine_rr(engine: Engine, test: str, dur: float, flows: int, prefix: list[st
     server = read_flow(engine.workdir / "srv" / str(engine.runs) / "flows" / f"{ids[0]}.server.nflow").summary
     loops = f"{summaries[0].get('rr_loop', '-')}/{(server or {}).get('rr_loop', '-')}"
     trans = sum(s["transactions"] for s in summaries)
-    cpu = max(s["cpu"]["seconds"] for s in summaries)  # one worker: every summary has its CPU over the flow's span
-    return sum(s["tps"] for s in summaries), engine.p99_us(ids), loops, cpu / max(1, trans) * 1e6
+    # one worker: every summary has its CPU over the flow's span (and of it, its sampler's)
+    cpu = max(s["cpu"]["seconds"] for s in summaries)
+    sampling = max(s["cpu"]["sampling_seconds"] for s in summaries)
+    per = 1e6 / max(1, trans)
+    return sum(s["tps"] for s in summaries), engine.p99_us(ids), loops, cpu * per, (cpu - sampling) * per
 
 
 def main() -> int:
@@ -156,7 +162,7 @@ def main() -> int:
             ):
                 loops = sorted({r[2] for r in got[ours]})
                 cols = {f"{who} {what}": [float(r[k]) for r in got[key]]
-                        for k, what in ((0, "tps"), (1, "p99 us"), (3, "cpu us/t"))
+                        for k, what in ((0, "tps"), (1, "p99 us"), (3, "cpu us/t"), (4, "cpu-smp us/t"))
                         for key, who in ((ours, "engine"), (peer, peer))}
                 table(f"{title}; engine loops client/server: {', '.join(loops)}", cols, ".1f")
                 results.append(verdict(f"rate: engine / {peer}", cols["engine tps"], cols[f"{peer} tps"], ">=", 1.0))
@@ -164,6 +170,8 @@ def main() -> int:
                                        "<=", 1.2))
                 verdict(f"client CPU per transaction: engine / {peer}", cols["engine cpu us/t"],
                         cols[f"{peer} cpu us/t"], None, None)
+                verdict("  the same, engine's sampler excluded", cols["engine cpu-smp us/t"],
+                        cols[f"{peer} cpu-smp us/t"], None, None)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     summary_line(results)

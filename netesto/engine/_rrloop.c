@@ -34,7 +34,9 @@
 #define PY_SLOT UINT64_MAX /* epoll data of the Python loop's epoll fd */
 
 /* a slot: fd, role, request and reply sizes, then the flow's state (in and out) */
-enum { F_FD, F_ROLE, F_REQ, F_REPLY, F_GOT, F_RX, F_TX, F_TRANS, F_T0, F_NLAT, F_STATUS, F_ERRNO, F_LEFT, F_N };
+enum {
+    F_FD, F_ROLE, F_REQ, F_REPLY, F_GOT, F_RX, F_TX, F_TRANS, F_T0, F_NLAT, F_STATUS, F_ERRNO, F_LEFT, F_DIRTY, F_N
+};
 enum { R_FREE = 0, R_CLIENT = 1, R_SERVER = 2 };
 /* a slot's status: running, or why Python must take the flow end back */
 enum { S_RUN = 0, S_EOF = 1, S_PARTIAL = 2, S_ERROR = 3 };
@@ -147,22 +149,24 @@ static PyObject *rr_ctl(PyObject *self, PyObject *args)
 }
 
 PyDoc_STRVAR(rr_wait_doc,
-"wait(epfd, deadline, table, lat, cap) -> why\n\n"
+"wait(epfd, deadline, table, lat, cap, touched) -> why\n\n"
 "Serve the group's ready sockets in turn until DEADLINE (time.monotonic()\n"
 "seconds; inf: none), PYTHON (the loop's epoll fd is readable), FLOW (a\n"
 "slot's status is not RUN: EOF, ERROR with its errno, or PARTIAL with\n"
 "LEFT bytes unsent) or LATFULL (a client slot holds cap latencies).\n"
 "table: writable int64 buffer, FIELDS values a slot; lat: writable int64\n"
-"buffer, cap values a slot, NLAT of them filled.");
+"buffer, cap values a slot, NLAT of them filled. touched: writable int64\n"
+"buffer [n, slot...] to which the slots served are added (DIRTY set), so\n"
+"the caller copies out only theirs (and clears DIRTY and n).");
 
 static PyObject *rr_wait(PyObject *self, PyObject *args)
 {
     int epfd;
     double deadline;
-    PyObject *table_obj, *lat_obj;
+    PyObject *table_obj, *lat_obj, *touched_obj;
     Py_ssize_t cap;
-    Py_buffer tv, lv;
-    if (!PyArg_ParseTuple(args, "idOOn", &epfd, &deadline, &table_obj, &lat_obj, &cap)) return NULL;
+    Py_buffer tv, lv, dv;
+    if (!PyArg_ParseTuple(args, "idOOnO", &epfd, &deadline, &table_obj, &lat_obj, &cap, &touched_obj)) return NULL;
     if (cap < 1) {
         PyErr_SetString(PyExc_ValueError, "cap must be >= 1");
         return NULL;
@@ -172,12 +176,22 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         PyBuffer_Release(&tv);
         return NULL;
     }
+    if (PyObject_GetBuffer(touched_obj, &dv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&lv);
+        PyBuffer_Release(&tv);
+        return NULL;
+    }
     int64_t *table = tv.buf;
     int64_t *lat = lv.buf;
+    int64_t *touched = dv.buf;
     Py_ssize_t nslots = tv.len / (Py_ssize_t)(F_N * sizeof(int64_t));
     int why = -1; /* -1: an exception is set */
     if (lv.len < nslots * cap * (Py_ssize_t)sizeof(int64_t)) {
         PyErr_SetString(PyExc_ValueError, "lat needs cap values for every slot of the table");
+        goto out;
+    }
+    if (dv.len < (nslots + 1) * (Py_ssize_t)sizeof(int64_t) || touched[0] < 0 || touched[0] > nslots) {
+        PyErr_SetString(PyExc_ValueError, "touched needs a count (0..slots) and room for every slot");
         goto out;
     }
     /* a loop with no timer gives inf */
@@ -212,6 +226,10 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             if (slot >= (uint64_t)nslots) continue;
             int64_t *s = table + slot * F_N;
             if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN) continue;
+            if (!s[F_DIRTY]) {
+                s[F_DIRTY] = 1;
+                touched[1 + touched[0]++] = (int64_t)slot;
+            }
             if (s[F_ROLE] == R_CLIENT) {
                 if (client_step(s, lat + slot * cap, cap) && s[F_NLAT] >= cap) full = 1;
             } else {
@@ -242,6 +260,7 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         }
     }
 out:
+    PyBuffer_Release(&dv);
     PyBuffer_Release(&lv);
     PyBuffer_Release(&tv);
     return why < 0 ? NULL : PyLong_FromLong(why);
@@ -265,7 +284,7 @@ PyMODINIT_FUNC PyInit__rrloop(void)
     static const struct { const char *name; int value; } consts[] = {
         {"FIELDS", F_N}, {"FD", F_FD}, {"ROLE", F_ROLE}, {"REQ", F_REQ}, {"REPLY", F_REPLY}, {"GOT", F_GOT},
         {"RX", F_RX}, {"TX", F_TX}, {"TRANS", F_TRANS}, {"T0", F_T0}, {"NLAT", F_NLAT}, {"STATUS", F_STATUS},
-        {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT}, {"SERVER", R_SERVER},
+        {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"DIRTY", F_DIRTY}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT}, {"SERVER", R_SERVER},
         {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
         {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},
         {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL},

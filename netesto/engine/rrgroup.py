@@ -55,6 +55,7 @@ class RRGroup:
         self.members: dict[int, Member] = {}  # slot -> flow end
         self.free: list[int] = []
         self.table = array("q")
+        self.touched = array("q", [0])  # [n, slot...]: the slots the C loop served since the last copy
         self.lat = array("q")
         self.latview = memoryview(b"")
         self._grow(SLOTS)
@@ -66,6 +67,7 @@ class RRGroup:
         old = len(self.table) // self.fields
         self.latview.release()  # an array cannot be resized while a view exports it
         self.table.extend([0] * (slots - old) * self.fields)
+        self.touched.extend([0] * (slots - old))
         self.lat.extend([0] * (slots - old) * LAT_SLOT)
         self.latview = memoryview(self.lat).cast("B")
         self.free.extend(range(slots - 1, old - 1, -1))
@@ -125,11 +127,18 @@ class RRGroup:
         ready, a latency buffer is full or a member needs Python (it leaves, its flow end takes over)."""
         rr = self.rr
         self.returns += 1
+        touched, members = self.touched, self.members
         try:
-            why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT)
-        finally:
-            for slot, flow in self.members.items():
-                self._sync(slot, flow)
+            why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT, touched)
+        finally:  # the counters and latencies of the members served, into them
+            t, fields, dirty = self.table, self.fields, rr.DIRTY
+            for i in range(1, touched[0] + 1):
+                slot = touched[i]
+                t[slot * fields + dirty] = 0
+                flow = members.get(slot)
+                if flow is not None:
+                    self._sync(slot, flow)
+            touched[0] = 0
         if why != rr.FLOW:
             return
         t, fields = self.table, self.fields

@@ -43,14 +43,14 @@ enum { S_RUN = 0, S_EOF = 1, S_PARTIAL = 2, S_ERROR = 3 };
 /* why the call returned */
 enum { W_DEADLINE = 0, W_PYTHON = 1, W_FLOW = 2, W_LATFULL = 3 };
 
-static const char zeros[CHUNK];
-static char scratch[CHUNK]; /* received payload is discarded */
+static const char zeros[CHUNK];  /* what requests and replies carry */
+static char scratch[CHUNK];       /* where received payload goes, to be discarded */
 
-static int64_t now_ns(void)
+/* CLOCK_MONOTONIC in ns: time.monotonic's and time.perf_counter's clock on Linux (fastloop checks the latter) */
+static inline int64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* time.monotonic and time.perf_counter on Linux */
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    struct timespec now;
+    return clock_gettime(CLOCK_MONOTONIC, &now) == 0 ? now.tv_sec * INT64_C(1000000000) + now.tv_nsec : 0;
 }
 
 /* Send n zero bytes (non-blocking). 0: all went, 1: a partial send (s[F_LEFT] = what is left), -1: an error. */
@@ -266,29 +266,35 @@ out:
     return why < 0 ? NULL : PyLong_FromLong(why);
 }
 
-static PyMethodDef methods[] = {
+static PyMethodDef rrloop_methods[] = {
     {"ctl", rr_ctl, METH_VARARGS, rr_ctl_doc},
     {"wait", rr_wait, METH_VARARGS, rr_wait_doc},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_rrloop", "Many TCP_RR flow ends of one worker in one C epoll loop.", -1, methods,
-    NULL, NULL, NULL, NULL,
+static struct PyModuleDef rrloop_module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "_rrloop",
+    .m_doc = "Many TCP_RR flow ends of one worker in one C epoll loop.",
+    .m_size = -1,
+    .m_methods = rrloop_methods,
+};
+
+/* the table's layout, the roles, statuses and reasons, as module constants */
+static const struct { const char *name; int value; } consts[] = {
+    {"FIELDS", F_N}, {"FD", F_FD}, {"ROLE", F_ROLE}, {"REQ", F_REQ}, {"REPLY", F_REPLY}, {"GOT", F_GOT},
+    {"RX", F_RX}, {"TX", F_TX}, {"TRANS", F_TRANS}, {"T0", F_T0}, {"NLAT", F_NLAT}, {"STATUS", F_STATUS},
+    {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"DIRTY", F_DIRTY}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT},
+    {"SERVER", R_SERVER},
+    {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
+    {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},
+    {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL},
 };
 
 PyMODINIT_FUNC PyInit__rrloop(void)
 {
-    PyObject *m = PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&rrloop_module);
     if (m == NULL) return NULL;
-    static const struct { const char *name; int value; } consts[] = {
-        {"FIELDS", F_N}, {"FD", F_FD}, {"ROLE", F_ROLE}, {"REQ", F_REQ}, {"REPLY", F_REPLY}, {"GOT", F_GOT},
-        {"RX", F_RX}, {"TX", F_TX}, {"TRANS", F_TRANS}, {"T0", F_T0}, {"NLAT", F_NLAT}, {"STATUS", F_STATUS},
-        {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"DIRTY", F_DIRTY}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT}, {"SERVER", R_SERVER},
-        {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
-        {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},
-        {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL},
-    };
     for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++) {
         if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value) < 0) {
             Py_DECREF(m);

@@ -3,7 +3,6 @@ with others, in the worker's C loop of RR flow ends (:mod:`~netesto.engine.rrgro
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import time
@@ -12,7 +11,7 @@ from array import array
 from netesto.engine import fastloop
 from netesto.engine.client import ClientFlow
 from netesto.engine.loop import ERR, IN, OUT
-from netesto.engine.rrgroup import group_of
+from netesto.engine.rrgroup import group_of, take_back
 
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
@@ -237,15 +236,12 @@ class RRClient(ClientFlow):
 
     def rr_left(self, status: int, errno: int, left: int) -> None:
         """The C loop of RR flow ends handed this flow back (see ``rrgroup.RRGroup.wait``)."""
-        rr = fastloop.rrloop
-        assert rr is not None
-        if status == rr.EOF:
-            self.peer_closed()
-        elif status == rr.ERROR:
-            self.fail_running(OSError(errno, os.strerror(errno)))
-        else:  # a partial request: the rest waits for EPOLLOUT, as in _on_event
-            self.pending = self.request[self.reqlen - left:]
-            self.loop.register(self.fd, IN | OUT, self._on_event)
+        take_back(self, fastloop.rrloop, status, errno, self.peer_closed, lambda: self._rest(left))
+
+    def _rest(self, left: int) -> None:
+        """The last ``left`` bytes of the request wait for EPOLLOUT, as in _on_event."""
+        self.pending = self.request[self.reqlen - left:]
+        self.loop.register(self.fd, IN | OUT, self._on_event)
 
     def close_sockets(self) -> None:
         if getattr(self, "rr_slot", -1) >= 0:

@@ -15,9 +15,10 @@ error, a partial send) leaves the group and its flow end takes it over
 
 from __future__ import annotations
 
+import os
 import select
 from array import array
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from netesto.engine.loop import Loop
 
@@ -40,6 +41,8 @@ class Member(Protocol):
     def fold_latency(self) -> None: ...
 
     def rr_left(self, status: int, errno: int, left: int) -> None: ...
+
+    def fail_running(self, exc: BaseException) -> None: ...
 
 
 class RRGroup:
@@ -155,6 +158,18 @@ class RRGroup:
                     self.loop.handler_error(flow.rr_left, exc)
 
 
+def take_back(flow: Member, rr: Any, status: int, errno: int, at_eof: Callable[[], None],
+              rest: Callable[[], None]) -> None:
+    """What a flow end handed back (its ``rr_left``) does: at EOF ``at_eof``, at an error fail, after a
+    partial send ``rest`` (it keeps what is left and waits for EPOLLOUT on the loop, as its handler does)."""
+    if status == rr.EOF:
+        at_eof()
+    elif status == rr.ERROR:
+        flow.fail_running(OSError(errno, os.strerror(errno)))
+    else:
+        rest()
+
+
 def group_of(loop: Loop, rr: Any) -> RRGroup:
     """The loop's group (made at the first join)."""
     group = loop.rr_group
@@ -164,4 +179,4 @@ def group_of(loop: Loop, rr: Any) -> RRGroup:
     return group
 
 
-__all__ = ["LAT_SLOT", "Member", "RRGroup", "group_of"]
+__all__ = ["LAT_SLOT", "Member", "RRGroup", "group_of", "take_back"]

@@ -3,7 +3,6 @@ with others, in the process's C loop of RR flow ends (:mod:`~netesto.engine.rrgr
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import time
@@ -11,7 +10,7 @@ from array import array
 
 from netesto.engine import fastloop
 from netesto.engine.loop import ERR, IN, OUT
-from netesto.engine.rrgroup import group_of
+from netesto.engine.rrgroup import group_of, take_back
 from netesto.engine.serverflow import ServerFlow
 
 _IN_ERR = IN | ERR
@@ -83,16 +82,13 @@ class RRServer(ServerFlow):
             self.fail_running(exc)
 
     def rr_left(self, status: int, errno: int, left: int) -> None:
-        """The C loop of RR flow ends handed this flow back (see ``rrgroup.RRGroup.wait``)."""
-        rr = fastloop.rrloop
-        assert rr is not None
-        if status == rr.EOF:
-            self.client_ended()
-        elif status == rr.ERROR:
-            self.fail_running(OSError(errno, os.strerror(errno)))
-        else:  # replies partly sent (zeros): the rest waits for EPOLLOUT, as in _on_event
-            self.pending = memoryview(bytes(left))
-            self.loop.register(self.fd, IN | OUT, self._on_event)
+        """The C loop of RR flow ends handed this flow back (see ``rrgroup.RRGroup.wait``): after a partial
+        send the rest of the replies (zeros) waits for EPOLLOUT, as in _on_event."""
+        take_back(self, fastloop.rrloop, status, errno, self.client_ended, lambda: self._rest(memoryview(bytes(left))))
+
+    def _rest(self, data: memoryview) -> None:
+        self.pending = data
+        self.loop.register(self.fd, IN | OUT, self._on_event)
 
     def close_sockets(self) -> None:
         if getattr(self, "rr_slot", -1) >= 0:

@@ -7,8 +7,9 @@ import statistics
 
 import pytest
 
-from netesto.engine import fastloop
 from tests.engine.test_engine import ENGINE, Server, ends, spec
+from tests.engine.test_fastloop import use_path
+from tests.engine.test_rrloop_engine import GROUP_PATHS
 
 pytestmark = pytest.mark.netns
 
@@ -35,15 +36,10 @@ BUSY = 4
 IDLE_ROWS = 3
 
 
-@pytest.fixture(params=[pytest.param("C", marks=pytest.mark.skipif(
-    fastloop.rrloop is None, reason="netesto.engine._rrloop is not built or NETESTO_PURE_PYTHON is set")), "python"])
+@pytest.fixture(params=GROUP_PATHS)
 def path(request, monkeypatch):
     """Both loops a worker serves many RR flows with: the C loop of RR flow ends (rrgroup) and the epoll loop."""
-    if request.param == "python":
-        monkeypatch.setenv("NETESTO_PURE_PYTHON", "1")
-    else:
-        monkeypatch.delenv("NETESTO_PURE_PYTHON", raising=False)
-    return request.param
+    return use_path(request, monkeypatch)
 
 
 def _run(pair, tmp_path, server: Server):

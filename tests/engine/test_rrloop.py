@@ -121,13 +121,18 @@ def test_returns_when_the_loops_own_socket_is_ready():
     _close(flows)
 
 
-def test_an_ending_member_is_handed_back_and_the_others_keep_running():
-    loop = Loop()
-    group = rrgroup.group_of(loop, rr)
-    flows = _flows(group, 4)
+def _running(n: int, gone: int) -> tuple[rrgroup.RRGroup, list[tuple[End, End]], End, End]:
+    """``n`` pairs served a while; then pair ``gone``'s server end leaves the group (the test ends it)."""
+    group = rrgroup.group_of(Loop(), rr)
+    flows = _flows(group, n)
     group.wait(time.monotonic() + 0.05)
-    c0, s0 = flows[0]
-    group.leave(s0)  # the server end of pair 0 ends: it half-closes (EOF at the client)
+    client, server = flows[gone]
+    group.leave(server)
+    return group, flows, client, server
+
+
+def test_an_ending_member_is_handed_back_and_the_others_keep_running():
+    group, flows, c0, s0 = _running(4, 0)  # the server end of pair 0 ends: it half-closes (EOF at the client)
     _agree(c0, s0)
     s0.sock.shutdown(socket.SHUT_WR)
     before = [c.trans for c, _ in flows]
@@ -144,12 +149,7 @@ def test_an_ending_member_is_handed_back_and_the_others_keep_running():
 
 
 def test_a_reset_is_an_error_with_its_errno():
-    loop = Loop()
-    group = rrgroup.group_of(loop, rr)
-    flows = _flows(group, 3)
-    group.wait(time.monotonic() + 0.05)
-    c1, s1 = flows[1]
-    group.leave(s1)
+    group, flows, c1, s1 = _running(3, 1)
     s1.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s1.sock.close()  # RST
     while not c1.left:

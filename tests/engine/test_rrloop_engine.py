@@ -12,6 +12,7 @@ import pytest
 from netesto.engine import fastloop
 from netesto.raw.nflow import read_flow
 from tests.engine.test_engine import ENGINE, Server, ends, spec, terminal, wait_for_summary, wait_started
+from tests.engine.test_fastloop import use_path
 
 pytestmark = pytest.mark.netns
 
@@ -20,15 +21,14 @@ FLOWS = 16
 LOOPS = {"C": ("C-group", "C-group"), "python": ("epoll", None)}
 
 
-@pytest.fixture(params=[pytest.param("C", marks=pytest.mark.skipif(
-    fastloop.rrloop is None, reason="netesto.engine._rrloop is not built or NETESTO_PURE_PYTHON is set")), "python"])
+GROUP_PATHS = [pytest.param("C", marks=pytest.mark.skipif(
+    fastloop.rrloop is None, reason="netesto.engine._rrloop is not built or NETESTO_PURE_PYTHON is set")), "python"]
+
+
+@pytest.fixture(params=GROUP_PATHS)
 def path(request, monkeypatch):
-    """Which loops the engine processes run (the environment reaches the server and the client)."""
-    if request.param == "python":
-        monkeypatch.setenv("NETESTO_PURE_PYTHON", "1")
-    else:
-        monkeypatch.delenv("NETESTO_PURE_PYTHON", raising=False)
-    return request.param
+    """Which loops the engine processes run: the C loop of many RR flow ends, or the epoll loop."""
+    return use_path(request, monkeypatch)
 
 
 def _client(pair, tmp_path, specs: list[dict], *, background: bool = False):

@@ -132,6 +132,100 @@ static void server_step(int64_t *s)
     if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
 }
 
+/* solo client state, rr_client's (_fastloop.c): got, rx, tx, trans, t0 (ns) in and out; nlat, sent out */
+enum { C_GOT, C_RX, C_TX, C_TRANS, C_T0, C_NLAT, C_SENT, C_N };
+enum { SOLO_AGAIN = 0, SOLO_EOF = 1, SOLO_IDLE = 2, SOLO_LATFULL = 3, SOLO_PARTIAL = 4 };
+
+PyDoc_STRVAR(rr_solo_doc,
+"solo(fd, reqlen, replylen, deadline, state, lat) -> status\n\n"
+"A TCP_RR client alone in its worker, on blocking fd (SO_RCVTIMEO set; a\n"
+"request is out): _fastloop.rr_client's loop and state, except that the\n"
+"deadline is checked when a reply is in, before the next request: IDLE\n"
+"returns with no request out, so the loop's timers (the sampler) run while\n"
+"nothing is in flight and no transaction's latency holds them. Also AGAIN\n"
+"(no reply within SO_RCVTIMEO), EOF, LATFULL (lat is full; a request is out)\n"
+"and PARTIAL (sent bytes of the next request went out, not counted in tx).");
+
+static PyObject *rr_solo(PyObject *self, PyObject *args)
+{
+    int fd;
+    Py_ssize_t reqlen, replylen;
+    double deadline;
+    PyObject *state_obj, *lat_obj;
+    Py_buffer sv, lv;
+    if (!PyArg_ParseTuple(args, "inndOO", &fd, &reqlen, &replylen, &deadline, &state_obj, &lat_obj)) return NULL;
+    if (reqlen < 1 || reqlen > CHUNK || replylen < 1) {
+        PyErr_SetString(PyExc_ValueError, "reqlen must be 1..65536 and replylen >= 1");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(state_obj, &sv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(lat_obj, &lv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&sv);
+        return NULL;
+    }
+    int64_t *st = sv.buf, *lat = lv.buf;
+    Py_ssize_t cap = lv.len / (Py_ssize_t)sizeof(int64_t);
+    int64_t until = deadline < 9.0e9 ? (int64_t)(deadline * 1e9) : INT64_MAX;
+    int status = -1; /* -1: an exception is set */
+    if (sv.len < C_N * (Py_ssize_t)sizeof(int64_t) || cap < 1) {
+        PyErr_SetString(PyExc_ValueError, "state needs 7 int64 values and lat room for one");
+        goto out;
+    }
+    st[C_NLAT] = st[C_SENT] = 0;
+    for (;;) {
+        while (st[C_GOT] < replylen) {
+            int64_t want = replylen - st[C_GOT];
+            ssize_t n = recv(fd, scratch, want < CHUNK ? (size_t)want : CHUNK, 0);
+            if (n > 0) {
+                st[C_RX] += n;
+                st[C_GOT] += n;
+            } else if (n == 0) {
+                status = SOLO_EOF;
+                goto out;
+            } else if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto out; /* e.g. SIGTERM's handler raised */
+            } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                status = SOLO_AGAIN; /* nothing within SO_RCVTIMEO: the loop waits */
+                goto out;
+            } else {
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto out;
+            }
+        }
+        int64_t now = now_ns();
+        lat[st[C_NLAT]++] = now - st[C_T0];
+        st[C_TRANS] += 1;
+        st[C_GOT] -= replylen;
+        if (now >= until) {
+            status = SOLO_IDLE;
+            goto out;
+        }
+        st[C_T0] = now;
+        ssize_t n;
+        while ((n = send(fd, zeros, (size_t)reqlen, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+            if (PyErr_CheckSignals() < 0) goto out;
+        if (n != reqlen) {
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto out;
+            }
+            st[C_SENT] = n < 0 ? 0 : n; /* Python sends the rest and counts the request */
+            status = SOLO_PARTIAL;
+            goto out;
+        }
+        st[C_TX] += reqlen;
+        if (st[C_NLAT] == cap) {
+            status = SOLO_LATFULL;
+            goto out;
+        }
+        if (st[C_TRANS] % CHECK_EVERY == 0 && PyErr_CheckSignals() < 0) goto out;
+    }
+out:
+    PyBuffer_Release(&lv);
+    PyBuffer_Release(&sv);
+    return status < 0 ? NULL : PyLong_FromLong(status);
+}
+
 PyDoc_STRVAR(rr_ctl_doc,
 "ctl(epfd, op, fd, slot)\n\n"
 "epoll_ctl(epfd, op, fd) for EPOLLIN with the slot as the event's data\n"
@@ -269,6 +363,7 @@ out:
 static PyMethodDef rrloop_methods[] = {
     {"ctl", rr_ctl, METH_VARARGS, rr_ctl_doc},
     {"wait", rr_wait, METH_VARARGS, rr_wait_doc},
+    {"solo", rr_solo, METH_VARARGS, rr_solo_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -288,7 +383,8 @@ static const struct { const char *name; int value; } consts[] = {
     {"SERVER", R_SERVER},
     {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
     {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},
-    {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL},
+    {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL}, {"SOLO_AGAIN", SOLO_AGAIN}, {"SOLO_EOF", SOLO_EOF},
+    {"SOLO_IDLE", SOLO_IDLE}, {"SOLO_LATFULL", SOLO_LATFULL}, {"SOLO_PARTIAL", SOLO_PARTIAL},
 };
 
 PyMODINIT_FUNC PyInit__rrloop(void)

@@ -232,3 +232,30 @@ def test_a_signal_handler_exception_leaves_exact_counters():
         assert c.trans > 10
         _agree(c, s)
     _close(flows)
+
+
+def _solo_pair() -> tuple[socket.socket, socket.socket]:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
+    return a, b
+
+
+def test_solo_client_holds_the_next_request_at_the_deadline():
+    """``solo``: at a due timer the reply is in and no request is out (the loop's timers hold no transaction)."""
+    a, b = _solo_pair()
+    a.send(bytes(1))  # the first request
+    st = array("q", [0, 0, 1, 0, time.perf_counter_ns(), 0, 0])  # got, rx, tx, trans, t0, nlat, sent
+    lat = array("q", [0]) * 64
+    b.send(bytes(5))  # its reply and four more
+    status = rr.solo(a.fileno(), 1, 1, time.monotonic() - 1, st, lat)  # a deadline already past
+    assert status == rr.SOLO_IDLE
+    assert list(st[:4]) == [0, 1, 1, 1] and st[5] == 1 and lat[0] > 0  # one reply in, its latency, no request
+    assert b.recv(10) == bytes(1)  # only the first request went out
+    a.send(bytes(1))  # what the flow's _resume does
+    st[2] += 1
+    status = rr.solo(a.fileno(), 1, 1, float("inf"), st, lat)
+    assert status == rr.SOLO_AGAIN  # the four other replies, a request after each, then nothing within 1 ms
+    assert list(st[:4]) == [0, 5, 6, 5] and st[5] == 4
+    assert b.recv(10) == bytes(5)
+    a.close()
+    b.close()

@@ -132,9 +132,50 @@ static void server_step(int64_t *s)
     if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
 }
 
+/* Writable views of n buffers (all or none: -1 with an exception set). */
+static int get_buffers(PyObject *const *objs, Py_buffer *views, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(objs[i], &views[i], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            while (i-- > 0) PyBuffer_Release(&views[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release_buffers(Py_buffer *views, int n)
+{
+    for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
+}
+
 /* solo client state, rr_client's (_fastloop.c): got, rx, tx, trans, t0 (ns) in and out; nlat, sent out */
 enum { C_GOT, C_RX, C_TX, C_TRANS, C_T0, C_NLAT, C_SENT, C_N };
 enum { SOLO_AGAIN = 0, SOLO_EOF = 1, SOLO_IDLE = 2, SOLO_LATFULL = 3, SOLO_PARTIAL = 4 };
+
+/* Blocking reads until the reply is whole: REPLY_WHOLE, or REPLY_EOF, REPLY_AGAIN (nothing within
+ * SO_RCVTIMEO: the loop waits) or -1 (an exception is set: an error, or a signal handler raised). */
+enum { REPLY_WHOLE, REPLY_EOF, REPLY_AGAIN };
+static int whole_reply(int fd, int64_t *st, int64_t replylen)
+{
+    while (st[C_GOT] < replylen) {
+        int64_t want = replylen - st[C_GOT];
+        ssize_t n = recv(fd, scratch, want < CHUNK ? (size_t)want : CHUNK, 0);
+        if (n == 0) return REPLY_EOF;
+        if (n > 0) {
+            st[C_RX] += n;
+            st[C_GOT] += n;
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return REPLY_AGAIN;
+        if (errno != EINTR) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        if (PyErr_CheckSignals() < 0) return -1;
+    }
+    return REPLY_WHOLE;
+}
 
 PyDoc_STRVAR(rr_solo_doc,
 "solo(fd, reqlen, replylen, deadline, state, lat) -> status\n\n"
@@ -151,46 +192,28 @@ static PyObject *rr_solo(PyObject *self, PyObject *args)
     int fd;
     Py_ssize_t reqlen, replylen;
     double deadline;
-    PyObject *state_obj, *lat_obj;
-    Py_buffer sv, lv;
-    if (!PyArg_ParseTuple(args, "inndOO", &fd, &reqlen, &replylen, &deadline, &state_obj, &lat_obj)) return NULL;
+    PyObject *objs[2]; /* state, lat */
+    Py_buffer views[2];
+    if (!PyArg_ParseTuple(args, "inndOO", &fd, &reqlen, &replylen, &deadline, &objs[0], &objs[1])) return NULL;
     if (reqlen < 1 || reqlen > CHUNK || replylen < 1) {
         PyErr_SetString(PyExc_ValueError, "reqlen must be 1..65536 and replylen >= 1");
         return NULL;
     }
-    if (PyObject_GetBuffer(state_obj, &sv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(lat_obj, &lv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&sv);
-        return NULL;
-    }
-    int64_t *st = sv.buf, *lat = lv.buf;
-    Py_ssize_t cap = lv.len / (Py_ssize_t)sizeof(int64_t);
+    if (get_buffers(objs, views, 2) < 0) return NULL;
+    int64_t *st = views[0].buf, *lat = views[1].buf;
+    Py_ssize_t cap = views[1].len / (Py_ssize_t)sizeof(int64_t);
     int64_t until = deadline < 9.0e9 ? (int64_t)(deadline * 1e9) : INT64_MAX;
     int status = -1; /* -1: an exception is set */
-    if (sv.len < C_N * (Py_ssize_t)sizeof(int64_t) || cap < 1) {
+    if (views[0].len < C_N * (Py_ssize_t)sizeof(int64_t) || cap < 1) {
         PyErr_SetString(PyExc_ValueError, "state needs 7 int64 values and lat room for one");
         goto out;
     }
     st[C_NLAT] = st[C_SENT] = 0;
     for (;;) {
-        while (st[C_GOT] < replylen) {
-            int64_t want = replylen - st[C_GOT];
-            ssize_t n = recv(fd, scratch, want < CHUNK ? (size_t)want : CHUNK, 0);
-            if (n > 0) {
-                st[C_RX] += n;
-                st[C_GOT] += n;
-            } else if (n == 0) {
-                status = SOLO_EOF;
-                goto out;
-            } else if (errno == EINTR) {
-                if (PyErr_CheckSignals() < 0) goto out; /* e.g. SIGTERM's handler raised */
-            } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                status = SOLO_AGAIN; /* nothing within SO_RCVTIMEO: the loop waits */
-                goto out;
-            } else {
-                PyErr_SetFromErrno(PyExc_OSError);
-                goto out;
-            }
+        int got = whole_reply(fd, st, replylen);
+        if (got != REPLY_WHOLE) {
+            status = got == REPLY_EOF ? SOLO_EOF : got == REPLY_AGAIN ? SOLO_AGAIN : -1;
+            goto out;
         }
         int64_t now = now_ns();
         lat[st[C_NLAT]++] = now - st[C_T0];
@@ -221,8 +244,7 @@ static PyObject *rr_solo(PyObject *self, PyObject *args)
         if (st[C_TRANS] % CHECK_EVERY == 0 && PyErr_CheckSignals() < 0) goto out;
     }
 out:
-    PyBuffer_Release(&lv);
-    PyBuffer_Release(&sv);
+    release_buffers(views, 2);
     return status < 0 ? NULL : PyLong_FromLong(status);
 }
 
@@ -257,34 +279,23 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
 {
     int epfd;
     double deadline;
-    PyObject *table_obj, *lat_obj, *touched_obj;
+    PyObject *objs[3]; /* table, lat, touched */
     Py_ssize_t cap;
-    Py_buffer tv, lv, dv;
-    if (!PyArg_ParseTuple(args, "idOOnO", &epfd, &deadline, &table_obj, &lat_obj, &cap, &touched_obj)) return NULL;
+    Py_buffer views[3];
+    if (!PyArg_ParseTuple(args, "idOOnO", &epfd, &deadline, &objs[0], &objs[1], &cap, &objs[2])) return NULL;
     if (cap < 1) {
         PyErr_SetString(PyExc_ValueError, "cap must be >= 1");
         return NULL;
     }
-    if (PyObject_GetBuffer(table_obj, &tv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(lat_obj, &lv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&tv);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(touched_obj, &dv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&lv);
-        PyBuffer_Release(&tv);
-        return NULL;
-    }
-    int64_t *table = tv.buf;
-    int64_t *lat = lv.buf;
-    int64_t *touched = dv.buf;
-    Py_ssize_t nslots = tv.len / (Py_ssize_t)(F_N * sizeof(int64_t));
+    if (get_buffers(objs, views, 3) < 0) return NULL;
+    int64_t *table = views[0].buf, *lat = views[1].buf, *touched = views[2].buf;
+    Py_ssize_t nslots = views[0].len / (Py_ssize_t)(F_N * sizeof(int64_t));
     int why = -1; /* -1: an exception is set */
-    if (lv.len < nslots * cap * (Py_ssize_t)sizeof(int64_t)) {
+    if (views[1].len < nslots * cap * (Py_ssize_t)sizeof(int64_t)) {
         PyErr_SetString(PyExc_ValueError, "lat needs cap values for every slot of the table");
         goto out;
     }
-    if (dv.len < (nslots + 1) * (Py_ssize_t)sizeof(int64_t) || touched[0] < 0 || touched[0] > nslots) {
+    if (views[2].len < (nslots + 1) * (Py_ssize_t)sizeof(int64_t) || touched[0] < 0 || touched[0] > nslots) {
         PyErr_SetString(PyExc_ValueError, "touched needs a count (0..slots) and room for every slot");
         goto out;
     }
@@ -354,9 +365,7 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         }
     }
 out:
-    PyBuffer_Release(&dv);
-    PyBuffer_Release(&lv);
-    PyBuffer_Release(&tv);
+    release_buffers(views, 3);
     return why < 0 ? NULL : PyLong_FromLong(why);
 }
 

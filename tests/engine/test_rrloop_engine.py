@@ -68,7 +68,7 @@ def test_sixteen_flows_on_one_worker_both_ends_agree(veth_pair, tmp_path, path, 
     trans = []
     for s in specs:
         cli, srv = ends(tmp_path, s["flow_id"])
-        assert cli.summary["status"] == srv.summary["status"] == "ok"
+        assert cli.summary["status"] == srv.summary["status"] == "ok", (cli.summary["error"], srv.summary["error"])
         _agree(cli, srv, req, reply, LOOPS[path])
         trans.append(cli.summary["transactions"])
     assert min(trans) > 0.5 * max(trans), trans  # none starved (test_rr_fair holds them tighter)

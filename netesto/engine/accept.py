@@ -12,10 +12,12 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import struct
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from netesto.collectors import tcpinfo
+from netesto.engine import crrfast
 from netesto.engine import handshake as hs
 from netesto.engine.balance import LoadBoard
 from netesto.engine.flowend import FlowEnd, describe_error, safe_flow_id
@@ -26,7 +28,7 @@ from netesto.engine.serverflow import CRRServer, JoinConn, ServerFlow, ServerHos
 from netesto.errors import TrafficError
 from netesto.policy import MAX_FLOW_SECONDS
 from netesto.protocol.flowspec import FlowSpec
-from netesto.vocab import TEST_TYPES
+from netesto.vocab import SERVER_SENDS, TEST_TYPES
 
 HANDSHAKE_TIMEOUT = 5.0
 MAX_SIZE = 1 << 30
@@ -82,7 +84,7 @@ SERVER_TYPES: dict[str, type[ServerFlow]] = {
 class Pending:
     """An accepted connection that has not completed its handshake yet."""
 
-    def __init__(self, worker: "ServerWorker", conn: socket.socket) -> None:
+    def __init__(self, worker: "ServerWorker", conn: socket.socket, data: bytes = b"") -> None:
         self.worker = worker
         self.conn = conn
         self.fd = conn.fileno()
@@ -91,8 +93,12 @@ class Pending:
         self.waiting = True
         worker.pending[self.fd] = self
         # A client sends its hello or join as soon as it is connected: often it is here
-        # already, and a CRR transaction is served without polling or a timer.
-        self._on_event(IN)
+        # already (``data``: read by the C accept), and a CRR transaction is served
+        # without polling or a timer.
+        if data:
+            self._take(data)
+        else:
+            self._on_event(IN)
         if self.waiting:
             worker.loop.register(self.fd, IN, self._on_event)
             self.timer = worker.loop.call_later(worker.handshake_timeout, lambda: self.drop("handshake timeout"))
@@ -108,6 +114,9 @@ class Pending:
         if not data:
             self.drop("closed during handshake")
             return
+        self._take(data)
+
+    def _take(self, data: bytes) -> None:
         self.buf += data
         try:
             head = hs.parse_prefix(self.buf)
@@ -152,10 +161,18 @@ class ServerWorker(ServerHost):
         self.peers: dict[int, socket.socket] = {}
         self.board: LoadBoard | None = None
         self.dropped = 0
+        self.listen_timeo = False  # SO_RCVTIMEO set on the listener (a lone CRR flow's blocking accepts)
         listener.setblocking(False)
+        # A connection is accepted once its first bytes are in (every client speaks first): a CRR
+        # join comes with its request, and is served at once, without being polled.
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
         loop.register(listener.fileno(), IN, self._on_accept)
 
     def _on_accept(self, events: int) -> None:
+        fast = crrfast.ext
+        if fast is not None:
+            self._accept_c(fast)
+            return
         for _ in range(64):
             try:
                 conn, _ = self.listener.accept()
@@ -167,6 +184,29 @@ class ServerWorker(ServerHost):
                 raise
             conn.setblocking(False)
             Pending(self, conn)
+
+    def _accept_c(self, fast: Any) -> None:
+        """Accept in C, which serves the joins it can whole (see ``crr_accept``); the rest as above."""
+        listener = self.listener
+        family = listener.family
+        if len(self.flows) == 1 and len(self.fast_joins) == 1 and not self.pending:
+            # a CRR flow alone: blocking accepts until a timer is due or none came for 1 ms
+            if not self.listen_timeo:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
+                self.listen_timeo = True
+            listener.setblocking(True)
+            try:
+                rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins, self.loop.next_deadline())
+            finally:
+                listener.setblocking(False)
+        else:
+            rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins)
+        for session in self.fast_joins:
+            flow = self.sessions.get(session)
+            if flow is not None:
+                flow.fold_fast()
+        for fd, data in rest:
+            Pending(self, socket.socket(family, socket.SOCK_STREAM, 0, fileno=fd), data)
 
     def set_peers(self, index: int, inbox: socket.socket | None,
                   peers: dict[int, socket.socket], board: LoadBoard | None = None) -> None:
@@ -217,7 +257,7 @@ class ServerWorker(ServerHost):
         """A new flow's hello: serve it here, or hand it to a less-loaded worker."""
         board = self.board
         if board is not None:
-            target = board.choose(self.index)
+            target = board.choose(self.index, hello.test == "TCP_CRR")
             peer = self.peers.get(target)
             if target != self.index and peer is not None:
                 board.hand(self.index, target)
@@ -232,7 +272,7 @@ class ServerWorker(ServerHost):
 
     def _publish_load(self) -> None:
         if self.board is not None:
-            self.board.set_live(self.index, len(self.flows))
+            self.board.set_live(self.index, len(self.flows), len(self.sessions))
 
     def join(self, conn: socket.socket, session: bytes, leftover: bytes, forwarded: bool = False) -> None:
         owner = session[0]
@@ -273,7 +313,7 @@ class ServerWorker(ServerHost):
             if spec.test.startswith("TCP"):
                 tcpinfo.set_congestion_control(conn, spec.ca)
                 tcpinfo.set_buffers(conn, spec.remote_buffer)
-                if spec.test in ("TCP_MAERTS", "TCP_BIDIR"):
+                if spec.test in SERVER_SENDS:
                     tcpinfo.set_pacing(conn, spec.pacing)
             flow = cls(self, spec, conn)
             extra = flow.start()

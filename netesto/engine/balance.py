@@ -11,10 +11,17 @@ at most one unbalanced flow:
 
 - ``live[i]``: flows worker ``i`` runs now (written by ``i``);
 - ``handed[i][j]``: hellos ``i`` has handed to ``j`` so far (written by ``i``);
-- ``received[j]``: hellos ``j`` has received from the others so far (written by ``j``).
+- ``received[j]``: hellos ``j`` has received from the others so far (written by ``j``);
+- ``crr[i]``: TCP_CRR flows among ``live[i]`` (written by ``i``).
 
 The load of ``j`` is ``live[j]`` plus the hellos on their way to it:
 ``sum_i handed[i][j] - received[j]``.
+
+TCP_CRR flows get workers of their own when there are enough: a CRR
+flow's every transaction is a new connection the worker must accept
+between the other flows' turns, so a bulk receiver beside it would set its
+pace. A CRR flow goes where the fewest other flows run; any other flow goes
+where no CRR flow runs, while such a worker exists.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ class LoadBoard:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self._map = mmap.mmap(-1, 8 * (workers * workers + 2 * workers))  # MAP_SHARED | MAP_ANONYMOUS
+        self._map = mmap.mmap(-1, 8 * (workers * workers + 3 * workers))  # MAP_SHARED | MAP_ANONYMOUS
         self._slots = memoryview(self._map).cast("Q")
 
     def _live(self, i: int) -> int:
@@ -39,8 +46,13 @@ class LoadBoard:
     def _received(self, j: int) -> int:
         return self.workers + self.workers * self.workers + j
 
-    def set_live(self, i: int, flows: int) -> None:
+    def _crr(self, i: int) -> int:
+        return self.workers * (self.workers + 2) + i
+
+    def set_live(self, i: int, flows: int, crr: int = 0) -> None:
+        """Worker ``i`` runs ``flows`` flows, ``crr`` of them TCP_CRR."""
         self._slots[self._live(i)] = flows
+        self._slots[self._crr(i)] = crr
 
     def hand(self, i: int, j: int, count: int = 1) -> None:
         """Worker ``i`` hands ``count`` hellos to worker ``j`` (-1: a hand-off that failed)."""
@@ -55,11 +67,19 @@ class LoadBoard:
         coming = sum(slots[self._handed(i, j)] for i in range(self.workers)) - slots[self._received(j)]
         return slots[self._live(j)] + max(0, coming)
 
-    def choose(self, me: int) -> int:
-        """The worker for a new flow: the least loaded, ``me`` when it is among them."""
+    def choose(self, me: int, crr: bool = False) -> int:
+        """The worker for a new flow: the least loaded, ``me`` when it is among them; a CRR flow
+        the one with the fewest other flows, any other flow one without CRR flows if there is one."""
+        slots = self._slots
+        crrs = [slots[self._crr(j)] for j in range(self.workers)]
         loads = [self.load(j) for j in range(self.workers)]
-        least = min(loads)
-        return me if loads[me] == least else loads.index(least)
+        if crr:
+            keys = [(load - n, n) for load, n in zip(loads, crrs)]
+        else:
+            spare = not all(crrs)
+            keys = [(bool(n) and spare, load) for load, n in zip(loads, crrs)]
+        least = min(keys)
+        return me if keys[me] == least else keys.index(least)
 
 
 __all__ = ["LoadBoard"]

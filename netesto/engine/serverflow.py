@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import socket
 import time
+from array import array
 from typing import Any, Callable
 
 from netesto.engine import handshake as hs
 from netesto.engine.flowend import FlowEnd, Worker, describe_error, io_handler
 from netesto.engine.loop import ERR, IN, OUT, Loop
 from netesto.protocol.flowspec import FlowSpec
+from netesto.vocab import SERVER_SENDS
 
 GO_TIMEOUT = 10.0  # a held flow whose start marker is this late after the client's instant ends
 GRACE = 30.0  # a flow whose client vanished silently ends dur + GRACE after it began
@@ -32,6 +34,8 @@ class ServerHost(Worker):
         super().__init__(loop, datadir, emit)
         self.pending: dict[int, Any] = {}  # fd -> handshake in progress (an accept.Pending)
         self.sessions: dict[bytes, CRRServer] = {}
+        # session -> (counters, req, reply, close first) of the CRR flows whose joins the C accept serves
+        self.fast_joins: dict[bytes, tuple[array[int], int, int, bool]] = {}
         self.index = 0
 
 
@@ -129,7 +133,7 @@ class StreamServer(ServerFlow):
     """Receives (TCP_STREAM), sends (TCP_MAERTS) or both (TCP_BIDIR) until the client half-closes."""
 
     def go(self) -> None:
-        self.sending = self.spec.test in ("TCP_MAERTS", "TCP_BIDIR")
+        self.sending = self.spec.test in SERVER_SENDS
         self.loop.register(self.fd, IN | (OUT if self.sending else 0), self._on_event)
 
     @io_handler
@@ -160,7 +164,26 @@ class CRRServer(ServerFlow):
         self.session = bytes([self.sw.index]) + os.urandom(7)
         self.sw.sessions[self.session] = self
         self.joins: set[JoinConn] = set()
+        self.fast = array("q", bytes(8 * 4))  # rx, tx, trans, conns of the joins served in C (crr_accept)
+        self.extra["joins_c"] = 0
         return {"session": self.session}
+
+    def begin_server(self) -> None:
+        super().begin_server()
+        if not self.finished:  # from now on its joins may be served in C (see ServerWorker._on_accept)
+            spec = self.spec
+            self.sw.fast_joins[self.session] = (self.fast, max(1, spec.req), max(1, spec.reply),
+                                                spec.crr_close != "client")
+
+    def fold_fast(self) -> None:
+        """Add what the C accept counted for this flow to its counters."""
+        fast = self.fast
+        self.rx += fast[0]
+        self.tx += fast[1]
+        self.trans += fast[2]
+        self.conns += fast[3]
+        self.extra["joins_c"] += fast[3]
+        fast[0] = fast[1] = fast[2] = fast[3] = 0
 
     def go(self) -> None:
         self.loop.register(self.fd, IN, self._on_ctl)
@@ -173,6 +196,7 @@ class CRRServer(ServerFlow):
         for join in list(self.joins):
             join.close()
         self.sw.sessions.pop(self.session, None)
+        self.sw.fast_joins.pop(self.session, None)
         super().close_sockets()
 
 

@@ -1,0 +1,61 @@
+"""TCP_CRR flows get server workers of their own when there are enough (LoadBoard), and keep their rate."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from netesto.engine.balance import LoadBoard
+from tests.engine.test_engine import Server, ends, run_client, spec
+
+
+def test_board_gives_crr_its_own_worker():
+    board = LoadBoard(2)
+    board.set_live(0, 1)  # a stream came first
+    assert board.choose(0, crr=True) == 1
+    board.set_live(1, 1, crr=1)
+    # other flows keep off the CRR worker, even when it is the less loaded
+    board.set_live(0, 3)
+    assert board.choose(1) == 0 and board.choose(0) == 0
+    # a second CRR flow: where the fewest other flows run
+    assert board.choose(0, crr=True) == 1
+
+
+def test_board_without_a_spare_worker_balances_as_before():
+    board = LoadBoard(2)
+    board.set_live(0, 1, crr=1)
+    board.set_live(1, 2, crr=1)
+    assert board.choose(1) == 0  # every worker has a CRR flow: the least loaded
+    assert board.choose(0, crr=True) == 0
+
+
+PACING = 300_000_000  # bits/s: bulk senders that leave the 2 CPUs room to run the CRR flow at all
+
+
+def crr_tps(pair, server: Server, tmp_path, name: str, streams: int) -> tuple[float, list]:
+    specs = [spec(server, f"a-b-{name}-0", "TCP_CRR", dur=2.0)]
+    specs += [spec(server, f"a-b-{name}s{i}-0", "TCP_STREAM", dur=2.0, pacing=PACING) for i in range(streams)]
+    code, events = run_client(pair, pair.a, tmp_path, specs)
+    assert code == 0, [e for e in events if e["event"] == "error"]
+    server.wait_done(len(specs) + sum(e["event"] in ("done", "error") for e in server.seen))
+    flows = [ends(tmp_path, s["flow_id"]) for s in specs]
+    for cli, srv in flows:
+        assert cli.summary["status"] == srv.summary["status"] == "ok"
+        assert cli.summary["bytes_tx"] == srv.summary["bytes_rx"]
+    return flows[0][0].summary["tps"], flows
+
+
+@pytest.mark.netns
+def test_crr_beside_bulk_senders_keeps_its_rate(veth_pair, tmp_path):
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "2")
+    try:
+        alone, _ = crr_tps(pair, server, tmp_path, "alone", 0)
+        beside, flows = crr_tps(pair, server, tmp_path, "beside", 3)
+    finally:
+        server.events()
+    pids = Counter(srv.header["pid"] for _, srv in flows)
+    crr_pid = flows[0][1].header["pid"]
+    assert pids[crr_pid] == 1, pids  # the CRR flow's server worker runs no bulk flow
+    assert beside >= 0.5 * alone, (alone, beside)

@@ -1,0 +1,38 @@
+"""TCP_CRR in C (``_crrloop``: the client's transactions, the server's accept) and its Python twin
+(``NETESTO_PURE_PYTHON=1``): each end's counters agree with the other's and with the wire."""
+
+from __future__ import annotations
+
+import pytest
+
+from netesto.engine import crrfast
+from tests.engine.test_crr import crr_run
+from tests.engine.test_engine import Server
+
+pytestmark = pytest.mark.netns
+
+
+@pytest.mark.parametrize("path", ["C", "python"])
+@pytest.mark.parametrize("close, req, reply", [("rst", 1, 1), ("server", 100, 3000), ("client", 1, 1)])
+def test_crr_paths_count_what_went_over_the_wire(veth_pair, tmp_path, monkeypatch, path, close, req, reply):
+    if path == "C" and crrfast.ext is None:
+        pytest.skip("the C extension is not built")
+    monkeypatch.setenv("NETESTO_PURE_PYTHON", "1" if path == "python" else "0")  # both ends inherit it
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "1")
+    try:
+        cli, srv = crr_run(pair, server, tmp_path, "a-b-crr-0", crr_close=close, req=req, reply=reply)
+    finally:
+        server.events()
+    assert cli["status"] == srv["status"] == "ok", (cli["error"], srv["error"])
+    assert cli["rr_loop"] == path
+    trans = cli["transactions"]
+    assert trans > 100
+    assert cli["connections"] == trans == srv["connections"] == srv["transactions"]
+    assert cli["bytes_tx"] == srv["bytes_rx"] == req * trans
+    assert cli["bytes_rx"] == srv["bytes_tx"] == reply * trans
+    assert cli["latency_us"]["count"] == trans
+    if path == "python" or close == "client":  # the server waits for the client's close: Python's JoinConn
+        assert srv["joins_c"] == 0
+    else:  # nearly every join brings its request: served in C (a 1-worker server owns them all)
+        assert srv["joins_c"] >= 0.9 * trans, (srv["joins_c"], trans)

@@ -163,9 +163,7 @@ class ServerWorker(ServerHost):
         self.dropped = 0
         self.listen_timeo = False  # SO_RCVTIMEO set on the listener (a lone CRR flow's blocking accepts)
         listener.setblocking(False)
-        # A connection is accepted once its first bytes are in (every client speaks first): a CRR
-        # join comes with its request, and is served at once, without being polled.
-        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
+        self.deferred = False  # TCP_DEFER_ACCEPT set (see defer_accept)
         loop.register(listener.fileno(), IN, self._on_accept)
 
     def _on_accept(self, events: int) -> None:
@@ -207,6 +205,13 @@ class ServerWorker(ServerHost):
                 flow.fold_fast()
         for fd, data in rest:
             Pending(self, socket.socket(family, socket.SOCK_STREAM, 0, fileno=fd), data)
+
+    def defer_accept(self) -> None:
+        """Once this worker sees a CRR flow, a connection is accepted when its first bytes are in
+        (every client speaks first): a join comes with its request and is served at once."""
+        if not self.deferred:
+            self.listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
+            self.deferred = True
 
     def set_peers(self, index: int, inbox: socket.socket | None,
                   peers: dict[int, socket.socket], board: LoadBoard | None = None) -> None:
@@ -256,6 +261,8 @@ class ServerWorker(ServerHost):
     def route_hello(self, conn: socket.socket, hello: hs.Hello, raw: bytes) -> None:
         """A new flow's hello: serve it here, or hand it to a less-loaded worker."""
         board = self.board
+        if hello.test == "TCP_CRR":
+            self.defer_accept()
         if board is not None:
             target = board.choose(self.index, hello.test == "TCP_CRR")
             peer = self.peers.get(target)
@@ -308,6 +315,8 @@ class ServerWorker(ServerHost):
             self._refuse(conn, f"bad go {hold!r}")
             return
         cls = SERVER_TYPES[spec.test]
+        if cls is CRRServer:
+            self.defer_accept()
         flow: ServerFlow | None = None
         try:
             if spec.test.startswith("TCP"):

@@ -20,13 +20,16 @@ The load of ``j`` is ``live[j]`` plus the hellos on their way to it:
 TCP_CRR flows get workers of their own when there are enough: a CRR
 flow's every transaction is a new connection the worker must accept
 between the other flows' turns, so a bulk receiver beside it would set its
-pace. A CRR flow goes where the fewest other flows run; any other flow goes
-where no CRR flow runs, while such a worker exists.
+pace. A CRR flow goes where the fewest other flows run; to any other flow a
+CRR flow weighs :data:`CRR_WEIGHT` flows, so the others keep off its worker
+until theirs are that much busier.
 """
 
 from __future__ import annotations
 
 import mmap
+
+CRR_WEIGHT = 3  # what a TCP_CRR flow weighs in a worker when another flow is placed
 
 
 class LoadBoard:
@@ -69,17 +72,16 @@ class LoadBoard:
 
     def choose(self, me: int, crr: bool = False) -> int:
         """The worker for a new flow: the least loaded, ``me`` when it is among them; a CRR flow
-        the one with the fewest other flows, any other flow one without CRR flows if there is one."""
+        the one with the fewest other flows; to any other flow a CRR flow weighs :data:`CRR_WEIGHT`."""
         slots = self._slots
         crrs = [slots[self._crr(j)] for j in range(self.workers)]
         loads = [self.load(j) for j in range(self.workers)]
         if crr:
             keys = [(load - n, n) for load, n in zip(loads, crrs)]
         else:
-            spare = not all(crrs)
-            keys = [(bool(n) and spare, load) for load, n in zip(loads, crrs)]
+            keys = [(load + (CRR_WEIGHT - 1) * n, 0) for load, n in zip(loads, crrs)]
         least = min(keys)
         return me if keys[me] == least else keys.index(least)
 
 
-__all__ = ["LoadBoard"]
+__all__ = ["CRR_WEIGHT", "LoadBoard"]

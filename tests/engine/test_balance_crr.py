@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from netesto.engine.balance import LoadBoard
+from netesto.engine.balance import CRR_WEIGHT, LoadBoard
 from tests.engine.test_engine import Server, ends, run_client, spec
 
 
@@ -15,14 +15,17 @@ def test_board_gives_crr_its_own_worker():
     board.set_live(0, 1)  # a stream came first
     assert board.choose(0, crr=True) == 1
     board.set_live(1, 1, crr=1)
-    # other flows keep off the CRR worker, even when it is the less loaded
-    board.set_live(0, 3)
+    # other flows keep off the CRR worker, even when it is the less loaded ...
+    board.set_live(0, CRR_WEIGHT - 1)
     assert board.choose(1) == 0 and board.choose(0) == 0
+    # ... until theirs is busier than a CRR flow weighs
+    board.set_live(0, CRR_WEIGHT + 1)
+    assert board.choose(0) == 1
     # a second CRR flow: where the fewest other flows run
     assert board.choose(0, crr=True) == 1
 
 
-def test_board_without_a_spare_worker_balances_as_before():
+def test_board_with_crr_flows_everywhere_balances_as_before():
     board = LoadBoard(2)
     board.set_live(0, 1, crr=1)
     board.set_live(1, 2, crr=1)

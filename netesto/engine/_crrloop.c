@@ -197,8 +197,8 @@ static PyObject *crr_client(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "an empty latency buffer or a connection open on entry");
         goto out;
     }
+    t0 = now_ns();
     for (;;) {
-        t0 = now_ns();
         if (t0 >= until) {
             status = ST_IDLE;
             goto out;
@@ -284,6 +284,7 @@ static PyObject *crr_client(PyObject *self, PyObject *args)
         fd = -1;
         int64_t now = now_ns(); /* a transaction is connect + request + reply + close */
         lat[nlat++] = now - t0;
+        t0 = now; /* the next one starts here */
         trans++;
         if (nlat == cap) {
             status = ST_LATFULL;

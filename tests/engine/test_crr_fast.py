@@ -36,3 +36,34 @@ def test_crr_paths_count_what_went_over_the_wire(veth_pair, tmp_path, monkeypatc
         assert srv["joins_c"] == 0
     else:  # nearly every join brings its request: served in C (a 1-worker server owns them all)
         assert srv["joins_c"] >= 0.9 * trans, (srv["joins_c"], trans)
+
+
+def test_crr_stopped_in_its_c_loop_keeps_exact_counts(veth_pair, tmp_path):
+    """SIGTERM lands while the client runs its transactions in C: the flow ends with an error and its
+    counters are what went over the wire (the server's differ by at most the transaction in flight)."""
+    import signal
+    import time
+
+    from tests.engine.test_engine import ends, spec, start_client, wait_started
+
+    if crrfast.ext is None:
+        pytest.skip("the C extension is not built")
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "1")
+    try:
+        client = start_client(pair, pair.a, tmp_path, [spec(server, "a-b-crr-0", "TCP_CRR", dur=5.0, req=10)])
+        wait_started(client, 1)
+        time.sleep(0.7)
+        client.send_signal(signal.SIGTERM)
+        client.communicate(timeout=10)
+        server.wait_done(1)
+    finally:
+        server.events()
+    cli, srv = ends(tmp_path, "a-b-crr-0")
+    c, s = cli.summary, srv.summary
+    assert c["status"] == "error" and "stopped by SIGTERM" in c["error"], c["error"]
+    assert c["rr_loop"] == "C" and c["transactions"] > 100
+    assert 0 <= c["bytes_tx"] - s["bytes_rx"] <= 10 and 0 <= s["bytes_tx"] - c["bytes_rx"] <= 1
+    assert s["transactions"] - 1 <= c["transactions"] <= s["transactions"]
+    assert c["latency_us"]["count"] == c["transactions"]
+    assert cli.columns["app_bytes_tx"][-1] == c["bytes_tx"]

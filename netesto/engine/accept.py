@@ -159,7 +159,6 @@ class ServerWorker(ServerHost):
         self.listener = listener
         self.tokens = tokens
         self.peers: dict[int, socket.socket] = {}
-        self.board: LoadBoard | None = None
         self.dropped = 0
         self.listen_timeo = False  # SO_RCVTIMEO set on the listener (a lone CRR flow's blocking accepts)
         listener.setblocking(False)
@@ -187,18 +186,21 @@ class ServerWorker(ServerHost):
         """Accept in C, which serves the joins it can whole (see ``crr_accept``); the rest as above."""
         listener = self.listener
         family = listener.family
-        if len(self.flows) == 1 and len(self.fast_joins) == 1 and not self.pending:
-            # a CRR flow alone: blocking accepts until a timer is due or none came for 1 ms
+        table = self.board.table if self.board is not None else None
+        if len(self.flows) == len(self.fast_joins) <= 1 and not self.pending:
+            # a CRR flow alone (or no flow: other workers' joins): blocking accepts until a timer
+            # is due or none came for 1 ms
             if not self.listen_timeo:
                 listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
                 self.listen_timeo = True
             listener.setblocking(True)
             try:
-                rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins, self.loop.next_deadline())
+                rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins, self.loop.next_deadline(),
+                                       table)
             finally:
                 listener.setblocking(False)
         else:
-            rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins)
+            rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins, -1.0, table)
         for session in self.fast_joins:
             flow = self.sessions.get(session)
             if flow is not None:
@@ -282,6 +284,7 @@ class ServerWorker(ServerHost):
             self.board.set_live(self.index, len(self.flows), len(self.sessions))
 
     def join(self, conn: socket.socket, session: bytes, leftover: bytes, forwarded: bool = False) -> None:
+        self.defer_accept()  # the next joins come with their requests, for crr_accept
         owner = session[0]
         if not forwarded and owner != self.index and owner in self.peers:
             try:

@@ -14,6 +14,11 @@ at most one unbalanced flow:
 - ``received[j]``: hellos ``j`` has received from the others so far (written by ``j``);
 - ``crr[i]``: TCP_CRR flows among ``live[i]`` (written by ``i``).
 
+The same mapping holds the CRR table: :data:`CRR_SLOTS` entries per worker
+(written by that worker) of ``session, req, reply, close first`` and the
+counters ``rx, tx, trans, conns`` that any worker adds to (atomically, in C)
+when it serves a join of that session itself, instead of handing it over.
+
 The load of ``j`` is ``live[j]`` plus the hellos on their way to it:
 ``sum_i handed[i][j] - received[j]``.
 
@@ -28,8 +33,11 @@ until theirs are that much busier.
 from __future__ import annotations
 
 import mmap
+import sys
 
 CRR_WEIGHT = 3  # what a TCP_CRR flow weighs in a worker when another flow is placed
+CRR_SLOTS = 16  # CRR flows per worker whose joins any worker serves in C (more: handed to their owner)
+CRR_ENTRY = 8  # int64 per CRR table entry: session, req, reply, close first, rx, tx, trans, conns
 
 
 class LoadBoard:
@@ -37,8 +45,11 @@ class LoadBoard:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self._map = mmap.mmap(-1, 8 * (workers * workers + 3 * workers))  # MAP_SHARED | MAP_ANONYMOUS
+        self._crr_base = workers * workers + 3 * workers
+        size = self._crr_base + workers * CRR_SLOTS * CRR_ENTRY
+        self._map = mmap.mmap(-1, 8 * size)  # MAP_SHARED | MAP_ANONYMOUS
         self._slots = memoryview(self._map).cast("Q")
+        self.table = memoryview(self._map)[8 * self._crr_base:]  # the CRR table, for _crrloop
 
     def _live(self, i: int) -> int:
         return i
@@ -56,6 +67,21 @@ class LoadBoard:
         """Worker ``i`` runs ``flows`` flows, ``crr`` of them TCP_CRR."""
         self._slots[self._live(i)] = flows
         self._slots[self._crr(i)] = crr
+
+    def publish(self, i: int, session: bytes, req: int, reply: int, close_first: bool) -> int:
+        """Worker ``i`` lets every worker serve the joins of ``session``: its entry's index, or -1 (full)."""
+        slots = self._slots
+        for k in range(i * CRR_SLOTS, (i + 1) * CRR_SLOTS):
+            at = self._crr_base + k * CRR_ENTRY
+            if slots[at] == 0:
+                slots[at + 1], slots[at + 2], slots[at + 3] = req, reply, int(close_first)
+                slots[at + 4] = slots[at + 5] = slots[at + 6] = slots[at + 7] = 0
+                slots[at] = int.from_bytes(session, sys.byteorder)  # last: readers match it
+                return k
+        return -1
+
+    def unpublish(self, k: int) -> None:
+        self._slots[self._crr_base + k * CRR_ENTRY] = 0
 
     def hand(self, i: int, j: int, count: int = 1) -> None:
         """Worker ``i`` hands ``count`` hellos to worker ``j`` (-1: a hand-off that failed)."""
@@ -84,4 +110,4 @@ class LoadBoard:
         return me if keys[me] == least else keys.index(least)
 
 
-__all__ = ["CRR_WEIGHT", "LoadBoard"]
+__all__ = ["CRR_ENTRY", "CRR_SLOTS", "CRR_WEIGHT", "LoadBoard"]

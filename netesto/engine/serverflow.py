@@ -14,7 +14,9 @@ import time
 from array import array
 from typing import Any, Callable
 
+from netesto.engine import crrfast
 from netesto.engine import handshake as hs
+from netesto.engine.balance import LoadBoard
 from netesto.engine.flowend import FlowEnd, Worker, describe_error, io_handler
 from netesto.engine.loop import ERR, IN, OUT, Loop
 from netesto.protocol.flowspec import FlowSpec
@@ -37,6 +39,7 @@ class ServerHost(Worker):
         # session -> (counters, req, reply, close first) of the CRR flows whose joins the C accept serves
         self.fast_joins: dict[bytes, tuple[array[int], int, int, bool]] = {}
         self.index = 0
+        self.board: LoadBoard | None = None  # the workers' shared counts (several server processes)
 
 
 class ServerFlow(FlowEnd):
@@ -165,25 +168,50 @@ class CRRServer(ServerFlow):
         self.sw.sessions[self.session] = self
         self.joins: set[JoinConn] = set()
         self.fast = array("q", bytes(8 * 4))  # rx, tx, trans, conns of the joins served in C (crr_accept)
+        self.slot = -1  # our entry in the workers' shared CRR table: joins other workers serve in C
         self.extra["joins_c"] = 0
         return {"session": self.session}
 
     def begin_server(self) -> None:
         super().begin_server()
-        if not self.finished:  # from now on its joins may be served in C (see ServerWorker._on_accept)
-            spec = self.spec
-            self.sw.fast_joins[self.session] = (self.fast, max(1, spec.req), max(1, spec.reply),
-                                                spec.crr_close != "client")
+        if self.finished or self.session in self.sw.fast_joins:
+            return
+        # from now on its joins may be served in C (see ServerWorker._accept_c), by any worker
+        spec = self.spec
+        entry = (self.fast, max(1, spec.req), max(1, spec.reply), spec.crr_close != "client")
+        self.sw.fast_joins[self.session] = entry
+        board = self.sw.board
+        if board is not None and crrfast.ext is not None:
+            self.slot = board.publish(self.sw.index, self.session, *entry[1:])
+            if self.slot >= 0:  # their counts reach ours at every sampling interval
+                self.timers.append(self.loop.call_later(spec.interval, self._fold_tick))
+
+    def _fold_tick(self) -> None:
+        self.fold_fast()
+        self.timers.append(self.loop.call_later(self.spec.interval, self._fold_tick))
 
     def fold_fast(self) -> None:
-        """Add what the C accept counted for this flow to its counters."""
+        """Add what the C accepts counted for this flow (ours, and other workers' in the table) to its counters."""
         fast = self.fast
-        self.rx += fast[0]
-        self.tx += fast[1]
-        self.trans += fast[2]
-        self.conns += fast[3]
-        self.extra["joins_c"] += fast[3]
+        counts = [fast[0], fast[1], fast[2], fast[3]]
         fast[0] = fast[1] = fast[2] = fast[3] = 0
+        board = self.sw.board
+        if self.slot >= 0 and board is not None and crrfast.ext is not None:
+            counts = [a + b for a, b in zip(counts, crrfast.ext.crr_take(board.table, self.slot))]
+        self.rx += counts[0]
+        self.tx += counts[1]
+        self.trans += counts[2]
+        self.conns += counts[3]
+        self.extra["joins_c"] += counts[3]
+
+    def finish(self, error: str = "") -> None:
+        if not self.finished and hasattr(self, "fast"):  # (a refused flow never started)
+            board = self.sw.board
+            if self.slot >= 0 and board is not None:
+                board.unpublish(self.slot)
+            self.fold_fast()
+            self.slot = -1
+        super().finish(error)
 
     def go(self) -> None:
         self.loop.register(self.fd, IN, self._on_ctl)

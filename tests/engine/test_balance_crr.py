@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 import pytest
 
 from netesto.engine.balance import CRR_WEIGHT, LoadBoard
-from tests.engine.test_engine import Server, ends, run_client, spec
+from tests.engine.test_engine import ENGINE, Server, ends, spec
 
 
 def test_board_gives_crr_its_own_worker():
@@ -33,14 +34,19 @@ def test_board_with_crr_flows_everywhere_balances_as_before():
     assert board.choose(0, crr=True) == 0
 
 
-PACING = 300_000_000  # bits/s: bulk senders that leave the 2 CPUs room to run the CRR flow at all
+PACING = 100_000_000  # bits/s: bulk senders that leave the 2 CPUs room to run the CRR flow at all
 
 
 def crr_tps(pair, server: Server, tmp_path, name: str, streams: int) -> tuple[float, list]:
+    """The CRR flow's rate beside ``streams`` paced bulk senders, every flow in a client worker of its own
+    (the client deals flows round-robin: what is measured here is the server's placement)."""
     specs = [spec(server, f"a-b-{name}-0", "TCP_CRR", dur=2.0)]
     specs += [spec(server, f"a-b-{name}s{i}-0", "TCP_STREAM", dur=2.0, pacing=PACING) for i in range(streams)]
-    code, events = run_client(pair, pair.a, tmp_path, specs)
-    assert code == 0, [e for e in events if e["event"] == "error"]
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(specs))
+    proc = pair.run(pair.a, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp_path / "cli"),
+                             "--workers", str(len(specs))], timeout=60)
+    assert proc.returncode == 0, proc.stdout[-2000:]
     server.wait_done(len(specs) + sum(e["event"] in ("done", "error") for e in server.seen))
     flows = [ends(tmp_path, s["flow_id"]) for s in specs]
     for cli, srv in flows:
@@ -51,14 +57,17 @@ def crr_tps(pair, server: Server, tmp_path, name: str, streams: int) -> tuple[fl
 
 @pytest.mark.netns
 def test_crr_beside_bulk_senders_keeps_its_rate(veth_pair, tmp_path):
+    """Interleaved twice (alone, beside, alone, beside): the best of each, on a shared noisy machine."""
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "2")
+    alone, beside = [], []
     try:
-        alone, _ = crr_tps(pair, server, tmp_path, "alone", 0)
-        beside, flows = crr_tps(pair, server, tmp_path, "beside", 3)
+        for rnd in range(2):
+            alone.append(crr_tps(pair, server, tmp_path, f"alone{rnd}", 0)[0])
+            tps, flows = crr_tps(pair, server, tmp_path, f"beside{rnd}", 3)
+            beside.append(tps)
+            pids = Counter(srv.header["pid"] for _, srv in flows)
+            assert pids[flows[0][1].header["pid"]] == 1, pids  # the CRR flow's server worker runs no bulk flow
     finally:
         server.events()
-    pids = Counter(srv.header["pid"] for _, srv in flows)
-    crr_pid = flows[0][1].header["pid"]
-    assert pids[crr_pid] == 1, pids  # the CRR flow's server worker runs no bulk flow
-    assert beside >= 0.5 * alone, (alone, beside)
+    assert max(beside) >= 0.6 * max(alone), (alone, beside)

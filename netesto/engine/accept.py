@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import os
 import socket
-import struct
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -160,15 +159,13 @@ class ServerWorker(ServerHost):
         self.tokens = tokens
         self.peers: dict[int, socket.socket] = {}
         self.dropped = 0
-        self.listen_timeo = False  # SO_RCVTIMEO set on the listener (a lone CRR flow's blocking accepts)
         listener.setblocking(False)
         self.deferred = False  # TCP_DEFER_ACCEPT set (see defer_accept)
         loop.register(listener.fileno(), IN, self._on_accept)
 
     def _on_accept(self, events: int) -> None:
-        fast = crrfast.ext
-        if fast is not None:
-            self._accept_c(fast)
+        if crrfast.ext is not None:
+            self._accept_c()
             return
         for _ in range(64):
             try:
@@ -182,30 +179,10 @@ class ServerWorker(ServerHost):
             conn.setblocking(False)
             Pending(self, conn)
 
-    def _accept_c(self, fast: Any) -> None:
-        """Accept in C, which serves the joins it can whole (see ``crr_accept``); the rest as above."""
-        listener = self.listener
-        family = listener.family
-        table = self.board.table if self.board is not None else None
-        if len(self.flows) == len(self.fast_joins) <= 1 and not self.pending:
-            # a CRR flow alone (or no flow: other workers' joins): blocking accepts until a timer
-            # is due or none came for 1 ms
-            if not self.listen_timeo:
-                listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
-                self.listen_timeo = True
-            listener.setblocking(True)
-            try:
-                rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins, self.loop.next_deadline(),
-                                       table)
-            finally:
-                listener.setblocking(False)
-        else:
-            rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins, -1.0, table)
-        for session in self.fast_joins:
-            flow = self.sessions.get(session)
-            if flow is not None:
-                flow.fold_fast()
-        for fd, data in rest:
+    def _accept_c(self) -> None:
+        """Accept in C, which serves the joins it can whole (:meth:`ServerHost.accept_joins`); the rest as above."""
+        family = self.listener.family
+        for fd, data in self.accept_joins(self.listener):
             Pending(self, socket.socket(family, socket.SOCK_STREAM, 0, fileno=fd), data)
 
     def defer_accept(self) -> None:
@@ -431,8 +408,6 @@ class ServerWorker(ServerHost):
 
 class _Refuse(Exception):
     pass
-
-
 
 
 __all__ = ["HANDSHAKE_TIMEOUT", "Pending", "SERVER_TYPES", "ServerWorker", "TokenSet"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import time
 from array import array
 from typing import Any, Callable
@@ -40,6 +41,33 @@ class ServerHost(Worker):
         self.fast_joins: dict[bytes, tuple[array[int], int, int, bool]] = {}
         self.index = 0
         self.board: LoadBoard | None = None  # the workers' shared counts (several server processes)
+        self.listen_timeo = False  # SO_RCVTIMEO set on the listener (a lone CRR flow's blocking accepts)
+
+    def accept_joins(self, listener: socket.socket) -> list[tuple[int, bytes]]:
+        """Accept in C (``crr_accept``), which serves every CRR join it can whole, ours and (in the
+        board's table) the other workers'; the other connections with what was read from them."""
+        fast = crrfast.ext
+        assert fast is not None
+        table = self.board.table if self.board is not None else None
+        if len(self.flows) == len(self.fast_joins) <= 1 and not self.pending:
+            # a CRR flow alone (or no flow: other workers' joins): blocking accepts until a timer
+            # is due or none came for 1 ms
+            if not self.listen_timeo:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
+                self.listen_timeo = True
+            listener.setblocking(True)
+            try:
+                rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins, self.loop.next_deadline(),
+                                       table)
+            finally:
+                listener.setblocking(False)
+        else:
+            rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins, -1.0, table)
+        for session in self.fast_joins:
+            flow = self.sessions.get(session)
+            if flow is not None:
+                flow.fold_fast()
+        return rest  # type: ignore[no-any-return]
 
 
 class ServerFlow(FlowEnd):

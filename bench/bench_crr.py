@@ -12,6 +12,8 @@ since the engine has been seen to collapse on the second run (shown here,
 never hidden). Rate: transactions (connections) per second; p99 latency of
 a whole connect-request-reply-close (netperf's ``P99_LATENCY``, neper's
 ``latency_p99``, the engine's client histogram), printed without a target.
+Every tool runs the namespaces' default congestion control (the engine's
+flow asks for none, ``ca`` ""), as netperf and neper do unless told.
 Target: engine / peer >= 1.0 on the first run and on the second. Shared
 noisy machine: read the ratios and their spread. Also printed, without a
 target: the engine's CPU time per transaction on each end (its worker
@@ -59,7 +61,7 @@ def twice(make: Callable[[netns.VethPair], tuple[Run, Callable[[], None]]]) -> l
 
 def engine_crr(eng: Engine, dur: float, prefix: list[str], costs: list[tuple[float, float, str]]) -> tuple[float, float]:
     """(tps, p99 us) of one engine TCP_CRR flow; appends (client, server CPU us per transaction, loops) to costs."""
-    cli = eng.run([dict(flow_id="a-b-0-0", test="TCP_CRR", dur=dur, ca="cubic")], workers=1, client_prefix=prefix)[0]
+    cli = eng.run([dict(flow_id="a-b-0-0", test="TCP_CRR", dur=dur, ca="")], workers=1, client_prefix=prefix)[0]
     srv = read_flow(eng.workdir / "srv" / str(eng.runs) / "flows" / "a-b-0-0.server.nflow").summary or {}
     per = [s["cpu"]["seconds"] * 1e6 / max(1, s["transactions"]) for s in (cli, srv)]
     loops = f"{cli.get('rr_loop', '-')}, {100 * srv.get('joins_c', 0) / max(1, srv['transactions']):.0f} % in C"
@@ -105,7 +107,7 @@ def syscalls(bin_dir: Path, cpus: Cpus, workdir: Path) -> None:
                 spec = workdir / "specs.json"
                 eng = Engine(pair, workdir / pair.a, server_prefix=pin(cpus[1]))
                 procs.append(eng.proc)  # type: ignore[arg-type]
-                spec.write_text(f'[{{"flow_id": "a-b-0-0", "test": "TCP_CRR", "dur": 4, "ca": "cubic", '
+                spec.write_text(f'[{{"flow_id": "a-b-0-0", "test": "TCP_CRR", "dur": 4, "ca": "", '
                                 f'"server": "{pair.addr_b}", "port": {eng.port}}}]')
                 client = pair.popen(pair.a, [*pin(cpus[0]), *ENGINE, "client", "--specs", str(spec), "--datadir",
                                              str(workdir / "cli"), "--workers", "1"], stdout=subprocess.DEVNULL)

@@ -351,17 +351,22 @@ static int64_t reply_close(int fd, Py_ssize_t replylen)
 /* A join of another worker's flow, served with the counters of its entry in the shared table. */
 static int serve_shared(int fd, const char *buf, ssize_t n, Py_buffer *table)
 {
-    uint64_t session;
+    int64_t session;
     memcpy(&session, buf + 8, 8);
-    uint64_t *t = table->buf;
-    Py_ssize_t entries = table->len / (Py_ssize_t)(T_N * sizeof(uint64_t));
+    int64_t *t = table->buf;
+    Py_ssize_t entries = table->len / (Py_ssize_t)(T_N * sizeof(int64_t));
     for (Py_ssize_t k = 0; k < entries; k++, t += T_N) {
         if (__atomic_load_n(&t[T_SESSION], __ATOMIC_ACQUIRE) != session) continue;
-        if (n - JOIN_SIZE < (ssize_t)t[T_REQ] || t[T_REPLY] > SMALL_REPLY || !t[T_CLOSE_FIRST]) return 0;
+        int64_t reply = t[T_REPLY];
+        if (n - JOIN_SIZE < t[T_REQ] || reply > SMALL_REPLY || !t[T_CLOSE_FIRST]) return 0;
+        /* Every count is in before the reply leaves: the client may end the flow, and the owner
+         * take the counts, as soon as it has the reply. A reply cut short is taken back after. */
         ADD(t[T_CONNS], 1);
-        ADD(t[T_RX], (uint64_t)(n - JOIN_SIZE));
+        ADD(t[T_RX], n - JOIN_SIZE);
         ADD(t[T_TRANS], 1);
-        ADD(t[T_TX], (uint64_t)reply_close(fd, (Py_ssize_t)t[T_REPLY]));
+        ADD(t[T_TX], reply);
+        int64_t sent = reply_close(fd, (Py_ssize_t)reply);
+        if (sent != reply) ADD(t[T_TX], sent - reply);
         return 1;
     }
     return 0;
@@ -482,16 +487,16 @@ static PyObject *crr_take(PyObject *self, PyObject *args)
     Py_buffer table;
     if (!PyArg_ParseTuple(args, "On", &table_obj, &k)) return NULL;
     if (PyObject_GetBuffer(table_obj, &table, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (k < 0 || (k + 1) * (Py_ssize_t)(T_N * sizeof(uint64_t)) > table.len) {
+    if (k < 0 || (k + 1) * (Py_ssize_t)(T_N * sizeof(int64_t)) > table.len) {
         PyBuffer_Release(&table);
         PyErr_SetString(PyExc_IndexError, "no such CRR table entry");
         return NULL;
     }
-    uint64_t *t = (uint64_t *)table.buf + k * T_N;
-    unsigned long long got[4];
+    int64_t *t = (int64_t *)table.buf + k * T_N;
+    long long got[4];
     for (int i = 0; i < 4; i++) got[i] = __atomic_exchange_n(&t[T_RX + i], 0, __ATOMIC_RELAXED);
     PyBuffer_Release(&table);
-    return Py_BuildValue("(KKKK)", got[0], got[1], got[2], got[3]);
+    return Py_BuildValue("(LLLL)", got[0], got[1], got[2], got[3]);
 }
 
 static PyMethodDef methods[] = {

@@ -26,6 +26,7 @@ setup(
             define_macros=[("NETESTO_ZLIB", "1")] if ZLIB else [],
             libraries=["z"] if ZLIB else [],
             optional=True,
-        )
+        ),
+        Extension("netesto.engine._crrloop", ["netesto/engine/_crrloop.c"], optional=True),
     ]
 )

@@ -27,6 +27,7 @@ setup(
             libraries=["z"] if ZLIB else [],
             optional=True,
         ),
+        Extension("netesto.engine._crrloop", ["netesto/engine/_crrloop.c"], optional=True),
         Extension("netesto.engine._rrloop", ["netesto/engine/_rrloop.c"], optional=True),
     ]
 )

@@ -12,12 +12,23 @@ since the engine has been seen to collapse on the second run (shown here,
 never hidden). Rate: transactions (connections) per second; p99 latency of
 a whole connect-request-reply-close (netperf's ``P99_LATENCY``, neper's
 ``latency_p99``, the engine's client histogram), printed without a target.
+Every tool runs the namespaces' default congestion control (the engine's
+flow asks for none, ``ca`` ""), as netperf and neper do unless told.
 Target: engine / peer >= 1.0 on the first run and on the second. Shared
-noisy machine: read the ratios and their spread.
+noisy machine: read the ratios and their spread. Also printed, without a
+target: the engine's CPU time per transaction on each end (its worker
+processes', softirq work charged to them included) and the loops that ran
+(client ``rr_loop``, share of joins the server served in C).
+
+``--syscalls``: instead, system calls per transaction on each end of every
+tool, counted by ``strace -c -f`` attached for 1.5 s in the middle of a
+4 s run and divided by the connections made (client: connect calls;
+server: accepts that returned a connection): load-insensitive, like for like.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -26,8 +37,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.bench_rr import engine_rr, neper, netperf_rr
-from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
+from bench.bench_rr import neper, netperf_rr
+from bench.common import ENGINE, Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
+from netesto.raw.nflow import read_flow
 from tests import netns
 
 Cpus = tuple[int | None, int | None]
@@ -47,20 +59,117 @@ def twice(make: Callable[[netns.VethPair], tuple[Run, Callable[[], None]]]) -> l
         pair.close()
 
 
+def engine_crr(eng: Engine, dur: float, prefix: list[str], costs: list[tuple[float, float, str]]) -> tuple[float, float]:
+    """(tps, p99 us) of one engine TCP_CRR flow; appends (client, server CPU us per transaction, loops) to costs."""
+    cli = eng.run([dict(flow_id="a-b-0-0", test="TCP_CRR", dur=dur, ca="")], workers=1, client_prefix=prefix)[0]
+    srv = read_flow(eng.workdir / "srv" / str(eng.runs) / "flows" / "a-b-0-0.server.nflow").summary or {}
+    per = [s["cpu"]["seconds"] * 1e6 / max(1, s["transactions"]) for s in (cli, srv)]
+    loops = f"{cli.get('rr_loop', '-')}, {100 * srv.get('joins_c', 0) / max(1, srv['transactions']):.0f} % in C"
+    costs.append((per[0], per[1], loops))
+    return cli["tps"], eng.p99_us(["a-b-0-0"])
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process under it."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            found += descendants(int(child))
+    return found
+
+
+def strace_counts(path: Path) -> dict[str, tuple[int, int]]:
+    """{syscall: (calls, errors)} from ``strace -c`` output."""
+    counts = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(\d+)?\s*(\w+)$", line)
+        if m and m.group(3) != "total":
+            counts[m.group(3)] = (int(m.group(1)), int(m.group(2) or 0))
+    return counts
+
+
+def per_transaction(counts: dict[str, tuple[int, int]], per: int) -> str:
+    total = sum(c for c, _ in counts.values()) / max(1, per)
+    parts = ", ".join(f"{name} {c / per:.2f}" for name, (c, _) in sorted(counts.items(), key=lambda kv: -kv[1][0])
+                      if c / max(1, per) >= 0.05)
+    return f"{total:5.2f}  ({parts})"
+
+
+def syscalls(bin_dir: Path, cpus: Cpus, workdir: Path) -> None:
+    """Each tool: one 4 s run, strace attached to both ends for 1.5 s in its middle."""
+    print("# TCP_CRR system calls per transaction (strace -c -f, 1.5 s in the middle of a 4 s run, "
+          f"{where(cpus)}), divided by the connections made in that window")
+    for name in ("engine", "netperf", "neper"):
+        pair = netns.make_veth_pair()
+        procs: list[subprocess.Popen[bytes]] = []
+        try:
+            if name == "engine":
+                spec = workdir / "specs.json"
+                eng = Engine(pair, workdir / pair.a, server_prefix=pin(cpus[1]))
+                procs.append(eng.proc)  # type: ignore[arg-type]
+                spec.write_text(f'[{{"flow_id": "a-b-0-0", "test": "TCP_CRR", "dur": 4, "ca": "", '
+                                f'"server": "{pair.addr_b}", "port": {eng.port}}}]')
+                client = pair.popen(pair.a, [*pin(cpus[0]), *ENGINE, "client", "--specs", str(spec), "--datadir",
+                                             str(workdir / "cli"), "--workers", "1"], stdout=subprocess.DEVNULL)
+                server_pid = eng.proc.pid
+            elif name == "netperf":
+                server = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
+                                             "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(0.3)
+                client = pair.popen(pair.a, [*pin(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865",
+                                             "-t", "TCP_CRR", "-l", "4", "--", "-r", "1,1"], stdout=subprocess.DEVNULL)
+                server_pid = server.pid
+            else:
+                common = ["-F", "1", "-T", "1", "-C", "12870", "-P", "12871", "-l", "4", "--nolog"]
+                server = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "tcp_crr"), *common],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(0.3)
+                client = pair.popen(pair.a, [*pin(cpus[0]), str(bin_dir / "tcp_crr"), "-c", "-H", pair.addr_b,
+                                             *common], stdout=subprocess.DEVNULL)
+                server_pid = server.pid
+            procs += [client]
+            time.sleep(1.5)
+            ends = {"client": descendants(client.pid)[-1:] if name == "engine" else descendants(client.pid),
+                    "server": descendants(server_pid)}
+            tracers = [subprocess.Popen(["timeout", "-s", "INT", "1.5", "strace", "-c", "-f", "-o",
+                                         str(workdir / f"{end}.strace"), *[a for p in pids for a in ("-p", str(p))]],
+                                        stderr=subprocess.DEVNULL) for end, pids in ends.items()]
+            for tracer in tracers:
+                tracer.wait()
+            client.wait(timeout=30)
+            cli, srv = strace_counts(workdir / "client.strace"), strace_counts(workdir / "server.strace")
+            accepts = sum(c - e for k, (c, e) in srv.items() if k in ("accept", "accept4"))
+            print(f"  {name:8} client {per_transaction(cli, cli.get('connect', (0, 0))[0])}")
+            print(f"  {'':8} server {per_transaction(srv, accepts)}")
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+            pair.close()
+
+
 def main() -> int:
-    args = arguments(__doc__, 3.0).parse_args()
+    parser = arguments(__doc__, 3.0)
+    parser.add_argument("--syscalls", action="store_true", help="count system calls per transaction instead")
+    args = parser.parse_args()
     bin_dir = ready("bench_crr")
     if bin_dir is None:
         return 1
     cpus = args.cpus
     workdir = Path(tempfile.mkdtemp(prefix="bench_crr"))
+    if args.syscalls:
+        try:
+            syscalls(bin_dir, cpus, workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return 0
+    costs: list[tuple[float, float, str]] = []
 
     def engine(pair: netns.VethPair) -> tuple[Run, Callable[[], None]]:
         eng = Engine(pair, workdir / pair.a, server_prefix=pin(cpus[1]))
 
         def run() -> tuple[float, float]:
-            tps, p99, _ = engine_rr(eng, "TCP_CRR", args.dur, 1, pin(cpus[0]))
-            return tps, p99
+            return engine_crr(eng, args.dur, pin(cpus[0]), costs)
         return run, eng.close
 
     def netperf(pair: netns.VethPair) -> tuple[Run, Callable[[], None]]:
@@ -91,6 +200,10 @@ def main() -> int:
         for peer in ("netperf", "neper"):
             results.append(verdict(f"rate: engine / {peer}", cols["engine tps"], cols[f"{peer} tps"], ">=", 1.0))
             verdict(f"p99: engine / {peer}", cols["engine p99 us"], cols[f"{peer} p99 us"], None, None)
+    print("\nengine CPU per transaction (its worker processes, softirq charged to them included), "
+          "runs in order; loops: client, joins the server served in C")
+    for i, (cli, srv, loops) in enumerate(costs):
+        print(f"  run {i + 1}: client {cli:6.1f} us  server {srv:6.1f} us  ({loops})")
     summary_line(results)
     return 0
 

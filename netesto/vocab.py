@@ -17,6 +17,7 @@ import re
 TEST_TYPES = ("TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR")
 STREAM_TESTS = frozenset({"TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "UDP_STREAM"})
 RR_TESTS = frozenset({"TCP_RR", "TCP_CRR", "UDP_RR"})
+SERVER_SENDS = frozenset({"TCP_MAERTS", "TCP_BIDIR"})  # the server end sends the stream
 DRIVERS = ("builtin", "iperf3", "netperf")
 
 MAX_BYTES = 2**40
@@ -88,6 +89,7 @@ __all__ = [
     "MAX_BITS",
     "MAX_BYTES",
     "RR_TESTS",
+    "SERVER_SENDS",
     "STREAM_TESTS",
     "TEST_TYPES",
     "parse_rate",

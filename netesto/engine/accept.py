@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from netesto.collectors import tcpinfo
+from netesto.engine import crrfast
 from netesto.engine import handshake as hs
 from netesto.engine.balance import LoadBoard
 from netesto.engine.flowend import FlowEnd, describe_error, safe_flow_id
@@ -26,7 +27,7 @@ from netesto.engine.serverflow import CRRServer, JoinConn, ServerFlow, ServerHos
 from netesto.errors import TrafficError
 from netesto.policy import MAX_FLOW_SECONDS
 from netesto.protocol.flowspec import FlowSpec
-from netesto.vocab import TEST_TYPES
+from netesto.vocab import SERVER_SENDS, TEST_TYPES
 
 HANDSHAKE_TIMEOUT = 5.0
 MAX_SIZE = 1 << 30
@@ -82,7 +83,7 @@ SERVER_TYPES: dict[str, type[ServerFlow]] = {
 class Pending:
     """An accepted connection that has not completed its handshake yet."""
 
-    def __init__(self, worker: "ServerWorker", conn: socket.socket) -> None:
+    def __init__(self, worker: "ServerWorker", conn: socket.socket, data: bytes = b"") -> None:
         self.worker = worker
         self.conn = conn
         self.fd = conn.fileno()
@@ -91,8 +92,12 @@ class Pending:
         self.waiting = True
         worker.pending[self.fd] = self
         # A client sends its hello or join as soon as it is connected: often it is here
-        # already, and a CRR transaction is served without polling or a timer.
-        self._on_event(IN)
+        # already (``data``: read by the C accept), and a CRR transaction is served
+        # without polling or a timer.
+        if data:
+            self._take(data)
+        else:
+            self._on_event(IN)
         if self.waiting:
             worker.loop.register(self.fd, IN, self._on_event)
             self.timer = worker.loop.call_later(worker.handshake_timeout, lambda: self.drop("handshake timeout"))
@@ -108,6 +113,9 @@ class Pending:
         if not data:
             self.drop("closed during handshake")
             return
+        self._take(data)
+
+    def _take(self, data: bytes) -> None:
         self.buf += data
         try:
             head = hs.parse_prefix(self.buf)
@@ -150,12 +158,15 @@ class ServerWorker(ServerHost):
         self.listener = listener
         self.tokens = tokens
         self.peers: dict[int, socket.socket] = {}
-        self.board: LoadBoard | None = None
         self.dropped = 0
         listener.setblocking(False)
+        self.deferred = False  # TCP_DEFER_ACCEPT set (see defer_accept)
         loop.register(listener.fileno(), IN, self._on_accept)
 
     def _on_accept(self, events: int) -> None:
+        if crrfast.ext is not None:
+            self._accept_c()
+            return
         for _ in range(64):
             try:
                 conn, _ = self.listener.accept()
@@ -167,6 +178,19 @@ class ServerWorker(ServerHost):
                 raise
             conn.setblocking(False)
             Pending(self, conn)
+
+    def _accept_c(self) -> None:
+        """Accept in C, which serves the joins it can whole (:meth:`ServerHost.accept_joins`); the rest as above."""
+        family = self.listener.family
+        for fd, data in self.accept_joins(self.listener):
+            Pending(self, socket.socket(family, socket.SOCK_STREAM, 0, fileno=fd), data)
+
+    def defer_accept(self) -> None:
+        """Once this worker sees a CRR flow, a connection is accepted when its first bytes are in
+        (every client speaks first): a join comes with its request and is served at once."""
+        if not self.deferred:
+            self.listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
+            self.deferred = True
 
     def set_peers(self, index: int, inbox: socket.socket | None,
                   peers: dict[int, socket.socket], board: LoadBoard | None = None) -> None:
@@ -216,8 +240,10 @@ class ServerWorker(ServerHost):
     def route_hello(self, conn: socket.socket, hello: hs.Hello, raw: bytes) -> None:
         """A new flow's hello: serve it here, or hand it to a less-loaded worker."""
         board = self.board
+        if hello.test == "TCP_CRR":
+            self.defer_accept()
         if board is not None:
-            target = board.choose(self.index)
+            target = board.choose(self.index, hello.test == "TCP_CRR")
             peer = self.peers.get(target)
             if target != self.index and peer is not None:
                 board.hand(self.index, target)
@@ -232,9 +258,10 @@ class ServerWorker(ServerHost):
 
     def _publish_load(self) -> None:
         if self.board is not None:
-            self.board.set_live(self.index, len(self.flows))
+            self.board.set_live(self.index, len(self.flows), len(self.sessions))
 
     def join(self, conn: socket.socket, session: bytes, leftover: bytes, forwarded: bool = False) -> None:
+        self.defer_accept()  # the next joins come with their requests, for crr_accept
         owner = session[0]
         if not forwarded and owner != self.index and owner in self.peers:
             try:
@@ -268,12 +295,14 @@ class ServerWorker(ServerHost):
             self._refuse(conn, f"bad go {hold!r}")
             return
         cls = SERVER_TYPES[spec.test]
+        if cls is CRRServer:
+            self.defer_accept()
         flow: ServerFlow | None = None
         try:
             if spec.test.startswith("TCP"):
                 tcpinfo.set_congestion_control(conn, spec.ca)
                 tcpinfo.set_buffers(conn, spec.remote_buffer)
-                if spec.test in ("TCP_MAERTS", "TCP_BIDIR"):
+                if spec.test in SERVER_SENDS:
                     tcpinfo.set_pacing(conn, spec.pacing)
             flow = cls(self, spec, conn)
             extra = flow.start()
@@ -379,8 +408,6 @@ class ServerWorker(ServerHost):
 
 class _Refuse(Exception):
     pass
-
-
 
 
 __all__ = ["HANDSHAKE_TIMEOUT", "Pending", "SERVER_TYPES", "ServerWorker", "TokenSet"]

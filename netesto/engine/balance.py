@@ -11,15 +11,33 @@ at most one unbalanced flow:
 
 - ``live[i]``: flows worker ``i`` runs now (written by ``i``);
 - ``handed[i][j]``: hellos ``i`` has handed to ``j`` so far (written by ``i``);
-- ``received[j]``: hellos ``j`` has received from the others so far (written by ``j``).
+- ``received[j]``: hellos ``j`` has received from the others so far (written by ``j``);
+- ``crr[i]``: TCP_CRR flows among ``live[i]`` (written by ``i``).
+
+The same mapping holds the CRR table: :data:`CRR_SLOTS` entries per worker
+(written by that worker) of ``session, req, reply, close first`` and the
+counters ``rx, tx, trans, conns`` that any worker adds to (atomically, in C)
+when it serves a join of that session itself, instead of handing it over.
 
 The load of ``j`` is ``live[j]`` plus the hellos on their way to it:
 ``sum_i handed[i][j] - received[j]``.
+
+TCP_CRR flows get workers of their own when there are enough: a CRR
+flow's every transaction is a new connection the worker must accept
+between the other flows' turns, so a bulk receiver beside it would set its
+pace. A CRR flow goes where the fewest other flows run; to any other flow a
+CRR flow weighs :data:`CRR_WEIGHT` flows, so the others keep off its worker
+until theirs are that much busier.
 """
 
 from __future__ import annotations
 
 import mmap
+import sys
+
+CRR_WEIGHT = 3  # what a TCP_CRR flow weighs in a worker when another flow is placed
+CRR_SLOTS = 16  # CRR flows per worker whose joins any worker serves in C (more: handed to their owner)
+CRR_ENTRY = 8  # int64 per CRR table entry: session, req, reply, close first, rx, tx, trans, conns
 
 
 class LoadBoard:
@@ -27,8 +45,11 @@ class LoadBoard:
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
-        self._map = mmap.mmap(-1, 8 * (workers * workers + 2 * workers))  # MAP_SHARED | MAP_ANONYMOUS
+        self._crr_base = workers * workers + 3 * workers
+        size = self._crr_base + workers * CRR_SLOTS * CRR_ENTRY
+        self._map = mmap.mmap(-1, 8 * size)  # MAP_SHARED | MAP_ANONYMOUS
         self._slots = memoryview(self._map).cast("Q")
+        self.table = memoryview(self._map)[8 * self._crr_base:]  # the CRR table, for _crrloop
 
     def _live(self, i: int) -> int:
         return i
@@ -39,8 +60,28 @@ class LoadBoard:
     def _received(self, j: int) -> int:
         return self.workers + self.workers * self.workers + j
 
-    def set_live(self, i: int, flows: int) -> None:
+    def _crr(self, i: int) -> int:
+        return self.workers * (self.workers + 2) + i
+
+    def set_live(self, i: int, flows: int, crr: int = 0) -> None:
+        """Worker ``i`` runs ``flows`` flows, ``crr`` of them TCP_CRR."""
         self._slots[self._live(i)] = flows
+        self._slots[self._crr(i)] = crr
+
+    def publish(self, i: int, session: bytes, req: int, reply: int, close_first: bool) -> int:
+        """Worker ``i`` lets every worker serve the joins of ``session``: its entry's index, or -1 (full)."""
+        slots = self._slots
+        for k in range(i * CRR_SLOTS, (i + 1) * CRR_SLOTS):
+            at = self._crr_base + k * CRR_ENTRY
+            if slots[at] == 0:
+                slots[at + 1], slots[at + 2], slots[at + 3] = req, reply, int(close_first)
+                slots[at + 4] = slots[at + 5] = slots[at + 6] = slots[at + 7] = 0
+                slots[at] = int.from_bytes(session, sys.byteorder)  # last: readers match it
+                return k
+        return -1
+
+    def unpublish(self, k: int) -> None:
+        self._slots[self._crr_base + k * CRR_ENTRY] = 0
 
     def hand(self, i: int, j: int, count: int = 1) -> None:
         """Worker ``i`` hands ``count`` hellos to worker ``j`` (-1: a hand-off that failed)."""
@@ -55,11 +96,18 @@ class LoadBoard:
         coming = sum(slots[self._handed(i, j)] for i in range(self.workers)) - slots[self._received(j)]
         return slots[self._live(j)] + max(0, coming)
 
-    def choose(self, me: int) -> int:
-        """The worker for a new flow: the least loaded, ``me`` when it is among them."""
+    def choose(self, me: int, crr: bool = False) -> int:
+        """The worker for a new flow: the least loaded, ``me`` when it is among them; a CRR flow
+        the one with the fewest other flows; to any other flow a CRR flow weighs :data:`CRR_WEIGHT`."""
+        slots = self._slots
+        crrs = [slots[self._crr(j)] for j in range(self.workers)]
         loads = [self.load(j) for j in range(self.workers)]
-        least = min(loads)
-        return me if loads[me] == least else loads.index(least)
+        if crr:
+            keys = [(load - n, n) for load, n in zip(loads, crrs)]
+        else:
+            keys = [(load + (CRR_WEIGHT - 1) * n, 0) for load, n in zip(loads, crrs)]
+        least = min(keys)
+        return me if keys[me] == least else keys.index(least)
 
 
-__all__ = ["LoadBoard"]
+__all__ = ["CRR_ENTRY", "CRR_SLOTS", "CRR_WEIGHT", "LoadBoard"]

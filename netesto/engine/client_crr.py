@@ -8,9 +8,11 @@ import select
 import socket
 import struct
 import time
+from array import array
 from typing import Any
 
 from netesto.collectors import tcpinfo
+from netesto.engine import crrfast
 from netesto.engine import handshake as hs
 from netesto.engine.client import ClientFlow
 from netesto.engine.loop import IN, OUT
@@ -23,6 +25,9 @@ _IN_EDGE = IN | select.EPOLLET  # the request is out already: only the reply is 
 # A first write this small leaves at once on an idle connection, Nagle or not (TCP_NODELAY only
 # matters when a request spans segments); the server has the same for its reply.
 NAGLE_FREE = 512
+LAT_CAPACITY = 4096  # latencies per C call; moved to lat_raw between calls
+# the C loop's state (see _crrloop.c): counters, then the connection it left open
+_RX, _TX, _TRANS, _CONNS, _FD, _GOT, _SENT, _T0, _CONNECTED, _NLAT, _ERRNO = range(11)
 
 
 class CRRClient(ClientFlow):
@@ -38,6 +43,12 @@ class CRRClient(ClientFlow):
     close with its epoll removal; TCP_CONGESTION only when a new socket would
     not get the flow's ca anyway, TCP_NODELAY only for a request that spans
     segments, tcp_info only for the last connection (the sampler reads the open one).
+
+    Alone in its worker, the flow runs its transactions in C (``crrfast``)
+    until the loop's next timer is due, with the same system calls less the
+    epoll ones (a poll instead); a connection still open then is finished
+    here, on the loop, its tcp_info read for the sample. ``NETESTO_PURE_PYTHON=1``
+    keeps every transaction here.
     """
 
     nodelay = True  # the control connection's
@@ -54,6 +65,8 @@ class CRRClient(ClientFlow):
         self.each_ca: str | None = None  # decided on the first connection
         self.ending = False
         self.conn: socket.socket | None = None
+        self.fast = crrfast.ext if len(self.worker.flows) == 1 else None
+        self.extra["rr_loop"] = "python" if self.fast is None else "C"
         assert self.ctl is not None
         # The control connection only tells the server when the flow ends.
         self.loop.register(self.ctl.fileno(), IN, self._on_ctl)
@@ -85,6 +98,13 @@ class CRRClient(ClientFlow):
             self.ctl.shutdown(socket.SHUT_WR)
             self.closing = True
             return
+        if self.fast is not None and self.loop.next_deadline() > time.monotonic():
+            self._run_c()
+        else:
+            self._start()
+
+    def _start(self) -> None:
+        """Open one transaction's connection, on the loop."""
         self.t0 = time.perf_counter_ns()
         try:
             conn, addr = self._socket()
@@ -150,6 +170,62 @@ class CRRClient(ClientFlow):
         except OSError as exc:
             self._close_conn()
             self.fail_running(exc)
+
+    def _run_c(self) -> None:
+        """Transactions in C until a timer is due; then a connection still open goes on here."""
+        fast = self.fast
+        assert fast is not None
+        spec = self.spec
+        family, addr = self.addrinfo(socket.SOCK_STREAM)
+        if self.each_ca is None:  # as _socket decides it, once
+            probe, _ = self._socket()
+            probe.close()
+        flags = ((fast.RESET if self.reset else 0) | (fast.WAIT_EOF if self.wait_eof else 0)
+                 | (fast.NODELAY if self.each_nodelay else 0))
+        st = array("q", [0]) * fast.CLIENT_STATE
+        if not hasattr(self, "latbuf"):
+            self.latbuf = array("q", [0]) * LAT_CAPACITY
+            self.latview = memoryview(self.latbuf).cast("B")  # frombytes takes bytes, not 'q' items
+        lat = self.lat_raw
+        status = fast.IDLE
+        while True:
+            st[_RX], st[_TX], st[_TRANS], st[_CONNS], st[_FD] = self.rx, self.tx, self.trans, self.conns, -1
+            try:
+                status = fast.crr_client(addr[0], addr[1], family, addr[3] if len(addr) > 3 else 0, self.first,
+                                         len(self.request), self.reply_size, flags, (self.each_ca or "").encode(),
+                                         max(0, spec.local_buffer), max(0, spec.pacing), self.loop.next_deadline(),
+                                         st, self.latbuf)
+            except OSError as exc:
+                self.fail_running(exc)
+                return
+            finally:
+                self.rx, self.tx, self.trans, self.conns = st[_RX], st[_TX], st[_TRANS], st[_CONNS]
+                if st[_NLAT]:
+                    lat.frombytes(self.latview[:st[_NLAT] * 8])
+                    if len(lat) >= 65536:
+                        self.fold_latency()
+                if st[_FD] >= 0:  # (also when a signal's exception leaves it open: close_sockets closes it)
+                    self._adopt(family, st)
+            if status != fast.LATFULL:
+                break
+        if status == fast.CONNFAIL:
+            self.fail(f"cannot connect to {self.where}: {os.strerror(st[_ERRNO]).lower()} after {self.elapsed():.1f} s")
+        elif status == fast.OPEN:  # the loop's timers are due: this connection ends on the loop
+            self.read_info()
+            self.loop.register(self.cfd, _BOTH_EDGES if self.out else _IN_EDGE, self._on_conn)
+            self._on_conn(IN | OUT)
+        else:
+            self._start()
+
+    def _adopt(self, family: int, st: array[int]) -> None:
+        """The connection the C loop left open, as :meth:`_start` would have it at that point."""
+        conn = socket.socket(family, socket.SOCK_STREAM, 0, fileno=st[_FD])
+        self.conn = self.sock = conn
+        self.cfd = st[_FD]
+        self.got = st[_GOT]
+        self.connected = bool(st[_CONNECTED])
+        self.out = memoryview(self.first)[st[_SENT]:]
+        self.t0 = st[_T0]
 
     def _close_conn(self) -> None:
         if self.conn is not None:

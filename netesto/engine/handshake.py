@@ -70,6 +70,9 @@ def encode_hello(fields: dict[str, Any]) -> bytes:
     return HELLO_HEAD.pack(HELLO_MAGIC, VERSION, 0, len(body)) + body
 
 
+JOIN_PREFIX = JOIN.pack(JOIN_MAGIC, VERSION, 0, bytes(8))[:8]  # a join's bytes before its session
+
+
 def encode_join(session: bytes) -> bytes:
     return JOIN.pack(JOIN_MAGIC, VERSION, 0, session)
 
@@ -158,6 +161,7 @@ __all__ = [
     "HandshakeError",
     "Hello",
     "JOIN",
+    "JOIN_PREFIX",
     "decode_hello",
     "decode_join",
     "decode_reply",

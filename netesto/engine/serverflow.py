@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import time
+from array import array
 from typing import Any, Callable
 
+from netesto.engine import crrfast
 from netesto.engine import handshake as hs
+from netesto.engine.balance import LoadBoard
 from netesto.engine.flowend import FlowEnd, Worker, describe_error, io_handler
 from netesto.engine.loop import ERR, IN, OUT, Loop
 from netesto.protocol.flowspec import FlowSpec
+from netesto.vocab import SERVER_SENDS
 
 GO_TIMEOUT = 10.0  # a held flow whose start marker is this late after the client's instant ends
 GRACE = 30.0  # a flow whose client vanished silently ends dur + GRACE after it began
@@ -32,7 +37,37 @@ class ServerHost(Worker):
         super().__init__(loop, datadir, emit)
         self.pending: dict[int, Any] = {}  # fd -> handshake in progress (an accept.Pending)
         self.sessions: dict[bytes, CRRServer] = {}
+        # session -> (counters, req, reply, close first) of the CRR flows whose joins the C accept serves
+        self.fast_joins: dict[bytes, tuple[array[int], int, int, bool]] = {}
         self.index = 0
+        self.board: LoadBoard | None = None  # the workers' shared counts (several server processes)
+        self.listen_timeo = False  # SO_RCVTIMEO set on the listener (a lone CRR flow's blocking accepts)
+
+    def accept_joins(self, listener: socket.socket) -> list[tuple[int, bytes]]:
+        """Accept in C (``crr_accept``), which serves every CRR join it can whole, ours and (in the
+        board's table) the other workers'; the other connections with what was read from them."""
+        fast = crrfast.ext
+        assert fast is not None
+        table = self.board.table if self.board is not None else None
+        if len(self.flows) == len(self.fast_joins) <= 1 and not self.pending:
+            # a CRR flow alone (or no flow: other workers' joins): blocking accepts until a timer
+            # is due or none came for 1 ms
+            if not self.listen_timeo:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 1000))
+                self.listen_timeo = True
+            listener.setblocking(True)
+            try:
+                rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins, self.loop.next_deadline(),
+                                       table)
+            finally:
+                listener.setblocking(False)
+        else:
+            rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, self.fast_joins, -1.0, table)
+        for session in self.fast_joins:
+            flow = self.sessions.get(session)
+            if flow is not None:
+                flow.fold_fast()
+        return rest  # type: ignore[no-any-return]
 
 
 class ServerFlow(FlowEnd):
@@ -129,7 +164,7 @@ class StreamServer(ServerFlow):
     """Receives (TCP_STREAM), sends (TCP_MAERTS) or both (TCP_BIDIR) until the client half-closes."""
 
     def go(self) -> None:
-        self.sending = self.spec.test in ("TCP_MAERTS", "TCP_BIDIR")
+        self.sending = self.spec.test in SERVER_SENDS
         self.loop.register(self.fd, IN | (OUT if self.sending else 0), self._on_event)
 
     @io_handler
@@ -160,7 +195,51 @@ class CRRServer(ServerFlow):
         self.session = bytes([self.sw.index]) + os.urandom(7)
         self.sw.sessions[self.session] = self
         self.joins: set[JoinConn] = set()
+        self.fast = array("q", bytes(8 * 4))  # rx, tx, trans, conns of the joins served in C (crr_accept)
+        self.slot = -1  # our entry in the workers' shared CRR table: joins other workers serve in C
+        self.extra["joins_c"] = 0
         return {"session": self.session}
+
+    def begin_server(self) -> None:
+        super().begin_server()
+        if self.finished or self.session in self.sw.fast_joins:
+            return
+        # from now on its joins may be served in C (see ServerWorker._accept_c), by any worker
+        spec = self.spec
+        entry = (self.fast, max(1, spec.req), max(1, spec.reply), spec.crr_close != "client")
+        self.sw.fast_joins[self.session] = entry
+        board = self.sw.board
+        if board is not None and crrfast.ext is not None:
+            self.slot = board.publish(self.sw.index, self.session, *entry[1:])
+            if self.slot >= 0:  # their counts reach ours at every sampling interval
+                self.timers.append(self.loop.call_later(spec.interval, self._fold_tick))
+
+    def _fold_tick(self) -> None:
+        self.fold_fast()
+        self.timers.append(self.loop.call_later(self.spec.interval, self._fold_tick))
+
+    def fold_fast(self) -> None:
+        """Add what the C accepts counted for this flow (ours, and other workers' in the table) to its counters."""
+        fast = self.fast
+        counts = [fast[0], fast[1], fast[2], fast[3]]
+        fast[0] = fast[1] = fast[2] = fast[3] = 0
+        board = self.sw.board
+        if self.slot >= 0 and board is not None and crrfast.ext is not None:
+            counts = [a + b for a, b in zip(counts, crrfast.ext.crr_take(board.table, self.slot))]
+        self.rx += counts[0]
+        self.tx += counts[1]
+        self.trans += counts[2]
+        self.conns += counts[3]
+        self.extra["joins_c"] += counts[3]
+
+    def finish(self, error: str = "") -> None:
+        if not self.finished and hasattr(self, "fast"):  # (a refused flow never started)
+            board = self.sw.board
+            if self.slot >= 0 and board is not None:
+                board.unpublish(self.slot)
+            self.fold_fast()
+            self.slot = -1
+        super().finish(error)
 
     def go(self) -> None:
         self.loop.register(self.fd, IN, self._on_ctl)
@@ -173,6 +252,7 @@ class CRRServer(ServerFlow):
         for join in list(self.joins):
             join.close()
         self.sw.sessions.pop(self.session, None)
+        self.sw.fast_joins.pop(self.session, None)
         super().close_sockets()
 
 

@@ -1,0 +1,529 @@
+/* The TCP_CRR loops of netesto's flow engine in C (see crrfast.py, CRRClient._run_c, ServerWorker._on_accept).
+ *
+ * crr_client runs whole transactions of a CRR flow alone in its worker:
+ * socket, (options), connect, send the join and the request, poll, recv the
+ * reply (and the server's EOF when the server closes first), close, stamp
+ * the latency after the close. It stops when the loop's next timer is due:
+ * between two transactions, or with the connection still open (the reply
+ * not in yet, or in but not closed) so Python can finish that one
+ * transaction on its event loop (the twin of this loop, CRRClient._on_conn).
+ * The flow's counters live in a caller-owned int64 state buffer written back
+ * on every exit, exceptions included, so Python always sees exactly what
+ * went over the wire. Single-threaded callers: the GIL is kept.
+ *
+ * crr_accept accepts the connections waiting on a listener and serves the
+ * CRR joins whose session is known and whose request came with them
+ * (nearly all on a short path): the reply is sent and the connection closed
+ * in C. Anything else (a hello, a join still short of its request, an
+ * unknown session, a reply that does not fit) goes back to Python with the
+ * bytes read from it.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHUNK 65536
+#define CHECK_EVERY 16 /* transactions between signal checks */
+#define JOIN_SIZE 16   /* b"NTCJ" version(2) 0(2) session(8): handshake.JOIN */
+#define ACCEPT_BATCH 64
+#define SMALL_REPLY 4096 /* replies up to this are served in C: a fresh connection takes them whole */
+
+#ifndef SO_MAX_PACING_RATE
+#define SO_MAX_PACING_RATE 47
+#endif
+
+/* what crr_client returns */
+enum { ST_IDLE = 0, ST_OPEN = 1, ST_LATFULL = 2, ST_CONNFAIL = 3 };
+/* crr_client's options */
+enum { F_RESET = 1, F_WAIT_EOF = 2, F_NODELAY = 4 };
+/* client state: counters in/out; the open connection out (fd -1: none) */
+enum { C_RX, C_TX, C_TRANS, C_CONNS, C_FD, C_GOT, C_SENT, C_T0, C_CONNECTED, C_NLAT, C_ERRNO, C_N };
+/* server state of one flow, in/out */
+enum { S_RX, S_TX, S_TRANS, S_CONNS, S_N };
+/* an entry of the workers' shared CRR table (balance.LoadBoard): written by the flow's owner ... */
+enum { T_SESSION, T_REQ, T_REPLY, T_CLOSE_FIRST, T_RX, T_TX, T_TRANS, T_CONNS, T_N };
+/* ... and its counters T_RX.. added to by any worker, atomically */
+#define ADD(counter, n) __atomic_fetch_add(&(counter), (n), __ATOMIC_RELAXED)
+
+static const char zeros[CHUNK];
+static char scratch[CHUNK]; /* received payload is discarded */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* time.monotonic and time.perf_counter on Linux */
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t deadline_ns(double deadline)
+{
+    if (!(deadline < 9.0e9)) return INT64_MAX; /* a loop with no timer gives inf */
+    return (int64_t)(deadline * 1e9);
+}
+
+static int get_state(PyObject *obj, Py_buffer *view, Py_ssize_t n, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->len < n * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(PyExc_ValueError, "%s needs room for %zd int64 values", what, n);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* Wait for events on fd until `until` (ns): 1 ready, 0 the deadline came, -1 an exception is set. */
+static int wait_for(int fd, short events, int64_t until)
+{
+    for (;;) {
+        int64_t left = until - now_ns();
+        if (left <= 0) return 0;
+        int ms = left > 1000000000 ? 1000 : (int)((left + 999999) / 1000000);
+        struct pollfd p = {fd, events, 0};
+        int n = poll(&p, 1, ms);
+        if (n > 0) return 1;
+        if (n < 0) {
+            if (errno != EINTR) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                return -1;
+            }
+            if (PyErr_CheckSignals() < 0) return -1;
+        }
+    }
+}
+
+static int client_socket(int family, int flags, const char *ca, Py_ssize_t calen, int buffer, long long pacing)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    struct linger lin = {1, 0};
+    uint64_t rate = (uint64_t)pacing / 8;
+    if ((calen > 0 && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, ca, (socklen_t)calen) < 0)
+        || (buffer > 0 && (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer) < 0
+                           || setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer) < 0))
+        || (pacing > 0 && setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) < 0)
+        || ((flags & F_NODELAY) && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
+        || ((flags & F_RESET) && setsockopt(fd, SOL_SOCKET, SO_LINGER, &lin, sizeof lin) < 0)) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
+static int make_addr(const char *host, int port, int family, unsigned scope, struct sockaddr_storage *ss,
+                     socklen_t *len)
+{
+    memset(ss, 0, sizeof *ss);
+    if (family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+        *len = sizeof *a;
+        return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -1;
+    }
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        a->sin6_scope_id = scope;
+        *len = sizeof *a;
+        return inet_pton(AF_INET6, host, &a->sin6_addr) == 1 ? 0 : -1;
+    }
+    return -1;
+}
+
+PyDoc_STRVAR(crr_client_doc,
+"crr_client(host, port, family, scope, first, reqlen, replylen, flags, ca, buffer, pacing, deadline,\n"
+"           state, lat) -> status\n\n"
+"Run TCP_CRR client transactions until deadline (time.monotonic() seconds).\n"
+"first: the join and the request (its last reqlen bytes count as tx); flags: RESET (SO_LINGER 0),\n"
+"WAIT_EOF (read to the server's close), NODELAY; ca (bytes, b'': none), buffer, pacing (bits/s): as\n"
+"the flow's options. state: writable int64 buffer [rx, tx, trans, conns, fd, got, sent, t0_ns,\n"
+"connected, nlat, errno], fd -1 on entry. lat: writable int64 buffer for latencies (ns), nlat of them.\n"
+"Returns IDLE (deadline, no connection open), OPEN (deadline, connection fd open: sent bytes of first\n"
+"out, got bytes of the reply in; its transaction not counted), LATFULL, or CONNFAIL (errno: connect\n"
+"failed, the socket closed). An error on a connection closes it and raises OSError.");
+
+static PyObject *crr_client(PyObject *self, PyObject *args)
+{
+    const char *host, *first, *ca;
+    Py_ssize_t firstlen, calen, reqlen, replylen;
+    int port, family, flags, buffer;
+    unsigned int scope;
+    long long pacing;
+    double deadline;
+    PyObject *state_obj, *lat_obj;
+    Py_buffer sv, lv;
+    if (!PyArg_ParseTuple(args, "siiIy#nniy#iLdOO", &host, &port, &family, &scope, &first, &firstlen, &reqlen,
+                          &replylen, &flags, &ca, &calen, &buffer, &pacing, &deadline, &state_obj, &lat_obj))
+        return NULL;
+    if (reqlen < 1 || reqlen > firstlen || replylen < 1) {
+        PyErr_SetString(PyExc_ValueError, "reqlen must be 1..len(first) and replylen >= 1");
+        return NULL;
+    }
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    if (make_addr(host, port, family, scope, &addr, &addrlen) < 0) {
+        PyErr_Format(PyExc_ValueError, "not a numeric address of family %d: %s", family, host);
+        return NULL;
+    }
+    if (get_state(state_obj, &sv, C_N, "state") < 0) return NULL;
+    if (PyObject_GetBuffer(lat_obj, &lv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&sv);
+        return NULL;
+    }
+    int64_t *st = sv.buf;
+    int64_t *lat = lv.buf;
+    Py_ssize_t cap = lv.len / (Py_ssize_t)sizeof(int64_t);
+    int64_t rx = st[C_RX], tx = st[C_TX], trans = st[C_TRANS], conns = st[C_CONNS];
+    int64_t until = deadline_ns(deadline);
+    int64_t got = 0, sent = 0, t0 = 0, connected = 0, err = 0;
+    Py_ssize_t nlat = 0;
+    int fd = -1;
+    int status = -1; /* -1: an exception is set */
+
+    if (cap < 1 || st[C_FD] >= 0) {
+        PyErr_SetString(PyExc_ValueError, "an empty latency buffer or a connection open on entry");
+        goto out;
+    }
+    t0 = now_ns();
+    for (;;) {
+        if (t0 >= until) {
+            status = ST_IDLE;
+            goto out;
+        }
+        got = sent = connected = 0;
+        fd = client_socket(family, flags, ca, calen, buffer, pacing);
+        if (fd < 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto out;
+        }
+        if (connect(fd, (struct sockaddr *)&addr, addrlen) < 0 && errno != EINPROGRESS) {
+            err = errno;
+            close(fd);
+            fd = -1;
+            status = ST_CONNFAIL;
+            goto out;
+        }
+        /* the join and the request; a connection still in SYN_SENT says when it is up */
+        while (sent < firstlen) {
+            ssize_t n = send(fd, first + sent, (size_t)(firstlen - sent), MSG_NOSIGNAL);
+            if (n >= 0) {
+                if (!connected) {
+                    connected = 1;
+                    conns++;
+                }
+                sent += n;
+                continue;
+            }
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto out;
+                continue;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK) goto fail;
+            int ready = wait_for(fd, POLLOUT, until);
+            if (ready < 0) goto out;
+            if (ready == 0) {
+                status = ST_OPEN;
+                goto out;
+            }
+        }
+        tx += reqlen;
+        /* the reply, and with WAIT_EOF the server's close after it; it cannot be in yet: wait first */
+        int ready = wait_for(fd, POLLIN, until);
+        if (ready < 0) goto out;
+        if (ready == 0) {
+            status = ST_OPEN;
+            goto out;
+        }
+        for (;;) {
+            int64_t want = replylen - got;
+            if (want <= 0 && !(flags & F_WAIT_EOF)) break;
+            size_t size = want > 0 && want < CHUNK ? (size_t)want : CHUNK;
+            ssize_t n = recv(fd, scratch, size, 0);
+            if (n > 0) {
+                rx += n;
+                got += n;
+                continue;
+            }
+            if (n == 0) {
+                if (want > 0) {
+                    errno = ECONNRESET;
+                    goto fail;
+                }
+                break;
+            }
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto out;
+                continue;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK) goto fail;
+            ready = wait_for(fd, POLLIN, until);
+            if (ready < 0) goto out;
+            if (ready == 0) {
+                status = ST_OPEN;
+                goto out;
+            }
+        }
+        if (now_ns() >= until) { /* Python closes it after reading its tcp_info for the sample */
+            status = ST_OPEN;
+            goto out;
+        }
+        close(fd);
+        fd = -1;
+        int64_t now = now_ns(); /* a transaction is connect + request + reply + close */
+        lat[nlat++] = now - t0;
+        t0 = now; /* the next one starts here */
+        trans++;
+        if (nlat == cap) {
+            status = ST_LATFULL;
+            goto out;
+        }
+        if (trans % CHECK_EVERY == 0 && PyErr_CheckSignals() < 0) goto out;
+    }
+fail:
+    PyErr_SetFromErrno(PyExc_OSError);
+    close(fd);
+    fd = -1;
+out:
+    if (status == -1 && !PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "crr_client lost its error");
+    st[C_RX] = rx;
+    st[C_TX] = tx;
+    st[C_TRANS] = trans;
+    st[C_CONNS] = conns;
+    st[C_FD] = fd;
+    st[C_GOT] = got;
+    st[C_SENT] = sent;
+    st[C_T0] = t0;
+    st[C_CONNECTED] = connected;
+    st[C_NLAT] = nlat;
+    st[C_ERRNO] = err;
+    PyBuffer_Release(&lv);
+    PyBuffer_Release(&sv);
+    return status < 0 ? NULL : PyLong_FromLong(status);
+}
+
+PyDoc_STRVAR(crr_accept_doc,
+"crr_accept(listen_fd, magic, sessions[, deadline[, table]]) -> list of (fd, bytes)\n\n"
+"Accept what waits on the non-blocking listener (at most 64); with a deadline (time.monotonic()\n"
+"seconds) the listener is blocking, its SO_RCVTIMEO set: accept and serve until the deadline, the\n"
+"receive timeout without a connection, or a connection for Python. A connection that\n"
+"brought a whole join (magic: its first 8 bytes) of a session in sessions and the\n"
+"request is served here: sessions maps the 8-byte session to (state, reqlen, replylen,\n"
+"close_first), state a writable int64 buffer [rx, tx, trans, conns] of the flow; the\n"
+"reply goes out and the connection is closed (close_first) when all of it fits.\n"
+"table: the workers' shared CRR table (LoadBoard.table), for joins of other workers' sessions.\n"
+"Every other connection is returned, non-blocking, with the bytes read from it\n"
+"(b'' for none; its counters untouched) for Python's handshake path.");
+
+/* The reply of a join; the connection closed (cut when the reply did not fit). Returns bytes sent. */
+static int64_t reply_close(int fd, Py_ssize_t replylen)
+{
+    ssize_t w;
+    do {
+        w = send(fd, zeros, (size_t)replylen, MSG_NOSIGNAL);
+    } while (w < 0 && errno == EINTR);
+    /* A fresh connection takes a small reply whole; if it did not (or the client is gone), the
+     * connection is cut: the client sees it fail, never a short reply counted as whole. */
+    if (w != replylen) {
+        struct linger lin = {1, 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lin, sizeof lin);
+    }
+    close(fd);
+    return w > 0 ? w : 0;
+}
+
+/* A join of another worker's flow, served with the counters of its entry in the shared table. */
+static int serve_shared(int fd, const char *buf, ssize_t n, Py_buffer *table)
+{
+    int64_t session;
+    memcpy(&session, buf + 8, 8);
+    int64_t *t = table->buf;
+    Py_ssize_t entries = table->len / (Py_ssize_t)(T_N * sizeof(int64_t));
+    for (Py_ssize_t k = 0; k < entries; k++, t += T_N) {
+        if (__atomic_load_n(&t[T_SESSION], __ATOMIC_ACQUIRE) != session) continue;
+        int64_t reply = t[T_REPLY];
+        if (n - JOIN_SIZE < t[T_REQ] || reply > SMALL_REPLY || !t[T_CLOSE_FIRST]) return 0;
+        /* Every count is in before the reply leaves: the client may end the flow, and the owner
+         * take the counts, as soon as it has the reply. A reply cut short is taken back after. */
+        ADD(t[T_CONNS], 1);
+        ADD(t[T_RX], n - JOIN_SIZE);
+        ADD(t[T_TRANS], 1);
+        ADD(t[T_TX], reply);
+        int64_t sent = reply_close(fd, (Py_ssize_t)reply);
+        if (sent != reply) ADD(t[T_TX], sent - reply);
+        return 1;
+    }
+    return 0;
+}
+
+/* Serve one join in C; 1 served (fd closed), 0 not for C (nothing counted). */
+static int serve_join(int fd, const char *buf, ssize_t n, const char *magic, PyObject *sessions, Py_buffer *table)
+{
+    if (n < JOIN_SIZE || memcmp(buf, magic, 8) != 0) return 0;
+    PyObject *key = PyBytes_FromStringAndSize(buf + 8, 8);
+    if (key == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *entry = PyDict_GetItemWithError(sessions, key); /* borrowed */
+    Py_DECREF(key);
+    if (entry == NULL && !PyErr_Occurred() && table != NULL) return serve_shared(fd, buf, n, table);
+    PyObject *state_obj;
+    Py_ssize_t reqlen, replylen;
+    int close_first;
+    if (entry == NULL || !PyArg_ParseTuple(entry, "Onnp", &state_obj, &reqlen, &replylen, &close_first)) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (n - JOIN_SIZE < reqlen || replylen > SMALL_REPLY || !close_first) return 0;
+    Py_buffer sv;
+    if (get_state(state_obj, &sv, S_N, "state") < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    int64_t *st = sv.buf;
+    /* counted as JoinConn counts: the connection, the request, the transaction, then what was sent */
+    st[S_CONNS] += 1;
+    st[S_RX] += n - JOIN_SIZE;
+    st[S_TRANS] += 1;
+    st[S_TX] += reply_close(fd, replylen);
+    PyBuffer_Release(&sv);
+    return 1;
+}
+
+static PyObject *crr_accept(PyObject *self, PyObject *args)
+{
+    int lfd;
+    const char *magic;
+    Py_ssize_t magiclen;
+    PyObject *sessions;
+    double deadline = -1.0;
+    PyObject *table_obj = Py_None;
+    Py_buffer table;
+    if (!PyArg_ParseTuple(args, "iy#O!|dO", &lfd, &magic, &magiclen, &PyDict_Type, &sessions, &deadline,
+                          &table_obj))
+        return NULL;
+    if (table_obj != Py_None && PyObject_GetBuffer(table_obj, &table, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    Py_buffer *tp = table_obj != Py_None ? &table : NULL;
+    int solo = deadline >= 0;
+    int64_t until = solo ? deadline_ns(deadline) : 0;
+    unsigned served = 0;
+    PyObject *rest = NULL;
+    if (magiclen != 8) {
+        PyErr_SetString(PyExc_ValueError, "magic must be the join's first 8 bytes");
+        goto done;
+    }
+    rest = PyList_New(0);
+    if (rest == NULL) goto done;
+    for (int i = 0; solo || i < ACCEPT_BATCH; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto error;
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EMFILE || errno == ENFILE
+                || errno == ENOBUFS || errno == ENOMEM || errno == ECONNABORTED)
+                break;
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto error;
+        }
+        ssize_t n;
+        do {
+            n = recv(fd, scratch, 4096, 0);
+        } while (n < 0 && errno == EINTR);
+        if (n > 0 && serve_join(fd, scratch, n, magic, sessions, tp)) {
+            if (solo && (++served % CHECK_EVERY == 0 && PyErr_CheckSignals() < 0)) goto error;
+            if (solo && now_ns() >= until) break;
+            continue;
+        }
+        PyObject *item = Py_BuildValue("(iy#)", fd, scratch, (Py_ssize_t)(n > 0 ? n : 0));
+        if (item == NULL || PyList_Append(rest, item) < 0) {
+            Py_XDECREF(item);
+            close(fd);
+            goto error;
+        }
+        Py_DECREF(item);
+        if (solo) break; /* Python's turn: a hello, or a join it serves */
+    }
+    goto done;
+error:
+    /* the connections not handed to Python yet are closed by their sockets' owners: hand them over */
+    if (PyList_GET_SIZE(rest) == 0) {
+        Py_CLEAR(rest);
+    } else {
+        PyErr_Clear();
+    }
+done:
+    if (tp != NULL) PyBuffer_Release(tp);
+    return rest;
+}
+
+PyDoc_STRVAR(crr_take_doc,
+"crr_take(table, entry) -> (rx, tx, trans, conns)\n\n"
+"Take the counters other workers added to a CRR table entry (each left at 0, atomically).");
+
+static PyObject *crr_take(PyObject *self, PyObject *args)
+{
+    PyObject *table_obj;
+    Py_ssize_t k;
+    Py_buffer table;
+    if (!PyArg_ParseTuple(args, "On", &table_obj, &k)) return NULL;
+    if (PyObject_GetBuffer(table_obj, &table, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (k < 0 || (k + 1) * (Py_ssize_t)(T_N * sizeof(int64_t)) > table.len) {
+        PyBuffer_Release(&table);
+        PyErr_SetString(PyExc_IndexError, "no such CRR table entry");
+        return NULL;
+    }
+    int64_t *t = (int64_t *)table.buf + k * T_N;
+    long long got[4];
+    for (int i = 0; i < 4; i++) got[i] = __atomic_exchange_n(&t[T_RX + i], 0, __ATOMIC_RELAXED);
+    PyBuffer_Release(&table);
+    return Py_BuildValue("(LLLL)", got[0], got[1], got[2], got[3]);
+}
+
+static PyMethodDef methods[] = {
+    {"crr_client", crr_client, METH_VARARGS, crr_client_doc},
+    {"crr_accept", crr_accept, METH_VARARGS, crr_accept_doc},
+    {"crr_take", crr_take, METH_VARARGS, crr_take_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_crrloop", "The TCP_CRR loops of the flow engine in C.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__crrloop(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "IDLE", ST_IDLE) < 0 || PyModule_AddIntConstant(m, "OPEN", ST_OPEN) < 0
+        || PyModule_AddIntConstant(m, "LATFULL", ST_LATFULL) < 0
+        || PyModule_AddIntConstant(m, "CONNFAIL", ST_CONNFAIL) < 0
+        || PyModule_AddIntConstant(m, "RESET", F_RESET) < 0 || PyModule_AddIntConstant(m, "WAIT_EOF", F_WAIT_EOF) < 0
+        || PyModule_AddIntConstant(m, "NODELAY", F_NODELAY) < 0
+        || PyModule_AddIntConstant(m, "CLIENT_STATE", C_N) < 0
+        || PyModule_AddIntConstant(m, "SERVER_STATE", S_N) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,89 @@
+"""TCP_CRR flows get server workers of their own when there are enough (LoadBoard), and keep their rate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+
+from netesto.engine.balance import CRR_WEIGHT, LoadBoard
+from tests.engine.test_engine import ENGINE, Server, ends, spec, wait_started
+
+
+def test_board_gives_crr_its_own_worker():
+    board = LoadBoard(2)
+    board.set_live(0, 1)  # a stream came first
+    assert board.choose(0, crr=True) == 1
+    board.set_live(1, 1, crr=1)
+    # other flows keep off the CRR worker, even when it is the less loaded ...
+    board.set_live(0, CRR_WEIGHT - 1)
+    assert board.choose(1) == 0 and board.choose(0) == 0
+    # ... until theirs is busier than a CRR flow weighs
+    board.set_live(0, CRR_WEIGHT + 1)
+    assert board.choose(0) == 1
+    # a second CRR flow: where the fewest other flows run
+    assert board.choose(0, crr=True) == 1
+
+
+def test_board_with_crr_flows_everywhere_balances_as_before():
+    board = LoadBoard(2)
+    board.set_live(0, 1, crr=1)
+    board.set_live(1, 2, crr=1)
+    assert board.choose(1) == 0  # every worker has a CRR flow: the least loaded
+    assert board.choose(0, crr=True) == 0
+
+
+PACING = 100_000_000  # bits/s: bulk senders that leave the 2 CPUs room to run the CRR flow at all
+
+
+def run_specs(pair, tmp_path, specs: list[dict], name: str, background: bool = False):
+    """The engine's client running ``specs``, every flow in a worker of its own."""
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(specs))
+    argv = [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp_path / "cli"), "--workers", str(len(specs))]
+    if background:
+        return pair.popen(pair.a, argv, stdout=subprocess.PIPE, text=True)
+    proc = pair.run(pair.a, argv, timeout=60)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    return proc
+
+
+def crr_tps(pair, server: Server, tmp_path, name: str, streams: int) -> tuple[float, list]:
+    """The CRR flow's rate (3 s) beside ``streams`` paced bulk senders (2 s, from its 0.5th s on): the CRR
+    flow's hello comes first, as its worker is chosen then (no placement moves a running flow)."""
+    crr = [spec(server, f"a-b-{name}-0", "TCP_CRR", dur=3.0)]
+    bulk = [spec(server, f"a-b-{name}s{i}-0", "TCP_STREAM", dur=2.0, pacing=PACING) for i in range(streams)]
+    client = run_specs(pair, tmp_path, crr, name, background=True)
+    wait_started(client, 1)
+    if bulk:
+        time.sleep(0.5)
+        run_specs(pair, tmp_path, bulk, name + "s")
+    client.communicate(timeout=30)
+    assert client.returncode == 0
+    server.wait_done(1 + streams + sum(e["event"] in ("done", "error") for e in server.seen))
+    flows = [ends(tmp_path, s["flow_id"]) for s in crr + bulk]
+    for cli, srv in flows:
+        assert cli.summary["status"] == srv.summary["status"] == "ok"
+        assert cli.summary["bytes_tx"] == srv.summary["bytes_rx"]
+    return flows[0][0].summary["tps"], flows
+
+
+@pytest.mark.netns
+def test_crr_beside_bulk_senders_keeps_its_rate(veth_pair, tmp_path):
+    """Interleaved twice (alone, beside, alone, beside): the best of each, on a shared noisy machine."""
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "2")
+    alone, beside = [], []
+    try:
+        for rnd in range(2):
+            alone.append(crr_tps(pair, server, tmp_path, f"alone{rnd}", 0)[0])
+            tps, flows = crr_tps(pair, server, tmp_path, f"beside{rnd}", 3)
+            beside.append(tps)
+            pids = Counter(srv.header["pid"] for _, srv in flows)
+            assert pids[flows[0][1].header["pid"]] == 1, pids  # the CRR flow's server worker runs no bulk flow
+    finally:
+        server.events()
+    assert max(beside) >= 0.5 * max(alone), (alone, beside)

@@ -1,0 +1,71 @@
+"""TCP_CRR in C (``_crrloop``: the client's transactions, the server's accept) and its Python twin
+(``NETESTO_PURE_PYTHON=1``): each end's counters agree with the other's and with the wire."""
+
+from __future__ import annotations
+
+import pytest
+
+from netesto.engine import crrfast
+from tests.engine.test_crr import crr_run
+from tests.engine.test_engine import Server
+
+pytestmark = pytest.mark.netns
+
+
+@pytest.mark.parametrize("path, workers", [("C", 1), ("python", 1), ("C", 2)])
+@pytest.mark.parametrize("close, req, reply", [("rst", 1, 1), ("server", 100, 3000), ("client", 1, 1)])
+def test_crr_paths_count_what_went_over_the_wire(veth_pair, tmp_path, monkeypatch, path, workers, close, req, reply):
+    """With 2 server workers the kernel hashes half the joins to the worker that does not own the flow:
+    it serves them in C too, counting into the workers' shared table (LoadBoard.publish)."""
+    if path == "C" and crrfast.ext is None:
+        pytest.skip("the C extension is not built")
+    monkeypatch.setenv("NETESTO_PURE_PYTHON", "1" if path == "python" else "0")  # both ends inherit it
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", str(workers))
+    try:
+        cli, srv = crr_run(pair, server, tmp_path, "a-b-crr-0", crr_close=close, req=req, reply=reply)
+    finally:
+        server.events()
+    assert cli["status"] == srv["status"] == "ok", (cli["error"], srv["error"])
+    assert cli["rr_loop"] == path
+    trans = cli["transactions"]
+    assert trans > 100
+    assert cli["connections"] == trans == srv["connections"] == srv["transactions"]
+    assert cli["bytes_tx"] == srv["bytes_rx"] == req * trans
+    assert cli["bytes_rx"] == srv["bytes_tx"] == reply * trans
+    assert cli["latency_us"]["count"] == trans
+    if path == "python" or close == "client":  # the server waits for the client's close: Python's JoinConn
+        assert srv["joins_c"] == 0
+    else:  # nearly every join brings its request: served in C, by whichever worker accepts it
+        assert srv["joins_c"] >= 0.9 * trans, (srv["joins_c"], trans)
+
+
+def test_crr_stopped_in_its_c_loop_keeps_exact_counts(veth_pair, tmp_path):
+    """SIGTERM lands while the client runs its transactions in C: the flow ends with an error and its
+    counters are what went over the wire (the server's differ by at most the transaction in flight)."""
+    import signal
+    import time
+
+    from tests.engine.test_engine import ends, spec, start_client, wait_started
+
+    if crrfast.ext is None:
+        pytest.skip("the C extension is not built")
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "1")
+    try:
+        client = start_client(pair, pair.a, tmp_path, [spec(server, "a-b-crr-0", "TCP_CRR", dur=5.0, req=10)])
+        wait_started(client, 1)
+        time.sleep(0.7)
+        client.send_signal(signal.SIGTERM)
+        client.communicate(timeout=10)
+        server.wait_done(1)
+    finally:
+        server.events()
+    cli, srv = ends(tmp_path, "a-b-crr-0")
+    c, s = cli.summary, srv.summary
+    assert c["status"] == "error" and "stopped by SIGTERM" in c["error"], c["error"]
+    assert c["rr_loop"] == "C" and c["transactions"] > 100
+    assert 0 <= c["bytes_tx"] - s["bytes_rx"] <= 10 and 0 <= s["bytes_tx"] - c["bytes_rx"] <= 1
+    assert s["transactions"] - 1 <= c["transactions"] <= s["transactions"]
+    assert c["latency_us"]["count"] == c["transactions"]
+    assert cli.columns["app_bytes_tx"][-1] == c["bytes_tx"]

@@ -369,12 +369,8 @@ out:
     return why < 0 ? NULL : PyLong_FromLong(why);
 }
 
-static PyMethodDef rrloop_methods[] = {
-    {"ctl", rr_ctl, METH_VARARGS, rr_ctl_doc},
-    {"wait", rr_wait, METH_VARARGS, rr_wait_doc},
-    {"solo", rr_solo, METH_VARARGS, rr_solo_doc},
-    {NULL, NULL, 0, NULL},
-};
+#define RR_METHOD(name, fn) {.ml_name = name, .ml_meth = fn, .ml_flags = METH_VARARGS, .ml_doc = fn##_doc}
+static PyMethodDef rrloop_methods[] = {RR_METHOD("ctl", rr_ctl), RR_METHOD("wait", rr_wait), RR_METHOD("solo", rr_solo), {0}};
 
 static struct PyModuleDef rrloop_module = {
     .m_base = PyModuleDef_HEAD_INIT,

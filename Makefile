@@ -45,4 +45,5 @@ bench: install
 	$(PY) -m bench $(BENCH)
 
 clean:
-	rm -rf build *.egg-info .pytest_cache netesto/engine/_fastloop*.so netesto/engine/_crrloop*.so
+	rm -rf build *.egg-info .pytest_cache netesto/engine/_fastloop*.so netesto/engine/_crrloop*.so \
+		netesto/engine/_rrloop*.so

@@ -28,5 +28,6 @@ setup(
             optional=True,
         ),
         Extension("netesto.engine._crrloop", ["netesto/engine/_crrloop.c"], optional=True),
+        Extension("netesto.engine._rrloop", ["netesto/engine/_rrloop.c"], optional=True),
     ]
 )

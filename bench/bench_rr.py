@@ -15,15 +15,23 @@ on 2-vCPU machines the placement changes the rate ~5x. Like with like:
   response); aggregate rate, and p99 over all flows (the engine's 16
   client histograms merged; neper's ``latency_p99``).
 
-The engine's loop each 1-flow run really ran is printed (``rr_loop`` of the
-client/server summaries: C fast loop or Python); ``--pure-python`` sets
-``NETESTO_PURE_PYTHON=1`` on both engine ends. Targets: rate ratio engine
-/ peer >= 1.0 and p99 ratio engine / peer <= 1.2 in every case. Shared
-noisy machine: read the ratios and their spread.
+The engine's loops each run really ran are printed (``rr_loop`` of the
+client/server summaries: for 1 flow the C or Python blocking loop, for 16
+the C loop of many RR flow ends ``C-group`` or the Python ``epoll`` loop);
+``--pure-python`` sets ``NETESTO_PURE_PYTHON=1`` on both engine ends.
+Targets: rate ratio engine / peer >= 1.0 and p99 ratio engine / peer <= 1.2
+in every case. Shared noisy machine: read the ratios and their spread.
+
+Also the client's CPU time per transaction (us), which the host's load
+changes far less: the engine's client worker (its summary's CPU over the
+flows' span, sampler included; ``cpu-smp``: its sampler's CPU left out),
+netperf's client process (its rusage) and neper's client (its own utime +
+stime); ratio engine / peer, no target.
 """
 
 from __future__ import annotations
 
+import resource
 import shutil
 import subprocess
 import sys
@@ -39,25 +47,39 @@ from tests import netns
 
 Cpus = tuple[int | None, int | None]
 FLOWS = 16
+# tps, p99 us, loops ran (client/server), client CPU us per transaction, the same without the engine's sampler
+Result = tuple[float, float, str, float, float]
 
 
 def keyvals(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def netperf_rr(pair: netns.VethPair, bin_dir: Path, test: str, dur: float, cpus: Cpus) -> tuple[float, float]:
-    """(transactions/s, p99 us) of one netperf TCP_RR/TCP_CRR run with 1-byte request and response."""
+def children_cpu() -> float:
+    """CPU seconds of the waited-for child processes so far (netperf's client is one: ``ip netns exec`` and
+    ``taskset`` exec it)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def netperf_rr(pair: netns.VethPair, bin_dir: Path, test: str, dur: float, cpus: Cpus) -> Result:
+    """(transactions/s, p99 us, "-", client CPU us per transaction) of one netperf TCP_RR/TCP_CRR run with
+    1-byte request and response."""
+    cpu0 = children_cpu()
     proc = pair.run(pair.a, [*pin(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865",
                              "-t", test, "-l", str(int(dur)), "-P", "0", "-j", "--", "-r", "1,1",
                              "-k", "THROUGHPUT,P99_LATENCY"], timeout=dur + 30)
     keys = keyvals(proc.stdout)
     if proc.returncode or "THROUGHPUT" not in keys:
         raise RuntimeError(f"netperf {test} failed: {proc.stdout[-300:]} {proc.stderr[-300:]}")
-    return float(keys["THROUGHPUT"]), float(keys["P99_LATENCY"])
+    tps = float(keys["THROUGHPUT"])
+    cpu = (children_cpu() - cpu0) / max(1.0, tps * dur) * 1e6
+    return tps, float(keys["P99_LATENCY"]), "-", cpu, cpu
 
 
-def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float, cpus: Cpus) -> tuple[float, float]:
-    """(transactions/s, p99 us) of one neper run (``tcp_rr``/``tcp_crr``), ``flows`` flows on one thread each end."""
+def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float, cpus: Cpus) -> Result:
+    """(transactions/s, p99 us, "-", client CPU us per transaction) of one neper run (``tcp_rr``/``tcp_crr``),
+    ``flows`` flows on one thread each end."""
     common = ["-F", str(flows), "-T", "1", "-C", "12870", "-P", "12871", "-l", str(int(dur)), "--nolog"]
     server = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / tool), *common],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -68,7 +90,9 @@ def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float
         keys = keyvals(proc.stdout)
         if proc.returncode or "throughput" not in keys:
             raise RuntimeError(f"neper {tool} failed: {proc.stdout[-300:]} {proc.stderr[-300:]}")
-        return float(keys["throughput"]), float(keys["latency_p99"]) * 1e6
+        cpu = sum(float(keys[f"{k}_end"]) - float(keys[f"{k}_start"]) for k in ("utime", "stime"))
+        cpu_t = cpu / max(1, int(keys["num_transactions"])) * 1e6
+        return float(keys["throughput"]), float(keys["latency_p99"]) * 1e6, "-", cpu_t, cpu_t
     finally:
         try:
             server.wait(timeout=10)
@@ -77,16 +101,20 @@ def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float
             server.wait()
 
 
-def engine_rr(engine: Engine, test: str, dur: float, flows: int, prefix: list[str]) -> tuple[float, float, str]:
-    """(aggregate tps, p99 us over all flows, loops the 1-flow ends ran "client/server" or "-")."""
+def engine_rr(engine: Engine, test: str, dur: float, flows: int, prefix: list[str]) -> Result:
+    """(aggregate tps, p99 us over all flows, loops the ends ran "client/server", the client worker's CPU us
+    per transaction)."""
     ids = [f"a-b-0-{i}" for i in range(flows)]
     summaries = engine.run([dict(flow_id=fid, test=test, dur=dur, ca="cubic") for fid in ids],
                            workers=1, client_prefix=prefix)
-    loops = "-"
-    if flows == 1:
-        server = read_flow(engine.workdir / "srv" / str(engine.runs) / "flows" / f"{ids[0]}.server.nflow").summary
-        loops = f"{summaries[0].get('rr_loop', '-')}/{(server or {}).get('rr_loop', '-')}"
-    return sum(s["tps"] for s in summaries), engine.p99_us(ids), loops
+    server = read_flow(engine.workdir / "srv" / str(engine.runs) / "flows" / f"{ids[0]}.server.nflow").summary
+    loops = f"{summaries[0].get('rr_loop', '-')}/{(server or {}).get('rr_loop', '-')}"
+    trans = sum(s["transactions"] for s in summaries)
+    # one worker: every summary has its CPU over the flow's span (and of it, its sampler's)
+    cpu = max(s["cpu"]["seconds"] for s in summaries)
+    sampling = max(s["cpu"]["sampling_seconds"] for s in summaries)
+    per = 1e6 / max(1, trans)
+    return sum(s["tps"] for s in summaries), engine.p99_us(ids), loops, cpu * per, (cpu - sampling) * per
 
 
 def main() -> int:
@@ -114,32 +142,36 @@ def main() -> int:
                 time.sleep(0.3)
                 if netserver.poll() is not None:
                     raise RuntimeError("netserver did not start")
-                tools: dict[str, Callable[[], tuple[float, float, str]]] = {
+                tools: dict[str, Callable[[], Result]] = {
                     "engine 1": lambda: engine_rr(engine, "TCP_RR", args.dur, 1, prefix),
-                    "netperf": lambda: (*netperf_rr(pair, bin_dir, "TCP_RR", args.dur, cpus), "-"),
+                    "netperf": lambda: netperf_rr(pair, bin_dir, "TCP_RR", args.dur, cpus),
                     "engine 16": lambda: engine_rr(engine, "TCP_RR", args.dur, FLOWS, prefix),
-                    "neper": lambda: (*neper(pair, bin_dir, "tcp_rr", FLOWS, args.dur, cpus), "-"),
+                    "neper": lambda: neper(pair, bin_dir, "tcp_rr", FLOWS, args.dur, cpus),
                 }
-                got: dict[str, list[tuple[float, float, str]]] = {name: [] for name in tools}
+                got: dict[str, list[Result]] = {name: [] for name in tools}
                 for rep in range(args.reps):
                     for name in rotated(list(tools), rep):
                         got[name].append(tools[name]())
                 engine.close()
             finally:
                 pair.close()
-            loops = sorted({r[2] for r in got["engine 1"]})
             for ours, peer, title in (
-                ("engine 1", "netperf", f"1 flow, {label} ({where(cpus)})  [vs netperf -t TCP_RR -- -r 1,1]; "
-                                        f"engine loop client/server: {', '.join(loops)}"),
+                ("engine 1", "netperf", f"1 flow, {label} ({where(cpus)})  [vs netperf -t TCP_RR -- -r 1,1]"),
                 ("engine 16", "neper", f"{FLOWS} flows on one engine worker, {label} ({where(cpus)})  "
                                        f"[vs neper tcp_rr -F {FLOWS} -T 1]"),
             ):
-                cols = {f"{who} {what}": [float(r[k]) for r in got[key]] for k, what in ((0, "tps"), (1, "p99 us"))
+                loops = sorted({r[2] for r in got[ours]})
+                cols = {f"{who} {what}": [float(r[k]) for r in got[key]]
+                        for k, what in ((0, "tps"), (1, "p99 us"), (3, "cpu us/t"), (4, "cpu-smp us/t"))
                         for key, who in ((ours, "engine"), (peer, peer))}
-                table(title, cols)
+                table(f"{title}; engine loops client/server: {', '.join(loops)}", cols, ".1f")
                 results.append(verdict(f"rate: engine / {peer}", cols["engine tps"], cols[f"{peer} tps"], ">=", 1.0))
                 results.append(verdict(f"p99: engine / {peer}", cols["engine p99 us"], cols[f"{peer} p99 us"],
                                        "<=", 1.2))
+                verdict(f"client CPU per transaction: engine / {peer}", cols["engine cpu us/t"],
+                        cols[f"{peer} cpu us/t"], None, None)
+                verdict("  the same, engine's sampler excluded", cols["engine cpu-smp us/t"],
+                        cols[f"{peer} cpu-smp us/t"], None, None)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     summary_line(results)

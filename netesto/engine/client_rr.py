@@ -1,4 +1,5 @@
-"""The client of TCP_RR: request, reply, repeat; alone in its worker, in a blocking (C or Python) loop."""
+"""The client of TCP_RR: request, reply, repeat; alone in its worker, in a blocking (C or Python) loop;
+with others, in the worker's C loop of RR flow ends (:mod:`~netesto.engine.rrgroup`) or the epoll loop."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from array import array
 from netesto.engine import fastloop
 from netesto.engine.client import ClientFlow
 from netesto.engine.loop import ERR, IN, OUT
+from netesto.engine.rrgroup import group_of, take_back
 
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
@@ -41,9 +43,14 @@ class RRClient(ClientFlow):
             if fastloop.ext is not None:  # where the C loop leaves latencies for lat_raw
                 self.latbuf = array("q", [0]) * fastloop.LAT_CAPACITY
                 self.latview = memoryview(self.latbuf).cast("B")  # frombytes takes bytes, not 'q' items
+        # With other flows: in the worker's C loop of RR flow ends when there is one, else on the epoll loop.
+        self.rr_slot = -1
+        self.multi = not self.solo and fastloop.rrloop is not None and self.spec.req <= 65536
+        self.extra["rr_loop"] = "C-group" if self.multi else "epoll" if not self.solo else "python"
         self.loop.register(self.fd, IN, self._on_event)
         self.t0 = time.perf_counter_ns()
-        self._send(self.request)
+        if self._send(self.request) and self.multi:
+            self._join()
 
     def _send(self, data: memoryview) -> bool:
         """Send what fits; the rest waits for EPOLLOUT. True when all of it went out."""
@@ -108,6 +115,8 @@ class RRClient(ClientFlow):
                 self.loop.modify(self.fd, IN | OUT)
             elif self.solo:
                 self._spin()
+            elif self.multi:
+                self._join()
         except BlockingIOError:
             pass
         except OSError as exc:
@@ -130,7 +139,7 @@ class RRClient(ClientFlow):
         recv_into, send = sock.recv_into, sock.send
         monotonic = time.monotonic
         got, rx, tx, trans, t0 = self.got, self.rx, self.tx, self.trans, self.t0
-        last = eof = False
+        last = eof = idle = False
         sock.setblocking(True)  # no Python-level poll; SO_RCVTIMEO bounds each recv
         try:
             while True:
@@ -151,16 +160,17 @@ class RRClient(ClientFlow):
                 if self.ending:
                     last = True
                     break
+                if trans & 3 == 0:  # every 4: at ~15k/s across CPUs 16 let a 1 ms tick slip ~1 ms
+                    if len(lat) >= 65536:
+                        self.fold_latency()
+                    if monotonic() >= deadline:
+                        idle = True  # the next request after the loop's timers (_idle)
+                        break
                 t0 = now
                 n = send(request)
                 if n != reqlen:  # a small send buffer: the rest blocks until it fits
                     sock.sendall(request[n:])
                 tx += reqlen
-                if trans & 3 == 0:  # every 4: at ~15k/s across CPUs 16 let a 1 ms tick slip ~1 ms
-                    if len(lat) >= 65536:
-                        self.fold_latency()
-                    if monotonic() >= deadline:
-                        break
         except BlockingIOError:
             pass  # no reply within SO_RCVTIMEO: the loop waits for it
         finally:
@@ -171,17 +181,43 @@ class RRClient(ClientFlow):
         elif last:
             sock.shutdown(socket.SHUT_WR)  # the last reply is in
             self.closing = True
+        elif idle:
+            self._idle()
+
+    def _idle(self) -> None:
+        """A timer is due and a reply is in: the next request goes out after the loop's due timers
+        (:meth:`_resume`), so no transaction in flight waits for them (the sampler's tick is not in
+        the latencies, as a blocking client's own bookkeeping between transactions is not)."""
+        self.loop.call_at(time.monotonic(), self._resume)  # after the due timers: theirs are earlier
+
+    def _resume(self) -> None:
+        """The request :meth:`_idle` held back, then the blocking loop again (or the half-close, once ending)."""
+        sock = self.sock
+        if sock is None or self.finished:
+            return
+        try:
+            if self.ending:
+                sock.shutdown(socket.SHUT_WR)  # the last reply is in
+                self.closing = True
+                return
+            self.t0 = _perf_ns()
+            if self._send(self.request):
+                self._spin()
+        except OSError as exc:
+            self.fail_running(exc)
 
     def _spin_c(self) -> None:
         """:meth:`_spin` with the transactions in C (``fastloop``): same syscalls, same counters.
 
-        The C loop returns at the same points as the Python one (timer due, no
-        reply within 1 ms, EOF) and also when its latency buffer is full or a
-        request went out partly (sent here, as the Python loop does). Its
-        state array is written back even when it raises (an error, or the
-        SIGTERM handler's exception), so the counters stay exact.
+        The C loop returns at the same points as the Python one (timer due with
+        a reply in and the next request held back, ``rrloop.solo``; no reply
+        within 1 ms; EOF) and also when its latency buffer is full or a request
+        went out partly (sent here, as the Python loop does). Its state array is
+        written back even when it raises (an error, or the SIGTERM handler's
+        exception), so the counters stay exact. Without ``rrloop``,
+        ``_fastloop.rr_client`` returns at a due timer with the next request out.
         """
-        sock, fast = self.sock, fastloop.ext
+        sock, fast, solo = self.sock, fastloop.ext, fastloop.rrloop
         assert sock is not None and fast is not None
         self.extra["rr_loop"] = "C"
         deadline = self.loop.next_deadline()
@@ -189,7 +225,7 @@ class RRClient(ClientFlow):
         st = array("q", (self.got, self.rx, self.tx, self.trans, self.t0, 0, 0))
         fd, request, reply_size = self.fd, self.request, self.reply_size
         reqlen = len(request)
-        rr_client, monotonic = fast.rr_client, time.monotonic
+        rr_client, monotonic = fast.rr_client if solo is None else solo.solo, time.monotonic
         status = fast.AGAIN
         sock.setblocking(True)  # SO_RCVTIMEO bounds each recv
         try:
@@ -214,9 +250,36 @@ class RRClient(ClientFlow):
         sock.setblocking(False)
         if status == fast.EOF:
             self.peer_closed()
+        elif solo is not None and status == solo.SOLO_IDLE:
+            self._idle()
+
+    def _join(self) -> None:
+        """Over to the worker's C loop of RR flow ends (a whole request is out)."""
+        group_of(self.loop, fastloop.rrloop).join(self, False, self.reqlen, self.reply_size)
+
+    def _leave(self) -> None:
+        """Back from the C loop of RR flow ends to this loop's handler (when in it)."""
+        if self.rr_slot >= 0:
+            group_of(self.loop, fastloop.rrloop).leave(self)
+            self.loop.register(self.fd, IN, self._on_event)
+
+    def rr_left(self, status: int, errno: int, left: int) -> None:
+        """The C loop of RR flow ends handed this flow back (see ``rrgroup.RRGroup.wait``)."""
+        take_back(self, fastloop.rrloop, status, errno, self.peer_closed, lambda: self._rest(left))
+
+    def _rest(self, left: int) -> None:
+        """The last ``left`` bytes of the request wait for EPOLLOUT, as in _on_event."""
+        self.pending = self.request[self.reqlen - left:]
+        self.loop.register(self.fd, IN | OUT, self._on_event)
+
+    def close_sockets(self) -> None:
+        if getattr(self, "rr_slot", -1) >= 0:
+            group_of(self.loop, fastloop.rrloop).leave(self)
+        super().close_sockets()
 
     def end(self) -> None:
         self.ending = True  # half-close once the outstanding reply is in
+        self._leave()  # which the handler sees
 
 
 __all__ = ["RRClient"]

@@ -1,4 +1,5 @@
-"""The optional C loops for a TCP_RR flow alone in its worker (``_fastloop``), if built and allowed.
+"""The optional C loops for a TCP_RR flow alone in its worker (``_fastloop``) and for many
+(``_rrloop``, ``rrloop`` here: see :mod:`~netesto.engine.rrgroup`), if built and allowed.
 
 ``AVAILABLE`` is false when the extension is not built, when
 ``NETESTO_PURE_PYTHON=1`` is set (tests and benches compare both paths),
@@ -33,6 +34,17 @@ def _load() -> ModuleType | None:
     return _fastloop
 
 
+def _load_rrloop() -> ModuleType | None:
+    """``_rrloop`` where ``_fastloop`` loads (same conditions: its latencies are on the same clock)."""
+    if ext is None:
+        return None
+    try:
+        from netesto.engine import _rrloop  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _rrloop
+
+
 def _load_clockless() -> ModuleType | None:
     """The extension for its parts that need no clock (None: not built or ``NETESTO_PURE_PYTHON``)."""
     if os.environ.get("NETESTO_PURE_PYTHON", "") not in ("", "0"):
@@ -47,6 +59,7 @@ def _load_clockless() -> ModuleType | None:
 ext = _load()
 AVAILABLE = ext is not None
 PATH = "C" if AVAILABLE else "python"
+rrloop = _load_rrloop()
 _clockless = _load_clockless()
 # None where an extension built before them lacks them
 hist_record: Callable[[Any, dict[int, int]], tuple[int, int, int] | None] | None = getattr(
@@ -58,5 +71,5 @@ sample_setup: Callable[[type], None] | None = getattr(_clockless, "sample_setup"
 # (head, tcp_info, cc slot) bytes of the rows sample_row builds: the engine checks them against its layout
 ROW_LAYOUT = tuple(getattr(_clockless, k) for k in ("ROW_HEAD", "ROW_INFO", "ROW_CC_SLOT")) if sample_row else None
 
-__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "sample_row", "sample_setup",
-           "sample_tick"]
+__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "rrloop", "sample_row",
+           "sample_setup", "sample_tick"]

@@ -12,6 +12,7 @@ from typing import Callable
 IN = select.EPOLLIN
 OUT = select.EPOLLOUT
 ERR = select.EPOLLERR | select.EPOLLHUP
+INF = float("inf")
 # Sockets are polled level-triggered: a busy sender sees EPOLLOUT on every
 # poll, so timers are checked between every round of sends.
 
@@ -59,6 +60,14 @@ class Loop:
         self._handlers: dict[int, Callable[[int], None]] = {}
         self._timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
+        # Called instead of the epoll wait when set, with the next timer's time (inf if none): it
+        # returns when that time comes or this loop's epoll fd is readable (see rrgroup.RRGroup.wait)
+        self.waiter: Callable[[float], None] | None = None
+        self.rr_group: object | None = None  # the RR flow ends served in C (rrgroup.group_of)
+
+    def fileno(self) -> int:
+        """The epoll fd: readable when a registered socket is ready."""
+        return self._ep.fileno()
 
     def register(self, fd: int, events: int, handler: Callable[[int], None]) -> None:
         self._ep.register(fd, events)
@@ -103,7 +112,15 @@ class Loop:
                 self._run_due()
                 if done():
                     break
-            timeout = timers[0][0] - monotonic() if timers else 1.0
+            waiter = self.waiter
+            if waiter is not None:
+                try:
+                    waiter(timers[0][0] if timers else INF)
+                except Exception as exc:
+                    self._error(waiter, exc)
+                timeout = 0.0
+            else:
+                timeout = timers[0][0] - monotonic() if timers else 1.0
             for fd, events in poll(timeout if timeout > 0 else 0):
                 handler = handlers.get(fd)
                 if handler is not None:
@@ -127,6 +144,10 @@ class Loop:
                     callback()
                 except Exception as exc:
                     self._error(callback, exc)
+
+    def handler_error(self, callback: Callable[..., None], exc: Exception) -> None:
+        """``callback`` (a handler or timer, called outside :meth:`run`'s own calls) raised ``exc``."""
+        self._error(callback, exc)
 
     def _error(self, callback: Callable[..., None], exc: Exception) -> None:
         if self.on_error is None:

@@ -1,4 +1,5 @@
-"""The server end of TCP_RR: answer every request; alone in its process, in a blocking (C or Python) loop."""
+"""The server end of TCP_RR: answer every request; alone in its process, in a blocking (C or Python) loop;
+with others, in the process's C loop of RR flow ends (:mod:`~netesto.engine.rrgroup`) or the epoll loop."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from array import array
 
 from netesto.engine import fastloop
 from netesto.engine.loop import ERR, IN, OUT
+from netesto.engine.rrgroup import group_of, take_back
 from netesto.engine.serverflow import ServerFlow
 
 _IN_ERR = IN | ERR
@@ -25,6 +27,9 @@ class RRServer(ServerFlow):
         self.pending: bytes | memoryview = b""
         self.view = self.worker.rxview
         self.spinning = False
+        self.t0 = 0  # (the client's latency clock; a server has none)
+        self.rr_slot = -1  # in the C loop of RR flow ends: when not alone in the process
+        self.multi = fastloop.rrloop is not None and self.req <= 65536 and len(self.reply_buf) <= 65536
         self.loop.register(self.fd, IN, self._on_event)
 
     def _on_event(self, events: int) -> None:
@@ -68,10 +73,27 @@ class RRServer(ServerFlow):
             elif len(self.sw.flows) == 1 and not self.sw.pending and self.req <= 65536 \
                     and len(self.reply_buf) <= 65536:
                 self._spin()
+            elif self.multi:
+                self.extra["rr_loop"] = "C-group"
+                group_of(self.loop, fastloop.rrloop).join(self, True, self.req, len(self.reply_buf))
         except BlockingIOError:
             pass
         except OSError as exc:
             self.fail_running(exc)
+
+    def rr_left(self, status: int, errno: int, left: int) -> None:
+        """The C loop of RR flow ends handed this flow back (see ``rrgroup.RRGroup.wait``): after a partial
+        send the rest of the replies (zeros) waits for EPOLLOUT, as in _on_event."""
+        take_back(self, fastloop.rrloop, status, errno, self.client_ended, lambda: self._rest(memoryview(bytes(left))))
+
+    def _rest(self, data: memoryview) -> None:
+        self.pending = data
+        self.loop.register(self.fd, IN | OUT, self._on_event)
+
+    def close_sockets(self) -> None:
+        if getattr(self, "rr_slot", -1) >= 0:
+            group_of(self.loop, fastloop.rrloop).leave(self)
+        super().close_sockets()
 
     def _spin(self) -> None:
         """Alone in this server process: serve with blocking recv/send until a timer is due.

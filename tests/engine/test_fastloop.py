@@ -218,14 +218,20 @@ def test_pure_python_switch():
 PATHS = [pytest.param("C", marks=needs_ext), "python"]
 
 
-@pytest.fixture(params=PATHS)
-def path(request, monkeypatch):
-    """Which loop the engine processes run (the environment reaches the server and the client)."""
+def use_path(request, monkeypatch) -> str:
+    """The loops ``request.param`` names ("C" or "python") for the engine processes started after
+    (the environment reaches the server and the client)."""
     if request.param == "python":
         monkeypatch.setenv("NETESTO_PURE_PYTHON", "1")
     else:
         monkeypatch.delenv("NETESTO_PURE_PYTHON", raising=False)
     return request.param
+
+
+@pytest.fixture(params=PATHS)
+def path(request, monkeypatch):
+    """Which loop the engine processes run."""
+    return use_path(request, monkeypatch)
 
 
 @pytest.mark.netns

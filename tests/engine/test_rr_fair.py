@@ -8,6 +8,8 @@ import statistics
 import pytest
 
 from tests.engine.test_engine import ENGINE, Server, ends, spec
+from tests.engine.test_fastloop import use_path
+from tests.engine.test_rrloop_engine import GROUP_PATHS
 
 pytestmark = pytest.mark.netns
 
@@ -34,6 +36,12 @@ BUSY = 4
 IDLE_ROWS = 3
 
 
+@pytest.fixture(params=GROUP_PATHS)
+def path(request, monkeypatch):
+    """Both loops a worker serves many RR flows with: the C loop of RR flow ends (rrgroup) and the epoll loop."""
+    return use_path(request, monkeypatch)
+
+
 def _run(pair, tmp_path, server: Server):
     specs = [spec(server, f"a-b-0-{i}", "TCP_RR", dur=DUR, ca="cubic", exp=5) for i in range(FLOWS)]
     path = tmp_path / "specs.json"
@@ -44,12 +52,13 @@ def _run(pair, tmp_path, server: Server):
     return {s["flow_id"]: ends(tmp_path, s["flow_id"], exp=5)[0] for s in specs}
 
 
-def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path):
+def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path, path):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "1")
     flows = _run(pair, tmp_path, server)
     server.events()
     assert len({f.header["pid"] for f in flows.values()}) == 1  # one client worker ran them all
+    assert {f.summary["rr_loop"] for f in flows.values()} == {"C-group" if path == "C" else "epoll"}
     trans = {fid: f.summary["transactions"] for fid, f in flows.items()}
     mean = statistics.mean(trans.values())
     assert mean > 100, trans

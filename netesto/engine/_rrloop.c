@@ -1,0 +1,406 @@
+/* Many TCP_RR flow ends on one worker in C: an epoll loop over their sockets (see rrgroup.py).
+ *
+ * One call serves every ready socket of the group's epoll, one step each per
+ * round (a client: one read of its reply, then its next request once the
+ * reply is whole; a server: one read, then the replies to the whole requests
+ * in it), round after round, until something needs Python: the loop's next
+ * timer is due, the Python loop's own epoll fd (registered in the group's
+ * epoll) is readable, a flow end hit EOF, an error or a partial send, or a
+ * latency buffer is full. Ready sockets are served in turn (epoll's ready
+ * list is a queue: a level-triggered socket still ready goes back to its
+ * tail), so no flow is served in a burst while others wait.
+ *
+ * The flows' counters live in a caller-owned int64 table, F_N values a slot,
+ * updated in place after every syscall, so the caller sees exactly what went
+ * over the wire on every exit, exceptions included. Client latencies (ns) go
+ * to a caller-owned int64 buffer, cap values a slot. Payloads are zeros, as
+ * the Python loops send. Single-threaded callers: the GIL is kept.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define CHUNK 65536
+#define MAX_EVENTS 64
+#define CHECK_EVERY 64 /* steps between signal checks */
+#define PY_SLOT UINT64_MAX /* epoll data of the Python loop's epoll fd */
+
+/* a slot: fd, role, request and reply sizes, then the flow's state (in and out) */
+enum {
+    F_FD, F_ROLE, F_REQ, F_REPLY, F_GOT, F_RX, F_TX, F_TRANS, F_T0, F_NLAT, F_STATUS, F_ERRNO, F_LEFT, F_DIRTY, F_N
+};
+enum { R_FREE = 0, R_CLIENT = 1, R_SERVER = 2 };
+/* a slot's status: running, or why Python must take the flow end back */
+enum { S_RUN = 0, S_EOF = 1, S_PARTIAL = 2, S_ERROR = 3 };
+/* why the call returned */
+enum { W_DEADLINE = 0, W_PYTHON = 1, W_FLOW = 2, W_LATFULL = 3 };
+
+static const char zeros[CHUNK];  /* what requests and replies carry */
+static char scratch[CHUNK];       /* where received payload goes, to be discarded */
+
+/* CLOCK_MONOTONIC in ns: time.monotonic's and time.perf_counter's clock on Linux (fastloop checks the latter) */
+static inline int64_t now_ns(void)
+{
+    struct timespec now;
+    return clock_gettime(CLOCK_MONOTONIC, &now) == 0 ? now.tv_sec * INT64_C(1000000000) + now.tv_nsec : 0;
+}
+
+/* Send n zero bytes (non-blocking). 0: all went, 1: a partial send (s[F_LEFT] = what is left), -1: an error. */
+static int send_zeros(int64_t *s, int64_t n)
+{
+    while (n > 0) {
+        size_t size = n < CHUNK ? (size_t)n : CHUNK;
+        ssize_t m = send((int)s[F_FD], zeros, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (m < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) m = 0;
+            else {
+                s[F_ERRNO] = errno;
+                s[F_LEFT] = n;
+                return -1;
+            }
+        }
+        s[F_TX] += m;
+        n -= m;
+        if (m < (ssize_t)size) {
+            s[F_LEFT] = n;
+            return n > 0 ? 1 : 0;
+        }
+    }
+    return 0;
+}
+
+/* One step of a client: one read; the next request once the reply is whole. 1 when a latency went in. */
+static int client_step(int64_t *s, int64_t *lat, Py_ssize_t cap)
+{
+    int64_t want = s[F_REPLY] - s[F_GOT];
+    ssize_t n = recv((int)s[F_FD], scratch, want < CHUNK ? (size_t)want : CHUNK, MSG_DONTWAIT);
+    if (n == 0) {
+        s[F_STATUS] = S_EOF;
+        return 0;
+    }
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            s[F_ERRNO] = errno;
+            s[F_STATUS] = S_ERROR;
+        }
+        return 0;
+    }
+    s[F_RX] += n;
+    s[F_GOT] += n;
+    if (s[F_GOT] < s[F_REPLY]) return 0;
+    int64_t now = now_ns();
+    if (s[F_NLAT] < cap) lat[s[F_NLAT]++] = now - s[F_T0];
+    s[F_TRANS] += 1;
+    s[F_GOT] -= s[F_REPLY];
+    s[F_T0] = now;
+    int r = send_zeros(s, s[F_REQ]);
+    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
+    return 1;
+}
+
+/* One step of a server: one read; the replies to the whole requests in it. */
+static void server_step(int64_t *s)
+{
+    ssize_t n = recv((int)s[F_FD], scratch, CHUNK, MSG_DONTWAIT);
+    if (n == 0) {
+        s[F_STATUS] = S_EOF;
+        return;
+    }
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            s[F_ERRNO] = errno;
+            s[F_STATUS] = S_ERROR;
+        }
+        return;
+    }
+    s[F_RX] += n;
+    s[F_GOT] += n;
+    if (s[F_GOT] < s[F_REQ]) return;
+    int64_t count = s[F_GOT] / s[F_REQ];
+    s[F_GOT] -= count * s[F_REQ];
+    s[F_TRANS] += count;
+    int r = send_zeros(s, count * s[F_REPLY]);
+    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
+}
+
+/* Writable views of n buffers (all or none: -1 with an exception set). */
+static int get_buffers(PyObject *const *objs, Py_buffer *views, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(objs[i], &views[i], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            while (i-- > 0) PyBuffer_Release(&views[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release_buffers(Py_buffer *views, int n)
+{
+    for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
+}
+
+/* solo client state, rr_client's (_fastloop.c): got, rx, tx, trans, t0 (ns) in and out; nlat, sent out */
+enum { C_GOT, C_RX, C_TX, C_TRANS, C_T0, C_NLAT, C_SENT, C_N };
+enum { SOLO_AGAIN = 0, SOLO_EOF = 1, SOLO_IDLE = 2, SOLO_LATFULL = 3, SOLO_PARTIAL = 4 };
+
+/* Blocking reads until the reply is whole: REPLY_WHOLE, or REPLY_EOF, REPLY_AGAIN (nothing within
+ * SO_RCVTIMEO: the loop waits) or -1 (an exception is set: an error, or a signal handler raised). */
+enum { REPLY_WHOLE, REPLY_EOF, REPLY_AGAIN };
+static int whole_reply(int fd, int64_t *st, int64_t replylen)
+{
+    while (st[C_GOT] < replylen) {
+        int64_t want = replylen - st[C_GOT];
+        ssize_t n = recv(fd, scratch, want < CHUNK ? (size_t)want : CHUNK, 0);
+        if (n == 0) return REPLY_EOF;
+        if (n > 0) {
+            st[C_RX] += n;
+            st[C_GOT] += n;
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return REPLY_AGAIN;
+        if (errno != EINTR) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            return -1;
+        }
+        if (PyErr_CheckSignals() < 0) return -1;
+    }
+    return REPLY_WHOLE;
+}
+
+PyDoc_STRVAR(rr_solo_doc,
+"solo(fd, reqlen, replylen, deadline, state, lat) -> status\n\n"
+"A TCP_RR client alone in its worker, on blocking fd (SO_RCVTIMEO set; a\n"
+"request is out): _fastloop.rr_client's loop and state, except that the\n"
+"deadline is checked when a reply is in, before the next request: IDLE\n"
+"returns with no request out, so the loop's timers (the sampler) run while\n"
+"nothing is in flight and no transaction's latency holds them. Also AGAIN\n"
+"(no reply within SO_RCVTIMEO), EOF, LATFULL (lat is full; a request is out)\n"
+"and PARTIAL (sent bytes of the next request went out, not counted in tx).");
+
+static PyObject *rr_solo(PyObject *self, PyObject *args)
+{
+    int fd;
+    Py_ssize_t reqlen, replylen;
+    double deadline;
+    PyObject *objs[2]; /* state, lat */
+    Py_buffer views[2];
+    if (!PyArg_ParseTuple(args, "inndOO", &fd, &reqlen, &replylen, &deadline, &objs[0], &objs[1])) return NULL;
+    if (reqlen < 1 || reqlen > CHUNK || replylen < 1) {
+        PyErr_SetString(PyExc_ValueError, "reqlen must be 1..65536 and replylen >= 1");
+        return NULL;
+    }
+    if (get_buffers(objs, views, 2) < 0) return NULL;
+    int64_t *st = views[0].buf, *lat = views[1].buf;
+    Py_ssize_t cap = views[1].len / (Py_ssize_t)sizeof(int64_t);
+    int64_t until = deadline < 9.0e9 ? (int64_t)(deadline * 1e9) : INT64_MAX;
+    int status = -1; /* -1: an exception is set */
+    if (views[0].len < C_N * (Py_ssize_t)sizeof(int64_t) || cap < 1) {
+        PyErr_SetString(PyExc_ValueError, "state needs 7 int64 values and lat room for one");
+        goto out;
+    }
+    st[C_NLAT] = st[C_SENT] = 0;
+    for (;;) {
+        int got = whole_reply(fd, st, replylen);
+        if (got != REPLY_WHOLE) {
+            status = got == REPLY_EOF ? SOLO_EOF : got == REPLY_AGAIN ? SOLO_AGAIN : -1;
+            goto out;
+        }
+        int64_t now = now_ns();
+        lat[st[C_NLAT]++] = now - st[C_T0];
+        st[C_TRANS] += 1;
+        st[C_GOT] -= replylen;
+        if (now >= until) {
+            status = SOLO_IDLE;
+            goto out;
+        }
+        st[C_T0] = now;
+        ssize_t n;
+        while ((n = send(fd, zeros, (size_t)reqlen, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+            if (PyErr_CheckSignals() < 0) goto out;
+        if (n != reqlen) {
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto out;
+            }
+            st[C_SENT] = n < 0 ? 0 : n; /* Python sends the rest and counts the request */
+            status = SOLO_PARTIAL;
+            goto out;
+        }
+        st[C_TX] += reqlen;
+        if (st[C_NLAT] == cap) {
+            status = SOLO_LATFULL;
+            goto out;
+        }
+        if (st[C_TRANS] % CHECK_EVERY == 0 && PyErr_CheckSignals() < 0) goto out;
+    }
+out:
+    release_buffers(views, 2);
+    return status < 0 ? NULL : PyLong_FromLong(status);
+}
+
+PyDoc_STRVAR(rr_ctl_doc,
+"ctl(epfd, op, fd, slot)\n\n"
+"epoll_ctl(epfd, op, fd) for EPOLLIN with the slot as the event's data\n"
+"(slot -1: the Python loop's epoll fd). op: CTL_ADD or CTL_DEL.");
+
+static PyObject *rr_ctl(PyObject *self, PyObject *args)
+{
+    int epfd, op, fd;
+    long long slot;
+    if (!PyArg_ParseTuple(args, "iiiL", &epfd, &op, &fd, &slot)) return NULL;
+    struct epoll_event ev = {.events = EPOLLIN};
+    ev.data.u64 = slot < 0 ? PY_SLOT : (uint64_t)slot;
+    if (epoll_ctl(epfd, op, fd, &ev) < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(rr_wait_doc,
+"wait(epfd, deadline, table, lat, cap, touched) -> why\n\n"
+"Serve the group's ready sockets in turn until DEADLINE (time.monotonic()\n"
+"seconds; inf: none), PYTHON (the loop's epoll fd is readable), FLOW (a\n"
+"slot's status is not RUN: EOF, ERROR with its errno, or PARTIAL with\n"
+"LEFT bytes unsent) or LATFULL (a client slot holds cap latencies).\n"
+"table: writable int64 buffer, FIELDS values a slot; lat: writable int64\n"
+"buffer, cap values a slot, NLAT of them filled. touched: writable int64\n"
+"buffer [n, slot...] to which the slots served are added (DIRTY set), so\n"
+"the caller copies out only theirs (and clears DIRTY and n).");
+
+static PyObject *rr_wait(PyObject *self, PyObject *args)
+{
+    int epfd;
+    double deadline;
+    PyObject *objs[3]; /* table, lat, touched */
+    Py_ssize_t cap;
+    Py_buffer views[3];
+    if (!PyArg_ParseTuple(args, "idOOnO", &epfd, &deadline, &objs[0], &objs[1], &cap, &objs[2])) return NULL;
+    if (cap < 1) {
+        PyErr_SetString(PyExc_ValueError, "cap must be >= 1");
+        return NULL;
+    }
+    if (get_buffers(objs, views, 3) < 0) return NULL;
+    int64_t *table = views[0].buf, *lat = views[1].buf, *touched = views[2].buf;
+    Py_ssize_t nslots = views[0].len / (Py_ssize_t)(F_N * sizeof(int64_t));
+    int why = -1; /* -1: an exception is set */
+    if (views[1].len < nslots * cap * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "lat needs cap values for every slot of the table");
+        goto out;
+    }
+    if (views[2].len < (nslots + 1) * (Py_ssize_t)sizeof(int64_t) || touched[0] < 0 || touched[0] > nslots) {
+        PyErr_SetString(PyExc_ValueError, "touched needs a count (0..slots) and room for every slot");
+        goto out;
+    }
+    /* a loop with no timer gives inf */
+    int64_t until = deadline < 9.0e9 ? (int64_t)(deadline * 1e9) : INT64_MAX;
+    unsigned steps = 0;
+    struct epoll_event events[MAX_EVENTS];
+    for (;;) {
+        /* A deadline already past still gets one round of what is ready (timeout 0), as the Python
+         * loop runs the ready handlers between two due timers (the sampler's fill chunks are such) */
+        int64_t now = now_ns();
+        int timeout = -1;
+        if (until != INT64_MAX) {
+            int64_t ms = until > now ? (until - now + 999999) / 1000000 : 0; /* rounded up, as epoll.poll */
+            timeout = ms > 1000000 ? 1000000 : (int)ms;
+        }
+        int n = epoll_wait(epfd, events, MAX_EVENTS, timeout);
+        if (n < 0) {
+            if (errno == EINTR) {
+                if (PyErr_CheckSignals() < 0) goto out;
+                continue;
+            }
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto out;
+        }
+        int python = 0, flow = 0, full = 0;
+        for (int i = 0; i < n; i++) {
+            uint64_t slot = events[i].data.u64;
+            if (slot == PY_SLOT) {
+                python = 1;
+                continue;
+            }
+            if (slot >= (uint64_t)nslots) continue;
+            int64_t *s = table + slot * F_N;
+            if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN) continue;
+            if (!s[F_DIRTY]) {
+                s[F_DIRTY] = 1;
+                touched[1 + touched[0]++] = (int64_t)slot;
+            }
+            if (s[F_ROLE] == R_CLIENT) {
+                if (client_step(s, lat + slot * cap, cap) && s[F_NLAT] >= cap) full = 1;
+            } else {
+                server_step(s);
+            }
+            if (s[F_STATUS] != S_RUN) flow = 1;
+        }
+        if (flow) {
+            why = W_FLOW;
+            break;
+        }
+        if (full) {
+            why = W_LATFULL;
+            break;
+        }
+        if (python) {
+            why = W_PYTHON;
+            break;
+        }
+        if (timeout == 0 || (until != INT64_MAX && now_ns() >= until)) {
+            why = W_DEADLINE;
+            break;
+        }
+        steps += (unsigned)n;
+        if (steps >= CHECK_EVERY) {
+            steps = 0;
+            if (PyErr_CheckSignals() < 0) goto out; /* e.g. SIGTERM's handler raised */
+        }
+    }
+out:
+    release_buffers(views, 3);
+    return why < 0 ? NULL : PyLong_FromLong(why);
+}
+
+#define RR_METHOD(name, fn) {.ml_name = name, .ml_meth = fn, .ml_flags = METH_VARARGS, .ml_doc = fn##_doc}
+static PyMethodDef rrloop_methods[] = {RR_METHOD("ctl", rr_ctl), RR_METHOD("wait", rr_wait), RR_METHOD("solo", rr_solo), {0}};
+
+static struct PyModuleDef rrloop_module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "_rrloop",
+    .m_doc = "Many TCP_RR flow ends of one worker in one C epoll loop.",
+    .m_size = -1,
+    .m_methods = rrloop_methods,
+};
+
+/* the table's layout, the roles, statuses and reasons, as module constants */
+static const struct { const char *name; int value; } consts[] = {
+    {"FIELDS", F_N}, {"FD", F_FD}, {"ROLE", F_ROLE}, {"REQ", F_REQ}, {"REPLY", F_REPLY}, {"GOT", F_GOT},
+    {"RX", F_RX}, {"TX", F_TX}, {"TRANS", F_TRANS}, {"T0", F_T0}, {"NLAT", F_NLAT}, {"STATUS", F_STATUS},
+    {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"DIRTY", F_DIRTY}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT},
+    {"SERVER", R_SERVER},
+    {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
+    {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},
+    {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL}, {"SOLO_AGAIN", SOLO_AGAIN}, {"SOLO_EOF", SOLO_EOF},
+    {"SOLO_IDLE", SOLO_IDLE}, {"SOLO_LATFULL", SOLO_LATFULL}, {"SOLO_PARTIAL", SOLO_PARTIAL},
+};
+
+PyMODINIT_FUNC PyInit__rrloop(void)
+{
+    PyObject *m = PyModule_Create(&rrloop_module);
+    if (m == NULL) return NULL;
+    for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++) {
+        if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}

@@ -1,0 +1,182 @@
+"""Many TCP_RR flow ends of one worker in one C epoll loop (``_rrloop``): the group and its hand-offs.
+
+A flow end that joins the group of its :class:`~netesto.engine.loop.Loop`
+leaves the loop's epoll for the group's, and the loop waits in
+:meth:`RRGroup.wait` instead of its own epoll while the group has members:
+the C loop serves the members' sockets in turn until the loop's next timer
+is due or one of the loop's own sockets is ready (the loop's epoll fd is in
+the group's epoll), so the sampler, new connections and every other handler
+run as they would. Counters and latencies are moved into the flow ends
+(``tx``, ``rx``, ``trans``, ``lat_raw``: what the sampler reads) on every
+return, exceptions included. A member whose socket needs Python (EOF, an
+error, a partial send) leaves the group and its flow end takes it over
+(``rr_left``); so does one that ends or closes.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+from array import array
+from typing import Any, Callable, Protocol
+
+from netesto.engine.loop import Loop
+
+LAT_SLOT = 2048  # latencies a member holds between two returns (the C loop returns when one is full)
+SLOTS = 16  # the table's first size; it doubles when more flow ends join
+
+
+class Member(Protocol):
+    """What a flow end in the group has (RRClient, RRServer)."""
+
+    fd: int
+    got: int
+    tx: int
+    rx: int
+    trans: int
+    t0: int
+    rr_slot: int
+    lat_raw: "array[int]"
+
+    def fold_latency(self) -> None: ...
+
+    def rr_left(self, status: int, errno: int, left: int) -> None: ...
+
+    def fail_running(self, exc: BaseException) -> None: ...
+
+
+class RRGroup:
+    """The C-served RR flow ends of one loop: their table, latency buffers and epoll."""
+
+    def __init__(self, loop: Loop, rr: Any) -> None:
+        self.loop = loop
+        self.rr = rr
+        self.ep = select.epoll()
+        self.epfd = self.ep.fileno()
+        rr.ctl(self.epfd, rr.CTL_ADD, loop.fileno(), -1)
+        self.fields = rr.FIELDS
+        self.members: dict[int, Member] = {}  # slot -> flow end
+        self.free: list[int] = []
+        self.table = array("q")
+        self.touched = array("q", [0])  # [n, slot...]: the slots the C loop served since the last copy
+        self.lat = array("q")
+        self.latview = memoryview(b"")
+        self._grow(SLOTS)
+        self.returns = 0  # C calls, and of them returns for a member (for tests and benches)
+        self.handoffs = 0
+
+    def _grow(self, slots: int) -> None:
+        """Room for ``slots`` members (never while the C loop runs: only joins grow the table)."""
+        old = len(self.table) // self.fields
+        self.latview.release()  # an array cannot be resized while a view exports it
+        self.table.extend([0] * (slots - old) * self.fields)
+        self.touched.extend([0] * (slots - old))
+        self.lat.extend([0] * (slots - old) * LAT_SLOT)
+        self.latview = memoryview(self.lat).cast("B")
+        self.free.extend(range(slots - 1, old - 1, -1))
+
+    def join(self, flow: Member, server: bool, req: int, reply: int) -> None:
+        """``flow``'s socket leaves the loop's epoll for the group's (its counters go into the table)."""
+        rr = self.rr
+        if not self.free:
+            self._grow(2 * len(self.table) // self.fields)
+        slot = self.free.pop()
+        base = slot * self.fields
+        row = [0] * self.fields
+        row[rr.FD], row[rr.ROLE], row[rr.REQ], row[rr.REPLY] = flow.fd, rr.SERVER if server else rr.CLIENT, req, reply
+        row[rr.GOT], row[rr.RX], row[rr.TX], row[rr.TRANS] = flow.got, flow.rx, flow.tx, flow.trans
+        row[rr.T0], row[rr.STATUS] = 0 if server else flow.t0, rr.RUN
+        self.table[base:base + self.fields] = array("q", row)
+        self.loop.unregister(flow.fd)
+        rr.ctl(self.epfd, rr.CTL_ADD, flow.fd, slot)
+        flow.rr_slot = slot
+        self.members[slot] = flow
+        self.loop.waiter = self.wait
+
+    def leave(self, flow: Member) -> None:
+        """``flow`` is no longer served here (its counters are in it; its socket in no epoll)."""
+        slot = flow.rr_slot
+        if slot < 0 or self.members.get(slot) is not flow:
+            return
+        self._sync(slot, flow)
+        try:
+            self.rr.ctl(self.epfd, self.rr.CTL_DEL, flow.fd, slot)
+        except OSError:
+            pass  # its socket is closed already
+        self.table[slot * self.fields + self.rr.ROLE] = self.rr.FREE
+        del self.members[slot]
+        self.free.append(slot)
+        flow.rr_slot = -1
+        if not self.members:
+            self.loop.waiter = None
+
+    def _sync(self, slot: int, flow: Member) -> None:
+        """The table's counters and the slot's latencies into the flow end."""
+        rr, t = self.rr, self.table
+        base = slot * self.fields
+        flow.got, flow.rx, flow.tx, flow.trans = t[base + rr.GOT], t[base + rr.RX], t[base + rr.TX], t[base + rr.TRANS]
+        n = t[base + rr.NLAT]
+        if n:
+            flow.t0 = t[base + rr.T0]
+            at = slot * LAT_SLOT * 8
+            lat = flow.lat_raw
+            lat.frombytes(self.latview[at:at + n * 8])
+            t[base + rr.NLAT] = 0
+            if len(lat) >= 65536:
+                flow.fold_latency()
+
+    def wait(self, deadline: float) -> None:
+        """The loop's wait: serve the members until ``deadline`` (monotonic), one of the loop's sockets is
+        ready, a latency buffer is full or a member needs Python (it leaves, its flow end takes over)."""
+        rr = self.rr
+        self.returns += 1
+        touched, members = self.touched, self.members
+        try:
+            why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT, touched)
+        finally:  # the counters and latencies of the members served, into them
+            t, fields, dirty = self.table, self.fields, rr.DIRTY
+            for i in range(1, touched[0] + 1):
+                slot = touched[i]
+                t[slot * fields + dirty] = 0
+                flow = members.get(slot)
+                if flow is not None:
+                    self._sync(slot, flow)
+            touched[0] = 0
+        if why != rr.FLOW:
+            return
+        t, fields = self.table, self.fields
+        for slot, flow in list(self.members.items()):
+            base = slot * fields
+            status = t[base + rr.STATUS]
+            if status != rr.RUN:
+                self.handoffs += 1
+                errno, left = t[base + rr.ERRNO], t[base + rr.LEFT]
+                self.leave(flow)
+                try:
+                    flow.rr_left(status, errno, left)
+                except Exception as exc:
+                    self.loop.handler_error(flow.rr_left, exc)
+
+
+def take_back(flow: Member, rr: Any, status: int, errno: int, at_eof: Callable[[], None],
+              rest: Callable[[], None]) -> None:
+    """What a flow end handed back (its ``rr_left``) does: at EOF ``at_eof``, at an error fail, after a
+    partial send ``rest`` (it keeps what is left and waits for EPOLLOUT on the loop, as its handler does)."""
+    if status == rr.EOF:
+        at_eof()
+    elif status == rr.ERROR:
+        flow.fail_running(OSError(errno, os.strerror(errno)))
+    else:
+        rest()
+
+
+def group_of(loop: Loop, rr: Any) -> RRGroup:
+    """The loop's group (made at the first join)."""
+    group = loop.rr_group
+    if group is None:
+        group = loop.rr_group = RRGroup(loop, rr)
+    assert isinstance(group, RRGroup)
+    return group
+
+
+__all__ = ["LAT_SLOT", "Member", "RRGroup", "group_of", "take_back"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from netesto.collectors import tcpinfo
 from netesto.engine.histogram import Histogram
-from netesto.engine.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, interval_summary, sample_row
+from netesto.engine.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, lat_summary, sample_row
 from netesto.protocol.flowspec import FlowSpec
 from netesto.vocab import RR_TESTS
 from netesto.raw.columns import FLOW_COLUMNS
@@ -43,7 +43,8 @@ class FlowRecord:
     """
 
     __slots__ = ("sock", "rec_parts", "tx", "rx", "trans", "conns", "udp_lost", "udp_reord", "last_tcp", "gaps",
-                 "b_rec", "nrows", "rec_len", "flush_at", "__dict__", "__weakref__")
+                 "b_rec", "nrows", "rec_len", "flush_at", "lat_raw", "lat_done", "ihist", "lat_pending", "__dict__",
+                 "__weakref__")
     side = "client"
 
     def __init__(self, spec: FlowSpec) -> None:
@@ -171,7 +172,7 @@ class FlowRecord:
         and write the block if it is due (it waited for them, out of the tick too).
 
         Each comes from the interval's latencies sorted
-        (:func:`~netesto.engine.records.interval_summary`: the same bytes as the interval
+        (:func:`~netesto.engine.records.lat_summary`: the same bytes as the interval
         histogram's at a fraction of the cost); the latencies wait in ``lat_done`` for the flow's
         histogram, which takes them in batches (one dict update per bucket and batch, where each
         tick's few dozen values hit about as many buckets as there are values).
@@ -181,8 +182,8 @@ class FlowRecord:
             return
         rec, done = self.b_rec, self.lat_done
         for at, lat in pending:
-            part = interval_summary(lat)
-            if part is None:  # a negative latency: the histogram's way (it counts it as 0)
+            part = lat_summary(lat)
+            if part is None:  # a negative latency (or a huge one): the histogram's way (it counts it as 0)
                 part = self._interval_part(lat)
             rec[at:at + LAT.size] = part
             done.extend(lat)
@@ -208,7 +209,7 @@ class FlowRecord:
         if not ih.count:  # nothing folded early this interval (see record_latency)
             if not lat:
                 return ZERO_LAT
-            part = interval_summary(lat) or self._interval_part(lat)
+            part = lat_summary(lat) or self._interval_part(lat)
             self.lat_done.extend(lat)
             del lat[:]
             if len(self.lat_done) >= LAT_BATCH:

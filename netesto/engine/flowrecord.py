@@ -4,7 +4,7 @@
 The worker's Sampler calls :meth:`FlowRecord.sample` on a fixed grid; a
 sample appends one fixed-length record (stamps, counters, the raw
 ``tcp_info`` bytes, no decoding; see :mod:`netesto.engine.records`) and every
-~0.2 s the buffered records are written as they are, as one ``records`` block
+~0.5 s the buffered records are written as they are, as one ``records`` block
 (the reader splits them into columns, so that costs the sampling host nothing).
 """
 
@@ -25,7 +25,10 @@ from netesto.vocab import RR_TESTS
 from netesto.raw.columns import FLOW_COLUMNS
 from netesto.raw.nflow import FlowWriter
 
-FLUSH_SECONDS = 0.2  # a block per ~0.2 s: a crash loses at most that much
+# a block per ~0.5 s: a crash loses at most that much. Writing a block costs per call (the syscall, the
+# inode's times, the checksum's start) and per byte: 0.94 us a row in blocks of 20 rows (0.2 s), 0.71 in
+# blocks of 50 (bench_sampling --cost prints both), a quarter of what a stream flow end's row costs.
+FLUSH_SECONDS = 0.5
 LAT_BATCH = 16384  # latencies already in rows go into the flow's histogram this many at a time
 
 
@@ -233,7 +236,7 @@ class FlowRecord:
             self.fold_latency()
 
     def flush(self, written: int = 0) -> None:
-        """Write the buffered rows as one ``records`` block (about every 0.2 s);
+        """Write the buffered rows as one ``records`` block (about every 0.5 s);
         ``written`` bytes of it are already out (the C tick's writev fell short). The latencies
         the block's rows whose latency part waits get it first (:meth:`fill_latency`)."""
         self.fill_latency()

@@ -344,7 +344,7 @@ def test_the_c_tick_builds_the_rr_rows_the_python_twin_builds(rr_ends):
     a, b = rr_ends
     rng = random.Random(4)
     whole = Histogram()
-    for tick in range(45):  # two blocks and more (20 rows at 10 ms)
+    for tick in range(2 * a.flush_rows + 5):  # two blocks and more
         values = [rng.randint(1_000, 3_000_000) for _ in range(rng.choice((0, 1, 5, 60, 700)))]
         if tick == 30:
             values.append(-5)  # the histogram's way: counted as 0
@@ -370,7 +370,7 @@ def test_the_c_tick_builds_the_rr_rows_the_python_twin_builds(rr_ends):
     for end in (a, b):
         end.finish()
     flows = [read_flow(path) for path in paths]  # the C tick's blocks read back as the Python path's
-    assert all(not f.truncated for f in flows) and flows[0].rows == flows[1].rows == 47
+    assert all(not f.truncated for f in flows) and flows[0].rows == flows[1].rows == 2 * a.flush_rows + 7
     for name in ("lat_count", "lat_p50", "lat_p999", "t_mono", "app_bytes_tx"):  # the ticks' rows (not begin's, finish's)
         assert list(flows[0].columns[name][1:-1]) == list(flows[1].columns[name][1:-1]), name
     assert flows[0].summary["latency_hist"] == whole.to_dict()

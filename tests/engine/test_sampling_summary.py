@@ -117,7 +117,7 @@ def test_rr_rows_in_the_file_hold_the_interval_histograms(tmp_path, monkeypatch,
         sent: dict[str, list[list[int]]] = {end.spec.flow_id: [] for end in ends}
         for end in ends:
             end.begin()
-        for _ in range(25):  # past a block (20 rows at 10 ms)
+        for _ in range(ends[0].flush_rows + 5):  # past a block
             for end in ends:
                 values = [rng.randint(20_000, 2_000_000) for _ in range(rng.choice((0, 3, 40)))]
                 end.lat_raw.extend(array("q", values))

@@ -88,6 +88,19 @@ def _per_call_us(fn, items: list, reps: int) -> float:
     return statistics.median(rounds)
 
 
+def begun_ends(worker: Worker, conns: list[socket.socket], cls: type[FlowEnd], test: str, prefix: str) -> list[FlowEnd]:
+    """Flow ends of ``cls`` on ``conns`` (sampled every 10 ms by ``worker``'s Sampler), begun."""
+    ends = []
+    for i, conn in enumerate(conns):
+        spec = FlowSpec(flow_id=f"{prefix}-{i}", test=test, server="127.0.0.1", port=1, interval=0.01, exp=1)
+        end = cls(worker, spec)
+        end.sock = conn
+        ends.append(end)
+    for end in ends:
+        end.begin()
+    return ends
+
+
 def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[str, float]:
     """us per flow per tick of each part of sampling, on ``flows`` idle connections."""
     lsock, conns, peers = connections(flows, ca)
@@ -96,8 +109,8 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
     out["getsockopt TCP_CC_INFO"] = _per_call_us(lambda s: s.getsockopt(6, tcpinfo.TCP_CC_INFO, 20), conns, 200)
     out["time.time()"] = _per_call_us(lambda s: time.time(), conns, 200)
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4) as nl:  # NETLINK_SOCK_DIAG
-        sockets = len(sock_diag_dump(nl, 0))
-        out[f"(alternative) sock_diag dump of every socket ({sockets // 100 * 100}+) / {flows}"] = (
+        sock_diag_dump(nl, 0)
+        out[f"(alternative) sock_diag dump of every socket (2 x {flows} + a few) / {flows}"] = (
             _per_call_us(lambda k: sock_diag_dump(nl, k), [1], 50) / flows)
     parts = 2 if ca == "bbr" else 1
     last, gaps = bytearray(280 + 24), bytearray(40)
@@ -110,14 +123,7 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
         out.update(block_cost(workdir, rows, _HEAD.size + 280 + (24 if ca == "bbr" else 0)))
     loop = Loop()
     worker = Worker(loop, str(workdir), lambda event: None)
-    ends = []
-    for i, conn in enumerate(conns):
-        spec = FlowSpec(flow_id=f"c-{ca}-{i}", test="TCP_STREAM", server="127.0.0.1", port=1, interval=0.01, exp=1)
-        end = StreamClient(worker, spec)
-        end.sock = conn
-        ends.append(end)
-    for end in ends:
-        end.begin()
+    ends = begun_ends(worker, conns, StreamClient, "TCP_STREAM", f"c-{ca}")
     flush_ns = 0
     real_flush = FlowEnd.flush
 
@@ -158,14 +164,7 @@ def rr_tick_cost(worker: Worker, conns: list[socket.socket], ticks: int) -> dict
     of RR flows, RR_VALUES latencies each per tick), with the latency parts a tick leaves for later
     (``Sampler._fill``, runs between the loop's handlers) and apart: what a tick holds the replies
     of every flow of the worker back for."""
-    ends = []
-    for i, conn in enumerate(conns):
-        spec = FlowSpec(flow_id=f"rr-{i}", test="TCP_RR", server="127.0.0.1", port=1, interval=0.01, exp=1)
-        end = FlowEnd(worker, spec)
-        end.sock = conn
-        ends.append(end)
-    for end in ends:
-        end.begin()
+    ends = begun_ends(worker, conns, FlowEnd, "TCP_RR", "rr")
     sampler, rng = worker.sampler, Random(1)
     batches = [array("q", (rng.randint(20_000, 400_000) for _ in range(RR_VALUES))) for _ in range(8)]
     tick_ns = all_ns = 0
@@ -296,5 +295,5 @@ def sampler_part(workdir: Path) -> None:
           f"{100 * fracs[-1]:.2f}], median of 3 ({rows} rows written in the last; target < 5 %)", flush=True)
 
 
-__all__ = ["RR_VALUES", "WHOLE_TICK", "block_cost", "connections", "idle_tick_us", "print_cost", "rr_tick_cost",
+__all__ = ["RR_VALUES", "WHOLE_TICK", "begun_ends", "block_cost", "connections", "idle_tick_us", "print_cost", "rr_tick_cost",
            "sample_cost", "sampler_cpu", "sampler_part", "sock_diag_dump", "timer_cpu"]

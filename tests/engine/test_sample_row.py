@@ -160,19 +160,25 @@ def test_rows_go_in_place_and_the_buffer_grows_only_past_its_end(name):
 c_tick = pytest.mark.skipif(records.sample_tick is None, reason="the engine samples in Python here")
 
 
-@pytest.fixture
-def ends(tmp_path):
-    """Three begun stream flow ends of one worker without sockets (their rows repeat the last values)."""
-    loop = Loop()
-    worker = Worker(loop, str(tmp_path), lambda event: None)
+def _begun(worker, cls, test: str, n: int) -> list:
+    """n begun flow ends of cls without sockets (their rows repeat the last values), with a file each."""
     made = []
-    for i in range(3):
-        end = StreamClient(worker, FlowSpec(flow_id=f"t-{i}", test="TCP_STREAM", server="127.0.0.1", port=1,
-                                            interval=0.01, exp=1))
+    for i in range(n):
+        end = cls(worker, FlowSpec(flow_id=f"{test}-{i}", test=test, server="127.0.0.1", port=1, interval=0.01,
+                                   exp=1))
         end.begin()  # one row, through FlowEnd.sample
         end.flush()  # no rows buffered, the next block in flush_rows rows
         end.last_tcp[:] = bytes(range(256)) + bytes(LAST - 256)
         made.append(end)
+    return made
+
+
+@pytest.fixture
+def ends(tmp_path):
+    """Three begun stream flow ends of one worker."""
+    loop = Loop()
+    worker = Worker(loop, str(tmp_path), lambda event: None)
+    made = _begun(worker, StreamClient, "TCP_STREAM", 3)
     yield worker, made
     for end in made:
         end.finish()
@@ -312,17 +318,10 @@ def test_the_c_tick_reads_only_flow_ends_with_their_slots(ends):
 
 @pytest.fixture
 def rr_ends(tmp_path):
-    """Two begun RR flow ends (twins) of one worker without sockets and with a file each."""
+    """Two begun RR flow ends (twins) of one worker."""
     loop = Loop()
     worker = Worker(loop, str(tmp_path), lambda event: None)
-    made = []
-    for i in range(2):
-        end = FlowEnd(worker, FlowSpec(flow_id=f"rr-{i}", test="TCP_RR", server="127.0.0.1", port=1, interval=0.01,
-                                       exp=1))
-        end.begin()
-        end.flush()
-        end.last_tcp[:] = bytes(range(256)) + bytes(LAST - 256)
-        made.append(end)
+    made = _begun(worker, FlowEnd, "TCP_RR", 2)
     yield made
     for end in made:
         if not end.finished:

@@ -16,4 +16,10 @@ extern const double lat_quantiles[LAT_QUANTILES]; /* raw.histogram.PERCENTILES' 
  * Python twin must do it (no values, a negative one, or values too large for doubles to stay exact). */
 int lat_summary(const int64_t *values, size_t n, int64_t *work, char *out);
 
+#ifdef NETESTO_ZLIB
+/* zlib's crc32(crc, p, n), with PCLMULQDQ where the CPU has it (_fastloop_crc.c); block_crc32_fast: 1 then */
+uint32_t block_crc32(uint32_t crc, const unsigned char *p, size_t n);
+int block_crc32_fast(void);
+#endif
+
 #endif

@@ -10,9 +10,11 @@ import socket
 import random
 import struct
 import threading
+import zlib
 from array import array
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from netesto.engine import fastloop
 from netesto.collectors import tcpinfo
@@ -388,3 +390,23 @@ def test_the_c_tick_leaves_rows_whose_part_waits_to_python(rr_ends):
     due, failed, python = _ext.sample_tick([a], 2.5, 1.5)
     assert (failed, python) == ([], []) and a.nrows == 2 and not a.lat_raw
     assert bytes(a.b_rec[2 * a.rec_len - LAT.size:2 * a.rec_len]) == interval_summary(array("q", [9_000]))
+
+
+@pytest.mark.skipif(not hasattr(_ext, "crc32"), reason="built without zlib")
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=3000), st.integers(0, 2**32 - 1), st.integers(0, 15))
+def test_the_c_ticks_checksum_is_zlibs(data, crc, skip):
+    """The blocks' crc32 as the C tick computes it (carry-less multiplication where the CPU has it)
+    is zlib's, for any length, start and alignment."""
+    assert _ext.crc32(data[skip:], crc) == zlib.crc32(data[skip:], crc)
+    assert _ext.crc32(data) == zlib.crc32(data)
+
+
+@pytest.mark.skipif(not hasattr(_ext, "crc32"), reason="built without zlib")
+def test_the_fast_checksum_is_used_where_the_cpu_has_it():
+    """CRC32_FAST is 0 when the CPU lacks PCLMULQDQ or the folds disagreed with zlib at their
+    check (then the tick uses zlib's crc32): on an x86 CPU with it, it must be 1."""
+    flags = open("/proc/cpuinfo").read().split()
+    if os.uname().machine != "x86_64" or "pclmulqdq" not in flags or "sse4_1" not in flags:
+        pytest.skip("no PCLMULQDQ here")
+    assert _ext.CRC32_FAST == 1

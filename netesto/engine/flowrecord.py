@@ -174,7 +174,7 @@ class FlowRecord:
         """Put the latency parts of the rows whose summary waits (see :meth:`sample`) into them,
         and write the block if it is due (it waited for them, out of the tick too).
 
-        Each comes from the interval's latencies sorted
+        Each comes from the interval's latencies ranked (sorted in Python, selected in C)
         (:func:`~netesto.engine.records.lat_summary`: the same bytes as the interval
         histogram's at a fraction of the cost); the latencies wait in ``lat_done`` for the flow's
         histogram, which takes them in batches (one dict update per bucket and batch, where each

@@ -23,10 +23,10 @@ sampled vs (nearly) unsampled, RR p99 sampled vs unsampled, the cost of one samp
    share of the engine's CPU in each sampled run, read two ways:
    - charged: ``cpu.sampling_seconds`` of the flow summaries (thread CPU of
      the ticks) over the workers' CPU. A getsockopt(TCP_INFO) takes the
-     socket lock; on a busy socket its release runs the packets that queued
-     meanwhile (the backlog) and pending NET_RX softirqs, for other packets
-     too, in the ticking thread: receive work the kernel does anyway, so
-     this reading overstates the sampler's own cost;
+     socket lock; on a busy socket its release can run the packets that
+     queued meanwhile (the backlog) and pending NET_RX softirqs, for other
+     packets too, in the ticking thread: receive work the kernel does anyway,
+     which this reading would count as the sampler's;
    - own: the rows the run wrote (both ends) times the tick's thread CPU
      per row on idle connections with ticks 10 ms apart (measured in the
      same invocation; ticks back to back cost ~2.5x less, their data still
@@ -34,7 +34,8 @@ sampled vs (nearly) unsampled, RR p99 sampled vs unsampled, the cost of one samp
      what the sampler itself adds.
    The target (< 1.5 %) is held to the own reading; the charged one is
    printed with it, with the tick's CPU per row in the run next to the idle
-   one, so the difference stays visible.
+   one, so the difference stays visible (measured: small; a tick's time is
+   its cache misses, busy sockets or not).
 2. RR p99 sampled vs unsampled (``--rr-only``, ``--no-rr``): 1 TCP_RR flow, then 16
    on one client worker, client and server pinned to different CPUs
    (``--rr-cpus``), runs of ``interval=0.01`` and ``interval=60``

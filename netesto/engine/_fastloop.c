@@ -717,6 +717,21 @@ done:
 }
 #endif
 
+/* v[from..to) = the flow end's slots of those attributes, new references (fileno() runs code: what
+ * the tick reads stays alive). 0, or -1 with an exception set (a slot not set). */
+static int read_slots(PyObject *flow, PyObject **v, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        v[i] = SLOT(flow, i);
+        if (v[i] == NULL) {
+            PyErr_Format(PyExc_AttributeError, "sample_tick: %s has no %s", Py_TYPE(flow)->tp_name, attr_names[i]);
+            return -1;
+        }
+        Py_INCREF(v[i]);
+    }
+    return 0;
+}
+
 /* The interval's latencies of an RR flow end (its lat_raw, a buffer of native int64) summarized into part
  * (LAT_SIZE bytes); *n their number. 1: done (zeros for none), 0: the Python twin must do this row (values
  * lat_summary leaves to it), -1: an exception is set. */
@@ -796,14 +811,7 @@ static int tick_one(PyObject *flow, const double stamps[2], Py_ssize_t *written)
         PyErr_Format(PyExc_TypeError, "sample_tick: a %s is not a %s", Py_TYPE(flow)->tp_name, flow_type->tp_name);
         return -1;
     }
-    for (int i = 0; i < A_N; i++) {
-        v[i] = SLOT(flow, i);
-        if (v[i] == NULL) {
-            PyErr_Format(PyExc_AttributeError, "sample_tick: %s has no %s", Py_TYPE(flow)->tp_name, attr_names[i]);
-            goto done;
-        }
-        Py_INCREF(v[i]); /* fileno() below runs code: keep what we read alive */
-    }
+    if (read_slots(flow, v, 0, A_LATRAW) < 0) goto done; /* the RR ones only for RR rows: cold lines */
     long parts;
     if (check_row_args("sample_tick", v[A_REC], v[A_PARTS], v[A_LAST], v[A_GAPS], &parts) < 0) goto done;
     long long counters[6];
@@ -821,6 +829,7 @@ static int tick_one(PyObject *flow, const double stamps[2], Py_ssize_t *written)
     char part[LAT_SIZE];
     Py_ssize_t nlat = 0;
     if (rr) {
+        if (read_slots(flow, v, A_LATRAW, A_N) < 0) goto done;
         int py = rr_in_python(v[A_LATPEND], v[A_IHIST]);
         if (py == 0) {
             int got = rr_part(v[A_LATRAW], part, &nlat);

@@ -22,7 +22,8 @@ setup(
     ext_modules=[
         Extension(
             "netesto.engine._fastloop",
-            ["netesto/engine/_fastloop.c"],
+            ["netesto/engine/_fastloop.c", "netesto/engine/_fastloop_lat.c", "netesto/engine/_fastloop_crc.c"],
+            depends=["netesto/engine/_fastloop.h"],
             define_macros=[("NETESTO_ZLIB", "1")] if ZLIB else [],
             libraries=["z"] if ZLIB else [],
             optional=True,

@@ -9,7 +9,8 @@
  * Python loops send. Single-threaded callers: the GIL is kept.
  * Also hist_record: the latencies' histogram counting (Histogram.record_many),
  * sample_row: one sampler row of a flow end (FlowEnd.sample), and sample_tick: one sampler tick
- * over many flow ends, their due blocks written (FlowWriter.write_records' bytes) when zlib is there.
+ * over many flow ends, their due blocks written (FlowWriter.write_records' bytes) when zlib is there,
+ * RR rows with their latency part (lat_summary, in _fastloop_lat.c).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -25,6 +26,8 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>
+
+#include "_fastloop.h"
 #ifdef NETESTO_ZLIB
 #include <zlib.h> /* crc32 of the records blocks (setup.py defines NETESTO_ZLIB when it finds zlib.h) */
 #define TICK_WRITES 1 /* sample_tick writes the due blocks itself */
@@ -561,24 +564,32 @@ static PyObject *sample_row(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* FlowEnd attributes sample_tick reads (the six counters in a row, as get_counters takes them) */
 enum { A_SOCK, A_PARTS, A_TX, A_RX, A_TRANS, A_CONNS, A_LOST, A_REORD, A_LAST, A_GAPS, A_REC, A_NROWS,
-       A_RECLEN, A_FLUSHAT, A_N };
+       A_RECLEN, A_FLUSHAT, A_LATRAW, A_LATDONE, A_IHIST, A_LATPEND, A_N };
 static const char *const attr_names[A_N] = {"sock", "rec_parts", "tx", "rx", "trans", "conns", "udp_lost",
                                             "udp_reord", "last_tcp", "gaps", "b_rec", "nrows", "rec_len",
-                                            "flush_at"};
+                                            "flush_at", "lat_raw", "lat_done", "ihist", "lat_pending"};
 /* FlowEnd (sample_setup) and where its __slots__ for those attributes are in an instance: a tick reads
  * them directly (getattr through the instance dict would cost as much as the Python loop it replaces) */
 static PyTypeObject *flow_type;
 static Py_ssize_t slot_at[A_N];
+static Py_ssize_t lat_batch; /* FlowRecord.LAT_BATCH: lat_done folds into the flow's histogram at this length */
+static PyObject *s_count, *s_fold_done;
+static int64_t *lat_work; /* lat_summary's scratch (the GIL is held) */
+static size_t lat_work_cap;
 
 #define SLOT(flow, i) (*(PyObject **)((char *)(flow) + slot_at[i]))
 
 PyDoc_STRVAR(sample_setup_doc,
-"sample_setup(cls)\n\n"
+"sample_setup(cls, lat_batch)\n\n"
 "Let sample_tick sample instances of cls, whose __slots__ must include every\n"
-"attribute sample_tick reads (subclasses must not redefine them).");
+"attribute sample_tick reads (subclasses must not redefine them). An RR row's\n"
+"latencies go to lat_done, which cls._fold_done() empties once it holds lat_batch.");
 
-static PyObject *sample_setup(PyObject *self, PyObject *cls)
+static PyObject *sample_setup(PyObject *self, PyObject *args)
 {
+    PyObject *cls;
+    Py_ssize_t batch;
+    if (!PyArg_ParseTuple(args, "On", &cls, &batch)) return NULL;
     if (!PyType_Check(cls)) {
         PyErr_SetString(PyExc_TypeError, "sample_setup takes a class");
         return NULL;
@@ -598,6 +609,7 @@ static PyObject *sample_setup(PyObject *self, PyObject *cls)
         }
     }
     memcpy(slot_at, at, sizeof at);
+    lat_batch = batch < 1 ? 1 : batch;
     Py_INCREF(cls);
     Py_XSETREF(flow_type, (PyTypeObject *)cls);
     Py_RETURN_NONE;
@@ -636,7 +648,7 @@ static size_t block_head(unsigned char *h, uint64_t n, uint64_t size, const char
     else if (size < 0x10000) *p++ = 0xc5, p = put_be(p, size, 2);
     else *p++ = 0xc6, p = put_be(p, size, 4);
     size_t plen = (size_t)(p - (h + 8));
-    uLong crc = crc32(crc32(0L, h + 8, (uInt)plen), (const Bytef *)rec, (uInt)size);
+    uint32_t crc = block_crc32(block_crc32(0, h + 8, plen), (const unsigned char *)rec, (size_t)size);
     put_le32(h, (uint32_t)(plen + size));
     put_le32(h + 4, (uint32_t)crc);
     return 8 + plen;
@@ -705,8 +717,91 @@ done:
 }
 #endif
 
-/* One flow end's row of a tick (see sample_tick). 1: its block is due, 0: not yet, -1: an exception is set.
- * A due block is written here (flush_one) when it can be: then 0, or 1 with *written bytes of it out. */
+/* v[from..to) = the flow end's slots of those attributes, new references (fileno() runs code: what
+ * the tick reads stays alive). 0, or -1 with an exception set (a slot not set). */
+static int read_slots(PyObject *flow, PyObject **v, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        v[i] = SLOT(flow, i);
+        if (v[i] == NULL) {
+            PyErr_Format(PyExc_AttributeError, "sample_tick: %s has no %s", Py_TYPE(flow)->tp_name, attr_names[i]);
+            return -1;
+        }
+        Py_INCREF(v[i]);
+    }
+    return 0;
+}
+
+/* The interval's latencies of an RR flow end (its lat_raw, a buffer of native int64) summarized into part
+ * (LAT_SIZE bytes); *n their number. 1: done (zeros for none), 0: the Python twin must do this row (values
+ * lat_summary leaves to it), -1: an exception is set. */
+static int rr_part(PyObject *lat_raw, char *part, Py_ssize_t *n)
+{
+    Py_buffer lv;
+    if (PyObject_GetBuffer(lat_raw, &lv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    int out = 0;
+    if (lv.itemsize != 8 || !native_int64(lv.format)) {
+        PyErr_SetString(PyExc_TypeError, "latencies must be a buffer of native int64 (array('q'))");
+        out = -1;
+        goto done;
+    }
+    *n = lv.len / 8;
+    if (*n == 0) {
+        memset(part, 0, LAT_SIZE);
+        out = 1;
+        goto done;
+    }
+    if ((size_t)*n > lat_work_cap) {
+        int64_t *grown = PyMem_Realloc(lat_work, (size_t)*n * sizeof(int64_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            out = -1;
+            goto done;
+        }
+        lat_work = grown;
+        lat_work_cap = (size_t)*n;
+    }
+    out = lat_summary(lv.buf, (size_t)*n, lat_work, part);
+done:
+    PyBuffer_Release(&lv);
+    return out;
+}
+
+/* What an RR row's latency part leaves behind (FlowRecord._latency_record): the n latencies move from
+ * lat_raw to lat_done, which folds into the flow's histogram once it holds lat_batch. 0 or -1. */
+static int rr_done(PyObject *flow, PyObject *lat_raw, PyObject *lat_done, Py_ssize_t n)
+{
+    if (n == 0) return 0;
+    PyObject *same = PySequence_InPlaceConcat(lat_done, lat_raw); /* array += array: one memcpy */
+    if (same == NULL) return -1;
+    Py_DECREF(same);
+    if (PySequence_DelSlice(lat_raw, 0, n) < 0) return -1;
+    Py_ssize_t have = PySequence_Size(lat_done);
+    if (have < 0) return -1;
+    if (have >= lat_batch) {
+        PyObject *r = PyObject_CallMethodNoArgs(flow, s_fold_done);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* Whether an RR flow end's row must go through Python (FlowRecord.sample): rows waiting for their latency
+ * part, or latencies already folded into this interval's histogram. 1 or 0, -1 with an exception set. */
+static int rr_in_python(PyObject *pending, PyObject *ihist)
+{
+    if (!PyList_Check(pending)) return 1;
+    if (PyList_GET_SIZE(pending)) return 1;
+    PyObject *count = PyObject_GetAttr(ihist, s_count);
+    if (count == NULL) return -1;
+    int folded = PyObject_IsTrue(count);
+    Py_DECREF(count);
+    return folded;
+}
+
+/* One flow end's row of a tick (see sample_tick). 1: its block is due, 0: not yet, 2: the row must be built
+ * in Python (nothing done), -1: an exception is set. A due block is written here (flush_one) when it can be:
+ * then 0, or 1 with *written bytes of it out. */
 static int tick_one(PyObject *flow, const double stamps[2], Py_ssize_t *written)
 {
     PyObject *v[A_N] = {NULL};
@@ -716,14 +811,7 @@ static int tick_one(PyObject *flow, const double stamps[2], Py_ssize_t *written)
         PyErr_Format(PyExc_TypeError, "sample_tick: a %s is not a %s", Py_TYPE(flow)->tp_name, flow_type->tp_name);
         return -1;
     }
-    for (int i = 0; i < A_N; i++) {
-        v[i] = SLOT(flow, i);
-        if (v[i] == NULL) {
-            PyErr_Format(PyExc_AttributeError, "sample_tick: %s has no %s", Py_TYPE(flow)->tp_name, attr_names[i]);
-            goto done;
-        }
-        Py_INCREF(v[i]); /* fileno() below runs code: keep what we read alive */
-    }
+    if (read_slots(flow, v, 0, A_LATRAW) < 0) goto done; /* the RR ones only for RR rows: cold lines */
     long parts;
     if (check_row_args("sample_tick", v[A_REC], v[A_PARTS], v[A_LAST], v[A_GAPS], &parts) < 0) goto done;
     long long counters[6];
@@ -731,19 +819,37 @@ static int tick_one(PyObject *flow, const double stamps[2], Py_ssize_t *written)
     Py_ssize_t nrows = PyLong_AsSsize_t(v[A_NROWS]), rec_len = PyLong_AsSsize_t(v[A_RECLEN]);
     Py_ssize_t flush_at = PyLong_AsSsize_t(v[A_FLUSHAT]);
     if (PyErr_Occurred()) goto done;
-    if (rec_len != row_size(parts)) {
-        PyErr_Format(PyExc_ValueError, "sample_tick: %zd-byte records, but rows of %zd bytes", rec_len,
-                     row_size(parts));
+    Py_ssize_t base = row_size(parts);
+    int rr = rec_len == base + LAT_SIZE; /* an RR flow end's rows end in their latency part */
+    if (rec_len != base && !rr) {
+        PyErr_Format(PyExc_ValueError, "sample_tick: %zd-byte records, but rows of %zd bytes (+ %d for RR)",
+                     rec_len, base, LAT_SIZE);
         goto done;
+    }
+    char part[LAT_SIZE];
+    Py_ssize_t nlat = 0;
+    if (rr) {
+        if (read_slots(flow, v, A_LATRAW, A_N) < 0) goto done;
+        int py = rr_in_python(v[A_LATPEND], v[A_IHIST]);
+        if (py == 0) {
+            int got = rr_part(v[A_LATRAW], part, &nlat);
+            py = got < 0 ? -1 : !got;
+        }
+        if (py != 0) {
+            out = py < 0 ? -1 : 2;
+            goto done;
+        }
     }
     int fd = parts > 0 ? sock_fd(v[A_SOCK]) : -1;
     if (fd == -2) goto done;
     char *row = row_at(v[A_REC], nrows * rec_len, rec_len);
     if (row == NULL) goto done;
     build_row(row, fd, parts, stamps, counters, PyByteArray_AS_STRING(v[A_LAST]), PyByteArray_AS_STRING(v[A_GAPS]));
+    if (rr) memcpy(row + base, part, LAT_SIZE);
     PyObject *n = PyLong_FromSsize_t(nrows + 1);
     if (n == NULL) goto done;
     Py_XSETREF(SLOT(flow, A_NROWS), n);
+    if (rr && rr_done(flow, v[A_LATRAW], v[A_LATDONE], nlat) < 0) goto done;
     out = nrows + 1 >= flush_at;
 #ifdef NETESTO_ZLIB
     if (out == 1) {
@@ -756,12 +862,51 @@ done:
     return out;
 }
 
+#ifdef NETESTO_ZLIB
+PyDoc_STRVAR(crc32_doc,
+"crc32(data, crc=0) -> int\n\n"
+"zlib.crc32's value, computed as the tick's block writes compute it\n"
+"(carry-less multiplication where the CPU has it: CRC32_FAST).");
+
+static PyObject *crc32_py(PyObject *self, PyObject *args)
+{
+    Py_buffer b;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &b, &crc)) return NULL;
+    uint32_t got = block_crc32((uint32_t)crc, b.buf, (size_t)b.len);
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(got);
+}
+#endif
+
+PyDoc_STRVAR(lat_summary_doc,
+"lat_summary(values) -> bytes or None\n\n"
+"The latency part of an RR row (records.LAT) for one interval's latencies\n"
+"(ns, a buffer of native int64): records.interval_summary's bytes. None\n"
+"where that twin must do it: no values, a negative one, a value of 2**52 ns\n"
+"or more or a sum of 2**53 or more (doubles would no longer be exact).");
+
+static PyObject *lat_summary_py(PyObject *self, PyObject *values)
+{
+    char part[LAT_SIZE];
+    Py_ssize_t n = 0;
+    int got = rr_part(values, part, &n);
+    if (got < 0) return NULL;
+    if (got == 0 || n == 0) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(part, LAT_SIZE);
+}
+
 PyDoc_STRVAR(sample_tick_doc,
-"sample_tick(flows, wall, mono) -> (due, failed)\n\n"
+"sample_tick(flows, wall, mono) -> (due, failed, python)\n\n"
 "One sampler tick over a list of flow ends (instances of the class given to\n"
-"sample_setup) without latency columns: for each,\n"
+"sample_setup): for each,\n"
 "the row sample_row would build, put at nrows * rec_len of its b_rec (from\n"
-"its sock, rec_parts, counters, last_tcp and gaps), and nrows + 1.\n"
+"its sock, rec_parts, counters, last_tcp and gaps), and nrows + 1. An RR flow\n"
+"end's row (rec_len is the row's plus records.LAT) ends in its interval's\n"
+"latency part (lat_summary of lat_raw, whose values then move to lat_done),\n"
+"as FlowRecord.sample would put it; python lists the RR flow ends whose row\n"
+"the tick left to FlowRecord.sample (rows waiting for their latency part,\n"
+"latencies folded into ihist, values lat_summary leaves to its twin).\n"
 "A flow end whose nrows reaches flush_at has a block due: built with zlib,\n"
 "the tick writes it as FlowEnd.flush would (the block to its writer's\n"
 "direct_fd(rec_len), then writer.rows and samples + n, nrows 0, flush_at\n"
@@ -786,8 +931,8 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
         stamps[i] = PyFloat_AsDouble(args[1 + i]);
         if (stamps[i] == -1.0 && PyErr_Occurred()) return NULL;
     }
-    PyObject *flows = args[0], *due = PyList_New(0), *failed = PyList_New(0);
-    if (due == NULL || failed == NULL) goto fail;
+    PyObject *flows = args[0], *due = PyList_New(0), *failed = PyList_New(0), *python = PyList_New(0);
+    if (due == NULL || failed == NULL || python == NULL) goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(flows); i++) {
         PyObject *flow = PyList_GET_ITEM(flows, i);
         Py_INCREF(flow); /* fileno() runs code, which could drop it from the list */
@@ -798,6 +943,8 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (got == 1) {
             pair = Py_BuildValue("(On)", flow, written);
             bad = pair == NULL || PyList_Append(due, pair) < 0;
+        } else if (got == 2) {
+            bad = PyList_Append(python, flow) < 0;
         } else if (got < 0) {
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
@@ -812,10 +959,11 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_DECREF(flow);
         if (bad) goto fail;
     }
-    return Py_BuildValue("(NN)", due, failed);
+    return Py_BuildValue("(NNN)", due, failed, python);
 fail:
     Py_XDECREF(due);
     Py_XDECREF(failed);
+    Py_XDECREF(python);
     return NULL;
 }
 
@@ -825,7 +973,11 @@ static PyMethodDef methods[] = {
     {"hist_record", hist_record, METH_VARARGS, hist_record_doc},
     {"sample_row", (PyCFunction)(void (*)(void))sample_row, METH_FASTCALL, sample_row_doc},
     {"sample_tick", (PyCFunction)(void (*)(void))sample_tick, METH_FASTCALL, sample_tick_doc},
-    {"sample_setup", sample_setup, METH_O, sample_setup_doc},
+    {"sample_setup", sample_setup, METH_VARARGS, sample_setup_doc},
+    {"lat_summary", lat_summary_py, METH_O, lat_summary_doc},
+#ifdef NETESTO_ZLIB
+    {"crc32", crc32_py, METH_VARARGS, crc32_doc},
+#endif
     {NULL, NULL, 0, NULL},
 };
 
@@ -848,11 +1000,24 @@ PyMODINIT_FUNC PyInit__fastloop(void)
         || PyModule_AddIntConstant(m, "ROW_HEAD", ROW_HEAD) < 0
         || PyModule_AddIntConstant(m, "ROW_INFO", ROW_INFO) < 0
         || PyModule_AddIntConstant(m, "ROW_CC_SLOT", ROW_CC_SLOT) < 0
-        || PyModule_AddIntConstant(m, "TICK_WRITES", TICK_WRITES) < 0) {
+        || PyModule_AddIntConstant(m, "ROW_LAT", LAT_SIZE) < 0
+        || PyModule_AddIntConstant(m, "TICK_WRITES", TICK_WRITES) < 0
+        || (s_count = PyUnicode_InternFromString("count")) == NULL
+        || (s_fold_done = PyUnicode_InternFromString("_fold_done")) == NULL) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *qs = Py_BuildValue("(dddd)", lat_quantiles[0], lat_quantiles[1], lat_quantiles[2], lat_quantiles[3]);
+    if (qs == NULL || PyModule_AddObject(m, "LAT_QUANTILES", qs) < 0) {
+        Py_XDECREF(qs);
         Py_DECREF(m);
         return NULL;
     }
 #ifdef NETESTO_ZLIB
+    if (PyModule_AddIntConstant(m, "CRC32_FAST", block_crc32_fast()) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     if ((s_writer = PyUnicode_InternFromString("writer")) == NULL
         || (s_direct_fd = PyUnicode_InternFromString("direct_fd")) == NULL
         || (s_rows = PyUnicode_InternFromString("rows")) == NULL

@@ -65,11 +65,13 @@ _clockless = _load_clockless()
 hist_record: Callable[[Any, dict[int, int]], tuple[int, int, int] | None] | None = getattr(
     _clockless, "hist_record", None)
 sample_row: Callable[..., int] | None = getattr(_clockless, "sample_row", None)
-sample_tick: Callable[..., tuple[list[Any], list[tuple[Any, BaseException]]]] | None = getattr(
+sample_tick: Callable[..., tuple[list[Any], list[tuple[Any, BaseException]], list[Any]]] | None = getattr(
     _clockless, "sample_tick", None)
-sample_setup: Callable[[type], None] | None = getattr(_clockless, "sample_setup", None)
+sample_setup: Callable[[type, int], None] | None = getattr(_clockless, "sample_setup", None)
+lat_summary: Callable[[Any], bytes | None] | None = getattr(_clockless, "lat_summary", None)
 # (head, tcp_info, cc slot) bytes of the rows sample_row builds: the engine checks them against its layout
 ROW_LAYOUT = tuple(getattr(_clockless, k) for k in ("ROW_HEAD", "ROW_INFO", "ROW_CC_SLOT")) if sample_row else None
 
-__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "rrloop", "sample_row",
+__all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "lat_summary", "rrloop",
+           "sample_row",
            "sample_setup", "sample_tick"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from netesto.collectors import tcpinfo
 from netesto.engine import fastloop
-from netesto.engine.flowrecord import FlowRecord
+from netesto.engine.flowrecord import LAT_BATCH, FlowRecord
 from netesto.engine.records import GAPS, sample_tick
 from netesto.engine.sampler import Sampler
 from netesto.errors import TrafficError
@@ -320,7 +320,7 @@ class FlowEnd(FlowRecord):
 
 
 if sample_tick is not None and fastloop.sample_setup is not None:
-    fastloop.sample_setup(FlowEnd)
+    fastloop.sample_setup(FlowEnd, LAT_BATCH)
 
 
 class Worker:

@@ -4,7 +4,7 @@
 The worker's Sampler calls :meth:`FlowRecord.sample` on a fixed grid; a
 sample appends one fixed-length record (stamps, counters, the raw
 ``tcp_info`` bytes, no decoding; see :mod:`netesto.engine.records`) and every
-~0.2 s the buffered records are written as they are, as one ``records`` block
+~0.5 s the buffered records are written as they are, as one ``records`` block
 (the reader splits them into columns, so that costs the sampling host nothing).
 """
 
@@ -19,13 +19,16 @@ from typing import Any
 
 from netesto.collectors import tcpinfo
 from netesto.engine.histogram import Histogram
-from netesto.engine.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, interval_summary, sample_row
+from netesto.engine.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, lat_summary, sample_row
 from netesto.protocol.flowspec import FlowSpec
 from netesto.vocab import RR_TESTS
 from netesto.raw.columns import FLOW_COLUMNS
 from netesto.raw.nflow import FlowWriter
 
-FLUSH_SECONDS = 0.2  # a block per ~0.2 s: a crash loses at most that much
+# a block per ~0.5 s: a crash loses at most that much. Writing a block costs per call (the syscall, the
+# inode's times, the checksum's start) and per byte: 0.94 us a row in blocks of 20 rows (0.2 s), 0.71 in
+# blocks of 50 (bench_sampling --cost prints both), a quarter of what a stream flow end's row costs.
+FLUSH_SECONDS = 0.5
 LAT_BATCH = 16384  # latencies already in rows go into the flow's histogram this many at a time
 
 
@@ -43,7 +46,8 @@ class FlowRecord:
     """
 
     __slots__ = ("sock", "rec_parts", "tx", "rx", "trans", "conns", "udp_lost", "udp_reord", "last_tcp", "gaps",
-                 "b_rec", "nrows", "rec_len", "flush_at", "__dict__", "__weakref__")
+                 "b_rec", "nrows", "rec_len", "flush_at", "lat_raw", "lat_done", "ihist", "lat_pending", "__dict__",
+                 "__weakref__")
     side = "client"
 
     def __init__(self, spec: FlowSpec) -> None:
@@ -170,8 +174,8 @@ class FlowRecord:
         """Put the latency parts of the rows whose summary waits (see :meth:`sample`) into them,
         and write the block if it is due (it waited for them, out of the tick too).
 
-        Each comes from the interval's latencies sorted
-        (:func:`~netesto.engine.records.interval_summary`: the same bytes as the interval
+        Each comes from the interval's latencies ranked (sorted in Python, selected in C)
+        (:func:`~netesto.engine.records.lat_summary`: the same bytes as the interval
         histogram's at a fraction of the cost); the latencies wait in ``lat_done`` for the flow's
         histogram, which takes them in batches (one dict update per bucket and batch, where each
         tick's few dozen values hit about as many buckets as there are values).
@@ -181,8 +185,8 @@ class FlowRecord:
             return
         rec, done = self.b_rec, self.lat_done
         for at, lat in pending:
-            part = interval_summary(lat)
-            if part is None:  # a negative latency: the histogram's way (it counts it as 0)
+            part = lat_summary(lat)
+            if part is None:  # a negative latency (or a huge one): the histogram's way (it counts it as 0)
                 part = self._interval_part(lat)
             rec[at:at + LAT.size] = part
             done.extend(lat)
@@ -208,7 +212,7 @@ class FlowRecord:
         if not ih.count:  # nothing folded early this interval (see record_latency)
             if not lat:
                 return ZERO_LAT
-            part = interval_summary(lat) or self._interval_part(lat)
+            part = lat_summary(lat) or self._interval_part(lat)
             self.lat_done.extend(lat)
             del lat[:]
             if len(self.lat_done) >= LAT_BATCH:
@@ -232,7 +236,7 @@ class FlowRecord:
             self.fold_latency()
 
     def flush(self, written: int = 0) -> None:
-        """Write the buffered rows as one ``records`` block (about every 0.2 s);
+        """Write the buffered rows as one ``records`` block (about every 0.5 s);
         ``written`` bytes of it are already out (the C tick's writev fell short). The latencies
         the block's rows whose latency part waits get it first (:meth:`fill_latency`)."""
         self.fill_latency()

@@ -5,7 +5,10 @@ raw ``tcp_info`` bytes, for bbr the padded ``tcp_bbr_info``, for RR tests
 this interval's latency summary (:data:`LAT`). :data:`LAYOUTS` gives the
 :class:`~netesto.raw.nflow.RecordLayout` the ``.nflow`` header declares for
 each; :func:`sample_row` builds one row (``fastloop.sample_row`` when the
-extension is built and lays rows out the same way, else :func:`sample_row_py`).
+extension is built and lays rows out the same way, else :func:`sample_row_py`),
+:func:`lat_summary` an RR row's latency part (``fastloop.lat_summary``, else
+:func:`interval_summary`); ``sample_tick`` (the C tick) builds whole rows, RR
+rows with their latency part too.
 """
 
 from __future__ import annotations
@@ -144,11 +147,23 @@ def interval_summary(values: "array[int]", scale: float = 0.001) -> bytes | None
     return LAT.pack(n, low * scale, sum(ranked) / n * scale, high * scale, *cuts)
 
 
+def _c_lat_agrees() -> bool:
+    """Whether the extension's ``lat_summary`` gives :func:`interval_summary`'s bytes (its quantiles,
+    bucket and layout: an extension built from other sources may differ) on a few spreads of values."""
+    if fastloop.lat_summary is None:
+        return False
+    probes = (array("q", [7]), array("q", range(0, 3000, 7)), array("q", (v * v * 997 % 10**9 for v in range(1500))))
+    return all(fastloop.lat_summary(v) == interval_summary(v) for v in probes)
+
+
 # The C row builder and tick, unless an extension built from other sources lays rows out differently.
 _C_ROWS = fastloop.ROW_LAYOUT == (HEAD.size, INFO_LEN, CC_SLOT)
+_C_LAT = _c_lat_agrees()
 sample_row: Callable[..., int] = fastloop.sample_row if fastloop.sample_row and _C_ROWS else sample_row_py
-sample_tick = fastloop.sample_tick if _C_ROWS and fastloop.sample_setup else None  # set up with FlowEnd
+# an RR row's latency part, or None (no values, a negative one, or too large for the C twin: the histogram's way)
+lat_summary: Callable[["array[int]"], bytes | None] = fastloop.lat_summary if _C_LAT else interval_summary  # type: ignore[assignment]
+sample_tick = fastloop.sample_tick if _C_ROWS and _C_LAT and fastloop.sample_setup else None  # set up with FlowEnd
 
 
-__all__ = ["CC_SLOT", "GAPS", "HEAD", "INFO_LEN", "LAT", "LAYOUTS", "ZERO_LAT", "interval_summary", "sample_row",
-           "sample_row_py", "sample_tick"]
+__all__ = ["CC_SLOT", "GAPS", "HEAD", "INFO_LEN", "LAT", "LAYOUTS", "ZERO_LAT", "interval_summary", "lat_summary",
+           "sample_row", "sample_row_py", "sample_tick"]

@@ -1,8 +1,9 @@
 """The worker's Sampler: every live flow end sampled on one grid per interval.
 
-A tick samples all flow ends of an interval at one instant: those without
-latency columns in one call of the C ``sample_tick`` (when the extension is
-built), the others through :meth:`~netesto.engine.flowrecord.FlowRecord.sample`.
+A tick samples all flow ends of an interval at one instant: in one call of
+the C ``sample_tick`` when the extension is built (RR rows with their
+latency part), through :meth:`~netesto.engine.flowrecord.FlowRecord.sample`
+without it and for the few rows the C tick leaves to Python.
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ def bench_window_sampled(wall: float, window: float) -> bool:
 class Sampler:
     """Samples every live flow end of a worker on a grid per interval (one timer per interval).
 
-    A tick builds the rows of the flow ends without latency columns in one
-    call of the C ``sample_tick`` when the extension is built, and calls
-    :meth:`~netesto.engine.flowrecord.FlowRecord.sample` for the others (RR ends, or all of them without
-    the extension). ``cpu_ns`` counts the thread CPU time spent in ticks (two
+    A tick builds the rows of its flow ends in one call of the C ``sample_tick``
+    when the extension is built, and calls
+    :meth:`~netesto.engine.flowrecord.FlowRecord.sample` for those it leaves to Python (RR rows
+    whose latency part must wait, see ``sample_tick``), or for all of them without the
+    extension. ``cpu_ns`` counts the thread CPU time spent in ticks (two
     clock reads per tick): flow summaries report it as what sampling cost
     their worker.
     """
@@ -89,7 +91,7 @@ class Sampler:
             self.next[interval] = when
             self.loop.call_at(when, lambda: self._tick(interval))
         group.append(flow)
-        (self.fast if sample_tick is not None and not flow.is_rr else self.slow)[interval].append(flow)
+        (self.fast if sample_tick is not None else self.slow)[interval].append(flow)
         # Spread the flushes of a group over the ticks (flows that start
         # together would all write their block in the same tick): this flow's
         # first block is 1..flush_rows rows, the later ones flush_rows.
@@ -125,11 +127,13 @@ class Sampler:
     def _sample(self, fast: list[Sampled], slow: list[Sampled], now: float, wall: float) -> None:
         if fast:
             assert sample_tick is not None
-            due, failed = sample_tick(fast, wall, now)  # writes the due blocks too (TICK_WRITES)
+            due, failed, python = sample_tick(fast, wall, now)  # writes the due blocks too (TICK_WRITES)
             for flow, exc in failed:
                 self._failed(flow, exc)
             for flow, written in due:
                 self._guarded(flow, lambda: flow.flush(written))
+            if python:
+                slow = slow + python
         for flow in list(slow):  # finish() removes from it
             try:
                 flow.sample(now, wall)

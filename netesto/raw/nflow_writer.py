@@ -144,7 +144,7 @@ class FlowWriter:
         block already written to :meth:`direct_fd` (the C sampler tick's
         writev fell short); the rest goes out from there.
 
-        The engine's hot path (a block per flow end every ~0.2 s): the bytes
+        The engine's hot path (a block per flow end every ~0.5 s): the bytes
         are exactly what msgpack writes for ``{"type": "records", "n": n,
         "rec": rec}``, but the map's few header bytes are built here, the
         checksum runs over them and then over ``rec`` in place, and one

@@ -7,17 +7,23 @@ from __future__ import annotations
 import fcntl
 import os
 import socket
+import random
 import struct
 import threading
+import zlib
+from array import array
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from netesto.engine import fastloop
 from netesto.collectors import tcpinfo
 from netesto.engine.client import StreamClient
 from netesto.engine import records
-from netesto.engine.flowend import Worker
-from netesto.engine.records import GAPS, HEAD, INFO_LEN, sample_row_py
+from netesto.engine.flowend import FlowEnd, Worker
+from netesto.engine.flowrecord import LAT_BATCH
+from netesto.engine.histogram import Histogram
+from netesto.engine.records import GAPS, HEAD, INFO_LEN, LAT, interval_summary, sample_row_py
 from netesto.engine.loop import Loop
 from netesto.raw.nflow import read_flow
 from netesto.raw.nflow_format import PREAMBLE
@@ -156,19 +162,25 @@ def test_rows_go_in_place_and_the_buffer_grows_only_past_its_end(name):
 c_tick = pytest.mark.skipif(records.sample_tick is None, reason="the engine samples in Python here")
 
 
-@pytest.fixture
-def ends(tmp_path):
-    """Three begun stream flow ends of one worker without sockets (their rows repeat the last values)."""
-    loop = Loop()
-    worker = Worker(loop, str(tmp_path), lambda event: None)
+def _begun(worker, cls, test: str, n: int) -> list:
+    """n begun flow ends of cls without sockets (their rows repeat the last values), with a file each."""
     made = []
-    for i in range(3):
-        end = StreamClient(worker, FlowSpec(flow_id=f"t-{i}", test="TCP_STREAM", server="127.0.0.1", port=1,
-                                            interval=0.01, exp=1))
+    for i in range(n):
+        end = cls(worker, FlowSpec(flow_id=f"{test}-{i}", test=test, server="127.0.0.1", port=1, interval=0.01,
+                                   exp=1))
         end.begin()  # one row, through FlowEnd.sample
         end.flush()  # no rows buffered, the next block in flush_rows rows
         end.last_tcp[:] = bytes(range(256)) + bytes(LAST - 256)
         made.append(end)
+    return made
+
+
+@pytest.fixture
+def ends(tmp_path):
+    """Three begun stream flow ends of one worker."""
+    loop = Loop()
+    worker = Worker(loop, str(tmp_path), lambda event: None)
+    made = _begun(worker, StreamClient, "TCP_STREAM", 3)
     yield worker, made
     for end in made:
         end.finish()
@@ -181,7 +193,7 @@ def test_the_c_tick_builds_the_rows_flowend_sample_builds(ends):
     for end in (a, b):
         end.tx, end.rx, end.trans, end.conns, end.udp_lost, end.udp_reord = 7, 8, 9, 10, -1, 12
     b.gaps[:] = a.gaps
-    due, failed = _ext.sample_tick([a], 100.5, 50.25)
+    due, failed, python = _ext.sample_tick([a], 100.5, 50.25)
     b.sample(50.25, 100.5)
     assert (due, failed) == ([], []) and (a.nrows, a.gaps) == (b.nrows, b.gaps) == (1, b.gaps)
     assert a.b_rec[:a.rec_len] == b.b_rec[:b.rec_len]
@@ -194,7 +206,7 @@ def test_a_flow_end_the_c_tick_cannot_sample_is_reported_and_the_others_are_samp
     worker, (a, bad, c) = ends
     bad.b_rec = bytes(bad.rec_len)  # not a bytearray
     a.flush_at = a.nrows + 1  # a's block is due after this tick
-    due, failed = _ext.sample_tick([a, bad, c], 1.0, 2.0)
+    due, failed, python = _ext.sample_tick([a, bad, c], 1.0, 2.0)
     assert [(f, type(e)) for f, e in failed] == [(bad, TypeError)]
     if _ext.TICK_WRITES:  # the tick wrote a's block itself
         assert due == [] and (a.nrows, a.samples, a.writer.rows) == (0, 2, 2)
@@ -235,7 +247,7 @@ def _last_block(path) -> bytes:
 @pytest.mark.parametrize("rows", [20, 200])
 def test_the_c_tick_writes_the_block_flowend_flush_writes(ends, rows):
     a, b = _twins(ends, rows)
-    due, failed = _ext.sample_tick([a], 100.0, 70.0)
+    due, failed, python = _ext.sample_tick([a], 100.0, 70.0)
     b.sample(70.0, 100.0)
     b.flush()
     assert (due, failed) == ([], [])
@@ -256,7 +268,7 @@ def test_a_short_write_of_the_c_tick_goes_on_in_python(ends):
     os.set_blocking(wr, False)
     a.writer._fd, file_fd = wr, a.writer._fd
     try:
-        due, failed = _ext.sample_tick([a], 100.0, 70.0)
+        due, failed, python = _ext.sample_tick([a], 100.0, 70.0)
         assert failed == [] and [f for f, _ in due] == [a] and 0 < due[0][1] < 40 * a.rec_len
         got = bytearray()
         reader = threading.Thread(target=lambda: [got.extend(chunk) for chunk in iter(lambda: os.read(rd, 65536), b"")])
@@ -280,7 +292,7 @@ def test_a_block_the_c_tick_cannot_write_ends_its_flow_and_keeps_the_file(ends, 
     writer = a.writer
     os.close(writer._fd)
     writer._fd = os.open(tmp_path, os.O_RDONLY)  # writev fails: EBADF
-    due, failed = _ext.sample_tick([a, c], 1.0, 2.0)
+    due, failed, python = _ext.sample_tick([a, c], 1.0, 2.0)
     assert failed == [] and due == [(a, 0)] and c.nrows == 1
     worker.sampler._sample([a], [], 2.0, 1.0)  # the Sampler hands it to FlowEnd.flush: OSError
     assert a.finished and a.error.startswith("sampling failed: OSError") and not c.finished
@@ -295,12 +307,106 @@ def test_the_c_tick_reads_only_flow_ends_with_their_slots(ends):
         sock = None
 
     with pytest.raises(TypeError, match="is not a slot"):
-        _ext.sample_setup(NoSlots)
+        _ext.sample_setup(NoSlots, LAT_BATCH)
     with pytest.raises(TypeError):
-        _ext.sample_setup(42)
-    due, failed = _ext.sample_tick([NoSlots(), a], 1.0, 2.0)
+        _ext.sample_setup(42, LAT_BATCH)
+    due, failed, python = _ext.sample_tick([NoSlots(), a], 1.0, 2.0)
     assert due == [] and [type(e) for _, e in failed] == [TypeError] and a.nrows == 1
     del a.gaps
-    due, failed = _ext.sample_tick([a], 1.0, 3.0)
+    due, failed, python = _ext.sample_tick([a], 1.0, 3.0)
     assert [(f, type(e)) for f, e in failed] == [(a, AttributeError)] and "gaps" in str(failed[0][1])
     a.gaps = bytearray(GAPS.size)  # the fixture's teardown finishes it
+
+
+@pytest.fixture
+def rr_ends(tmp_path):
+    """Two begun RR flow ends (twins) of one worker."""
+    loop = Loop()
+    worker = Worker(loop, str(tmp_path), lambda event: None)
+    made = _begun(worker, FlowEnd, "TCP_RR", 2)
+    yield made
+    for end in made:
+        if not end.finished:
+            end.finish()
+    loop.close()
+
+
+def _python_row(end, mono: float, wall: float) -> None:
+    """An RR row as the Sampler's Python path builds it: FlowRecord.sample, its latency part filled after."""
+    end.sample(mono, wall)
+    end.fill_latency()
+
+
+@c_tick
+def test_the_c_tick_builds_the_rr_rows_the_python_twin_builds(rr_ends):
+    """RR rows (client or server: latencies or none) from the C tick, byte for byte the Python
+    path's: every row, the blocks in the files, the flow's histogram; and the rows the C tick
+    leaves to Python (latencies folded early, a negative one) come back to the Sampler."""
+    a, b = rr_ends
+    rng = random.Random(4)
+    whole = Histogram()
+    for tick in range(2 * a.flush_rows + 5):  # two blocks and more
+        values = [rng.randint(1_000, 3_000_000) for _ in range(rng.choice((0, 1, 5, 60, 700)))]
+        if tick == 30:
+            values.append(-5)  # the histogram's way: counted as 0
+        for end in (a, b):
+            end.tx, end.rx, end.trans = 100 * tick, 90 * tick, len(values)
+            end.lat_raw.extend(array("q", values))
+        if tick == 12:
+            a.fold_latency()
+            b.fold_latency()  # early, as a full lat_raw is: the interval histogram's path
+        whole.record_many(array("q", values))
+        due, failed, python = _ext.sample_tick([a], 200.0 + tick, 100.0 + tick)
+        assert failed == [] and python == ([a] if tick in (12, 30) else [])
+        if python:
+            _python_row(a, 100.0 + tick, 200.0 + tick)
+        for flow, written in due:
+            flow.flush(written)
+        _python_row(b, 100.0 + tick, 200.0 + tick)
+        assert (a.nrows, a.samples) == (b.nrows, b.samples), tick
+        assert a.b_rec[:a.nrows * a.rec_len] == b.b_rec[:b.nrows * b.rec_len], tick
+        assert not a.lat_raw and not a.lat_pending
+    assert a.hist.to_dict() == b.hist.to_dict() == whole.to_dict()
+    paths = [end.writer.path for end in (a, b)]
+    for end in (a, b):
+        end.finish()
+    flows = [read_flow(path) for path in paths]  # the C tick's blocks read back as the Python path's
+    assert all(not f.truncated for f in flows) and flows[0].rows == flows[1].rows == 2 * a.flush_rows + 7
+    for name in ("lat_count", "lat_p50", "lat_p999", "t_mono", "app_bytes_tx"):  # the ticks' rows (not begin's, finish's)
+        assert list(flows[0].columns[name][1:-1]) == list(flows[1].columns[name][1:-1]), name
+    assert flows[0].summary["latency_hist"] == whole.to_dict()
+
+
+@c_tick
+def test_the_c_tick_leaves_rows_whose_part_waits_to_python(rr_ends):
+    a, _b = rr_ends
+    a.lat_raw.extend(array("q", [5_000, 7_000]))
+    a.sample(1.0, 2.0)  # the Python path: the part waits (lat_pending)
+    assert a.lat_pending
+    a.lat_raw.extend(array("q", [9_000]))
+    due, failed, python = _ext.sample_tick([a], 2.5, 1.5)
+    assert (due, failed, python) == ([], [], [a]) and a.nrows == 1  # nothing done: Python builds this row
+    a.fill_latency()
+    due, failed, python = _ext.sample_tick([a], 2.5, 1.5)
+    assert (failed, python) == ([], []) and a.nrows == 2 and not a.lat_raw
+    assert bytes(a.b_rec[2 * a.rec_len - LAT.size:2 * a.rec_len]) == interval_summary(array("q", [9_000]))
+
+
+@pytest.mark.skipif(not hasattr(_ext, "crc32"), reason="built without zlib")
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=3000), st.integers(0, 2**32 - 1), st.integers(0, 15))
+def test_the_c_ticks_checksum_is_zlibs(data, crc, skip):
+    """The blocks' crc32 as the C tick computes it (carry-less multiplication where the CPU has it)
+    is zlib's, for any length, start and alignment."""
+    assert _ext.crc32(data[skip:], crc) == zlib.crc32(data[skip:], crc)
+    assert _ext.crc32(data) == zlib.crc32(data)
+
+
+@pytest.mark.skipif(not hasattr(_ext, "crc32"), reason="built without zlib")
+def test_the_fast_checksum_is_used_where_the_cpu_has_it():
+    """CRC32_FAST is 0 when the CPU lacks PCLMULQDQ or the folds disagreed with zlib at their
+    check (then the tick uses zlib's crc32): on an x86 CPU with it, it must be 1."""
+    flags = open("/proc/cpuinfo").read().split()
+    if os.uname().machine != "x86_64" or "pclmulqdq" not in flags or "sse4_1" not in flags:
+        pytest.skip("no PCLMULQDQ here")
+    assert _ext.CRC32_FAST == 1

@@ -5,8 +5,10 @@ from __future__ import annotations
 import random
 from array import array
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
+from netesto.engine import fastloop, flowrecord, records, sampler
 from netesto.engine.flowrecord import FlowRecord
 from netesto.engine.histogram import Histogram
 from netesto.engine.records import LAT, ZERO_LAT, interval_summary
@@ -27,12 +29,44 @@ def test_sorted_summary_is_the_histograms(values):
     assert interval_summary(array("q", values)) == _by_histogram(values)
 
 
+c_lat = pytest.mark.skipif(fastloop.lat_summary is None, reason="no C extension here")
+
+
+@c_lat
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(
+    st.lists(st.integers(0, 1 << 40), min_size=1, max_size=300),
+    st.lists(st.integers(0, 600), min_size=1, max_size=2000),  # many ties, around the exact range
+    st.lists(st.sampled_from([0, 255, 256, 257, 1 << 30, (1 << 52) - 1]), min_size=1, max_size=50),
+))
+def test_the_c_summary_is_the_python_twins(values):
+    """fastloop.lat_summary (the C tick's latency part) gives interval_summary's bytes."""
+    got = fastloop.lat_summary(array("q", values))
+    if sum(values) >= 1 << 53:  # beyond what doubles hold exactly: left to the twin
+        assert got is None
+    else:
+        assert got == interval_summary(array("q", values))
+
+
+@c_lat
+def test_the_c_summary_leaves_what_it_cannot_do_exactly_to_its_twin():
+    for values in ([], [5, -1, 7], [1 << 52], [1 << 51] * 5):
+        assert fastloop.lat_summary(array("q", values)) is None, values
+    rng = random.Random(11)
+    for n in (1, 2, 3, 17, 100, 1001, 65536):  # the C selection against Python's sort, big and small
+        values = array("q", (int(rng.expovariate(1 / 80_000)) for _ in range(n)))
+        assert fastloop.lat_summary(values) == interval_summary(values), n
+    with pytest.raises(TypeError):
+        fastloop.lat_summary(array("i", [1, 2]))
+
+
 def test_clustered_latencies_and_the_exact_range():
     rng = random.Random(3)
     for center in (100, 255, 256, 40_000, 85_000, 3_000_000):
         for n in (1, 2, 9, 60, 999, 1000, 5000):
             values = [max(0, int(rng.gauss(center, center / 10))) for _ in range(n)]
             assert interval_summary(array("q", values)) == _by_histogram(values), (center, n)
+            assert records.lat_summary(array("q", values)) == _by_histogram(values), (center, n)
 
 
 def test_negative_or_no_values_leave_it_to_the_histogram():
@@ -64,24 +98,34 @@ def test_rows_and_the_flow_histogram_match_the_histogram_path():
     assert not rec.lat_done and not rec.lat_raw and rec.ihist.count == 0
 
 
-def test_rr_rows_get_their_latency_part_between_handlers_and_in_the_file(tmp_path):
-    """The tick stamps and counts every RR row at once; the latency parts follow between the loop's
-    handlers (Sampler._fill), a few flow ends at a time, and a block due is filled in before it
-    is written: the file holds, row by row, what the interval histograms give."""
+@pytest.mark.parametrize("path", ["C", "python"])
+def test_rr_rows_in_the_file_hold_the_interval_histograms(tmp_path, monkeypatch, path):
+    """RR rows through the engine's Sampler, in the file row by row as the interval histograms give
+    them. The C tick (records.sample_tick) builds each whole row at once; the Python twin stamps and
+    counts every row in the tick and fills the latency parts between the loop's handlers
+    (Sampler._fill), a few flow ends at a time, a block due filled in before it is written."""
     from netesto.raw.nflow import read_flow
     from tests.engine.test_sampling import _loopback_ends
 
+    if path == "C" and records.sample_tick is None:
+        pytest.skip("the engine samples in Python here")
+    if path == "python":
+        monkeypatch.setattr(sampler, "sample_tick", None)
+        monkeypatch.setattr(flowrecord, "lat_summary", interval_summary)
     rng = random.Random(7)
     with _loopback_ends(tmp_path, 5, "TCP_RR") as (worker, ends):
         sent: dict[str, list[list[int]]] = {end.spec.flow_id: [] for end in ends}
         for end in ends:
             end.begin()
-        for _ in range(25):  # past a block (20 rows at 10 ms)
+        for _ in range(ends[0].flush_rows + 5):  # past a block
             for end in ends:
                 values = [rng.randint(20_000, 2_000_000) for _ in range(rng.choice((0, 3, 40)))]
                 end.lat_raw.extend(array("q", values))
                 sent[end.spec.flow_id].append(values)
             worker.sampler._tick(0.01)
+            if path == "C":  # every row whole in the tick: nothing waits
+                assert not worker.sampler.filling and not any(end.lat_pending or end.lat_raw for end in ends)
+                continue
             # every row with latencies waits for its part (and a block it completes, for it)
             waiting = [end for end in ends if sent[end.spec.flow_id][-1]]
             assert all(end.lat_pending for end in waiting) and worker.sampler.filling == waiting
@@ -95,6 +139,7 @@ def test_rr_rows_get_their_latency_part_between_handlers_and_in_the_file(tmp_pat
             assert not any(end.lat_pending for end in ends) and worker.sampler.fill_timer is None
     for end in ends:
         flow = read_flow(tmp_path / "1" / "flows" / f"{end.spec.flow_id}.client.nflow")
+        assert not flow.truncated
         rows = sent[end.spec.flow_id]
         assert flow.rows == len(rows) + 2  # the joining row, the ticks, the last row
         for i, values in enumerate(rows, start=1):
@@ -105,3 +150,9 @@ def test_rr_rows_get_their_latency_part_between_handlers_and_in_the_file(tmp_pat
         whole = Histogram()
         whole.record_many(array("q", [v for values in rows for v in values]))
         assert flow.summary["latency_hist"] == whole.to_dict()
+
+
+@c_lat
+def test_the_engine_uses_the_c_summary_where_it_is_built():
+    """An extension whose summary disagreed with the twin would be set aside (records._c_lat_agrees)."""
+    assert records.lat_summary is fastloop.lat_summary and records.sample_tick is not None

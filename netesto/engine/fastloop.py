@@ -73,5 +73,4 @@ lat_summary: Callable[[Any], bytes | None] | None = getattr(_clockless, "lat_sum
 ROW_LAYOUT = tuple(getattr(_clockless, k) for k in ("ROW_HEAD", "ROW_INFO", "ROW_CC_SLOT")) if sample_row else None
 
 __all__ = ["AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "lat_summary", "rrloop",
-           "sample_row",
-           "sample_setup", "sample_tick"]
+           "sample_row", "sample_setup", "sample_tick"]

@@ -152,6 +152,10 @@ class FlowRecord:
         built by one call (in C when the extension is built); the block of
         records is written as it is (see :meth:`flush`).
         """
+        if self.lat_pending and self.nrows >= self.flush_at:
+            # the last rows' parts were not filled before this tick (a busy loop): their block is
+            # due and the buffer holds one row more, so they are filled and written now
+            self.fill_latency()
         rec = self.b_rec
         at = self.nrows * self.rec_len
         sample_row(rec, at, self.sock, self.rec_parts, time.time() if wall is None else wall, mono, self.tx,

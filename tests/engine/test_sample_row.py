@@ -392,6 +392,27 @@ def test_the_c_tick_leaves_rows_whose_part_waits_to_python(rr_ends):
     assert bytes(a.b_rec[2 * a.rec_len - LAT.size:2 * a.rec_len]) == interval_summary(array("q", [9_000]))
 
 
+def test_rows_whose_parts_are_never_filled_between_ticks_stay_in_their_buffer(rr_ends):
+    """A loop too busy to run the fills between two ticks: the block due waits for its parts and the
+    buffer holds one row more than a block; the next row fills and writes it first (it used to be
+    put past the buffer's end: "a row at ... of a ...-byte buffer", and the flow ended)."""
+    a, _b = rr_ends
+    whole = Histogram()
+    for tick in range(3 * a.flush_rows):
+        values = array("q", [1_000 + tick, 2_000 + tick])
+        a.lat_raw.extend(values)
+        whole.record_many(values)
+        a.sample(1.0 + tick, 2.0 + tick)  # the Python path, no fill_latency between the ticks
+        assert a.nrows <= a.flush_rows + 1 and len(a.b_rec) == (a.flush_rows + 1) * a.rec_len, tick
+    a.fill_latency()
+    path = a.writer.path
+    a.finish()
+    flow = read_flow(path)
+    assert not flow.truncated and flow.rows == 3 * a.flush_rows + 2
+    assert list(flow.columns["lat_count"][1:-1]) == [2] * (3 * a.flush_rows)
+    assert flow.summary["latency_hist"] == whole.to_dict()
+
+
 @pytest.mark.skipif(not hasattr(_ext, "crc32"), reason="built without zlib")
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=3000), st.integers(0, 2**32 - 1), st.integers(0, 15))

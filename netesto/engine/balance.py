@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import mmap
 import sys
+from typing import Sequence
 
 CRR_WEIGHT = 3  # what a TCP_CRR flow weighs in a worker when another flow is placed
 CRR_SLOTS = 16  # CRR flows per worker whose joins any worker serves in C (more: handed to their owner)
@@ -110,4 +111,28 @@ class LoadBoard:
         return me if keys[me] == least else keys.index(least)
 
 
-__all__ = ["CRR_ENTRY", "CRR_SLOTS", "CRR_WEIGHT", "LoadBoard"]
+def deal(tests: Sequence[str], workers: int) -> list[list[int]]:
+    """The client's twin of :meth:`LoadBoard.choose`, decided up front: which of the flows (their
+    test types, in order) each of ``workers`` workers runs. TCP_CRR flows are dealt first, one
+    per worker in turn; every other flow then goes to the lightest worker, where a CRR flow
+    weighs :data:`CRR_WEIGHT` flows and, on a tie, a worker with no CRR flow is preferred: a CRR
+    flow alone in its worker runs its transactions in C (``_crrloop``).
+
+    >>> deal(["TCP_STREAM", "TCP_CRR", "TCP_STREAM", "TCP_STREAM"], 2)
+    [[1], [0, 2, 3]]
+    >>> deal(["TCP_RR"] * 5, 2)
+    [[0, 2, 4], [1, 3]]
+    """
+    mine: list[list[int]] = [[] for _ in range(workers)]
+    crr = [0] * workers
+    for n, k in enumerate(i for i, test in enumerate(tests) if test == "TCP_CRR"):
+        mine[n % workers].append(k)
+        crr[n % workers] += 1
+    for k, test in enumerate(tests):
+        if test != "TCP_CRR":
+            w = min(range(workers), key=lambda j: (len(mine[j]) + (CRR_WEIGHT - 1) * crr[j], crr[j] > 0, j))
+            mine[w].append(k)
+    return [sorted(ks) for ks in mine]
+
+
+__all__ = ["CRR_ENTRY", "CRR_SLOTS", "CRR_WEIGHT", "LoadBoard", "deal"]

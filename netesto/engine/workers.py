@@ -22,6 +22,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from netesto.collectors import tcpinfo
+from netesto.engine.balance import deal
 from netesto.engine.client import ClientFlow, StreamClient
 from netesto.engine.client_crr import CRRClient
 from netesto.engine.client_rr import RRClient
@@ -186,8 +187,8 @@ def run_client(
     nworkers = max(1, min(workers or 2, len(builtin))) if builtin else 0
     sys.stdout.flush()
     children: dict[int, tuple[int, list[str]]] = {}  # rfd -> (pid, flow ids)
-    for index in range(nworkers):
-        mine = builtin[index::nworkers]
+    for dealt in deal([s.test for s in builtin], nworkers):
+        mine = [builtin[k] for k in dealt]
         pid, rfd = _fork(functools.partial(_worker_main, mine, datadir, sample_duty))
         children[rfd] = (pid, [s.flow_id for s in mine])
     for spec in drivers:

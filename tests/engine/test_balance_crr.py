@@ -9,7 +9,8 @@ from collections import Counter
 
 import pytest
 
-from netesto.engine.balance import CRR_WEIGHT, LoadBoard
+from netesto.engine import crrfast
+from netesto.engine.balance import CRR_WEIGHT, LoadBoard, deal
 from tests.engine.test_engine import ENGINE, Server, ends, spec, wait_started
 
 
@@ -34,6 +35,14 @@ def test_board_with_crr_flows_everywhere_balances_as_before():
     board.set_live(1, 2, crr=1)
     assert board.choose(1) == 0  # every worker has a CRR flow: the least loaded
     assert board.choose(0, crr=True) == 0
+
+
+def test_the_client_deals_crr_flows_workers_of_their_own():
+    assert deal(["TCP_CRR", "TCP_STREAM", "TCP_STREAM", "TCP_RR"], 2) == [[0], [1, 2, 3]]
+    assert deal(["TCP_STREAM", "TCP_CRR", "TCP_CRR"], 2) == [[0, 1], [2]]  # one CRR flow each first
+    assert deal(["TCP_CRR"] + ["TCP_STREAM"] * 6, 2) == [[0, 5], [1, 2, 3, 4, 6]]  # a CRR flow weighs 3
+    assert deal(["TCP_STREAM"] * 5, 3) == [[0, 3], [1, 4], [2]]  # as the round robin did
+    assert deal(["TCP_CRR"], 1) == [[0]] and deal([], 2) == [[], []]
 
 
 PACING = 100_000_000  # bits/s: bulk senders that leave the 2 CPUs room to run the CRR flow at all
@@ -87,3 +96,28 @@ def test_crr_beside_bulk_senders_keeps_its_rate(veth_pair, tmp_path):
     finally:
         server.events()
     assert max(beside) >= 0.5 * max(alone), (alone, beside)
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(crrfast.ext is None, reason="the CRR C loop is not built or not allowed")
+def test_a_crr_flow_among_others_of_one_client_runs_in_c(veth_pair, tmp_path):
+    """One client process, 2 workers, the CRR flow listed between paced bulk senders: it gets a
+    worker of its own, where its transactions run in C (round robin put a stream beside it)."""
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "2")
+    specs = [spec(server, "a-b-s0-0", "TCP_STREAM", dur=1.5, pacing=PACING),
+             spec(server, "a-b-c-0", "TCP_CRR", dur=1.5),
+             spec(server, "a-b-s1-0", "TCP_STREAM", dur=1.5, pacing=PACING)]
+    path = tmp_path / "specs.json"
+    path.write_text(json.dumps(specs))
+    try:
+        proc = pair.run(pair.a, [*ENGINE, "client", "--specs", str(path), "--datadir", str(tmp_path / "cli"),
+                                 "--workers", "2"], timeout=60)
+        assert proc.returncode == 0, proc.stdout[-2000:]
+        server.wait_done(3)
+    finally:
+        server.events()
+    cli, srv = ends(tmp_path, "a-b-c-0")
+    pids = Counter(ends(tmp_path, s["flow_id"])[0].header["pid"] for s in specs)
+    assert pids[cli.header["pid"]] == 1, pids
+    assert cli.summary["rr_loop"] == "C" and cli.summary["transactions"] == srv.summary["transactions"] > 0

@@ -32,6 +32,22 @@ def test_help_comes_from_magic_arguments(shell):
     assert "  %netesto {lab,workdir,show,reset}" in line_doc and "netesto_line" not in line_doc
 
 
+def test_a_plot_is_an_object_the_notebook_shows_and_the_magics_display_it_at_once(shell):
+    import holoviews as hv
+
+    from netesto.magics import show
+    from netesto.plots.notebook import Shown
+    from netesto.plots.notebook import show as shown
+
+    curve = hv.Curve([(0, 1), (1, 3)], label="a curve")
+    obj = shown(curve, title="t")
+    assert isinstance(obj, Shown) and obj._repr_html_().startswith("<iframe srcdoc=")
+    with capture_output() as cap:
+        show(curve)
+    html = [o.data["text/html"] for o in cap.outputs]
+    assert len(html) == 1 and html[0].startswith("<iframe srcdoc=") and "a curve" in html[0]
+
+
 def test_plan_only_prints_the_plan(shell, capsys):
     shell.run_cell_magic("netesto", "--plan -D dur=2", SHORT_STREAM)
     out = capsys.readouterr().out

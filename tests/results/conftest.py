@@ -22,12 +22,24 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.fixture
-def processed(workdir: Path) -> Path:
-    """The recorded experiments processed (exp.csv, exp.nc, summaries), OTHER testType=3Stream1;
-    no exp.html (its plots take ~2 s an experiment; test_exp_html and ``processed_pages`` test it)."""
+@pytest.fixture(scope="session")
+def processed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recorded experiments 1-3 processed once a session (~1.5 s an experiment): only copied from."""
+    root = tmp_path_factory.mktemp("processed-once")
+    for d in DATA.iterdir():
+        if d.is_dir() and d.name.isdigit():
+            shutil.copytree(d, root / d.name)
     for exp in (1, 2, 3):
-        process_experiment(workdir, exp, other="testType=3Stream1")
+        process_experiment(root, exp, other="testType=3Stream1")
+    return root
+
+
+@pytest.fixture
+def processed(workdir: Path, processed_once: Path) -> Path:
+    """The recorded experiments processed (exp.csv, exp.nc, summaries), OTHER testType=3Stream1;
+    no exp.html (its plots take ~2 s an experiment; test_exp_html and ``processed_pages`` test it).
+    A test's own copy of what ``processed_once`` made: it may change or break its files."""
+    shutil.copytree(processed_once, workdir, dirs_exist_ok=True)
     return workdir
 
 

@@ -1,4 +1,4 @@
-"""Fixtures of the sweep tests: the recorded experiments, processed once per module."""
+"""Fixtures of the sweep tests: the recorded experiments, processed once a session."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from netesto.report.experiment import process_experiment
 from ..results.conftest import DATA
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def processed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Copies of the recorded experiments 1-3, processed (exp.nc, exp.html): tests copy from it."""
+    """Copies of the recorded experiments 1-3, processed (exp.nc, exp.html) once a session: tests
+    copy from it or only read it."""
     root = tmp_path_factory.mktemp("processed")
     for d in DATA.iterdir():
         if d.is_dir() and d.name.isdigit():

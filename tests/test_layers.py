@@ -218,3 +218,16 @@ def test_rooms_stay_small():
                 if size > MAX_CLASS_LINES:
                     too_big.append(f"{module}.{node.name}: {size} lines")
     assert too_big == []
+
+
+def test_only_the_magics_import_ipython():
+    """DESIGN: the library returns displayable objects (rich reprs); the magics display them."""
+    outside = []
+    for module, path in MODULES.items():
+        if module.startswith("netesto.magics"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            outside += [f"{module}:{node.lineno} imports {n}" for n in names if n.split(".")[0] in ("IPython", "ipywidgets")]
+    assert outside == []

@@ -74,6 +74,9 @@ def plan_args(action: "Action") -> list[tuple[str, object]]:
             if rr:
                 out.append((key, data.get("req_text", value) if key == "req" else value))
             continue
+        if key == "crr_close" and data.get("test") == "TCP_CRR":
+            out.append((key, value))  # who closes matters to every CRR flow
+            continue
         default = defaults.get(key, dataclasses.MISSING)
         same = (list(default) if isinstance(default, tuple) else default) == value
         if key in ESSENTIAL or not same:

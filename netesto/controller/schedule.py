@@ -71,6 +71,7 @@ def expand_do_client(
                 pacing=action.pacing,
                 rate=action.rate,
                 interval=action.interval,
+                crr_close=action.crr_close,
                 token=token,
                 driver=action.driver,
                 exp=action.exp,

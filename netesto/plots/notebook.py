@@ -6,6 +6,8 @@ the notebook's nbconvert HTML), and bokeh's notebook loader brings along
 panel's extension by a server path no saved page can load. ``show(obj)``
 instead displays the page :func:`netesto.plots.save` would write, bokeh's
 JavaScript inline, in an iframe: each plot carries everything it needs.
+It returns that iframe as an object with a rich repr; only :mod:`netesto.magics`
+imports IPython and displays things itself.
 """
 
 from __future__ import annotations
@@ -55,11 +57,12 @@ class Shown:
                 f'height:{self.height}px" sandbox="allow-scripts"></iframe>')
 
 
-def show(obj: Any, title: str = "netesto") -> None:
-    """Display ``obj`` (a holoviews object, e.g. ``res[1].plot()``) in the notebook."""
-    from IPython.display import display
-
-    display(Shown(obj, title))
+def show(obj: Any, title: str = "netesto") -> Shown:
+    """``obj`` (a holoviews object, e.g. ``res[1].plot()``) as notebook output: shown as a
+    cell's last expression, like any object with a rich repr (``display(show(obj))``
+    anywhere else, or :func:`netesto.magics.show`, which displays it at once).
+    Nothing here imports IPython: displaying is the magics' part."""
+    return Shown(obj, title)
 
 
 __all__ = ["Shown", "page", "show"]

@@ -86,7 +86,9 @@ class DoClient(RemoteAction):
     for stream tests. ``dur`` and ``delay`` are seconds. ``pacing`` is a max
     pacing rate in bits/s (0 = none), ``rate`` a UDP_STREAM target in bits/s,
     ``interval`` the TCP_INFO sampling interval in seconds. ``group`` is never 0
-    here: the interpreter numbers groups 1, 2, 3... per experiment.
+    here: the interpreter numbers groups 1, 2, 3... per experiment. ``crr_close``
+    (TCP_CRR only) says who ends each transaction's connection: ``rst``, ``client``
+    or ``server`` (:data:`~netesto.protocol.flowspec.CRR_CLOSES`).
     """
 
     kind: ClassVar[str] = "DO_CLIENT"
@@ -107,6 +109,7 @@ class DoClient(RemoteAction):
     pacing: int = 0
     rate: int = 0
     interval: float = 0.01
+    crr_close: str = "rst"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from netesto.policy import MAX_FLOW_SECONDS, qdisc_other_words
+from netesto.protocol.flowspec import CRR_CLOSES
 from netesto.script import validate as V
 from netesto.script.actions import (
     Action,
@@ -38,6 +39,7 @@ ARGS: dict[str, tuple[str, ...] | None] = {
     "DO_CLIENT": COMMON + (
         "server", "ca", "dur", "delay", "instances", "req", "reply", "stats",
         "localBuffer", "remoteBuffer", "test", "group", "driver", "pacing", "rate", "interval",
+        "crr_close",
     ),
     "GET_DATA": COMMON,
     "SET_SYSCTL": None,
@@ -88,6 +90,19 @@ def _request(args: Args, test: str) -> tuple[int, str]:
     return args.get("req", "1M", V.to_size), req_raw
 
 
+def _crr_close(args: Args, test: str) -> str:
+    """``crr_close=`` (TCP_CRR only): who ends each transaction's connection (default ``rst``)."""
+    if "crr_close" not in args:
+        return "rst"
+    raw = args.defined("crr_close")
+    if raw not in CRR_CLOSES:
+        raise args.error_at("crr_close", f"DO_CLIENT: unknown crr_close {raw!r}",
+                            suggest(raw, CRR_CLOSES) or "crr_close: " + ", ".join(CRR_CLOSES))
+    if test != "TCP_CRR":
+        raise args.error_at("crr_close", f"DO_CLIENT: crr_close={raw} is for test=TCP_CRR, not {test}")
+    return raw
+
+
 def do_client(args: Args, book: Book) -> Iterator[Action]:
     host, exp, exp_name = book.common(args)
     if "server" not in args:
@@ -114,6 +129,7 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
     pacing = g("pacing", "0", V.to_bits)
     rate = g("rate", "0", V.to_bits)
     interval = g("interval", "0.01", lambda s: V.to_float(s, low=0.001, high=60))
+    crr_close = _crr_close(args, test)
     if group == 0:
         group = book.group(exp)
     # Flow ids are <client>-<server>-<group>-<instance>: a second DO_CLIENT with the
@@ -131,7 +147,7 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
         ca=ca, dur=dur, delay=delay, instances=instances, req=req, req_text=req_text,
         reply=reply, stats=stats, local_buffer=local_buffer, remote_buffer=remote_buffer,
         test=test, group=group, driver=driver, pacing=pacing, rate=rate,
-        interval=interval,
+        interval=interval, crr_close=crr_close,
     )
 
 

@@ -67,11 +67,13 @@ def test_defines_progress_and_quiet(loopback_lab: Path, tmp_path: Path) -> None:
     doc = json.loads((work / "1" / "experiment.json").read_text())
     assert doc["flows"][0]["dur"] == 1.0 and doc["flows"][0]["flow_id"] == "h1-h2-1-0"
     assert (work / "1" / "flows" / "h1-h2-1-0.client.nflow").is_file()
-    # --quiet, script from stdin, the counter continues
-    quiet = cli("-", "--lab", str(loopback_lab), "--workdir", str(work), "-D", "dur=1", "--quiet", stdin=SCRIPT)
+    # --quiet, script from stdin, the counter continues; a processed experiment prints no rate table
+    quiet = cli("-", "--lab", str(loopback_lab), "--workdir", str(work), "-D", "dur=1", "--quiet",
+                stdin=SCRIPT + "PROCESS_EXP exp=PREV\n")
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
     lines = quiet.stdout.strip().splitlines()
-    assert len(lines) == 1 and "experiments 2" in lines[0]
+    assert len(lines) == 1 and "experiments 2" in lines[0] and "rate(Mbit/s)" not in quiet.stdout
+    assert (work / "2" / "exp.html").is_file()
     assert (work / "counter").read_text().strip() == "2"
 
 
@@ -526,9 +528,14 @@ def test_run_prints_the_rate_table_and_where_the_report_is(loopback_lab: Path, t
     assert done.returncode == 0, done.stdout + done.stderr
     assert "rate(Mbit/s)" in done.stdout and "\n  1.0    all " in done.stdout, done.stdout
     assert f"report: {work}/1/exp.html (open it in a browser)" in done.stdout, done.stdout
-    quiet = cli("-", "--lab", str(loopback_lab), "--workdir", str(work), "-D", "dur=1", "-q",
-                stdin=SCRIPT + "PROCESS_EXP exp=PREV\n")
-    assert quiet.returncode == 0 and "rate(Mbit/s)" not in quiet.stdout
+    # --quiet prints no table (test_defines_progress_and_quiet); -q is --quiet
+    import argparse
+
+    from netesto.commands import run as run_command
+
+    parser = argparse.ArgumentParser()
+    run_command.add_arguments(parser)
+    assert parser.parse_args(["-", "--lab", "lab.toml", "-q"]).quiet is True
 
 
 def test_a_controller_frozen_past_its_lease_exits_non_zero_saying_why(short_lease_lab: Path, tmp_path: Path) -> None:

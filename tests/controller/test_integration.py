@@ -123,6 +123,48 @@ def test_paper_examples_run_end_to_end(veth_pair, tmp_path: Path) -> None:
     for a in agents.values():
         assert not any((a.datadir / str(n)).exists() for n in (1, 2, 3))
     assert "from h1 in" in out and "from h2 in" in out
+    processed_twoflow(work)
+
+
+def processed_twoflow(work: Path) -> None:
+    """What PROCESS_EXP made of the paper's experiment 1 (TwoFlowBaseStream: cubic for 2 s,
+    reno joining 0.5 s later for 1 s): exp.nc on the common time axis, exp.csv, figure 8."""
+    import csv
+
+    from netesto.results import Table, convergence_time, figure8, open_experiment
+
+    d = work / "1"
+    assert (d / "exp.nc").is_file() and (d / "all.exp.out").is_file()
+    ds = open_experiment(d)
+    assert sorted(ds.flow.values) == ["h1-h2-1-0", "h1-h2-2-0"]
+    f1, f2 = ds.sel(flow="h1-h2-1-0"), ds.sel(flow="h1-h2-2-0")
+    assert str(f2.ca.values) == "reno" and float(f2.delay) == pytest.approx(0.5)
+    # The second flow joined 0.5 s after the first (plus the measured start
+    # skews of experiment.json) on the common time axis.
+    doc = json.loads((d / "experiment.json").read_text())
+    skew = {f["flow_id"]: f["start_skew"] for f in doc["flows"]}
+    expected = 0.5 + skew["h1-h2-2-0"] - skew["h1-h2-1-0"]
+    assert float(f2.start - f1.start) == pytest.approx(expected, abs=0.02)
+    assert float(f1.duration) == pytest.approx(2.0, abs=0.2)
+    assert float(f2.duration) == pytest.approx(1.0, abs=0.2)
+    for f in (f1, f2):
+        bits = float(f.goodput.fillna(0).sum()) * ds.attrs["interval"]
+        assert bits == pytest.approx(float(f.bytes) * 8, rel=1e-6)
+    assert "TwoFlowBaseStream" in ds.attrs["script"]
+    c = convergence_time(ds, "h1-h2-2-0", tolerance=0.5, hold=0.2)
+    # NaN (never converged) or within the joining flow's life.
+    assert c != c or 0 <= c <= float(f2.duration)
+    with open(work / "exp.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["exp"] for r in rows if r["exp"].startswith("1.")] == ["1.0", "1.1", "1.2"]
+    first = {r["exp"]: r for r in rows}
+    assert first["1.0"]["ca"] == "cubic/reno" and first["1.0"]["expName"] == "twoflow"
+    # sumRateDur: (rate1 x 2 s + rate2 x 1 s) / 2 s
+    r1, r2 = float(first["1.1"]["rate"]), float(first["1.2"]["rate"])
+    assert float(first["1.0"]["rate"]) == pytest.approx((r1 * 2 + r2 * 1) / 2, abs=0.2)
+    assert int(first["1.1"]["client-tx-packets"].split(".")[0] or 0) > 0
+    fig = figure8(Table.read(work)).to_pandas()
+    assert list(fig["exp"]) == [r["exp"] for r in rows if r["exp"].endswith(".0")]  # a row per experiment
 
 
 KILL = """

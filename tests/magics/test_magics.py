@@ -17,6 +17,20 @@ RUN OneFlowStream server=h1 client=h2 ca=cubic dur=$dur expName=magic
 
 
 @pytest.fixture(scope="module")
+def loopback_bed(tmp_path_factory):
+    """One loopback testbed (agents, no shaping) for the cells of this module that run flows:
+    each runs in a workdir of its own, and every run fetches (so frees) what it made."""
+    from netesto.testbed.lifecycle import TestbedConfig, down, up
+
+    tb = up(TestbedConfig.parse(name=f"mg{os.getpid() % 10000}", hosts=2, loopback=True,
+                                dir=tmp_path_factory.mktemp("loopback-bed")))
+    try:
+        yield tb
+    finally:
+        down(tb.name)
+
+
+@pytest.fixture(scope="module")
 def shell():
     sh = InteractiveShell.instance()
     sh.run_line_magic("load_ext", "netesto")
@@ -30,6 +44,22 @@ def test_help_comes_from_magic_arguments(shell):
     assert "  %%netesto [--lab LAB]" in doc and "netesto_cell" not in doc
     line_doc = shell.find_line_magic("netesto").__doc__
     assert "  %netesto {lab,workdir,show,reset}" in line_doc and "netesto_line" not in line_doc
+
+
+def test_a_plot_is_an_object_the_notebook_shows_and_the_magics_display_it_at_once(shell):
+    import holoviews as hv
+
+    from netesto.magics import show
+    from netesto.plots.notebook import Shown
+    from netesto.plots.notebook import show as shown
+
+    curve = hv.Curve([(0, 1), (1, 3)], label="a curve")
+    obj = shown(curve, title="t")
+    assert isinstance(obj, Shown) and obj._repr_html_().startswith("<iframe srcdoc=")
+    with capture_output() as cap:
+        show(curve)
+    html = [o.data["text/html"] for o in cap.outputs]
+    assert len(html) == 1 and html[0].startswith("<iframe srcdoc=") and "a curve" in html[0]
 
 
 def test_plan_only_prints_the_plan(shell, capsys):
@@ -58,19 +88,13 @@ def test_bad_define_and_missing_lab_file(shell, tmp_path):
         shell.run_line_magic("netesto", f"lab {tmp_path / 'nope.toml'}")
 
 
-def test_a_cell_runs_on_a_lab_and_binds_the_result(shell, tmp_path, capsys):
-    from netesto.testbed.lifecycle import TestbedConfig, down, up
-
-    tb = up(TestbedConfig.parse(name=f"mg{os.getpid() % 10000}", hosts=2, loopback=True, dir=tmp_path))
-    try:
-        shell.run_line_magic("netesto", f"lab {tb.lab}")
-        shell.run_line_magic("netesto", f"workdir {tmp_path / 'res'}")
-        with capture_output() as shown:
-            shell.run_cell_magic("netesto", "-D dur=1 --as res", SHORT_STREAM)
-        with capture_output() as quiet:  # without --as the result is bound, not shown
-            shell.run_cell_magic("netesto", "-D dur=1", SHORT_STREAM)
-    finally:
-        down(tb.name)
+def test_a_cell_runs_on_a_lab_and_binds_the_result(shell, loopback_bed, tmp_path, capsys):
+    shell.run_line_magic("netesto", f"lab {loopback_bed.lab}")
+    shell.run_line_magic("netesto", f"workdir {tmp_path / 'res'}")
+    with capture_output() as shown:
+        shell.run_cell_magic("netesto", "-D dur=1 --as res", SHORT_STREAM)
+    with capture_output() as quiet:  # without --as the result is bound, not shown
+        shell.run_cell_magic("netesto", "-D dur=1", SHORT_STREAM)
     assert "experiments 1" in shown.stdout and "`res`" in shown.stdout
     # --as shows the run after the cell: its table, the flow's numbers and its plots (bokeh, inline)
     [html] = [o.data["text/html"] for o in shown.outputs if "text/html" in o.data]
@@ -187,15 +211,12 @@ def _fake_lab(tmp_path, name="lab.toml", **hosts):
     return path
 
 
-def test_cells_share_what_earlier_cells_defined_on_a_real_lab(shell, tmp_path, capsys):
+def test_cells_share_what_earlier_cells_defined_on_a_real_lab(shell, loopback_bed, tmp_path, capsys):
     # Each cell used to start a fresh interpreter: SOURCE inlib, SET and BEGIN...END
     # in one cell, then RUN mymacro in the next, was "unknown macro".
-    from netesto.testbed.lifecycle import TestbedConfig, down, up
-
     shell.run_line_magic("netesto", "reset")
-    tb = up(TestbedConfig.parse(name=f"mc{os.getpid() % 10000}", hosts=2, loopback=True, dir=tmp_path))
     try:
-        shell.run_line_magic("netesto", f"lab {tb.lab}")
+        shell.run_line_magic("netesto", f"lab {loopback_bed.lab}")
         shell.run_line_magic("netesto", f"workdir {tmp_path / 'res'}")
         shell.run_cell_magic("netesto", "--as defs", DEFINE_CELL)
         assert shell.user_ns["defs"].exps == []
@@ -212,7 +233,6 @@ def test_cells_share_what_earlier_cells_defined_on_a_real_lab(shell, tmp_path, c
             shell.run_cell_magic("netesto", "--as res2", "RUN mymacro\n")
         assert "SOURCE inlib first?" in str(err.value) and "res2" not in shell.user_ns
     finally:
-        down(tb.name)
         shell.run_line_magic("netesto", "reset")
 
 

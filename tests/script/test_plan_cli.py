@@ -76,6 +76,24 @@ def test_plan_lines_show_essentials_and_non_defaults(tmp_path: Path) -> None:
     assert {"local_buffer", "remote_buffer", "pacing", "rate", "interval", "req_text", "stats"} <= set(full["actions"][0])
 
 
+def test_plan_lines_say_who_closes_a_crr_flow_and_a_bad_closer_is_refused(tmp_path: Path) -> None:
+    res = run_plan("-", cwd=tmp_path, stdin=(
+        "DO_CLIENT host=h2 server=h1 test=TCP_CRR req=100 dur=3\n"
+        "DO_CLIENT host=h2 server=h1 test=TCP_CRR req=100 dur=3 crr_close=server\n"))
+    assert res.returncode == 0, res.stderr
+    lines = [ln.split("  ", 2)[2] for ln in res.stdout.splitlines()[:-1]]
+    assert lines == [
+        "DO_CLIENT exp=1 server=h1 ca=reno dur=3 instances=1 req=100 reply=1 test=TCP_CRR group=1 crr_close=rst",
+        "DO_CLIENT exp=1 server=h1 ca=reno dur=3 instances=1 req=100 reply=1 test=TCP_CRR group=2 crr_close=server",
+    ]
+    full = json.loads(run_plan("-", "--json", cwd=tmp_path, stdin="DO_CLIENT host=h2 server=h1\n").stdout)
+    assert full["actions"][0]["crr_close"] == "rst"
+    bad = run_plan("-", cwd=tmp_path, stdin="SET c=fin\nDO_CLIENT host=a server=b test=TCP_CRR crr_close=$c\n")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "<stdin>:2:40: error: DO_CLIENT: unknown crr_close 'fin'" in bad.stderr, bad.stderr
+    assert "rst, client, server" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_plan_json_and_counter_option(tmp_path: Path) -> None:
     script = tmp_path / "two.nts"
     script.write_text(SCRIPT)

@@ -75,20 +75,30 @@ def test_the_api_returns_the_result_and_checks_need_experiments(notebook: Path, 
     (["-p", "x=1", "--check", "jian > 1"], "did you mean 'jain'"),
     (["-p", "x=1", "--lab", "{lab}"], "h1: no answer to hello within 3 s from 127.0.0.1:9"),
 ])
-def test_bad_input_is_refused_before_anything_runs(notebook: Path, tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_input_is_refused_before_anything_runs(notebook: Path, tmp_path: Path, args: list[str], message: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """``netesto sweep``'s own main, in this process (no interpreter to start per case; an
+    exception escaping it fails the test as a traceback would): exit status and message.
+    The command as a subprocess refuses input in test_a_notebook_without_parameters_..."""
+    from netesto.cli import main
+
     lab = tmp_path / "lab.toml"
     lab.write_text('[lab]\nname = "x"\ninsecure = true\n[hosts.h1]\ncontrol = "127.0.0.1"\nport = 9\n')
     out = tmp_path / "never"
-    done = cli(str(notebook), *[a.replace("{lab}", str(lab)) for a in args], "--out", str(out), "-q")
-    assert done.returncode != 0 and message in done.stderr, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr
+    try:
+        rc = main(["sweep", str(notebook), *[a.replace("{lab}", str(lab)) for a in args], "--out", str(out), "-q"])
+    except SystemExit as exc:  # argparse's usage errors
+        rc = exc.code
+    done = capsys.readouterr()
+    assert rc not in (0, None) and message in done.err, done.out + done.err
+    assert "Traceback" not in done.err
     assert not out.exists()
 
 
 def test_a_notebook_without_parameters_and_a_sweep_dir_in_use(notebook: Path, tmp_path: Path) -> None:
     bare = write(tmp_path / "bare.ipynb", None, "print(1)")
     done = cli(str(bare), "-p", "x=1", "--out", str(tmp_path / "o1"))
-    assert done.returncode == 2 and "no cell tagged 'parameters'" in done.stderr
+    assert done.returncode == 2 and "no cell tagged 'parameters'" in done.stderr and "Traceback" not in done.stderr
     sweep(notebook, ["x=1"], out=tmp_path / "o2", progress=False, report=False)
     with pytest.raises(SweepError, match="holds a sweep already: --resume"):
         sweep(notebook, ["x=1"], out=tmp_path / "o2", progress=False)

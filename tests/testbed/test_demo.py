@@ -17,7 +17,7 @@ from . import tbutil
 def test_demo_runs_and_leaves_results_and_nothing_else(tmp_path) -> None:
     name = tbutil.unique_name()
     proc = subprocess.run(
-        [sys.executable, "-m", "netesto", "demo", "--dir", str(tmp_path), "--dur", "5", "--name", name],
+        [sys.executable, "-m", "netesto", "demo", "--dir", str(tmp_path), "--dur", "3", "--name", name],
         capture_output=True, text=True, timeout=120,
     )
     out = proc.stdout + proc.stderr

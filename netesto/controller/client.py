@@ -103,8 +103,8 @@ class AgentClient(AgentConnection):
         """Own the agent for run ``run`` (AgentError kind "Busy" naming the owner if another run does)."""
         return self.call(ClaimReply, ClaimArgs(run, controller))
 
-    def release(self) -> ReleaseReply:
-        return self.call(ReleaseReply, ReleaseArgs())
+    def release(self, *, timeout: float | None = None) -> ReleaseReply:
+        return self.call(ReleaseReply, ReleaseArgs(), timeout=timeout)
 
     def status(self, exp: int | str) -> StatusReply:
         return self.call(StatusReply, StatusArgs(exp))

@@ -33,6 +33,7 @@ from netesto.protocol.messages import ErrorInfo, Event, Reply
 from netesto.protocol.replies import CommandReply
 
 log = logging.getLogger("netesto.controller.client")
+STOP_SLICE_MS = 100  # how soon a request given a stop event notices it (see AgentConnection.request)
 EventCallback = Callable[[Event], None]
 R = TypeVar("R", bound=CommandReply)
 _HANDSHAKE_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -143,7 +144,9 @@ class AgentConnection:
         return AgentUnreachable(f"no answer to {what} within {timeout:g} s from {self.address}:{self.port} "
                                 "(agent down, wrong key, or address not allowed?)", host=self.name)
 
-    def send_request(self, type: str, args: Mapping[str, Any], deadline: float) -> int:
+    def send_request(self, type: str, args: Mapping[str, Any], deadline: float,
+                     stop: threading.Event | None = None) -> int:
+        """Send request ``type`` (waiting until ``deadline`` for room); its id. ``stop``: see :meth:`request`."""
         assert self._socket is not None
         rid = next(self._ids)
         data = encode_request(rid, type, dict(args))
@@ -156,6 +159,7 @@ class AgentConnection:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise self._unreachable(type, self.timeout) from None
+                self._check_stop(stop, type)
                 self._socket.poll(int(min(left, 0.1) * 1000) + 1, zmq.POLLOUT)
         self._last_request = time.monotonic()
         return rid
@@ -169,9 +173,11 @@ class AgentConnection:
             if rid in self._stash:
                 return self._stash.pop(rid)
 
-    def _receive_result(self, rid: int, what: str, deadline: float) -> tuple[bool, Any]:
+    def _receive_result(self, rid: int, what: str, deadline: float,
+                        stop: threading.Event | None = None) -> tuple[bool, Any]:
         """``(True, result)`` for a successful reply to ``rid`` (the common case, no message
-        objects built); ``(False, None)`` once any reply to ``rid`` was stashed instead."""
+        objects built); ``(False, None)`` once any reply to ``rid`` was stashed instead.
+        ``stop``: see :meth:`request`."""
         assert self._socket is not None
         while True:
             if rid in self._stash:
@@ -180,8 +186,9 @@ class AgentConnection:
             if left <= 0:
                 self._reset()
                 raise self._unreachable(what, self.timeout)
+            self._check_stop(stop, what)
             # A blocking recv with a receive timeout: cheaper than poll() + recv().
-            ms = max(1, int(left * 1000))
+            ms = max(1, int(left * 1000)) if stop is None else max(1, min(STOP_SLICE_MS, int(left * 1000)))
             if ms != self._rcvtimeo:
                 self._socket.rcvtimeo = self._rcvtimeo = ms
             try:
@@ -234,15 +241,23 @@ class AgentConnection:
     def _error(self, err: ErrorInfo, what: str) -> NetestoError:
         return error_from_reply(err, host=self.name, where=self.where, what=what)
 
-    def request(self, type: str, args: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> Any:
-        """Send one request and return its result (or raise the agent's error)."""
+    def _check_stop(self, stop: threading.Event | None, what: str) -> None:
+        if stop is not None and stop.is_set():
+            raise AgentUnreachable(f"{what} to {self.address}:{self.port} given up: the connection is closing",
+                                   host=self.name)
+
+    def request(self, type: str, args: Mapping[str, Any] | None = None, *, timeout: float | None = None,
+                stop: threading.Event | None = None) -> Any:
+        """Send one request and return its result (or raise the agent's error). With ``stop``, the
+        wait is given up (AgentUnreachable) within :data:`STOP_SLICE_MS` of it being set: the
+        heartbeat's request to an agent that died does not hold :meth:`close` for its timeout."""
         if self._closed:
             raise AgentError("client is closed", host=self.name)
         timeout = self.timeout if timeout is None else timeout
         with self.lock:
             deadline = time.monotonic() + timeout
-            rid = self.send_request(type, args or {}, deadline)
-            ok, result = self._receive_result(rid, type, deadline)
+            rid = self.send_request(type, args or {}, deadline, stop)
+            ok, result = self._receive_result(rid, type, deadline, stop)
             return result if ok else self.reply_value(self._stash.pop(rid), type)
 
     def call(self, cls: type[R], args: CommandArgs | None = None, *, timeout: float | None = None) -> R:
@@ -268,7 +283,7 @@ class AgentConnection:
             if time.monotonic() - self._last_request < period:
                 continue
             try:
-                self.request("heartbeat")
+                self.request("heartbeat", stop=self._hb_stop)
             except NetestoError as exc:
                 log.debug("%s: heartbeat failed: %s", self.where, exc)
 

@@ -21,6 +21,7 @@ from netesto.protocol.version import check_compatible
 
 ClientFactory = Callable[[LabHost, Lab], Any]
 CLAIM_WAIT = 15.0  # seconds a run waits for a gone controller's lease to lapse
+DROPPED_RELEASE_TIMEOUT = 1.0  # seconds the release of a dropped host may take at the end of a run
 
 
 def default_client_factory(host: LabHost, lab: Lab) -> Any:
@@ -188,7 +189,9 @@ class Sessions:
             if h.client is not None:
                 try:
                     if "claim" in h.info.commands:
-                        h.client.release()
+                        # a dropped host gets a short try: alive, it frees its claim now; dead, it
+                        # does not hold the run's end for a whole timeout (its lease lapses anyway)
+                        h.client.release(timeout=DROPPED_RELEASE_TIMEOUT if h.dead else None)
                 except NetestoError:
                     pass  # its lease lapses anyway, and the claim with it
                 try:
@@ -198,5 +201,5 @@ class Sessions:
                 h.client = None
 
 
-__all__ = ["CLAIM_WAIT", "ClientFactory", "HostSession", "Sessions", "claim", "controller_name",
-           "default_client_factory"]
+__all__ = ["CLAIM_WAIT", "ClientFactory", "DROPPED_RELEASE_TIMEOUT", "HostSession", "Sessions", "claim",
+           "controller_name", "default_client_factory"]

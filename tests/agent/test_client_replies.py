@@ -110,3 +110,24 @@ def test_a_malformed_reply_to_a_request_is_reported_at_once_not_as_a_timeout(rep
             assert time.monotonic() - t0 < 20  # not the 30 s timeout
     finally:
         fake.close()
+
+
+def test_closing_does_not_wait_for_a_heartbeat_an_agent_will_never_answer():
+    """An agent that stopped answering (here a bare socket that never replies): the heartbeat in
+    flight gives up when the connection closes, instead of holding close() for its timeout."""
+    ctx = zmq.Context()
+    silent = ctx.socket(zmq.ROUTER)
+    silent.linger = 0
+    port = silent.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        c = AgentClient("h9", "127.0.0.1", port, insecure=True, timeout=5, heartbeat=0.2)
+        deadline = time.monotonic() + 5
+        while not silent.poll(50) and time.monotonic() < deadline:
+            pass  # until the heartbeat's request is in
+        assert msgpack.unpackb(silent.recv_multipart()[1])["t"] == "heartbeat"
+        start = time.monotonic()
+        c.close()
+        assert time.monotonic() - start < 1.0  # was the heartbeat's 5 s timeout
+    finally:
+        silent.close(0)
+        ctx.term()

@@ -202,7 +202,9 @@ def test_many_busy_senders_per_worker_are_sampled_at_the_interval(veth_pair, tmp
     for s in specs:
         cli, _ = ends(tmp_path, s["flow_id"], exp=4)
         means.append(cli.summary["sample_spacing_us"]["mean"])
-    assert statistics.median(means) < 11_500, means
+    # on the grid: ~10.2 ms on a quiet machine, 11.5-13.3 with a neighbour's load on the 2 CPUs
+    # (a starved worker skips grid points); the bug this guards against gave 16 ms on a quiet one
+    assert statistics.median(means) < 13_500, means
     server.events()
 
 

@@ -467,12 +467,38 @@ static Py_ssize_t row_size(long parts)
     return ROW_HEAD + (parts > 0 ? ROW_INFO : 0) + (parts == 2 ? ROW_CC_SLOT : 0);
 }
 
+/* CPython's socket object (socketmodule.h's PySocketSockObject) starts with its fd: a socket of a type
+ * whose fileno() is _socket.socket's (checked once per type, and the fd read in place checked against it)
+ * has its fd read there, not through a method call (a spaced tick finds that code cold). */
+typedef struct {
+    PyObject_HEAD
+    int sock_fd;
+} sock_head;
+static PyTypeObject *sock_base, *sock_direct; /* _socket.socket; the last type found to qualify */
+static PyObject *sock_fileno, *s_fileno;      /* _socket.socket.fileno (what its subtypes must not redefine) */
+
+static void sock_trust(PyObject *sock, int fd)
+{
+    PyTypeObject *t = Py_TYPE(sock);
+    if (sock_base == NULL || t->tp_dictoffset != 0 || !PyType_IsSubtype(t, sock_base)) return;
+    if (_PyType_Lookup(t, s_fileno) != sock_fileno || ((sock_head *)sock)->sock_fd != fd) return;
+    Py_INCREF(t);
+    Py_XSETREF(sock_direct, t);
+}
+
 /* The socket's fd, or -1 for None or a closed socket (fileno() -1); -2 with an exception set. */
 static int sock_fd(PyObject *sock)
 {
     if (sock == Py_None) return -1;
+    if (sock_direct != NULL && Py_IS_TYPE(sock, sock_direct)) {
+        int fd = ((sock_head *)sock)->sock_fd;
+        return fd < 0 ? -1 : fd;
+    }
     int fd = PyObject_AsFileDescriptor(sock);
-    if (fd >= 0) return fd;
+    if (fd >= 0) {
+        sock_trust(sock, fd);
+        return fd;
+    }
     if (!PyErr_ExceptionMatches(PyExc_ValueError)) return -2;
     PyErr_Clear();
     return -1;
@@ -608,6 +634,22 @@ static PyObject *sample_setup(PyObject *self, PyObject *args)
                          attr_names[i]);
             return NULL;
         }
+    }
+    if (sock_base == NULL) { /* without _socket, fds come from fileno() */
+        PyObject *mod = PyImport_ImportModule("_socket");
+        PyObject *base = mod != NULL ? PyObject_GetAttrString(mod, "socket") : NULL;
+        s_fileno = s_fileno != NULL ? s_fileno : PyUnicode_InternFromString("fileno");
+        if (base != NULL && PyType_Check(base) && s_fileno != NULL) {
+            sock_fileno = _PyType_Lookup((PyTypeObject *)base, s_fileno);
+            if (sock_fileno != NULL) {
+                Py_INCREF(sock_fileno);
+                sock_base = (PyTypeObject *)base;
+                base = NULL;
+            }
+        }
+        Py_XDECREF(base);
+        Py_XDECREF(mod);
+        PyErr_Clear();
     }
     memcpy(slot_at, at, sizeof at);
     slot_lo = slot_hi = at[0];

@@ -66,7 +66,7 @@ import tempfile
 from pathlib import Path
 
 from bench.common import Engine, pin, placement, where
-from bench.sampling_cost import idle_tick_us, print_cost, sampler_part
+from bench.sampling_cost import idle_tick_us, print_cost, print_idle, sampler_part
 from netesto.engine.sampler import bench_window_sampled
 from netesto.raw.nflow import read_flow
 from tests import netns
@@ -332,6 +332,9 @@ def main() -> int:
     parser.add_argument("--flows", type=int, default=64)
     parser.add_argument("--cost", action="store_true", help="also print the per-sample cost split")
     parser.add_argument("--cost-only", action="store_true", help="only print the per-sample cost split")
+    parser.add_argument("--idle-only", action="store_true",
+                        help="only the idle row's cost, ticks 10 ms apart and back to back (quick: for A/B of builds)")
+    parser.add_argument("--idle-rounds", type=int, default=5, help="rounds of --idle-only")
     parser.add_argument("--cpu-only", action="store_true", help="only measure the sampler's CPU (idle flows)")
     parser.add_argument("--within-dur", type=float, default=60.0, help="seconds of each within-run run")
     parser.add_argument("--within-runs", type=int, default=2, help="within-run runs sampled (0: none)")
@@ -344,6 +347,9 @@ def main() -> int:
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench_sampling"))
     try:
+        if args.idle_only:
+            print_idle(args.flows, workdir, args.idle_rounds)
+            return 0
         if args.cost or args.cost_only:
             print_cost(args.flows, workdir)
             if args.cost_only:

@@ -211,14 +211,28 @@ WHOLE_TICK = "whole Sampler tick, per flow"  # ticks back to back: warm caches (
 
 
 def idle_tick_us(flows: int, workdir: Path, seconds: float = 2.0) -> tuple[float, float]:
+    """Medians of :func:`idle_tick_runs` (3 rounds): (ticks 10 ms apart, ticks back to back)."""
+    spaced, warm = idle_tick_runs(flows, workdir, seconds)
+    return statistics.median(spaced), statistics.median(warm)
+
+
+def print_idle(flows: int, workdir: Path, rounds: int = 3, seconds: float = 1.5) -> None:
+    """The idle-row lines (``--idle-only``, quick: an A/B of two builds alternates this)."""
+    spaced, warm = idle_tick_runs(flows, workdir, seconds, rounds)
+    for what, vals in (("ticks 10 ms apart", spaced), ("ticks back to back", warm)):
+        print(f"  a row on idle sockets, {what}: {statistics.median(vals):.2f} us [{min(vals):.2f}-{max(vals):.2f}]"
+              f" of thread CPU, median [min-max] of {rounds} ({flows} stream ends)", flush=True)
+
+
+def idle_tick_runs(flows: int, workdir: Path, seconds: float = 2.0, rounds: int = 3) -> tuple[list[float], list[float]]:
     """us (thread CPU) of the Sampler's tick per row on ``flows`` idle stream connections (cubic),
-    median of 3: (ticks every 10 ms on the real loop, as in a run; ticks back to back). Idle
+    per round: (ticks every 10 ms on the real loop, as in a run; ticks back to back). Idle
     sockets: no receive work of the kernel runs in the tick. Spaced ticks find the flow ends'
     and sockets' memory gone from the caches (~2.5x the back-to-back cost on the shared host:
     the same with a spinner keeping the CPU busy between ticks), as in a run; that is the
     sampler's own cost of a row."""
     spaced = []
-    for k in range(3):
+    for k in range(rounds):
         lsock, conns, peers = connections(flows, "cubic")
         loop = Loop()
         worker = Worker(loop, str(workdir / f"spaced{k}"), lambda event: None)
@@ -234,9 +248,8 @@ def idle_tick_us(flows: int, workdir: Path, seconds: float = 2.0) -> tuple[float
             sock.close()
         lsock.close()
         loop.close()
-    warm = [sample_cost(flows, "cubic", workdir / f"idle{k}", ticks=200) for k in range(3)]
-    return (statistics.median(spaced),
-            statistics.median(next(v for key, v in r.items() if key.startswith(WHOLE_TICK)) for r in warm))
+    warm = [sample_cost(flows, "cubic", workdir / f"idle{k}", ticks=200) for k in range(rounds)]
+    return spaced, [next(v for key, v in r.items() if key.startswith(WHOLE_TICK)) for r in warm]
 
 
 def print_cost(flows: int, workdir: Path) -> None:
@@ -247,6 +260,8 @@ def print_cost(flows: int, workdir: Path) -> None:
         for key in runs[0]:
             vals = sorted(r[key] for r in runs)
             print(f"  {key:<52}{vals[1]:7.2f}  [{vals[0]:.2f}-{vals[-1]:.2f}]", flush=True)
+    print("# a row's cost as a run pays it (caches cold: ticks 10 ms apart) and warm, us of thread CPU")
+    print_idle(flows, workdir / "idle")
 
 
 def sampler_cpu(flows: int, hz: float, seconds: float, workdir: Path) -> tuple[float, int]:
@@ -317,5 +332,5 @@ def sampler_part(workdir: Path) -> None:
           f"{100 * fracs[-1]:.2f}], median of 3 ({rows} rows written in the last; target < 5 %)", flush=True)
 
 
-__all__ = ["RR_VALUES", "WHOLE_TICK", "begun_ends", "block_cost", "connections", "idle_tick_us", "print_cost", "rr_tick_cost",
-           "sample_cost", "sampler_cpu", "sampler_part", "sock_diag_dump", "timer_cpu"]
+__all__ = ["RR_VALUES", "WHOLE_TICK", "begun_ends", "block_cost", "connections", "idle_tick_runs", "idle_tick_us",
+           "print_cost", "print_idle", "rr_tick_cost", "sample_cost", "sampler_cpu", "sampler_part", "sock_diag_dump", "timer_cpu"]

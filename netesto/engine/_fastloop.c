@@ -467,12 +467,38 @@ static Py_ssize_t row_size(long parts)
     return ROW_HEAD + (parts > 0 ? ROW_INFO : 0) + (parts == 2 ? ROW_CC_SLOT : 0);
 }
 
+/* CPython's socket object (socketmodule.h's PySocketSockObject) starts with its fd: a socket of a type
+ * whose fileno() is _socket.socket's (checked once per type, and the fd read in place checked against it)
+ * has its fd read there, not through a method call (a spaced tick finds that code cold). */
+typedef struct {
+    PyObject_HEAD
+    int sock_fd;
+} sock_head;
+static PyTypeObject *sock_base, *sock_direct; /* _socket.socket; the last type found to qualify */
+static PyObject *sock_fileno, *s_fileno;      /* _socket.socket.fileno (what its subtypes must not redefine) */
+
+static void sock_trust(PyObject *sock, int fd)
+{
+    PyTypeObject *t = Py_TYPE(sock);
+    if (sock_base == NULL || t->tp_dictoffset != 0 || !PyType_IsSubtype(t, sock_base)) return;
+    if (_PyType_Lookup(t, s_fileno) != sock_fileno || ((sock_head *)sock)->sock_fd != fd) return;
+    Py_INCREF(t);
+    Py_XSETREF(sock_direct, t);
+}
+
 /* The socket's fd, or -1 for None or a closed socket (fileno() -1); -2 with an exception set. */
 static int sock_fd(PyObject *sock)
 {
     if (sock == Py_None) return -1;
+    if (sock_direct != NULL && Py_IS_TYPE(sock, sock_direct)) {
+        int fd = ((sock_head *)sock)->sock_fd;
+        return fd < 0 ? -1 : fd;
+    }
     int fd = PyObject_AsFileDescriptor(sock);
-    if (fd >= 0) return fd;
+    if (fd >= 0) {
+        sock_trust(sock, fd);
+        return fd;
+    }
     if (!PyErr_ExceptionMatches(PyExc_ValueError)) return -2;
     PyErr_Clear();
     return -1;
@@ -572,6 +598,7 @@ static const char *const attr_names[A_N] = {"sock", "rec_parts", "tx", "rx", "tr
  * them directly (getattr through the instance dict would cost as much as the Python loop it replaces) */
 static PyTypeObject *flow_type;
 static Py_ssize_t slot_at[A_N];
+static Py_ssize_t slot_lo, slot_hi; /* the instance's bytes holding the slots read for every row */
 static Py_ssize_t lat_batch; /* FlowRecord.LAT_BATCH: lat_done folds into the flow's histogram at this length */
 static PyObject *s_count, *s_fold_done;
 static int64_t *lat_work; /* lat_summary's scratch (the GIL is held) */
@@ -608,7 +635,28 @@ static PyObject *sample_setup(PyObject *self, PyObject *args)
             return NULL;
         }
     }
+    if (sock_base == NULL) { /* without _socket, fds come from fileno() */
+        PyObject *mod = PyImport_ImportModule("_socket");
+        PyObject *base = mod != NULL ? PyObject_GetAttrString(mod, "socket") : NULL;
+        s_fileno = s_fileno != NULL ? s_fileno : PyUnicode_InternFromString("fileno");
+        if (base != NULL && PyType_Check(base) && s_fileno != NULL) {
+            sock_fileno = _PyType_Lookup((PyTypeObject *)base, s_fileno);
+            if (sock_fileno != NULL) {
+                Py_INCREF(sock_fileno);
+                sock_base = (PyTypeObject *)base;
+                base = NULL;
+            }
+        }
+        Py_XDECREF(base);
+        Py_XDECREF(mod);
+        PyErr_Clear();
+    }
     memcpy(slot_at, at, sizeof at);
+    slot_lo = slot_hi = at[0];
+    for (int i = 0; i < A_LATRAW; i++) {
+        slot_lo = at[i] < slot_lo ? at[i] : slot_lo;
+        slot_hi = at[i] + (Py_ssize_t)sizeof(PyObject *) > slot_hi ? at[i] + (Py_ssize_t)sizeof(PyObject *) : slot_hi;
+    }
     lat_batch = batch < 1 ? 1 : batch;
     Py_INCREF(cls);
     Py_XSETREF(flow_type, (PyTypeObject *)cls);
@@ -862,6 +910,50 @@ done:
     return out;
 }
 
+/* Prefetches of the flow ends a tick will come to (sample_tick), in three stages so that each stage's
+ * addresses are already in the cache when it reads them: a spaced tick finds them all cold, and a row's
+ * objects are a chain (instance -> slot -> bytearray -> its bytes) whose misses would come one after
+ * another; prefetched, they overlap the getsockopt of the rows before. Only reads: no effect on rows. */
+
+static void prefetch_instance(PyObject *flow)
+{
+    const char *p = (const char *)flow;
+    __builtin_prefetch(p);
+    for (Py_ssize_t at = slot_lo & ~(Py_ssize_t)63; at < slot_hi; at += 64) __builtin_prefetch(p + at);
+}
+
+static void prefetch_objects(PyObject *flow)
+{
+    if (!PyObject_TypeCheck(flow, flow_type)) return;
+    for (int i = 0; i < A_LATRAW; i++) {
+        PyObject *o = SLOT(flow, i);
+        if (o != NULL) __builtin_prefetch(o);
+    }
+}
+
+static void prefetch_bytes(PyObject *flow)
+{
+    if (!PyObject_TypeCheck(flow, flow_type)) return;
+    PyObject *rec = SLOT(flow, A_REC), *last = SLOT(flow, A_LAST), *gaps = SLOT(flow, A_GAPS);
+    PyObject *nrows = SLOT(flow, A_NROWS), *rec_len = SLOT(flow, A_RECLEN);
+    if (gaps != NULL && PyByteArray_CheckExact(gaps)) __builtin_prefetch(PyByteArray_AS_STRING(gaps), 1);
+    if (last != NULL && PyByteArray_CheckExact(last)) {
+        const char *b = PyByteArray_AS_STRING(last);
+        for (Py_ssize_t at = 0; at < PyByteArray_GET_SIZE(last); at += 64) __builtin_prefetch(b + at, 1);
+    }
+    if (rec == NULL || !PyByteArray_CheckExact(rec) || nrows == NULL || !PyLong_CheckExact(nrows) || rec_len == NULL
+        || !PyLong_CheckExact(rec_len))
+        return;
+    Py_ssize_t n = PyLong_AsSsize_t(nrows), len = PyLong_AsSsize_t(rec_len);
+    if (n < 0 || len < 0) {
+        PyErr_Clear();
+        return;
+    }
+    Py_ssize_t at = n * len, have = PyByteArray_GET_SIZE(rec);
+    const char *b = PyByteArray_AS_STRING(rec);
+    for (Py_ssize_t k = at & ~(Py_ssize_t)63; k < at + len && k < have; k += 64) __builtin_prefetch(b + k, 1);
+}
+
 #ifdef NETESTO_ZLIB
 PyDoc_STRVAR(crc32_doc,
 "crc32(data, crc=0) -> int\n\n"
@@ -934,6 +1026,14 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
     PyObject *flows = args[0], *due = PyList_New(0), *failed = PyList_New(0), *python = PyList_New(0);
     if (due == NULL || failed == NULL || python == NULL) goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(flows); i++) {
+        Py_ssize_t n = PyList_GET_SIZE(flows);
+        if (i == 0) {
+            for (Py_ssize_t k = 0; k < 3 && k < n; k++) prefetch_instance(PyList_GET_ITEM(flows, k));
+            for (Py_ssize_t k = 0; k < 2 && k < n; k++) prefetch_objects(PyList_GET_ITEM(flows, k));
+        }
+        if (i + 3 < n) prefetch_instance(PyList_GET_ITEM(flows, i + 3));
+        if (i + 2 < n) prefetch_objects(PyList_GET_ITEM(flows, i + 2));
+        if (i + 1 < n) prefetch_bytes(PyList_GET_ITEM(flows, i + 1));
         PyObject *flow = PyList_GET_ITEM(flows, i);
         Py_INCREF(flow); /* fileno() runs code, which could drop it from the list */
         Py_ssize_t written;

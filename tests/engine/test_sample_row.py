@@ -108,6 +108,31 @@ def test_an_unreadable_socket_repeats_the_last_values(conn, name):
         assert rec[HEAD.size:] == known and last == known
 
 
+class _NoFileno(socket.socket):
+    """A socket whose fileno() says closed, though its fd is open."""
+
+    def fileno(self) -> int:
+        return -1
+
+
+def test_the_c_builder_reads_the_fd_fileno_gives(conn):
+    # the C builder reads a socket's fd in place once its type's fileno() is _socket.socket's:
+    # a closed socket of a type read so, and a type redefining fileno(), still repeat the last values
+    c, _ = conn
+    known = bytearray(range(256)) + bytearray(LAST - 256)
+    assert records.sample_tick is None or build("C", c, 1)[2] == 1  # the type is read in place from here
+    other = _NoFileno(fileno=os.dup(c.fileno()))
+    try:
+        rec, last, read = build("C", other, 1, last=bytearray(known))
+        assert read == 0 and rec[HEAD.size:] == known[:INFO_LEN]
+    finally:
+        other.close()
+    assert build("C", c, 1)[2] == 1
+    c.close()
+    rec, last, read = build("C", c, 1, last=bytearray(known))
+    assert read == 0 and rec[HEAD.size:] == known[:INFO_LEN]
+
+
 @pytest.mark.parametrize("name", BUILDERS)
 def test_head_only_rows_and_counters(name):
     rec, last, read = build(name, None, 0, counters=(10, 20, 30, 40, -3, 60))

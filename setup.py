@@ -17,18 +17,19 @@ def _have_zlib() -> bool:
 
 
 ZLIB = _have_zlib()
+LOOPS_H = ["netesto/engine/_loops.h"]  # what the C loops share
 
 setup(
     ext_modules=[
         Extension(
             "netesto.engine._fastloop",
             ["netesto/engine/_fastloop.c", "netesto/engine/_fastloop_lat.c", "netesto/engine/_fastloop_crc.c"],
-            depends=["netesto/engine/_fastloop.h"],
+            depends=["netesto/engine/_fastloop.h", *LOOPS_H],
             define_macros=[("NETESTO_ZLIB", "1")] if ZLIB else [],
             libraries=["z"] if ZLIB else [],
             optional=True,
         ),
-        Extension("netesto.engine._crrloop", ["netesto/engine/_crrloop.c"], optional=True),
-        Extension("netesto.engine._rrloop", ["netesto/engine/_rrloop.c"], optional=True),
+        Extension("netesto.engine._crrloop", ["netesto/engine/_crrloop.c"], depends=LOOPS_H, optional=True),
+        Extension("netesto.engine._rrloop", ["netesto/engine/_rrloop.c"], depends=LOOPS_H, optional=True),
     ]
 )

@@ -22,6 +22,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "_loops.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -59,30 +61,6 @@ enum { T_SESSION, T_REQ, T_REPLY, T_CLOSE_FIRST, T_RX, T_TX, T_TRANS, T_CONNS, T
 
 static const char zeros[CHUNK];
 static char scratch[CHUNK]; /* received payload is discarded */
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* time.monotonic and time.perf_counter on Linux */
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t deadline_ns(double deadline)
-{
-    if (!(deadline < 9.0e9)) return INT64_MAX; /* a loop with no timer gives inf */
-    return (int64_t)(deadline * 1e9);
-}
-
-static int get_state(PyObject *obj, Py_buffer *view, Py_ssize_t n, const char *what)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
-    if (view->len < n * (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_Format(PyExc_ValueError, "%s needs room for %zd int64 values", what, n);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
 /* Wait for events on fd until `until` (ns): 1 ready, 0 the deadline came, -1 an exception is set. */
 static int wait_for(int fd, short events, int64_t until)
@@ -511,19 +489,15 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
+static const struct int_constant constants[] = {
+    {"IDLE", ST_IDLE}, {"OPEN", ST_OPEN}, {"LATFULL", ST_LATFULL}, {"CONNFAIL", ST_CONNFAIL},
+    {"RESET", F_RESET}, {"WAIT_EOF", F_WAIT_EOF}, {"NODELAY", F_NODELAY},
+    {"CLIENT_STATE", C_N}, {"SERVER_STATE", S_N}, {NULL, 0},
+};
+
 PyMODINIT_FUNC PyInit__crrloop(void)
 {
     PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "IDLE", ST_IDLE) < 0 || PyModule_AddIntConstant(m, "OPEN", ST_OPEN) < 0
-        || PyModule_AddIntConstant(m, "LATFULL", ST_LATFULL) < 0
-        || PyModule_AddIntConstant(m, "CONNFAIL", ST_CONNFAIL) < 0
-        || PyModule_AddIntConstant(m, "RESET", F_RESET) < 0 || PyModule_AddIntConstant(m, "WAIT_EOF", F_WAIT_EOF) < 0
-        || PyModule_AddIntConstant(m, "NODELAY", F_NODELAY) < 0
-        || PyModule_AddIntConstant(m, "CLIENT_STATE", C_N) < 0
-        || PyModule_AddIntConstant(m, "SERVER_STATE", S_N) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
+    if (m != NULL && add_int_constants(m, constants) < 0) Py_CLEAR(m);
     return m;
 }

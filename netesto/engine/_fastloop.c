@@ -15,6 +15,8 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include "_loops.h"
 #include <structmember.h> /* T_OBJECT_EX: how __slots__ members are typed */
 
 #include <errno.h>
@@ -50,31 +52,6 @@ enum { S_GOT, S_RX, S_TX, S_TRANS, S_PENDING, S_N };
 
 static const char zeros[CHUNK];
 static char scratch[CHUNK]; /* received payload is discarded */
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* time.monotonic and time.perf_counter on Linux */
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int64_t deadline_ns(double deadline)
-{
-    /* a loop with no timer gives inf */
-    if (!(deadline < 9.0e9)) return INT64_MAX;
-    return (int64_t)(deadline * 1e9);
-}
-
-static int get_state(PyObject *obj, Py_buffer *view, Py_ssize_t n, const char *what)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
-    if (view->len < n * (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_Format(PyExc_ValueError, "%s needs room for %zd int64 values", what, n);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
 
 PyDoc_STRVAR(rr_client_doc,
 "rr_client(fd, reqlen, replylen, deadline, state, lat) -> status\n\n"
@@ -1086,22 +1063,18 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
+static const struct int_constant constants[] = {
+    {"AGAIN", ST_AGAIN}, {"EOF", ST_EOF}, {"DEADLINE", ST_DEADLINE}, {"LATFULL", ST_LATFULL},
+    {"PARTIAL", ST_PARTIAL}, {"CLIENT_STATE", C_N}, {"SERVER_STATE", S_N}, {"HIST_BUCKETS", HIST_BUCKETS},
+    {"ROW_HEAD", ROW_HEAD}, {"ROW_INFO", ROW_INFO}, {"ROW_CC_SLOT", ROW_CC_SLOT}, {"ROW_LAT", LAT_SIZE},
+    {"TICK_WRITES", TICK_WRITES}, {NULL, 0},
+};
+
 PyMODINIT_FUNC PyInit__fastloop(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (PyModule_AddIntConstant(m, "AGAIN", ST_AGAIN) < 0 || PyModule_AddIntConstant(m, "EOF", ST_EOF) < 0
-        || PyModule_AddIntConstant(m, "DEADLINE", ST_DEADLINE) < 0
-        || PyModule_AddIntConstant(m, "LATFULL", ST_LATFULL) < 0
-        || PyModule_AddIntConstant(m, "PARTIAL", ST_PARTIAL) < 0
-        || PyModule_AddIntConstant(m, "CLIENT_STATE", C_N) < 0
-        || PyModule_AddIntConstant(m, "SERVER_STATE", S_N) < 0
-        || PyModule_AddIntConstant(m, "HIST_BUCKETS", HIST_BUCKETS) < 0
-        || PyModule_AddIntConstant(m, "ROW_HEAD", ROW_HEAD) < 0
-        || PyModule_AddIntConstant(m, "ROW_INFO", ROW_INFO) < 0
-        || PyModule_AddIntConstant(m, "ROW_CC_SLOT", ROW_CC_SLOT) < 0
-        || PyModule_AddIntConstant(m, "ROW_LAT", LAT_SIZE) < 0
-        || PyModule_AddIntConstant(m, "TICK_WRITES", TICK_WRITES) < 0
+    if (add_int_constants(m, constants) < 0
         || (s_count = PyUnicode_InternFromString("count")) == NULL
         || (s_fold_done = PyUnicode_InternFromString("_fold_done")) == NULL) {
         Py_DECREF(m);

@@ -20,6 +20,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "_loops.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -45,13 +47,6 @@ enum { W_DEADLINE = 0, W_PYTHON = 1, W_FLOW = 2, W_LATFULL = 3 };
 
 static const char zeros[CHUNK];  /* what requests and replies carry */
 static char scratch[CHUNK];       /* where received payload goes, to be discarded */
-
-/* CLOCK_MONOTONIC in ns: time.monotonic's and time.perf_counter's clock on Linux (fastloop checks the latter) */
-static inline int64_t now_ns(void)
-{
-    struct timespec now;
-    return clock_gettime(CLOCK_MONOTONIC, &now) == 0 ? now.tv_sec * INT64_C(1000000000) + now.tv_nsec : 0;
-}
 
 /* Send n zero bytes (non-blocking). 0: all went, 1: a partial send (s[F_LEFT] = what is left), -1: an error. */
 static int send_zeros(int64_t *s, int64_t n)
@@ -381,7 +376,7 @@ static struct PyModuleDef rrloop_module = {
 };
 
 /* the table's layout, the roles, statuses and reasons, as module constants */
-static const struct { const char *name; int value; } consts[] = {
+static const struct int_constant consts[] = {
     {"FIELDS", F_N}, {"FD", F_FD}, {"ROLE", F_ROLE}, {"REQ", F_REQ}, {"REPLY", F_REPLY}, {"GOT", F_GOT},
     {"RX", F_RX}, {"TX", F_TX}, {"TRANS", F_TRANS}, {"T0", F_T0}, {"NLAT", F_NLAT}, {"STATUS", F_STATUS},
     {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"DIRTY", F_DIRTY}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT},
@@ -389,18 +384,13 @@ static const struct { const char *name; int value; } consts[] = {
     {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
     {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},
     {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL}, {"SOLO_AGAIN", SOLO_AGAIN}, {"SOLO_EOF", SOLO_EOF},
-    {"SOLO_IDLE", SOLO_IDLE}, {"SOLO_LATFULL", SOLO_LATFULL}, {"SOLO_PARTIAL", SOLO_PARTIAL},
+    {"SOLO_IDLE", SOLO_IDLE}, {"SOLO_LATFULL", SOLO_LATFULL}, {"SOLO_PARTIAL", SOLO_PARTIAL}, {NULL, 0},
 };
 
 PyMODINIT_FUNC PyInit__rrloop(void)
 {
     PyObject *m = PyModule_Create(&rrloop_module);
     if (m == NULL) return NULL;
-    for (size_t i = 0; i < sizeof consts / sizeof consts[0]; i++) {
-        if (PyModule_AddIntConstant(m, consts[i].name, consts[i].value) < 0) {
-            Py_DECREF(m);
-            return NULL;
-        }
-    }
+    if (add_int_constants(m, consts) < 0) Py_CLEAR(m);
     return m;
 }

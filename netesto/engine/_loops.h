@@ -1,0 +1,53 @@
+/* What the engine's C loops share (_fastloop.c, _crrloop.c, _rrloop.c): the clock, deadlines and
+ * the caller-owned int64 state buffers. Static inline: each extension gets its own copy. */
+#ifndef NETESTO_LOOPS_H
+#define NETESTO_LOOPS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC in ns: time.monotonic's and time.perf_counter's clock on Linux (fastloop checks the latter) */
+static inline int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A time.monotonic() deadline (s) in ns; a loop with no timer gives inf: never */
+static inline int64_t deadline_ns(double deadline)
+{
+    if (!(deadline < 9.0e9)) return INT64_MAX;
+    return (int64_t)(deadline * 1e9);
+}
+
+/* view: obj's writable buffer with room for n int64 values (0), or -1 with an exception set */
+static inline int get_state(PyObject *obj, Py_buffer *view, Py_ssize_t n, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->len < n * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(PyExc_ValueError, "%s needs room for %zd int64 values", what, n);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* A module's integer constants: a table ended by {NULL, 0} */
+struct int_constant {
+    const char *name;
+    long value;
+};
+
+/* Add the table's constants to module m: 0, or -1 with an exception set */
+static inline int add_int_constants(PyObject *m, const struct int_constant *c)
+{
+    for (; c->name != NULL; c++)
+        if (PyModule_AddIntConstant(m, c->name, c->value) < 0) return -1;
+    return 0;
+}
+
+#endif

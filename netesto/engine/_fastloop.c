@@ -43,7 +43,7 @@
  * at ~17k transactions/s across CPUs, 16 reads let a 1 ms sampling tick slip by up to 0.9 ms */
 #define DEADLINE_EVERY 4
 
-enum { ST_AGAIN = 0, ST_EOF = 1, ST_DEADLINE = 2, ST_LATFULL = 3, ST_PARTIAL = 4 };
+enum { ST_AGAIN = 0, ST_EOF = 1, ST_DEADLINE = 2, ST_LATFULL = 3, ST_PARTIAL = 4, ST_IDLE = 5 };
 
 /* client state: got, rx, tx, trans, t0 (ns) in; the same out, plus nlat and sent (of a partial request) */
 enum { C_GOT, C_RX, C_TX, C_TRANS, C_T0, C_NLAT, C_SENT, C_N };
@@ -54,12 +54,15 @@ static const char zeros[CHUNK];
 static char scratch[CHUNK]; /* received payload is discarded */
 
 PyDoc_STRVAR(rr_client_doc,
-"rr_client(fd, reqlen, replylen, deadline, state, lat) -> status\n\n"
+"rr_client(fd, reqlen, replylen, deadline, state, lat[, idle]) -> status\n\n"
 "Run TCP_RR client transactions on blocking fd (a request is out).\n"
 "state: writable int64 buffer [got, rx, tx, trans, t0_ns, nlat, sent];\n"
 "lat: writable int64 buffer that receives latencies (ns), nlat of them.\n"
 "deadline: time.monotonic() seconds. Returns AGAIN, EOF, DEADLINE, LATFULL\n"
-"or PARTIAL (sent bytes of the next request went out; tx not counted yet).");
+"or PARTIAL (sent bytes of the next request went out; tx not counted yet).\n"
+"idle true: the deadline is checked when a reply is in, before the next request:\n"
+"IDLE returns with no request out, so the loop's timers (the sampler) run while\n"
+"nothing is in flight and no transaction's latency holds them.");
 
 static PyObject *rr_client(PyObject *self, PyObject *args)
 {
@@ -67,8 +70,9 @@ static PyObject *rr_client(PyObject *self, PyObject *args)
     Py_ssize_t reqlen, replylen;
     double deadline;
     PyObject *state_obj, *lat_obj;
+    int idle = 0;
     Py_buffer sv, lv;
-    if (!PyArg_ParseTuple(args, "inndOO", &fd, &reqlen, &replylen, &deadline, &state_obj, &lat_obj))
+    if (!PyArg_ParseTuple(args, "inndOO|p", &fd, &reqlen, &replylen, &deadline, &state_obj, &lat_obj, &idle))
         return NULL;
     if (reqlen < 1 || reqlen > CHUNK || replylen < 1) {
         PyErr_SetString(PyExc_ValueError, "reqlen must be 1..65536 and replylen >= 1");
@@ -116,6 +120,10 @@ static PyObject *rr_client(PyObject *self, PyObject *args)
         lat[nlat++] = now - t0;
         trans++;
         got -= replylen;
+        if (idle && now >= until) {
+            status = ST_IDLE;
+            goto out;
+        }
         t0 = now;
         for (;;) {
             ssize_t n = send(fd, zeros, (size_t)reqlen, MSG_NOSIGNAL);
@@ -1065,7 +1073,7 @@ static struct PyModuleDef module = {
 
 static const struct int_constant constants[] = {
     {"AGAIN", ST_AGAIN}, {"EOF", ST_EOF}, {"DEADLINE", ST_DEADLINE}, {"LATFULL", ST_LATFULL},
-    {"PARTIAL", ST_PARTIAL}, {"CLIENT_STATE", C_N}, {"SERVER_STATE", S_N}, {"HIST_BUCKETS", HIST_BUCKETS},
+    {"PARTIAL", ST_PARTIAL}, {"IDLE", ST_IDLE}, {"CLIENT_STATE", C_N}, {"SERVER_STATE", S_N}, {"HIST_BUCKETS", HIST_BUCKETS},
     {"ROW_HEAD", ROW_HEAD}, {"ROW_INFO", ROW_INFO}, {"ROW_CC_SLOT", ROW_CC_SLOT}, {"ROW_LAT", LAT_SIZE},
     {"TICK_WRITES", TICK_WRITES}, {NULL, 0},
 };

@@ -144,105 +144,6 @@ static void release_buffers(Py_buffer *views, int n)
     for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
 }
 
-/* solo client state, rr_client's (_fastloop.c): got, rx, tx, trans, t0 (ns) in and out; nlat, sent out */
-enum { C_GOT, C_RX, C_TX, C_TRANS, C_T0, C_NLAT, C_SENT, C_N };
-enum { SOLO_AGAIN = 0, SOLO_EOF = 1, SOLO_IDLE = 2, SOLO_LATFULL = 3, SOLO_PARTIAL = 4 };
-
-/* Blocking reads until the reply is whole: REPLY_WHOLE, or REPLY_EOF, REPLY_AGAIN (nothing within
- * SO_RCVTIMEO: the loop waits) or -1 (an exception is set: an error, or a signal handler raised). */
-enum { REPLY_WHOLE, REPLY_EOF, REPLY_AGAIN };
-static int whole_reply(int fd, int64_t *st, int64_t replylen)
-{
-    while (st[C_GOT] < replylen) {
-        int64_t want = replylen - st[C_GOT];
-        ssize_t n = recv(fd, scratch, want < CHUNK ? (size_t)want : CHUNK, 0);
-        if (n == 0) return REPLY_EOF;
-        if (n > 0) {
-            st[C_RX] += n;
-            st[C_GOT] += n;
-            continue;
-        }
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return REPLY_AGAIN;
-        if (errno != EINTR) {
-            PyErr_SetFromErrno(PyExc_OSError);
-            return -1;
-        }
-        if (PyErr_CheckSignals() < 0) return -1;
-    }
-    return REPLY_WHOLE;
-}
-
-PyDoc_STRVAR(rr_solo_doc,
-"solo(fd, reqlen, replylen, deadline, state, lat) -> status\n\n"
-"A TCP_RR client alone in its worker, on blocking fd (SO_RCVTIMEO set; a\n"
-"request is out): _fastloop.rr_client's loop and state, except that the\n"
-"deadline is checked when a reply is in, before the next request: IDLE\n"
-"returns with no request out, so the loop's timers (the sampler) run while\n"
-"nothing is in flight and no transaction's latency holds them. Also AGAIN\n"
-"(no reply within SO_RCVTIMEO), EOF, LATFULL (lat is full; a request is out)\n"
-"and PARTIAL (sent bytes of the next request went out, not counted in tx).");
-
-static PyObject *rr_solo(PyObject *self, PyObject *args)
-{
-    int fd;
-    Py_ssize_t reqlen, replylen;
-    double deadline;
-    PyObject *objs[2]; /* state, lat */
-    Py_buffer views[2];
-    if (!PyArg_ParseTuple(args, "inndOO", &fd, &reqlen, &replylen, &deadline, &objs[0], &objs[1])) return NULL;
-    if (reqlen < 1 || reqlen > CHUNK || replylen < 1) {
-        PyErr_SetString(PyExc_ValueError, "reqlen must be 1..65536 and replylen >= 1");
-        return NULL;
-    }
-    if (get_buffers(objs, views, 2) < 0) return NULL;
-    int64_t *st = views[0].buf, *lat = views[1].buf;
-    Py_ssize_t cap = views[1].len / (Py_ssize_t)sizeof(int64_t);
-    int64_t until = deadline < 9.0e9 ? (int64_t)(deadline * 1e9) : INT64_MAX;
-    int status = -1; /* -1: an exception is set */
-    if (views[0].len < C_N * (Py_ssize_t)sizeof(int64_t) || cap < 1) {
-        PyErr_SetString(PyExc_ValueError, "state needs 7 int64 values and lat room for one");
-        goto out;
-    }
-    st[C_NLAT] = st[C_SENT] = 0;
-    for (;;) {
-        int got = whole_reply(fd, st, replylen);
-        if (got != REPLY_WHOLE) {
-            status = got == REPLY_EOF ? SOLO_EOF : got == REPLY_AGAIN ? SOLO_AGAIN : -1;
-            goto out;
-        }
-        int64_t now = now_ns();
-        lat[st[C_NLAT]++] = now - st[C_T0];
-        st[C_TRANS] += 1;
-        st[C_GOT] -= replylen;
-        if (now >= until) {
-            status = SOLO_IDLE;
-            goto out;
-        }
-        st[C_T0] = now;
-        ssize_t n;
-        while ((n = send(fd, zeros, (size_t)reqlen, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-            if (PyErr_CheckSignals() < 0) goto out;
-        if (n != reqlen) {
-            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-                PyErr_SetFromErrno(PyExc_OSError);
-                goto out;
-            }
-            st[C_SENT] = n < 0 ? 0 : n; /* Python sends the rest and counts the request */
-            status = SOLO_PARTIAL;
-            goto out;
-        }
-        st[C_TX] += reqlen;
-        if (st[C_NLAT] == cap) {
-            status = SOLO_LATFULL;
-            goto out;
-        }
-        if (st[C_TRANS] % CHECK_EVERY == 0 && PyErr_CheckSignals() < 0) goto out;
-    }
-out:
-    release_buffers(views, 2);
-    return status < 0 ? NULL : PyLong_FromLong(status);
-}
-
 PyDoc_STRVAR(rr_ctl_doc,
 "ctl(epfd, op, fd, slot)\n\n"
 "epoll_ctl(epfd, op, fd) for EPOLLIN with the slot as the event's data\n"
@@ -365,7 +266,7 @@ out:
 }
 
 #define RR_METHOD(name, fn) {.ml_name = name, .ml_meth = fn, .ml_flags = METH_VARARGS, .ml_doc = fn##_doc}
-static PyMethodDef rrloop_methods[] = {RR_METHOD("ctl", rr_ctl), RR_METHOD("wait", rr_wait), RR_METHOD("solo", rr_solo), {0}};
+static PyMethodDef rrloop_methods[] = {RR_METHOD("ctl", rr_ctl), RR_METHOD("wait", rr_wait), {0}};
 
 static struct PyModuleDef rrloop_module = {
     .m_base = PyModuleDef_HEAD_INIT,
@@ -383,8 +284,7 @@ static const struct int_constant consts[] = {
     {"SERVER", R_SERVER},
     {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
     {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},
-    {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL}, {"SOLO_AGAIN", SOLO_AGAIN}, {"SOLO_EOF", SOLO_EOF},
-    {"SOLO_IDLE", SOLO_IDLE}, {"SOLO_LATFULL", SOLO_LATFULL}, {"SOLO_PARTIAL", SOLO_PARTIAL}, {NULL, 0},
+    {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL}, {NULL, 0},
 };
 
 PyMODINIT_FUNC PyInit__rrloop(void)

@@ -12,9 +12,10 @@ from array import array
 from typing import Any
 
 from netesto.collectors import tcpinfo
-from netesto.engine import crrfast
+from netesto.engine import crrfast, fastloop
 from netesto.engine import handshake as hs
 from netesto.engine.client import ClientFlow
+from netesto.engine.flowrecord import LAT_FOLD
 from netesto.engine.loop import IN, OUT
 from netesto.errors import TrafficError
 
@@ -25,7 +26,6 @@ _IN_EDGE = IN | select.EPOLLET  # the request is out already: only the reply is 
 # A first write this small leaves at once on an idle connection, Nagle or not (TCP_NODELAY only
 # matters when a request spans segments); the server has the same for its reply.
 NAGLE_FREE = 512
-LAT_CAPACITY = 4096  # latencies per C call; moved to lat_raw between calls
 # the C loop's state (see _crrloop.c): counters, then the connection it left open
 _RX, _TX, _TRANS, _CONNS, _FD, _GOT, _SENT, _T0, _CONNECTED, _NLAT, _ERRNO = range(11)
 
@@ -184,7 +184,7 @@ class CRRClient(ClientFlow):
                  | (fast.NODELAY if self.each_nodelay else 0))
         st = array("q", [0]) * fast.CLIENT_STATE
         if not hasattr(self, "latbuf"):
-            self.latbuf = array("q", [0]) * LAT_CAPACITY
+            self.latbuf = array("q", [0]) * fastloop.LAT_CAPACITY
             self.latview = memoryview(self.latbuf).cast("B")  # frombytes takes bytes, not 'q' items
         lat = self.lat_raw
         status = fast.IDLE
@@ -202,7 +202,7 @@ class CRRClient(ClientFlow):
                 self.rx, self.tx, self.trans, self.conns = st[_RX], st[_TX], st[_TRANS], st[_CONNS]
                 if st[_NLAT]:
                     lat.frombytes(self.latview[:st[_NLAT] * 8])
-                    if len(lat) >= 65536:
+                    if len(lat) >= LAT_FOLD:
                         self.fold_latency()
                 if st[_FD] >= 0:  # (also when a signal's exception leaves it open: close_sockets closes it)
                     self._adopt(family, st)

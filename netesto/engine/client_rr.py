@@ -10,6 +10,7 @@ from array import array
 
 from netesto.engine import fastloop
 from netesto.engine.client import ClientFlow
+from netesto.engine.flowrecord import LAT_FOLD
 from netesto.engine.loop import ERR, IN, OUT
 from netesto.engine.rrgroup import group_of, take_back
 
@@ -95,7 +96,7 @@ class RRClient(ClientFlow):
             now = _perf_ns()
             lat = self.lat_raw
             lat.append(now - self.t0)
-            if len(lat) >= 65536:
+            if len(lat) >= LAT_FOLD:
                 self.fold_latency()
             self.trans += 1
             self.got = got - self.reply_size
@@ -161,7 +162,7 @@ class RRClient(ClientFlow):
                     last = True
                     break
                 if trans & 3 == 0:  # every 4: at ~15k/s across CPUs 16 let a 1 ms tick slip ~1 ms
-                    if len(lat) >= 65536:
+                    if len(lat) >= LAT_FOLD:
                         self.fold_latency()
                     if monotonic() >= deadline:
                         idle = True  # the next request after the loop's timers (_idle)
@@ -210,14 +211,13 @@ class RRClient(ClientFlow):
         """:meth:`_spin` with the transactions in C (``fastloop``): same syscalls, same counters.
 
         The C loop returns at the same points as the Python one (timer due with
-        a reply in and the next request held back, ``rrloop.solo``; no reply
+        a reply in and the next request held back: ``rr_client``'s IDLE; no reply
         within 1 ms; EOF) and also when its latency buffer is full or a request
         went out partly (sent here, as the Python loop does). Its state array is
         written back even when it raises (an error, or the SIGTERM handler's
-        exception), so the counters stay exact. Without ``rrloop``,
-        ``_fastloop.rr_client`` returns at a due timer with the next request out.
+        exception), so the counters stay exact.
         """
-        sock, fast, solo = self.sock, fastloop.ext, fastloop.rrloop
+        sock, fast = self.sock, fastloop.ext
         assert sock is not None and fast is not None
         self.extra["rr_loop"] = "C"
         deadline = self.loop.next_deadline()
@@ -225,18 +225,18 @@ class RRClient(ClientFlow):
         st = array("q", (self.got, self.rx, self.tx, self.trans, self.t0, 0, 0))
         fd, request, reply_size = self.fd, self.request, self.reply_size
         reqlen = len(request)
-        rr_client, monotonic = fast.rr_client if solo is None else solo.solo, time.monotonic
+        rr_client, monotonic = fast.rr_client, time.monotonic
         status = fast.AGAIN
         sock.setblocking(True)  # SO_RCVTIMEO bounds each recv
         try:
             while True:
                 try:
-                    status = rr_client(fd, reqlen, reply_size, deadline, st, latbuf)
+                    status = rr_client(fd, reqlen, reply_size, deadline, st, latbuf, True)
                 finally:
                     if st[5]:
                         lat.frombytes(latview[:st[5] * 8])
                         st[5] = 0
-                if len(lat) >= 65536:
+                if len(lat) >= LAT_FOLD:
                     self.fold_latency()
                 if status == fast.PARTIAL:
                     sock.sendall(request[st[6]:])
@@ -250,7 +250,7 @@ class RRClient(ClientFlow):
         sock.setblocking(False)
         if status == fast.EOF:
             self.peer_closed()
-        elif solo is not None and status == solo.SOLO_IDLE:
+        elif status == fast.IDLE:
             self._idle()
 
     def _join(self) -> None:

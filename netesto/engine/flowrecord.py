@@ -30,6 +30,7 @@ from netesto.raw.nflow import FlowWriter
 # blocks of 50 (bench_sampling --cost prints both), a quarter of what a stream flow end's row costs.
 FLUSH_SECONDS = 0.5
 LAT_BATCH = 16384  # latencies already in rows go into the flow's histogram this many at a time
+LAT_FOLD = 65536  # buffered latencies that go into the interval's histogram at once (bounded memory)
 
 
 def flow_path(datadir: str | os.PathLike[str], exp: int, flow_id: str, side: str) -> Path:
@@ -236,7 +237,7 @@ class FlowRecord:
 
     def record_latency(self, ns: int) -> None:
         self.lat_raw.append(ns)
-        if len(self.lat_raw) >= 65536:  # bounded memory even with long intervals
+        if len(self.lat_raw) >= LAT_FOLD:
             self.fold_latency()
 
     def flush(self, written: int = 0) -> None:
@@ -257,4 +258,4 @@ class FlowRecord:
 
 
 
-__all__ = ["FLUSH_SECONDS", "FlowRecord", "LAT_BATCH", "flow_path"]
+__all__ = ["FLUSH_SECONDS", "FlowRecord", "LAT_BATCH", "LAT_FOLD", "flow_path"]

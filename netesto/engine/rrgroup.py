@@ -20,6 +20,7 @@ import select
 from array import array
 from typing import Any, Callable, Protocol
 
+from netesto.engine.flowrecord import LAT_FOLD
 from netesto.engine.loop import Loop
 
 LAT_SLOT = 2048  # latencies a member holds between two returns (the C loop returns when one is full)
@@ -122,7 +123,7 @@ class RRGroup:
             lat = flow.lat_raw
             lat.frombytes(self.latview[at:at + n * 8])
             t[base + rr.NLAT] = 0
-            if len(lat) >= 65536:
+            if len(lat) >= LAT_FOLD:
                 flow.fold_latency()
 
     def wait(self, deadline: float) -> None:

@@ -23,6 +23,7 @@ from netesto.engine import fastloop, rrgroup
 from netesto.engine.loop import IN, Loop
 
 rr = fastloop.rrloop
+fast = fastloop.ext
 pytestmark = pytest.mark.skipif(rr is None, reason="netesto.engine._rrloop is not built or NETESTO_PURE_PYTHON is set")
 
 
@@ -241,20 +242,21 @@ def _solo_pair() -> tuple[socket.socket, socket.socket]:
 
 
 def test_solo_client_holds_the_next_request_at_the_deadline():
-    """``solo``: at a due timer the reply is in and no request is out (the loop's timers hold no transaction)."""
+    """``rr_client`` with idle: at a due timer the reply is in and no request is out (the loop's timers hold no
+    transaction)."""
     a, b = _solo_pair()
     a.send(bytes(1))  # the first request
     st = array("q", [0, 0, 1, 0, time.perf_counter_ns(), 0, 0])  # got, rx, tx, trans, t0, nlat, sent
     lat = array("q", [0]) * 64
     b.send(bytes(5))  # its reply and four more
-    status = rr.solo(a.fileno(), 1, 1, time.monotonic() - 1, st, lat)  # a deadline already past
-    assert status == rr.SOLO_IDLE
+    status = fast.rr_client(a.fileno(), 1, 1, time.monotonic() - 1, st, lat, True)  # a deadline already past
+    assert status == fast.IDLE
     assert list(st[:4]) == [0, 1, 1, 1] and st[5] == 1 and lat[0] > 0  # one reply in, its latency, no request
     assert b.recv(10) == bytes(1)  # only the first request went out
     a.send(bytes(1))  # what the flow's _resume does
     st[2] += 1
-    status = rr.solo(a.fileno(), 1, 1, float("inf"), st, lat)
-    assert status == rr.SOLO_AGAIN  # the four other replies, a request after each, then nothing within 1 ms
+    status = fast.rr_client(a.fileno(), 1, 1, float("inf"), st, lat, True)
+    assert status == fast.AGAIN  # the four other replies, a request after each, then nothing within 1 ms
     assert list(st[:4]) == [0, 5, 6, 5] and st[5] == 4
     assert b.recv(10) == bytes(5)
     a.close()

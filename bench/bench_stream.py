@@ -16,8 +16,10 @@
 - the engine samples every flow every 10 ms (its default; part of its cost),
   the peers sample nothing.
 
-Readings: engine, sum over flows of the client's bytes sent / flow duration;
-iperf3, the receiver's ``sum_received``; netperf, the sum of its THROUGHPUT.
+Readings, all the receiver's goodput: engine, sum over flows of the server
+end's bytes received / its duration (from its ``.nflow`` summary; the client's
+bytes sent must equal them); iperf3, the receiver's ``sum_received``; netperf,
+the sum of its THROUGHPUT (the receiver's bytes over the test's time).
 One more case, labelled, runs the peers at their default write sizes
 (iperf3 128 KiB, netperf the socket buffer's size, 16 KiB here) without a
 target. Target: engine / peer >= 1.0 in every case. Shared noisy machine:
@@ -79,9 +81,14 @@ def netperf(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int
 
 
 def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus) -> float:
-    summaries = engine.run([dict(flow_id=f"a-b-0-{i}", test="TCP_STREAM", dur=dur, ca=ca, interval=0.01)
-                            for i in range(flows)], client_prefix=pin(cpus[0]))
-    return sum(s["bytes_tx"] * 8 / s["duration"] for s in summaries)
+    """Receiver goodput (bit/s): the server ends' bytes received over their durations, summed over flows."""
+    ids = [f"a-b-0-{i}" for i in range(flows)]
+    sent = engine.run([dict(flow_id=fid, test="TCP_STREAM", dur=dur, ca=ca, interval=0.01) for fid in ids],
+                      client_prefix=pin(cpus[0]))
+    got = engine.server_summaries(ids)
+    if sum(s["bytes_tx"] for s in sent) != sum(s["bytes_rx"] for s in got):
+        raise RuntimeError("engine: the server received other than the client sent")
+    return sum(s["bytes_rx"] * 8 / s["duration"] for s in got)
 
 
 def main() -> int:

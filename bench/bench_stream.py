@@ -4,20 +4,40 @@
 
 1 and 4 flows, cubic and bbr, on one veth pair. Like with like:
 
-- write size: the engine writes ``SEND_CHUNK`` (512 KiB) and reads 256 KiB
-  at a time; iperf3 gets ``-l 512K`` (its server reads the same length),
-  netperf ``-m 512K -M 256K``.
+- write size: the engine writes ``SEND_CHUNK`` (512 KiB) and reads
+  ``RECV_SIZE`` (256 KiB) at a time, from and into page-aligned buffers;
+  iperf3 gets ``-l 512K`` (one length for both ends: its server reads 512
+  KiB; 256 vs 512 KiB reads made no difference in CPU per GB here),
+  netperf ``-m 512K -M 256K``. Syscalls: the engine's lone sender blocks in
+  ``send`` (SO_SNDTIMEO 1 ms, back to its loop by the next timer), several
+  flows of one worker poll (epoll, up to 4 sends each); its lone receiver
+  blocks in ``recv``, several poll. iperf3 3.12 polls every end
+  (``select`` + non-blocking ``write``/``read``), netperf blocks.
 - placement: every client (engine client and its workers, iperf3 -c,
   netperf) runs under ``taskset -c <client CPU>``, every server (engine
   server, iperf3 -s, netserver and its children) under ``taskset -c
   <server CPU>`` (``--cpus none``: unpinned, all alike).
-- 4 flows: 4 engine flows (one client process, its default workers) vs
-  ``iperf3 -P 4`` (one process) and 4 netperf processes started together.
+- 4 flows: 4 engine flows (one client process, its default 2 worker
+  processes of 2 flows each; one server process) vs ``iperf3 -P 4`` (3.12
+  here: one process, one thread, for all 4 flows at each end; iperf3 is
+  multi-threaded from 3.16 on) and 4 netperf processes started together
+  (a netserver child each).
+- socket options: none of the tools sets buffers, pacing or TCP_NODELAY on
+  its data sockets here (iperf3 sets TCP_NODELAY on its control connection
+  only); each sets the congestion control.
 - the engine samples every flow every 10 ms (its default; part of its cost),
   the peers sample nothing.
 
-Readings: engine, sum over flows of the client's bytes sent / flow duration;
-iperf3, the receiver's ``sum_received``; netperf, the sum of its THROUGHPUT.
+Readings, all the receiver's goodput: engine, sum over flows of the server
+end's bytes received / its duration (from its ``.nflow`` summary; the client's
+bytes sent must equal them); iperf3, the receiver's ``sum_received``; netperf,
+the sum of its THROUGHPUT (bytes sent over the elapsed time) times
+REMOTE_BYTES_RECVD / LOCAL_BYTES_SENT (netperf waits for the receiver to
+drain: the two differ by a few KB in GBs).
+Each case also prints the CPU seconds per GB received of the engine's and
+iperf3's processes (client + server, their own rusage over the flows; the
+softirq work a process runs in its context included): less sensitive to the
+machine's load than the rates.
 One more case, labelled, runs the peers at their default write sizes
 (iperf3 128 KiB, netperf the socket buffer's size, 16 KiB here) without a
 target. Target: engine / peer >= 1.0 in every case. Shared noisy machine:
@@ -28,6 +48,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,15 +56,16 @@ import time
 from pathlib import Path
 
 from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
-from netesto.engine.flowend import SEND_CHUNK
+from netesto.engine.balance import deal
+from netesto.engine.flowend import RECV_SIZE, SEND_CHUNK
 from tests import netns
 
-RECV_SIZE = 1 << 18  # the engine worker's receive buffer (Worker.rxbuf)
 Cpus = tuple[int | None, int | None]
+Reading = tuple[float, float | None]  # receiver goodput (bit/s), CPU seconds per GB received (None: not known)
 
 
-def iperf3(pair: netns.VethPair, dur: float, ca: str, flows: int, cpus: Cpus, write: int | None) -> float:
-    """Receiver goodput (bit/s) of one iperf3 run (``write`` None: its default length)."""
+def iperf3(pair: netns.VethPair, dur: float, ca: str, flows: int, cpus: Cpus, write: int | None) -> Reading:
+    """Receiver goodput of one iperf3 run and its processes' CPU per GB (``write`` None: its default length)."""
     server = pair.popen(pair.b, [*pin(cpus[1]), "iperf3", "-s", "-1", "-B", pair.addr_b, "-p", "5299"],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -53,15 +75,18 @@ def iperf3(pair: netns.VethPair, dur: float, ca: str, flows: int, cpus: Cpus, wr
         if write:
             argv += ["-l", str(write)]
         proc = pair.run(pair.a, argv, timeout=dur + 30)
-        return float(json.loads(proc.stdout)["end"]["sum_received"]["bits_per_second"])
+        end = json.loads(proc.stdout)["end"]
+        got, cpu = end["sum_received"], end["cpu_utilization_percent"]
+        seconds = (cpu["host_total"] + cpu["remote_total"]) / 100 * got["seconds"]
+        return float(got["bits_per_second"]), seconds / (got["bytes"] / 1e9)
     finally:
         server.wait(timeout=10)
 
 
 def netperf(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int, cpus: Cpus,
-            write: int | None) -> float:
-    """Summed THROUGHPUT (bit/s) of ``flows`` netperf TCP_STREAM processes started together."""
-    test = ["-k", "THROUGHPUT,THROUGHPUT_UNITS", "-K", f"{ca},{ca}"]
+            write: int | None) -> Reading:
+    """Summed receiver goodput (bit/s) of ``flows`` netperf TCP_STREAM processes started together (CPU not read)."""
+    test = ["-k", "THROUGHPUT,THROUGHPUT_UNITS,LOCAL_BYTES_SENT,REMOTE_BYTES_RECVD", "-K", f"{ca},{ca}"]
     if write:
         test += ["-m", str(write), "-M", str(RECV_SIZE)]
     argv = [*pin(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865", "-t", "TCP_STREAM",
@@ -74,14 +99,41 @@ def netperf(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int
         keys = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
         if proc.returncode or keys.get("THROUGHPUT_UNITS") != "10^6bits/s":
             raise RuntimeError(f"netperf failed: {out[-300:]} {err[-300:]}")
-        total += float(keys["THROUGHPUT"]) * 1e6
-    return total
+        # THROUGHPUT counts the bytes sent: scaled to the receiver's over the same elapsed time
+        total += float(keys["THROUGHPUT"]) * 1e6 * int(keys["REMOTE_BYTES_RECVD"]) / int(keys["LOCAL_BYTES_SENT"])
+    return total, None
 
 
-def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus) -> float:
-    summaries = engine.run([dict(flow_id=f"a-b-0-{i}", test="TCP_STREAM", dur=dur, ca=ca, interval=0.01)
-                            for i in range(flows)], client_prefix=pin(cpus[0]))
-    return sum(s["bytes_tx"] * 8 / s["duration"] for s in summaries)
+def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus) -> Reading:
+    """Receiver goodput: the server ends' bytes received over their durations, summed over flows; CPU per GB.
+
+    A flow end's CPU is its worker process's over the flow: the client's flows
+    of one worker (dealt as the client deals them) count once, as do the
+    server's (one process when pinned to one CPU; unpinned, not read).
+    """
+    ids = [f"a-b-0-{i}" for i in range(flows)]
+    sent = engine.run([dict(flow_id=fid, test="TCP_STREAM", dur=dur, ca=ca, interval=0.01) for fid in ids],
+                      client_prefix=pin(cpus[0]))
+    got = engine.server_summaries(ids)
+    if sum(s["bytes_tx"] for s in sent) != sum(s["bytes_rx"] for s in got):
+        raise RuntimeError("engine: the server received other than the client sent")
+    rate = sum(s["bytes_rx"] * 8 / s["duration"] for s in got)
+    if cpus[1] is None:
+        return rate, None
+    client = sum(max(sent[k]["cpu"]["seconds"] for k in ks) for ks in deal(["TCP_STREAM"] * flows, min(2, flows)))
+    server = max(s["cpu"]["seconds"] for s in got)
+    return rate, (client + server) / (sum(s["bytes_rx"] for s in got) / 1e9)
+
+
+def cpu_line(runs: dict[str, list[Reading]]) -> None:
+    """The CPU per GB of every tool whose CPU was read: median [min-max] over the repetitions."""
+    parts = []
+    for name, vals in runs.items():
+        cpu = sorted(v[1] for v in vals if v[1] is not None)
+        if cpu:
+            parts.append(f"{name} {statistics.median(cpu):.3f} [{cpu[0]:.3f}-{cpu[-1]:.3f}]")
+    if parts:
+        print(f"  CPU s/GB (client + server processes)          {', '.join(parts)}", flush=True)
 
 
 def main() -> int:
@@ -103,13 +155,13 @@ def main() -> int:
         print(f"# stream goodput (Gbit/s), {args.dur:g} s runs, {args.reps} interleaved reps, veth pair, "
               f"{where(cpus)} for every tool; shared noisy 2-vCPU machine")
         print(f"# engine writes {SEND_CHUNK // 1024} KiB, reads {RECV_SIZE // 1024} KiB; ratio = engine / peer "
-              "of the same rep")
+              "of the same rep; CPU = s per GB received of the client + server processes")
         cases = [(f"{n} flow{'s' if n > 1 else ''} {ca}", ca, n, True)
                  for n in (1, 4) for ca in ("cubic", "bbr")]
         cases.append(("1 flow cubic, PEERS AT THEIR DEFAULT WRITE SIZES", "cubic", 1, False))
         for label, ca, n, same in cases:
             write = SEND_CHUNK if same else None
-            runs: dict[str, list[float]] = {"engine": [], "iperf3": [], "netperf": []}
+            runs: dict[str, list[Reading]] = {"engine": [], "iperf3": [], "netperf": []}
             tools = {
                 "engine": lambda: engine_stream(engine, args.dur, ca, n, cpus),
                 "iperf3": lambda: iperf3(pair, args.dur, ca, n, cpus, write),
@@ -120,10 +172,11 @@ def main() -> int:
                     runs[name].append(tools[name]())
             peers = (f"iperf3 -P {n} -l 512K, {n} x netperf -m 512K -M 256K" if same
                      else f"iperf3 -P {n} (-l 128K default), {n} x netperf (default -m/-M)")
-            table(f"{label}  [vs {peers}]", {k: [v / 1e9 for v in vals] for k, vals in runs.items()}, ".2f")
+            table(f"{label}  [vs {peers}]", {k: [v[0] / 1e9 for v in vals] for k, vals in runs.items()}, ".2f")
             for peer in ("iperf3", "netperf"):
-                results.append(verdict(f"engine / {peer}", runs["engine"], runs[peer],
+                results.append(verdict(f"engine / {peer}", [v[0] for v in runs["engine"]], [v[0] for v in runs[peer]],
                                        ">=", 1.0 if same else None))
+            cpu_line(runs)
         engine.close()
     finally:
         pair.close()

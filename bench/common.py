@@ -27,6 +27,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -143,6 +144,18 @@ class Engine:
         if bad or proc.returncode:
             raise RuntimeError(f"engine flows failed: {bad or proc.stderr}")
         return [e["summary"] for e in ends]
+
+    def server_summaries(self, flow_ids: list[str], timeout: float = 10.0) -> list[dict[str, Any]]:
+        """The server ends' summaries of the last run's flows (the receiver's counts), once written."""
+        paths = [self.workdir / "srv" / str(self.runs) / "flows" / f"{fid}.server.nflow" for fid in flow_ids]
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [read_flow(p).summary if p.exists() else None for p in paths]
+            if all(found):
+                return found  # type: ignore[return-value]
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no server summary for {[f for f, s in zip(flow_ids, found) if not s]}")
+            time.sleep(0.05)
 
     def p99_us(self, flow_ids: list[str]) -> float:
         """p99 latency (us) of the last run's client flows, their histograms merged (the ``.nflow`` summaries)."""

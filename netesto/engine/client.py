@@ -260,6 +260,7 @@ class StreamClient(ClientFlow):
         self.sock, self.ctl = self.ctl, None
         assert self.sock is not None
         self.sending = self.spec.test in ("TCP_STREAM", "TCP_BIDIR")
+        self.send_only = self.spec.test == "TCP_STREAM"  # alone in its worker it sends in blocking spins
         self.fd = self.sock.fileno()
         self.loop.register(self.fd, IN | (OUT if self.sending else 0), self._on_event)
 
@@ -269,7 +270,10 @@ class StreamClient(ClientFlow):
         if sock is None:
             return
         if events & OUT and self.sending:
-            self.send_burst(sock)
+            if self.send_only and len(self.worker.flows) == 1:
+                self.send_spin(sock)
+            else:
+                self.send_burst(sock)
         if events & _IN_ERR:
             solo = not self.sending and len(self.worker.flows) == 1
             if not (self.recv_spin(sock) if solo else self.recv_burst(sock)):

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 
 SEND_CHUNK = 1 << 19  # 512 KiB: on a veth pair bbr keeps up ~15-20 % better than with 128-256 KiB writes (bench_stream)
 RECV_SIZE = 1 << 18  # a stream receiver's reads (Worker.rxbuf)
-# Both buffers page-aligned (anonymous mmaps): a bytearray's data sits 16 bytes into its page, and on this
-# AMD EPYC the kernel's TCP copy into a buffer 16 bytes off a cache line took 3x the CPU per byte. What is
-# sent is a byte pattern in pages of its own, as the peers send filled buffers (not the kernel's zero page)
+# Both buffers page-aligned (anonymous mmaps), not wherever malloc puts a bytearray (16 bytes into an mmap, or
+# on the heap): on this AMD EPYC the kernel's TCP copy into a buffer 16 bytes off a cache line took 2-3x the
+# CPU per byte, and the old heap receive buffer cost the stream server 25 % more CPU per GB (see
+# docs/raw-format.md). What is sent is a byte pattern in pages of its own, as the peers send (not the zero page)
 _SEND_MAP = mmap.mmap(-1, SEND_CHUNK)
 _SEND_MAP.write(bytes(range(256)) * (SEND_CHUNK // 256))
 _SEND_BUF = memoryview(_SEND_MAP)

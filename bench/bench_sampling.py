@@ -20,22 +20,17 @@ sampled vs (nearly) unsampled, RR p99 sampled vs unsampled, the cost of one samp
    (one sample at the start and one at the end: the engine's way of "not
    sampling"), pairs of runs in ABBA order after one discarded warm-up run:
    goodput ratio per pair, bytes per engine CPU second, and the sampler's
-   share of the engine's CPU in each sampled run, read two ways:
-   - charged: ``cpu.sampling_seconds`` of the flow summaries (thread CPU of
-     the ticks) over the workers' CPU. A getsockopt(TCP_INFO) takes the
-     socket lock; on a busy socket its release can run the packets that
-     queued meanwhile (the backlog) and pending NET_RX softirqs, for other
-     packets too, in the ticking thread: receive work the kernel does anyway,
-     which this reading would count as the sampler's;
-   - own: the rows the run wrote (both ends) times the tick's thread CPU
-     per row on idle connections with ticks 10 ms apart (measured in the
-     same invocation; ticks back to back cost ~2.5x less, their data still
-     in the caches, which a run's ticks never find), over the workers' CPU:
-     what the sampler itself adds.
-   The target (< 1.5 %) is held to the own reading; the charged one is
-   printed with it, with the tick's CPU per row in the run next to the idle
-   one, so the difference stays visible (measured: small; a tick's time is
-   its cache misses, busy sockets or not).
+   share of the engine's CPU in each sampled run: ``cpu.sampling_seconds``
+   of the flow summaries over the workers' CPU, i.e. the thread CPU of the
+   sweeps and of the rows the flow ends took at their idle points (hot rows:
+   RR ends; each hot row at the mean of the probed ones, see
+   docs/raw-format.md), the real cost of the rows in the run (a
+   getsockopt(TCP_INFO) can run the socket's backlog and pending NET_RX
+   softirqs in the sampling thread: receive work the kernel does anyway,
+   counted here; measured: small). Printed with it: us per row and the
+   share of rows taken hot. The target (< 1.5 %) is held to this share;
+   the bytes per engine CPU second (sampled over unsampled) is the all-in
+   reading (caches included), as noisy as the neighbours' load.
 2. RR p99 sampled vs unsampled (``--rr-only``, ``--no-rr``): 1 TCP_RR flow, then 16
    on one client worker, client and server pinned to different CPUs
    (``--rr-cpus``), runs of ``interval=0.01`` and ``interval=60``

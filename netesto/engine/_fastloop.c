@@ -1130,7 +1130,7 @@ static int64_t thread_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-#define PROBE_EVERY 1 /* hot rows per one whose thread CPU is read (ACC_PROBED) */
+#define PROBE_EVERY 4 /* hot rows per one whose thread CPU is read (ACC_PROBED) */
 static int64_t probe_ns = -1; /* what two thread_ns() back to back differ by: the reads' own part */
 
 
@@ -1138,7 +1138,7 @@ static int64_t probe_ns = -1; /* what two thread_ns() back to back differ by: th
  * read here, its counters tx, rx, trans from ctr3 (or its slots: NULL). Returns row_one's 0, 1 (*written),
  * 2 or -1. acc (ACC_N int64) counts the row, and for every PROBE_EVERY-th row its thread CPU time (less the
  * two reads' own part, probe_ns) goes into ACC_PROBED (ACC_PROBED_ROWS of them): the Sampler counts every
- * hot row at their mean. The clock is a syscall (~1.5 us here): two a row would cost as much as the row;
+ * hot row at their mean, and the probes' own reads (ACC_NS, 2 probe_ns each) on top. The clock is a syscall (~1.5 us here): two a row would cost as much as the row;
  * elapsed time (vDSO) would count the time the thread is preempted, 2x the CPU on a CPU shared by two. */
 static int end_sample(PyObject *flow, const long long *ctr3, int64_t *acc, Py_ssize_t *written)
 {
@@ -1169,6 +1169,7 @@ static int end_sample(PyObject *flow, const long long *ctr3, int64_t *acc, Py_ss
         int64_t used = thread_ns() - cpu0 - probe_ns;
         acc[ACC_PROBED] += used > 0 ? used : 0;
         acc[ACC_PROBED_ROWS] += 1;
+        acc[ACC_NS] += 2 * probe_ns; /* the probe's own two reads: the sampler's cost too */
     }
     return out;
 }
@@ -1180,9 +1181,10 @@ PyDoc_STRVAR(sample_end_doc,
 "One flow end's row now, at its own instant (a hot sample, see Sampler.hot):\n"
 "the row sample_tick would build for it alone, stamped with time.time() and\n"
 "time.monotonic() read here; its due_at moves past the stamp by due_every.\n"
-"acc: writable int64 buffer [ns, rows, written, probed_ns, probed_rows]: rows\n"
-"counts every hot row, probed_ns the thread CPU time of every PROBE_EVERY-th\n"
-"(probed_rows of them), so cost = probed_ns * rows / probed_rows. 0: done; 1: its block is due and Python\n"
+"acc: writable int64 buffer [probes_ns, rows, written, probed_ns, probed_rows]:\n"
+"rows counts every hot row, probed_ns the thread CPU time of every\n"
+"PROBE_EVERY-th (probed_rows of them), probes_ns what reading it cost, so\n"
+"cost = probed_ns * rows / probed_rows + probes_ns. 0: done; 1: its block is due and Python\n"
 "must write it (FlowEnd.flush(acc[2])); 2: the row must be built in Python\n"
 "(FlowRecord.sample; nothing done).");
 

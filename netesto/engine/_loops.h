@@ -55,8 +55,8 @@ static inline int add_int_constants(PyObject *m, const struct int_constant *c)
  * its lat_raw (0, or -1 with an exception set); sample(flow, ctr3, acc, &written): its row now, with the
  * counters tx, rx, trans of ctr3 (NULL: its own), acc (ACC_N values) taking the row and its cost: 0 done, 1 its block is
  * due for Python (written bytes out), 2 Python must build the row, -1 an exception is set. */
-/* acc's fields (Sampler.acc): hot rows' [unused, rows, written bytes of a block Python must finish, thread
- * CPU ns of the probed rows, probed rows] */
+/* acc's fields (Sampler.acc): hot rows' [the probes' own thread CPU ns, rows, written bytes of a block
+ * Python must finish, thread CPU ns of the probed rows, probed rows] */
 enum { ACC_NS, ACC_ROWS, ACC_WRITTEN, ACC_PROBED, ACC_PROBED_ROWS, ACC_N };
 #define SAMPLE_API_NAME "netesto.engine._fastloop.SAMPLE_API"
 #define SAMPLE_API_VERSION 1

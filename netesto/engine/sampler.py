@@ -1,19 +1,21 @@
 """The worker's Sampler: every live flow end sampled once per grid point of its interval.
 
-With the extension built, a flow end takes its own row at its own moment just
-after each grid point, at its next idle point (**hot**: a stream end right
-after its send or read, an RR client once its reply is whole and before its
-next request, an RR server once its reply is out; the C loops do this
-themselves): its socket and objects are still in this CPU's caches, and no
-transaction of its own is in flight. Each row carries the stamps of its own
-reading. A flow end whose row is due has ``due_at`` (monotonic) at or before
-now; the row moves it to the next grid point past its stamp. The Sampler's one
-timer per interval (the **sweep**, :data:`GRACE` of the interval after each
-grid point) samples every flow end still due at once, in one call of the C
-``sample_tick`` (flow ends that stalled, or that have no idle-point hook: UDP,
-CRR). Without the extension every flow end is sampled by the sweep at the grid
-point itself (GRACE 0), through
-:meth:`~netesto.engine.flowrecord.FlowRecord.sample`.
+With the extension built, an RR flow end (``hot_sampled``) takes its own row
+at its own moment just after each grid point, at its next idle point (**hot**:
+a client once its reply is whole and before its next request, a server once
+its reply is out; the C loops do this themselves): no transaction of its own
+is in flight, and the others wait for one row, not for a whole tick of rows.
+Each row carries the stamps of its own reading. A flow end whose row is due
+has ``due_at`` (monotonic) at or before now; the row moves it to the next
+grid point past its stamp. The Sampler's one timer per interval (the
+**sweep**, :data:`GRACE` of the interval after each grid point where hot flow
+ends are, at the grid point elsewhere) samples every other flow end and every
+hot one still due at once, in one call of the C ``sample_tick`` (stalled RR
+flows still get a row per interval). Stream (and UDP, CRR) ends stay in the
+sweep: a row taken alone costs about twice a row in a batch (cold code more
+than cold data; see docs/raw-format.md). Without the extension the sweep
+samples everything at the grid points through
+:meth:`~netesto.engine.flowrecord.FlowRecord.sample` (the Python twin).
 """
 
 from __future__ import annotations
@@ -95,8 +97,8 @@ class Sampler:
         self.loop = loop
         self.hot_on = sample_end is not None and sample_tick is not None and not AT_TICK
         self.grace = GRACE if self.hot_on else 0.0
-        # hot rows' [-, rows, written bytes of a block Python must finish, thread CPU ns of the probed rows,
-        # probed rows] (sample_end, the C loops: see _fastloop.c's end_sample)
+        # hot rows' [the probes' own ns, rows, written bytes of a block Python must finish, thread CPU ns of the
+        # probed rows, probed rows] (sample_end, the C loops: see _fastloop.c's end_sample)
         self.acc = array("q", [0] * fastloop.ACC_FIELDS)
         self.swept = 0  # rows the sweeps took (the others of the grid: hot)
         self._cpu_ns = 0
@@ -124,9 +126,9 @@ class Sampler:
 
     @property
     def hot_ns(self) -> int:
-        """Thread CPU ns of the hot rows so far (the probed rows' mean, times all)."""
+        """Thread CPU ns of the hot rows so far: the probed rows' mean times all, and the probes' own cost."""
         acc = self.acc
-        return acc[3] * acc[1] // acc[4] if acc[4] else 0
+        return acc[0] + (acc[3] * acc[1] // acc[4] if acc[4] else 0)
 
     def add(self, flow: Sampled) -> None:
         interval = flow.spec.interval

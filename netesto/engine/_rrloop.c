@@ -23,6 +23,7 @@
 #include "_loops.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -86,11 +87,11 @@ struct hot {
 /* A member's row now if it is due (at an idle point: nothing of its own in flight), its latencies and
  * counters from its slot. What Python must finish (its block to write, the row to build in Python, an
  * error) goes to out as (flow, code, written or exception) and holds the slot's samples (HELD) until then. */
-static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat)
+static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat, double at)
 {
     if (h->api == NULL || s[F_HELD] || slot >= (uint64_t)PyList_GET_SIZE(h->flows)) return;
     PyObject *flow = PyList_GET_ITEM(h->flows, (Py_ssize_t)slot);
-    if (flow == Py_None || !h->api->due(flow, (double)now_ns() / 1e9)) return;
+    if (flow == Py_None || !h->api->due(flow, at)) return;
     Py_INCREF(flow);
     long long ctr3[3] = {s[F_TX], s[F_RX], s[F_TRANS]};
     Py_ssize_t written = 0;
@@ -144,7 +145,7 @@ static int client_step(int64_t *s, int64_t *lat, Py_ssize_t cap, struct hot *h, 
     s[F_TRANS] += 1;
     s[F_GOT] -= s[F_REPLY];
     if (h->api != NULL) { /* its reply is whole, its next request not out: its row if due */
-        member_sample(h, slot, s, lat);
+        member_sample(h, slot, s, lat, (double)now / 1e9);
         now = now_ns();
     }
     s[F_T0] = now;
@@ -176,7 +177,7 @@ static void server_step(int64_t *s, struct hot *h, uint64_t slot)
     s[F_TRANS] += count;
     int r = send_zeros(s, count * s[F_REPLY]);
     if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
-    else if (h->api != NULL) member_sample(h, slot, s, NULL); /* its replies are out: its row if due */
+    else if (h->api != NULL) member_sample(h, slot, s, NULL, (double)now_ns() / 1e9); /* its replies are out: its row if due */
 }
 
 /* Writable views of n buffers (all or none: -1 with an exception set). */
@@ -227,7 +228,7 @@ static PyObject *rr_ctl(PyObject *self, PyObject *args)
 }
 
 PyDoc_STRVAR(rr_wait_doc,
-"wait(epfd, deadline, table, lat, cap, touched[, flows, acc, out]) -> why\n\n"
+"wait(epfd, deadline, table, lat, cap, touched[, flows, acc, out[, sweep]]) -> why\n\n"
 "Serve the group's ready sockets in turn until DEADLINE (time.monotonic()\n"
 "seconds; inf: none), PYTHON (the loop's epoll fd is readable), FLOW (a\n"
 "slot's status is not RUN: EOF, ERROR with its errno, or PARTIAL with\n"
@@ -243,18 +244,22 @@ PyDoc_STRVAR(rr_wait_doc,
 "the slot's counters and latencies (NLAT back to 0); the row and its cost\n"
 "row go into acc. What Python must finish goes to out as (flow end, code,\n"
 "written bytes or the exception) and sets the slot's HELD, which stops its\n"
-"samples until the caller clears it.");
+"samples until the caller clears it. sweep (writable array('d') [at, every]):\n"
+"the sampler's sweep of the members' interval, handed to this loop: at it,\n"
+"every member whose row is still due (due_at <= at) gets it then, whatever\n"
+"it has in flight, and at moves on by every (at <= 0: none).");
 
 static PyObject *rr_wait(PyObject *self, PyObject *args)
 {
     int epfd;
     double deadline;
     PyObject *objs[4] = {NULL, NULL, NULL, NULL}; /* table, lat, touched[, acc] */
-    PyObject *flows = NULL, *out = NULL;
+    PyObject *flows = NULL, *out = NULL, *sweep_obj = NULL;
     Py_ssize_t cap;
-    Py_buffer views[4];
-    if (!PyArg_ParseTuple(args, "idOOnO|OOO", &epfd, &deadline, &objs[0], &objs[1], &cap, &objs[2], &flows, &objs[3],
-                          &out))
+    Py_buffer views[4], sv = {0};
+    double *sweep = NULL; /* [at, every]: the members' sweep, when handed to this loop */
+    if (!PyArg_ParseTuple(args, "idOOnO|OOOO", &epfd, &deadline, &objs[0], &objs[1], &cap, &objs[2], &flows, &objs[3],
+                          &out, &sweep_obj))
         return NULL;
     struct hot h = {NULL, NULL, NULL, NULL};
     int nviews = 3;
@@ -294,15 +299,24 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
     }
     /* a loop with no timer gives inf */
     int64_t until = deadline < 9.0e9 ? (int64_t)(deadline * 1e9) : INT64_MAX;
+    if (h.api != NULL && nviews == 4 && sweep_obj != NULL && sweep_obj != Py_None) {
+        if (PyObject_GetBuffer(sweep_obj, &sv, PyBUF_WRITABLE | PyBUF_FORMAT) < 0) goto out;
+        if (sv.len < 2 * (Py_ssize_t)sizeof(double) || sv.itemsize != sizeof(double) || strcmp(sv.format, "d") != 0) {
+            PyErr_SetString(PyExc_ValueError, "sweep must be an array('d') [at, every]");
+            goto out;
+        }
+        sweep = sv.buf;
+    }
     unsigned steps = 0;
     struct epoll_event events[MAX_EVENTS];
     for (;;) {
         /* A deadline already past still gets one round of what is ready (timeout 0), as the Python
          * loop runs the ready handlers between two due timers (the sampler's fill chunks are such) */
         int64_t now = now_ns();
-        int timeout = -1;
-        if (until != INT64_MAX) {
-            int64_t ms = until > now ? (until - now + 999999) / 1000000 : 0; /* rounded up, as epoll.poll */
+        int timeout = -1, past = until != INT64_MAX && now >= until;
+        int64_t wake = sweep != NULL && sweep[0] > 0 && deadline_ns(sweep[0]) < until ? deadline_ns(sweep[0]) : until;
+        if (wake != INT64_MAX) {
+            int64_t ms = wake > now ? (wake - now + 999999) / 1000000 : 0; /* rounded up, as epoll.poll */
             timeout = ms > 1000000 ? 1000000 : (int)ms;
         }
         int n = epoll_wait(epfd, events, MAX_EVENTS, timeout);
@@ -347,7 +361,22 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             why = W_PYTHON;
             break;
         }
-        if (timeout == 0 || (until != INT64_MAX && now_ns() >= until)) {
+        if (sweep != NULL && sweep[0] > 0 && now_ns() >= deadline_ns(sweep[0])) {
+            /* the sweep: every member still due gets its row now (stalled: nothing of it came round) */
+            for (Py_ssize_t slot = 0; slot < nslots; slot++) {
+                int64_t *s = table + slot * F_N;
+                if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN) continue;
+                if (!s[F_DIRTY]) {
+                    s[F_DIRTY] = 1;
+                    touched[1 + touched[0]++] = (int64_t)slot;
+                }
+                member_sample(&h, (uint64_t)slot, s, s[F_ROLE] == R_CLIENT ? lat + slot * cap : NULL, sweep[0]);
+            }
+            double at = sweep[0] + sweep[1], mono = (double)now_ns() / 1e9;
+            if (sweep[1] > 0 && at <= mono) at += sweep[1] * (floor((mono - at) / sweep[1]) + 1); /* behind: skip */
+            sweep[0] = sweep[1] > 0 ? at : 0;
+        }
+        if (past || (until != INT64_MAX && now_ns() >= until)) {
             why = W_DEADLINE;
             break;
         }
@@ -358,6 +387,7 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         }
     }
 out:
+    if (sv.obj != NULL) PyBuffer_Release(&sv);
     release_buffers(views, nviews);
     return why < 0 ? NULL : PyLong_FromLong(why);
 }

@@ -64,6 +64,10 @@ class RRGroup:
         self.flows: list[Member | None] = []  # the same by slot, for the C loop's hot rows (None: free)
         self.sampler: Any = None  # the members' Sampler, when it takes hot rows (its acc, hot_rest)
         self.out: list[tuple[Member, int, Any]] = []  # what the C loop's hot rows left to Python
+        # the sampler's sweep [at, every] of an interval whose flow ends are all members, run by the C loop
+        # (take_sweep): the loop need not come back to Python for it with every member's transaction held
+        self.sweep = array("d", [0.0, 0.0])
+        self.sweep_interval = 0.0  # its interval (0: none handed over)
         self.free: list[int] = []
         self.table = array("q")
         self.touched = array("q", [0])  # [n, slot...]: the slots the C loop served since the last copy
@@ -106,11 +110,28 @@ class RRGroup:
             self.sampler = sampler
         self.loop.waiter = self.wait
 
+    def take_sweep(self, interval: float, at: float) -> bool:
+        """Run the sampler's sweep of ``interval`` (next at ``at``, monotonic) in the C loop, if none is yet."""
+        if self.sampler is None or self.sweep_interval not in (0.0, interval):
+            return False
+        self.sweep[0], self.sweep[1] = at, interval
+        self.sweep_interval = interval
+        return True
+
+    def give_back_sweep(self) -> None:
+        """The sweep back to the sampler's timer (a member leaves, a flow end joins its interval)."""
+        interval, at = self.sweep_interval, self.sweep[0]
+        if not interval:
+            return
+        self.sweep_interval = self.sweep[0] = self.sweep[1] = 0.0
+        self.sampler.sweep_back(interval, at)
+
     def leave(self, flow: Member) -> None:
         """``flow`` is no longer served here (its counters are in it; its socket in no epoll)."""
         slot = flow.rr_slot
         if slot < 0 or self.members.get(slot) is not flow:
             return
+        self.give_back_sweep()
         self._sync(slot, flow)
         try:
             self.rr.ctl(self.epfd, self.rr.CTL_DEL, flow.fd, slot)
@@ -160,7 +181,8 @@ class RRGroup:
             if sampler is None:
                 why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT, touched)
             else:
-                why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT, touched, self.flows, sampler.acc, out)
+                why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT, touched, self.flows, sampler.acc, out,
+                              self.sweep if self.sweep_interval else None)
         finally:  # the counters and latencies of the members served, into them
             t, fields, dirty = self.table, self.fields, rr.DIRTY
             for i in range(1, touched[0] + 1):

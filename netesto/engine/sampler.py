@@ -109,6 +109,7 @@ class Sampler:
         self.hot_ends: dict[float, list[Sampled]] = {}
         self.slow: dict[float, list[Sampled]] = {}
         self.next: dict[float, float] = {}  # the grid point each interval's next sweep follows
+        self.handed: dict[float, Any] = {}  # intervals whose sweep the loop's C loop of RR flow ends runs
         self.filling: list[Sampled] = []  # flow ends whose rows wait for their latency part (_fill)
         self.fill_timer: Timer | None = None
         # bench_sampling's within-run comparison only (``--sample-duty W``): ticks sample in one
@@ -133,6 +134,8 @@ class Sampler:
     def add(self, flow: Sampled) -> None:
         interval = flow.spec.interval
         group = self.groups.get(interval)
+        if interval in self.handed:  # a new flow end: the sweep is the timer's again
+            self.handed[interval].give_back_sweep()
         if group is None:
             group = self.groups[interval] = []
             self.fast[interval], self.hot_ends[interval], self.slow[interval] = [], [], []
@@ -195,7 +198,25 @@ class Sampler:
                 elif flow.due_at <= point or flow.due_at == math.inf:
                     flow.due_at = when
         self._cpu_ns += time.thread_time_ns() - cpu0
-        self.loop.call_at(when + self._grace(hot[0] if hot else None) * interval, lambda: self._tick(interval))
+        self._arm(interval, when + self._grace(hot[0] if hot else None) * interval)
+
+    def _arm(self, interval: float, at: float) -> None:
+        """The next sweep of ``interval`` at ``at``: the loop's timer, or its C loop of RR flow ends when every
+        flow end of the interval is a member (rrgroup.RRGroup.take_sweep: no return to Python for it)."""
+        rr = getattr(self.loop, "rr_group", None)
+        hot = self.hot_ends.get(interval)
+        if (rr is not None and hot and not self.fast[interval] and not self.slow[interval] and not self.duty
+                and all(getattr(flow, "rr_slot", -1) >= 0 for flow in hot) and rr.take_sweep(interval, at)):
+            self.handed[interval] = rr
+            return
+        self.loop.call_at(at, lambda: self._tick(interval))
+
+    def sweep_back(self, interval: float, at: float) -> None:
+        """The C loop of RR flow ends gives the sweep of ``interval`` (next at ``at``) back to a timer."""
+        self.handed.pop(interval, None)
+        if interval in self.groups:
+            self.next[interval] = at - self.grace * interval
+            self.loop.call_at(at, lambda: self._tick(interval))
 
     def hot(self, flow: Sampled) -> None:
         """``flow``'s row now, at its idle point (its due_at is past): see the module. Its cost goes

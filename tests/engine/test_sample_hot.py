@@ -143,3 +143,47 @@ def test_rr_ends_take_their_rows_at_their_own_idle_points(veth_pair, tmp_path, f
         assert statistics.median(spacing) == pytest.approx(0.01, abs=0.0005)
         if flows > 1:
             assert len(set(stamps)) >= 0.8 * len(stamps)  # own instants, not one per grid point
+
+
+@hot
+@pytest.mark.skipif(fastloop.rrloop is None, reason="netesto.engine._rrloop is not built")
+def test_the_c_loop_of_rr_flow_ends_runs_the_sweep_of_its_members(tmp_path):
+    """Two members of the C loop of RR flow ends with nothing in flight (stalled: no idle point comes)
+    still get a row per interval: the Sampler hands its sweep to the C loop (no timer, no return to
+    Python for it) and takes it back when a member leaves."""
+    from netesto.engine.rrgroup import group_of
+
+    lsock = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(lsock.getsockname())
+    b, _ = lsock.accept()
+    loop = Loop()
+    worker = Worker(loop, str(tmp_path), lambda event: None)
+    made = []
+    for i, sock in enumerate((a, b)):
+        sock.setblocking(False)
+        end = _rr_end(worker, i, sock)
+        end.fd, end.got, end.t0, end.rr_slot = sock.fileno(), 0, time.perf_counter_ns(), -1
+        loop.register(end.fd, 1, lambda events: None)
+        group_of(loop, fastloop.rrloop).join(end, i == 1, 1, 1)
+        made.append(end)
+    group = loop.rr_group
+    stop = time.monotonic() + 0.3
+    loop.call_at(stop, lambda: None)  # (the C loop serves until a timer is due: the test's end)
+    loop.run(lambda: time.monotonic() >= stop)
+    sampler = worker.sampler
+    assert sampler.handed and group.sweep_interval == 0.01 and sampler.swept <= 4  # the first sweep's rows
+    for end in made:
+        assert 25 <= end.nrows + end.samples <= 32
+    assert sampler.hot_rows >= 2 * 24
+    group.leave(made[0])  # the sweep goes back to a timer
+    assert not sampler.handed and group.sweep_interval == 0.0
+    swept = sampler.swept
+    stop = time.monotonic() + 0.05
+    loop.call_at(stop, lambda: None)
+    loop.run(lambda: time.monotonic() >= stop)
+    assert sampler.swept >= swept + 4
+    for end in made:
+        end.finish()
+    loop.close()
+    for sock in (a, b, lsock):
+        sock.close()

@@ -1177,28 +1177,20 @@ static int end_sample(PyObject *flow, const long long *ctr3, int64_t *acc, Py_ss
 static const struct sample_api sample_api = {SAMPLE_API_VERSION, end_due, end_take_lat, end_sample};
 
 PyDoc_STRVAR(sample_end_doc,
-"sample_end(flow, acc) -> 0, 1 or 2\n\n"
-"One flow end's row now, at its own instant (a hot sample, see Sampler.hot):\n"
-"the row sample_tick would build for it alone, stamped with time.time() and\n"
-"time.monotonic() read here; its due_at moves past the stamp by due_every.\n"
-"acc: writable int64 buffer [probes_ns, rows, written, probed_ns, probed_rows]:\n"
-"rows counts every hot row, probed_ns the thread CPU time of every\n"
-"PROBE_EVERY-th (probed_rows of them), probes_ns what reading it cost, so\n"
-"cost = probed_ns * rows / probed_rows + probes_ns. 0: done; 1: its block is due and Python\n"
-"must write it (FlowEnd.flush(acc[2])); 2: the row must be built in Python\n"
-"(FlowRecord.sample; nothing done).");
+"sample_end(flow, acc) -> 0, 1 or 2\n\nOne flow end's row now, stamped at its own instant (a hot row: Sampler.hot), the\n"
+"row sample_tick would build for it; its due_at moves past the stamp by due_every. 0: done; 1: its block is due\n"
+"and Python must write it (FlowEnd.flush(acc[2])); 2: Python must build the row (FlowRecord.sample; nothing done).\n"
+"acc (int64 [probes_ns, rows, written, probed_ns, probed_rows]) takes the row, and every PROBE_EVERY-th row's thread\n"
+"CPU and the probe's own: all rows cost probed_ns * rows / probed_rows + probes_ns.");
 
-static PyObject *sample_end_py(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *sample_end_py(PyObject *self, PyObject *args)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "sample_end takes a flow end and acc");
-        return NULL;
-    }
+    PyObject *flow, *acc_obj;
     Py_buffer av;
-    if (get_state(args[1], &av, ACC_N, "acc") < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "OO", &flow, &acc_obj) || get_state(acc_obj, &av, ACC_N, "acc") < 0) return NULL;
     int64_t *acc = av.buf;
     Py_ssize_t written = 0;
-    int out = end_sample(args[0], NULL, acc, &written);
+    int out = end_sample(flow, NULL, acc, &written);
     if (out == 1) acc[ACC_WRITTEN] = written;
     PyBuffer_Release(&av);
     return out < 0 ? NULL : PyLong_FromLong(out);
@@ -1212,7 +1204,7 @@ static PyMethodDef methods[] = {
     {"sample_tick", (PyCFunction)(void (*)(void))sample_tick, METH_FASTCALL, sample_tick_doc},
     {"sample_setup", sample_setup, METH_VARARGS, sample_setup_doc},
     {"lat_summary", lat_summary_py, METH_O, lat_summary_doc},
-    {"sample_end", (PyCFunction)(void (*)(void))sample_end_py, METH_FASTCALL, sample_end_doc},
+    {"sample_end", sample_end_py, METH_VARARGS, sample_end_doc},
 #ifdef NETESTO_ZLIB
     {"crc32", crc32_py, METH_VARARGS, crc32_doc},
 #endif

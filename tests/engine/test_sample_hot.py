@@ -38,15 +38,19 @@ def _rr_end(worker: Worker, i: int, sock: socket.socket | None = None) -> HotEnd
     return end
 
 
-@pytest.fixture
-def pair(tmp_path):
-    loop = Loop()
-    worker = Worker(loop, str(tmp_path), lambda event: None)
-    made = [_rr_end(worker, i) for i in range(2)]
-    yield worker, made
+def _done(worker: Worker, made: list[HotEnd]) -> None:
+    """Every flow end finished (its file closed), then the worker's loop."""
     for end in made:
         end.finish()
-    loop.close()
+    worker.loop.close()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    worker = Worker(Loop(), str(tmp_path), lambda event: None)
+    made = [_rr_end(worker, i) for i in range(2)]
+    yield worker, made
+    _done(worker, made)
 
 
 @hot
@@ -182,8 +186,6 @@ def test_the_c_loop_of_rr_flow_ends_runs_the_sweep_of_its_members(tmp_path):
     loop.call_at(stop, lambda: None)
     loop.run(lambda: time.monotonic() >= stop)
     assert sampler.swept >= swept + 4
-    for end in made:
-        end.finish()
-    loop.close()
+    _done(worker, made)
     for sock in (a, b, lsock):
         sock.close()

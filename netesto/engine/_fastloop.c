@@ -1130,7 +1130,7 @@ static int64_t thread_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-#define PROBE_EVERY 4 /* hot rows per one whose thread CPU is read (ACC_PROBED) */
+#define PROBE_EVERY 8 /* hot rows per one whose thread CPU is read (ACC_PROBED) */
 static int64_t probe_ns = -1; /* what two thread_ns() back to back differ by: the reads' own part */
 
 

@@ -253,13 +253,18 @@ def alone_vs_batch(flows: int, workdir: Path, seconds: float, rounds: int) -> tu
                 used += tt() - cpu0 - probe
                 rows += 1 if one else flows
             got.append(used / rows / 1e3)
+    _close(ends, lsock, conns + peers, loop)
+    return alone, batch
+
+
+def _close(ends: list[FlowEnd], lsock: socket.socket, socks: list[socket.socket], loop: Loop) -> None:
+    """The flow ends finished (their files closed), then the sockets, the listener and the loop."""
     for end in ends:
         end.finish()
-    for sock in conns + peers:
+    for sock in socks:
         sock.close()
     lsock.close()
     loop.close()
-    return alone, batch
 
 
 def idle_tick_runs(flows: int, workdir: Path, seconds: float = 2.0, rounds: int = 3) -> tuple[list[float], list[float]]:
@@ -280,12 +285,7 @@ def idle_tick_runs(flows: int, workdir: Path, seconds: float = 2.0, rounds: int 
         loop.run(lambda: time.monotonic() >= stop)
         rows = sum(end.nrows + end.samples for end in ends)
         spaced.append((worker.sampler.cpu_ns - cpu0) / 1e3 / max(1, rows))
-        for end in ends:
-            end.finish()
-        for sock in conns + peers:
-            sock.close()
-        lsock.close()
-        loop.close()
+        _close(ends, lsock, conns + peers, loop)
     warm = [sample_cost(flows, "cubic", workdir / f"idle{k}", ticks=200) for k in range(rounds)]
     return spaced, [next(v for key, v in r.items() if key.startswith(WHOLE_TICK)) for r in warm]
 

@@ -392,8 +392,18 @@ out:
     return why < 0 ? NULL : PyLong_FromLong(why);
 }
 
+PyDoc_STRVAR(rr_hot_doc,
+"hot() -> bool\n\n"
+"Whether wait() takes the members' rows itself (_fastloop's SAMPLE_API found).");
+
+static PyObject *rr_hot(PyObject *self, PyObject *args)
+{
+    return PyBool_FromLong(get_api() != NULL);
+}
+
 #define RR_METHOD(name, fn) {.ml_name = name, .ml_meth = fn, .ml_flags = METH_VARARGS, .ml_doc = fn##_doc}
-static PyMethodDef rrloop_methods[] = {RR_METHOD("ctl", rr_ctl), RR_METHOD("wait", rr_wait), {0}};
+static PyMethodDef rrloop_methods[] = {RR_METHOD("ctl", rr_ctl), RR_METHOD("wait", rr_wait), RR_METHOD("hot", rr_hot),
+                                       {0}};
 
 static struct PyModuleDef rrloop_module = {
     .m_base = PyModuleDef_HEAD_INIT,

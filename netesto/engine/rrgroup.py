@@ -106,7 +106,7 @@ class RRGroup:
         self.members[slot] = flow
         self.flows[slot] = flow
         sampler = getattr(getattr(flow, "worker", None), "sampler", None)  # (none: a bare member, in tests)
-        if sampler is not None and sampler.hot_on:
+        if sampler is not None and sampler.hot_on and self.rr.hot():  # (else the sweep samples them)
             self.sampler = sampler
         self.loop.waiter = self.wait
 

@@ -35,10 +35,11 @@ if TYPE_CHECKING:
     from netesto.engine.loop import Loop, Timer
 
 FILL_CHUNK = 2  # flow ends whose rows get their latency part between two of the loop's handlers
-# The sweep's delay after each grid point, as a share of the interval: by then a busy flow end has had its
-# idle point (64 stream flows on one worker come round every few ms, RR ends every few hundred us);
-# a flow end with none (stalled, or without a hook) is sampled by the sweep.
-GRACE = float(os.environ.get("NETESTO_SAMPLE_GRACE", "") or 0.3)  # (the environment's: benches' A/B only)
+# The sweep's delay after each grid point where hot flow ends are, as a share of the interval: by then a
+# busy RR end has had its idle point (16 on one worker come round every few hundred us); one with none
+# (stalled) is sampled by the sweep. Kept well below half the interval, so that the rows of one grid point
+# (its hot ones and the sweep's) fall in one step of the results' grid (numerics.Grid rounds to the nearest).
+GRACE = float(os.environ.get("NETESTO_SAMPLE_GRACE", "") or 0.15)  # (the environment's: benches' A/B only)
 # NETESTO_SAMPLE_AT_TICK=1 (benches' A/B only): every row by the sweep at the grid point, as without the extension
 AT_TICK = os.environ.get("NETESTO_SAMPLE_AT_TICK", "") not in ("", "0")
 

@@ -20,22 +20,17 @@ sampled vs (nearly) unsampled, RR p99 sampled vs unsampled, the cost of one samp
    (one sample at the start and one at the end: the engine's way of "not
    sampling"), pairs of runs in ABBA order after one discarded warm-up run:
    goodput ratio per pair, bytes per engine CPU second, and the sampler's
-   share of the engine's CPU in each sampled run, read two ways:
-   - charged: ``cpu.sampling_seconds`` of the flow summaries (thread CPU of
-     the ticks) over the workers' CPU. A getsockopt(TCP_INFO) takes the
-     socket lock; on a busy socket its release can run the packets that
-     queued meanwhile (the backlog) and pending NET_RX softirqs, for other
-     packets too, in the ticking thread: receive work the kernel does anyway,
-     which this reading would count as the sampler's;
-   - own: the rows the run wrote (both ends) times the tick's thread CPU
-     per row on idle connections with ticks 10 ms apart (measured in the
-     same invocation; ticks back to back cost ~2.5x less, their data still
-     in the caches, which a run's ticks never find), over the workers' CPU:
-     what the sampler itself adds.
-   The target (< 1.5 %) is held to the own reading; the charged one is
-   printed with it, with the tick's CPU per row in the run next to the idle
-   one, so the difference stays visible (measured: small; a tick's time is
-   its cache misses, busy sockets or not).
+   share of the engine's CPU in each sampled run: ``cpu.sampling_seconds``
+   of the flow summaries over the workers' CPU, i.e. the thread CPU of the
+   sweeps and of the rows the flow ends took at their idle points (hot rows:
+   RR ends; each hot row at the mean of the probed ones, see
+   docs/raw-format.md), the real cost of the rows in the run (a
+   getsockopt(TCP_INFO) can run the socket's backlog and pending NET_RX
+   softirqs in the sampling thread: receive work the kernel does anyway,
+   counted here; measured: small). Printed with it: us per row and the
+   share of rows taken hot. The target (< 1.5 %) is held to this share;
+   the bytes per engine CPU second (sampled over unsampled) is the all-in
+   reading (caches included), as noisy as the neighbours' load.
 2. RR p99 sampled vs unsampled (``--rr-only``, ``--no-rr``): 1 TCP_RR flow, then 16
    on one client worker, client and server pinned to different CPUs
    (``--rr-cpus``), runs of ``interval=0.01`` and ``interval=60``
@@ -66,7 +61,7 @@ import tempfile
 from pathlib import Path
 
 from bench.common import Engine, pin, placement, where
-from bench.sampling_cost import idle_tick_us, print_cost, print_idle, sampler_part
+from bench.sampling_cost import print_cost, print_idle, sampler_part
 from netesto.engine.sampler import bench_window_sampled
 from netesto.raw.nflow import read_flow
 from tests import netns
@@ -100,21 +95,24 @@ def tree_cpu(root: int) -> float:
 SHARE_TARGET = 1.5  # %: the sampler's ticks within the engine's CPU (issue 14)
 
 
-def sampling_share(engine: Engine) -> tuple[float, float, int]:
-    """(ticks' CPU seconds, the workers' CPU seconds, rows written) of the last run, from both ends'
-    flow summaries: per worker process (a file header's pid), the largest ``sampling_seconds`` and
-    ``seconds`` of its flows (they ran side by side), summed over the workers; rows of every flow end."""
-    workers: dict[tuple[str, int], tuple[float, float]] = {}
+def sampling_share(engine: Engine) -> tuple[float, float, int, int]:
+    """(sampling CPU seconds, the workers' CPU seconds, rows written, rows taken hot) of the last run, from
+    both ends' flow summaries: per worker process (a file header's pid), the largest ``sampling_seconds``,
+    ``seconds`` and ``sampling_hot_rows`` of its flows (they ran side by side), summed over the workers;
+    rows of every flow end."""
+    workers: dict[tuple[str, int], tuple[float, float, int]] = {}
     rows = 0
     for side in ("cli", "srv"):
         for path in (engine.workdir / side / str(engine.runs) / "flows").glob("*.nflow"):
             flow = read_flow(path)
             cpu = (flow.summary or {})["cpu"]
             key = (side, flow.header["pid"])
-            had = workers.get(key, (0.0, 0.0))
-            workers[key] = (max(had[0], cpu["sampling_seconds"]), max(had[1], cpu["seconds"]))
+            had = workers.get(key, (0.0, 0.0, 0))
+            workers[key] = (max(had[0], cpu["sampling_seconds"]), max(had[1], cpu["seconds"]),
+                            max(had[2], cpu.get("sampling_hot_rows", 0)))
             rows += flow.rows
-    return sum(w[0] for w in workers.values()), sum(w[1] for w in workers.values()), rows
+    return (sum(w[0] for w in workers.values()), sum(w[1] for w in workers.values()), rows,
+            sum(w[2] for w in workers.values()))
 
 
 def goodput(engine: Engine, dur: float, interval: float, flows: int) -> tuple[float, float]:
@@ -230,17 +228,14 @@ def within_run_part(dur: float, flows: int, runs: int, window: float) -> None:
 
 
 def stream_part(dur: float, reps: int, flows: int, workdir: Path) -> None:
-    """Part 1: 64 stream flows, sampled and unsampled runs in ABBA pairs; the sampler's share both ways."""
-    idle_us, warm_us = idle_tick_us(flows, workdir / "idle")
+    """Part 1: 64 stream flows, sampled and unsampled runs in ABBA pairs; the sampler's share of the engine's CPU."""
     pair = netns.make_veth_pair()
     try:
         engine = Engine(pair, workdir / "engine")
         print(f"# sampling cost ({dur} s runs, {reps} pairs in ABBA order after a discarded warm-up "
-              "run; shared noisy 2-vCPU machine)")
-        print(f"  a row on idle sockets: {idle_us:.2f} us of thread CPU with ticks 10 ms apart (as in a run; the "
-              f"own reading's cost), {warm_us:.2f} us with ticks back to back (warm caches)", flush=True)
+              "run; shared noisy 2-vCPU machine)", flush=True)
         goodput(engine, dur, 0.01, flows)  # warm-up: the first run after the server starts is slower
-        sampled, unsampled, eff, charged, own, per_row = [], [], [], [], [], []
+        sampled, unsampled, eff, share, per_row, hot = [], [], [], [], [], []
         for k in range(reps):
             # ABBA: which run of a pair goes first alternates, so a drift or an
             # order effect does not favour one side
@@ -249,18 +244,18 @@ def stream_part(dur: float, reps: int, flows: int, workdir: Path) -> None:
             for interval in order:
                 got[interval] = goodput(engine, dur, interval, flows)
                 if interval == 0.01:
-                    ticks, cpu, rows = sampling_share(engine)
-                    charged.append(ticks / cpu)
-                    own.append(rows * idle_us / 1e6 / cpu)
+                    ticks, cpu, rows, hot_rows = sampling_share(engine)
+                    share.append(ticks / cpu)
                     per_row.append(ticks / rows * 1e6)
+                    hot.append(hot_rows / rows)
             unsampled.append(got[60.0][0])
             sampled.append(got[0.01][0])
             eff.append(got[0.01][1] / got[60.0][1])
             print(f"  pair {k + 1} ({'unsampled first' if k % 2 == 0 else 'sampled first'}): unsampled "
                   f"{unsampled[-1] / 1e9:.2f} Gbit/s, sampled {sampled[-1] / 1e9:.2f} Gbit/s, "
                   f"ratio {sampled[-1] / unsampled[-1]:.3f}; bytes per engine CPU second ratio {eff[-1]:.3f}; "
-                  f"sampler {100 * own[-1]:.2f} % of the engine's CPU (own), {100 * charged[-1]:.2f} % (charged; "
-                  f"the tick's CPU per row {per_row[-1]:.2f} us, idle {idle_us:.2f} us)", flush=True)
+                  f"sampler {100 * share[-1]:.2f} % of the engine's CPU ({per_row[-1]:.2f} us per row, "
+                  f"{100 * hot[-1]:.0f} % of the rows taken hot)", flush=True)
         engine.close()
     finally:
         pair.close()
@@ -272,18 +267,16 @@ def stream_part(dur: float, reps: int, flows: int, workdir: Path) -> None:
           f"{'ok' if statistics.median(ratios) >= 0.99 else 'MISSED'})", flush=True)
     eff.sort()
     print(f"bytes moved per CPU second of the engine (client + server processes), sampled / unsampled: "
-          f"median {statistics.median(eff):.3f} [{eff[0]:.3f}-{eff[-1]:.3f}] (less sensitive to other "
-          "load on the machine than goodput; kernel work done in ksoftirqd is not in it)", flush=True)
-    for values in (charged, own, per_row):
+          f"median {statistics.median(eff):.3f} [{eff[0]:.3f}-{eff[-1]:.3f}] (all effects of sampling, caches "
+          "included, but as noisy as the neighbours' load; kernel work done in ksoftirqd is not in it)", flush=True)
+    for values in (share, per_row, hot):
         values.sort()
-    print(f"the sampler's ticks were charged {100 * statistics.median(charged):.2f} % [{100 * charged[0]:.2f}-"
-          f"{100 * charged[-1]:.2f}] of the engine's CPU in the sampled runs (thread CPU time of the ticks over "
-          f"the workers' CPU, from the flow summaries; {statistics.median(per_row):.2f} us per row "
-          f"[{per_row[0]:.2f}-{per_row[-1]:.2f}], where a row on idle sockets takes {idle_us:.2f} us: the difference "
-          "is the kernel's receive work run in the ticking thread, and the run's pressure on the caches)", flush=True)
-    print(f"the sampler's own share: {100 * statistics.median(own):.2f} % [{100 * own[0]:.2f}-{100 * own[-1]:.2f}] "
-          f"of the engine's CPU (rows written x the idle tick's CPU per row); target < {SHARE_TARGET:g} %: "
-          f"{'ok' if 100 * statistics.median(own) < SHARE_TARGET else 'MISSED'}", flush=True)
+    print(f"the sampler's share of the engine's CPU: {100 * statistics.median(share):.2f} % [{100 * share[0]:.2f}-"
+          f"{100 * share[-1]:.2f}] (the thread CPU of its sweeps and of the rows its flow ends took at their idle "
+          f"points, from the flow summaries' sampling_seconds, over the workers' CPU; {statistics.median(per_row):.2f} "
+          f"us per row [{per_row[0]:.2f}-{per_row[-1]:.2f}], {100 * statistics.median(hot):.0f} % of the rows hot); "
+          f"target < {SHARE_TARGET:g} %: {'ok' if 100 * statistics.median(share) < SHARE_TARGET else 'MISSED'}",
+          flush=True)
 
 
 RR_P99_TARGET = 1.05  # p99 sampled / unsampled (issue 14)

@@ -27,7 +27,11 @@ from netesto.collectors import tcpinfo
 from netesto.engine.client import StreamClient
 from netesto.engine.flowend import FlowEnd, Worker
 from netesto.engine.loop import Loop
+from netesto.engine import records as _records
 from netesto.engine.records import HEAD as _HEAD, LAYOUTS as _LAYOUTS, sample_row as _sample_row
+
+# (getattr: the bench also runs against engines built before them, for A/B)
+_sample_end, _sample_tick = getattr(_records, "sample_end", None), getattr(_records, "sample_tick", None)
 from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.columns import FLOW_COLUMNS
 from netesto.raw.nflow import FlowWriter, read_flow
@@ -207,13 +211,7 @@ def block_cost(workdir: Path, rows: int, rec_len: int) -> dict[str, float]:
             f"  (packb + concat + buffered write + flush, {rows} rows)": old}
 
 
-WHOLE_TICK = "whole Sampler tick, per flow"  # ticks back to back: warm caches (see idle_tick_us)
-
-
-def idle_tick_us(flows: int, workdir: Path, seconds: float = 2.0) -> tuple[float, float]:
-    """Medians of :func:`idle_tick_runs` (3 rounds): (ticks 10 ms apart, ticks back to back)."""
-    spaced, warm = idle_tick_runs(flows, workdir, seconds)
-    return statistics.median(spaced), statistics.median(warm)
+WHOLE_TICK = "whole Sampler tick, per flow"  # ticks back to back: warm caches (see idle_tick_runs)
 
 
 def print_idle(flows: int, workdir: Path, rounds: int = 3, seconds: float = 1.5) -> None:
@@ -222,6 +220,54 @@ def print_idle(flows: int, workdir: Path, rounds: int = 3, seconds: float = 1.5)
     for what, vals in (("ticks 10 ms apart", spaced), ("ticks back to back", warm)):
         print(f"  a row on idle sockets, {what}: {statistics.median(vals):.2f} us [{min(vals):.2f}-{max(vals):.2f}]"
               f" of thread CPU, median [min-max] of {rounds} ({flows} stream ends)", flush=True)
+    if _sample_end is None or _sample_tick is None:
+        return
+    alone, batch = alone_vs_batch(flows, workdir / "alone", seconds, rounds)
+    for what, vals in ((f"one end every 10 ms / {flows} (sample_end: a hot row's placement)", alone),
+                       (f"all {flows} every 10 ms (sample_tick: the sweep's)", batch)):
+        print(f"  a row on idle sockets, {what}: {statistics.median(vals):.2f} us [{min(vals):.2f}-{max(vals):.2f}]"
+              f" of thread CPU, median [min-max] of {rounds}", flush=True)
+
+
+def alone_vs_batch(flows: int, workdir: Path, seconds: float, rounds: int) -> tuple[list[float], list[float]]:
+    """us (thread CPU, the clock reads' own part taken off) of a row on ``flows`` idle stream ends, per round:
+    (one end at a time every 10 ms / flows, as hot rows come; all of them every 10 ms in one call, as the
+    sweep): why stream ends stay in the sweep (a row alone finds the code cold, a batch shares it)."""
+    lsock, conns, peers = connections(flows, "cubic")
+    loop = Loop()
+    worker = Worker(loop, str(workdir), lambda event: None)
+    ends = begun_ends(worker, conns, StreamClient, "TCP_STREAM", "alone")
+    tt = time.thread_time_ns
+    probe = min(-(tt() - tt()) for _ in range(200))  # (two reads back to back)
+    acc = array("q", [0] * len(worker.sampler.acc))
+    alone: list[float] = []
+    batch: list[float] = []
+    for _ in range(rounds):
+        for got, one in ((alone, True), (batch, False)):
+            used = rows = 0
+            stop = time.monotonic() + seconds
+            while time.monotonic() < stop:
+                time.sleep(0.01 / flows if one else 0.01)
+                cpu0 = tt()
+                if one:
+                    _sample_end(ends[rows % flows], acc)
+                else:
+                    _sample_tick(ends, time.time(), time.monotonic())
+                used += tt() - cpu0 - probe
+                rows += 1 if one else flows
+            got.append(used / rows / 1e3)
+    _close(ends, lsock, conns + peers, loop)
+    return alone, batch
+
+
+def _close(ends: list[FlowEnd], lsock: socket.socket, socks: list[socket.socket], loop: Loop) -> None:
+    """The flow ends finished (their files closed), then the sockets, the listener and the loop."""
+    for end in ends:
+        end.finish()
+    for sock in socks:
+        sock.close()
+    lsock.close()
+    loop.close()
 
 
 def idle_tick_runs(flows: int, workdir: Path, seconds: float = 2.0, rounds: int = 3) -> tuple[list[float], list[float]]:
@@ -242,12 +288,7 @@ def idle_tick_runs(flows: int, workdir: Path, seconds: float = 2.0, rounds: int 
         loop.run(lambda: time.monotonic() >= stop)
         rows = sum(end.nrows + end.samples for end in ends)
         spaced.append((worker.sampler.cpu_ns - cpu0) / 1e3 / max(1, rows))
-        for end in ends:
-            end.finish()
-        for sock in conns + peers:
-            sock.close()
-        lsock.close()
-        loop.close()
+        _close(ends, lsock, conns + peers, loop)
     warm = [sample_cost(flows, "cubic", workdir / f"idle{k}", ticks=200) for k in range(rounds)]
     return spaced, [next(v for key, v in r.items() if key.startswith(WHOLE_TICK)) for r in warm]
 
@@ -332,5 +373,5 @@ def sampler_part(workdir: Path) -> None:
           f"{100 * fracs[-1]:.2f}], median of 3 ({rows} rows written in the last; target < 5 %)", flush=True)
 
 
-__all__ = ["RR_VALUES", "WHOLE_TICK", "begun_ends", "block_cost", "connections", "idle_tick_runs", "idle_tick_us",
+__all__ = ["RR_VALUES", "WHOLE_TICK", "alone_vs_batch", "begun_ends", "block_cost", "connections", "idle_tick_runs",
            "print_cost", "print_idle", "rr_tick_cost", "sample_cost", "sampler_cpu", "sampler_part", "sock_diag_dump", "timer_cpu"]

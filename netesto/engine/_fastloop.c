@@ -43,7 +43,7 @@
  * at ~17k transactions/s across CPUs, 16 reads let a 1 ms sampling tick slip by up to 0.9 ms */
 #define DEADLINE_EVERY 4
 
-enum { ST_AGAIN = 0, ST_EOF = 1, ST_DEADLINE = 2, ST_LATFULL = 3, ST_PARTIAL = 4, ST_IDLE = 5 };
+enum { ST_AGAIN = 0, ST_EOF = 1, ST_DEADLINE = 2, ST_LATFULL = 3, ST_PARTIAL = 4, ST_IDLE = 5, ST_DUE = 6 };
 
 /* client state: got, rx, tx, trans, t0 (ns) in; the same out, plus nlat and sent (of a partial request) */
 enum { C_GOT, C_RX, C_TX, C_TRANS, C_T0, C_NLAT, C_SENT, C_N };
@@ -54,7 +54,7 @@ static const char zeros[CHUNK];
 static char scratch[CHUNK]; /* received payload is discarded */
 
 PyDoc_STRVAR(rr_client_doc,
-"rr_client(fd, reqlen, replylen, deadline, state, lat[, idle]) -> status\n\n"
+"rr_client(fd, reqlen, replylen, deadline, state, lat[, idle[, due_at]]) -> status\n\n"
 "Run TCP_RR client transactions on blocking fd (a request is out).\n"
 "state: writable int64 buffer [got, rx, tx, trans, t0_ns, nlat, sent];\n"
 "lat: writable int64 buffer that receives latencies (ns), nlat of them.\n"
@@ -62,7 +62,10 @@ PyDoc_STRVAR(rr_client_doc,
 "or PARTIAL (sent bytes of the next request went out; tx not counted yet).\n"
 "idle true: the deadline is checked when a reply is in, before the next request:\n"
 "IDLE returns with no request out, so the loop's timers (the sampler) run while\n"
-"nothing is in flight and no transaction's latency holds them.");
+"nothing is in flight and no transaction's latency holds them.\n"
+"due_at (time.monotonic() seconds, default inf): at a reply in with due_at\n"
+"past, DUE returns as IDLE does (no request out): the flow end's row is due\n"
+"and taken there (Sampler.hot), hot and with nothing in flight.");
 
 static PyObject *rr_client(PyObject *self, PyObject *args)
 {
@@ -71,8 +74,10 @@ static PyObject *rr_client(PyObject *self, PyObject *args)
     double deadline;
     PyObject *state_obj, *lat_obj;
     int idle = 0;
+    double due_at = INFINITY;
     Py_buffer sv, lv;
-    if (!PyArg_ParseTuple(args, "inndOO|p", &fd, &reqlen, &replylen, &deadline, &state_obj, &lat_obj, &idle))
+    if (!PyArg_ParseTuple(args, "inndOO|pd", &fd, &reqlen, &replylen, &deadline, &state_obj, &lat_obj, &idle,
+                          &due_at))
         return NULL;
     if (reqlen < 1 || reqlen > CHUNK || replylen < 1) {
         PyErr_SetString(PyExc_ValueError, "reqlen must be 1..65536 and replylen >= 1");
@@ -87,7 +92,7 @@ static PyObject *rr_client(PyObject *self, PyObject *args)
     int64_t *lat = lv.buf;
     Py_ssize_t cap = lv.len / (Py_ssize_t)sizeof(int64_t);
     int64_t got = st[C_GOT], rx = st[C_RX], tx = st[C_TX], trans = st[C_TRANS], t0 = st[C_T0];
-    int64_t until = deadline_ns(deadline);
+    int64_t until = deadline_ns(deadline), due = deadline_ns(due_at);
     Py_ssize_t nlat = 0;
     int64_t sent = 0;
     int status = -1; /* -1: an exception is set */
@@ -122,6 +127,10 @@ static PyObject *rr_client(PyObject *self, PyObject *args)
         got -= replylen;
         if (idle && now >= until) {
             status = ST_IDLE;
+            goto out;
+        }
+        if (now >= due) {
+            status = ST_DUE;
             goto out;
         }
         t0 = now;
@@ -165,11 +174,13 @@ out:
 }
 
 PyDoc_STRVAR(rr_server_doc,
-"rr_server(fd, reqlen, replylen, deadline, state) -> status\n\n"
+"rr_server(fd, reqlen, replylen, deadline, state[, due_at]) -> status\n\n"
 "Answer every reqlen bytes with replylen zero bytes on blocking fd.\n"
 "state: writable int64 buffer [got, rx, tx, trans, pending].\n"
 "Returns AGAIN, EOF, DEADLINE or PARTIAL (pending bytes of replies not sent;\n"
-"their transactions are counted).");
+"their transactions are counted), or DUE right after a reply went out once\n"
+"due_at (time.monotonic() seconds, default inf) is past: the flow end's row is\n"
+"due and taken there (Sampler.hot), hot, before the next request is in.");
 
 static PyObject *rr_server(PyObject *self, PyObject *args)
 {
@@ -177,8 +188,9 @@ static PyObject *rr_server(PyObject *self, PyObject *args)
     Py_ssize_t reqlen, replylen;
     double deadline;
     PyObject *state_obj;
+    double due_at = INFINITY;
     Py_buffer sv;
-    if (!PyArg_ParseTuple(args, "inndO", &fd, &reqlen, &replylen, &deadline, &state_obj))
+    if (!PyArg_ParseTuple(args, "inndO|d", &fd, &reqlen, &replylen, &deadline, &state_obj, &due_at))
         return NULL;
     if (reqlen < 1 || replylen < 1 || replylen > CHUNK) {
         PyErr_SetString(PyExc_ValueError, "reqlen must be >= 1 and replylen 1..65536");
@@ -187,7 +199,7 @@ static PyObject *rr_server(PyObject *self, PyObject *args)
     if (get_state(state_obj, &sv, S_N, "state") < 0) return NULL;
     int64_t *st = sv.buf;
     int64_t got = st[S_GOT], rx = st[S_RX], tx = st[S_TX], trans = st[S_TRANS];
-    int64_t until = deadline_ns(deadline);
+    int64_t until = deadline_ns(deadline), due = deadline_ns(due_at);
     int64_t pending = 0;
     unsigned reads = 0;
     int status = -1;
@@ -240,6 +252,10 @@ static PyObject *rr_server(PyObject *self, PyObject *args)
                 if (m == (ssize_t)size) continue;
                 pending = left; /* the rare case: Python sends the rest (blocking, as before) */
                 status = ST_PARTIAL;
+                goto out;
+            }
+            if (due != INT64_MAX && now_ns() >= due) {
+                status = ST_DUE;
                 goto out;
             }
         }
@@ -575,17 +591,18 @@ static PyObject *sample_row(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* FlowEnd attributes sample_tick reads (the six counters in a row, as get_counters takes them) */
 enum { A_SOCK, A_PARTS, A_TX, A_RX, A_TRANS, A_CONNS, A_LOST, A_REORD, A_LAST, A_GAPS, A_REC, A_NROWS,
-       A_RECLEN, A_FLUSHAT, A_LATRAW, A_LATDONE, A_IHIST, A_LATPEND, A_N };
+       A_RECLEN, A_FLUSHAT, A_LATRAW, A_LATDONE, A_IHIST, A_LATPEND, A_DUEAT, A_DUEEVERY, A_N };
 static const char *const attr_names[A_N] = {"sock", "rec_parts", "tx", "rx", "trans", "conns", "udp_lost",
                                             "udp_reord", "last_tcp", "gaps", "b_rec", "nrows", "rec_len",
-                                            "flush_at", "lat_raw", "lat_done", "ihist", "lat_pending"};
+                                            "flush_at", "lat_raw", "lat_done", "ihist", "lat_pending", "due_at",
+                                            "due_every"};
 /* FlowEnd (sample_setup) and where its __slots__ for those attributes are in an instance: a tick reads
  * them directly (getattr through the instance dict would cost as much as the Python loop it replaces) */
 static PyTypeObject *flow_type;
 static Py_ssize_t slot_at[A_N];
 static Py_ssize_t slot_lo, slot_hi; /* the instance's bytes holding the slots read for every row */
 static Py_ssize_t lat_batch; /* FlowRecord.LAT_BATCH: lat_done folds into the flow's histogram at this length */
-static PyObject *s_count, *s_fold_done;
+static PyObject *s_count, *s_fold_done, *s_frombytes;
 static int64_t *lat_work; /* lat_summary's scratch (the GIL is held) */
 static size_t lat_work_cap;
 
@@ -832,10 +849,26 @@ static int rr_in_python(PyObject *pending, PyObject *ihist)
     return folded;
 }
 
-/* One flow end's row of a tick (see sample_tick). 1: its block is due, 0: not yet, 2: the row must be built
+/* The flow end's next due instant (due_at) past mono, in steps of due_every (its grid), once a row is in. */
+static int advance_due(PyObject *flow, double mono)
+{
+    PyObject *at = SLOT(flow, A_DUEAT), *every = SLOT(flow, A_DUEEVERY);
+    if (at == NULL || every == NULL || !PyFloat_Check(at) || !PyFloat_Check(every)) return 0; /* not gridded */
+    double d = PyFloat_AS_DOUBLE(at), e = PyFloat_AS_DOUBLE(every);
+    if (!(e > 0.0) || !(d <= mono)) return 0;
+    d += e * (floor((mono - d) / e) + 1.0);
+    if (d <= mono) d += e; /* rounding */
+    PyObject *n = PyFloat_FromDouble(d);
+    if (n == NULL) return -1;
+    Py_XSETREF(SLOT(flow, A_DUEAT), n);
+    return 0;
+}
+
+/* One flow end's row (see sample_tick), its counters tx, rx, trans from ctr3 when not NULL (a C loop's, not
+ * yet in the flow end), else from its slots. 1: its block is due, 0: not yet, 2: the row must be built
  * in Python (nothing done), -1: an exception is set. A due block is written here (flush_one) when it can be:
- * then 0, or 1 with *written bytes of it out. */
-static int tick_one(PyObject *flow, const double stamps[2], Py_ssize_t *written)
+ * then 0, or 1 with *written bytes of it out. A row built moves due_at past its stamp (advance_due). */
+static int row_one(PyObject *flow, const double stamps[2], const long long *ctr3, Py_ssize_t *written)
 {
     PyObject *v[A_N] = {NULL};
     int out = -1;
@@ -849,6 +882,7 @@ static int tick_one(PyObject *flow, const double stamps[2], Py_ssize_t *written)
     if (check_row_args("sample_tick", v[A_REC], v[A_PARTS], v[A_LAST], v[A_GAPS], &parts) < 0) goto done;
     long long counters[6];
     if (get_counters(v + A_TX, counters) < 0) goto done;
+    if (ctr3 != NULL) memcpy(counters, ctr3, 3 * sizeof(long long));
     Py_ssize_t nrows = PyLong_AsSsize_t(v[A_NROWS]), rec_len = PyLong_AsSsize_t(v[A_RECLEN]);
     Py_ssize_t flush_at = PyLong_AsSsize_t(v[A_FLUSHAT]);
     if (PyErr_Occurred()) goto done;
@@ -862,7 +896,7 @@ static int tick_one(PyObject *flow, const double stamps[2], Py_ssize_t *written)
     char part[LAT_SIZE];
     Py_ssize_t nlat = 0;
     if (rr) {
-        if (read_slots(flow, v, A_LATRAW, A_N) < 0) goto done;
+        if (read_slots(flow, v, A_LATRAW, A_DUEAT) < 0) goto done;
         int py = rr_in_python(v[A_LATPEND], v[A_IHIST]);
         if (py == 0) {
             int got = rr_part(v[A_LATRAW], part, &nlat);
@@ -883,6 +917,7 @@ static int tick_one(PyObject *flow, const double stamps[2], Py_ssize_t *written)
     if (n == NULL) goto done;
     Py_XSETREF(SLOT(flow, A_NROWS), n);
     if (rr && rr_done(flow, v[A_LATRAW], v[A_LATDONE], nlat) < 0) goto done;
+    if (advance_due(flow, stamps[1]) < 0) goto done;
     out = nrows + 1 >= flush_at;
 #ifdef NETESTO_ZLIB
     if (out == 1) {
@@ -1022,7 +1057,7 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
         PyObject *flow = PyList_GET_ITEM(flows, i);
         Py_INCREF(flow); /* fileno() runs code, which could drop it from the list */
         Py_ssize_t written;
-        int got = tick_one(flow, stamps, &written);
+        int got = row_one(flow, stamps, NULL, &written);
         PyObject *pair = NULL;
         int bad = 0;
         if (got == 1) {
@@ -1052,6 +1087,115 @@ fail:
     return NULL;
 }
 
+/* time.time() and time.monotonic() (from mono_ns) as Python computes them from the clocks' ns */
+static void stamps_at(double stamps[2], int64_t mono_ns)
+{
+    struct timespec w;
+    clock_gettime(CLOCK_REALTIME, &w);
+    stamps[0] = (double)((int64_t)w.tv_sec * 1000000000 + w.tv_nsec) / 1e9;
+    stamps[1] = (double)mono_ns / 1e9;
+}
+
+/* Whether a flow end (an instance of sample_setup's class) has a row due at mono (due_at <= mono). */
+static int end_due(PyObject *flow, double mono)
+{
+    if (flow_type == NULL || !PyObject_TypeCheck(flow, flow_type)) return 0;
+    PyObject *at = SLOT(flow, A_DUEAT);
+    return at != NULL && PyFloat_Check(at) && PyFloat_AS_DOUBLE(at) <= mono;
+}
+
+/* A C loop's nlat latencies (ns) of an RR flow end into its lat_raw (array.frombytes). 0, or -1 with an
+ * exception set. */
+static int end_take_lat(PyObject *flow, const int64_t *lat, Py_ssize_t nlat)
+{
+    if (nlat <= 0) return 0;
+    if (flow_type == NULL || !PyObject_TypeCheck(flow, flow_type) || SLOT(flow, A_LATRAW) == NULL) {
+        PyErr_SetString(PyExc_TypeError, "end_take_lat: not a flow end with lat_raw");
+        return -1;
+    }
+    PyObject *mv = PyMemoryView_FromMemory((char *)lat, nlat * (Py_ssize_t)sizeof(int64_t), PyBUF_READ);
+    if (mv == NULL) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(SLOT(flow, A_LATRAW), s_frombytes, mv);
+    Py_DECREF(mv);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Thread CPU time (ns): a syscall (CLOCK_THREAD_CPUTIME_ID, ~1.5 us on a KVM guest). */
+static int64_t thread_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define PROBE_EVERY 8 /* hot rows per one whose thread CPU is read (ACC_PROBED) */
+static int64_t probe_ns = -1; /* what two thread_ns() back to back differ by: the reads' own part */
+
+
+/* One flow end's row now, at its own instant (a hot sample: Sampler.hot, the C loops' idle points): stamps
+ * read here, its counters tx, rx, trans from ctr3 (or its slots: NULL). Returns row_one's 0, 1 (*written),
+ * 2 or -1. acc (ACC_N int64) counts the row, and for every PROBE_EVERY-th row its thread CPU time (less the
+ * two reads' own part, probe_ns) goes into ACC_PROBED (ACC_PROBED_ROWS of them): the Sampler counts every
+ * hot row at their mean, and the probes' own reads (ACC_NS, 2 probe_ns each) on top. The clock is a syscall (~1.5 us here): two a row would cost as much as the row;
+ * elapsed time (vDSO) would count the time the thread is preempted, 2x the CPU on a CPU shared by two. */
+static int end_sample(PyObject *flow, const long long *ctr3, int64_t *acc, Py_ssize_t *written)
+{
+    int probe = acc[ACC_ROWS] % PROBE_EVERY == 0;
+    if (probe && probe_ns < 0) {
+        int64_t best = INT64_MAX;
+        for (int i = 0; i < 16; i++) {
+            int64_t a = thread_ns(), b = thread_ns();
+            best = b - a < best ? b - a : best;
+        }
+        probe_ns = best;
+    }
+    int64_t cpu0 = probe ? thread_ns() : 0;
+    *written = 0;
+    int out;
+    if (flow_type == NULL || !PyObject_TypeCheck(flow, flow_type)) {
+        PyErr_SetString(PyExc_TypeError, "a hot sample of an object that is not a flow end");
+        out = -1;
+    } else {
+        double stamps[2];
+        stamps_at(stamps, now_ns());
+        Py_INCREF(flow);
+        out = row_one(flow, stamps, ctr3, written);
+        Py_DECREF(flow);
+    }
+    acc[ACC_ROWS] += 1;
+    if (probe) {
+        int64_t used = thread_ns() - cpu0 - probe_ns;
+        acc[ACC_PROBED] += used > 0 ? used : 0;
+        acc[ACC_PROBED_ROWS] += 1;
+        acc[ACC_NS] += 2 * probe_ns; /* the probe's own two reads: the sampler's cost too */
+    }
+    return out;
+}
+
+static const struct sample_api sample_api = {SAMPLE_API_VERSION, end_due, end_take_lat, end_sample};
+
+PyDoc_STRVAR(sample_end_doc,
+"sample_end(flow, acc) -> 0, 1 or 2\n\nOne flow end's row now, stamped at its own instant (a hot row: Sampler.hot), the\n"
+"row sample_tick would build for it; its due_at moves past the stamp by due_every. 0: done; 1: its block is due\n"
+"and Python must write it (FlowEnd.flush(acc[2])); 2: Python must build the row (FlowRecord.sample; nothing done).\n"
+"acc (int64 [probes_ns, rows, written, probed_ns, probed_rows]) takes the row, and every PROBE_EVERY-th row's thread\n"
+"CPU and the probe's own: all rows cost probed_ns * rows / probed_rows + probes_ns.");
+
+static PyObject *sample_end_py(PyObject *self, PyObject *args)
+{
+    PyObject *flow, *acc_obj;
+    Py_buffer av;
+    if (!PyArg_ParseTuple(args, "OO", &flow, &acc_obj) || get_state(acc_obj, &av, ACC_N, "acc") < 0) return NULL;
+    int64_t *acc = av.buf;
+    Py_ssize_t written = 0;
+    int out = end_sample(flow, NULL, acc, &written);
+    if (out == 1) acc[ACC_WRITTEN] = written;
+    PyBuffer_Release(&av);
+    return out < 0 ? NULL : PyLong_FromLong(out);
+}
+
 static PyMethodDef methods[] = {
     {"rr_client", rr_client, METH_VARARGS, rr_client_doc},
     {"rr_server", rr_server, METH_VARARGS, rr_server_doc},
@@ -1060,6 +1204,7 @@ static PyMethodDef methods[] = {
     {"sample_tick", (PyCFunction)(void (*)(void))sample_tick, METH_FASTCALL, sample_tick_doc},
     {"sample_setup", sample_setup, METH_VARARGS, sample_setup_doc},
     {"lat_summary", lat_summary_py, METH_O, lat_summary_doc},
+    {"sample_end", sample_end_py, METH_VARARGS, sample_end_doc},
 #ifdef NETESTO_ZLIB
     {"crc32", crc32_py, METH_VARARGS, crc32_doc},
 #endif
@@ -1073,9 +1218,9 @@ static struct PyModuleDef module = {
 
 static const struct int_constant constants[] = {
     {"AGAIN", ST_AGAIN}, {"EOF", ST_EOF}, {"DEADLINE", ST_DEADLINE}, {"LATFULL", ST_LATFULL},
-    {"PARTIAL", ST_PARTIAL}, {"IDLE", ST_IDLE}, {"CLIENT_STATE", C_N}, {"SERVER_STATE", S_N}, {"HIST_BUCKETS", HIST_BUCKETS},
+    {"PARTIAL", ST_PARTIAL}, {"IDLE", ST_IDLE}, {"DUE", ST_DUE}, {"CLIENT_STATE", C_N}, {"SERVER_STATE", S_N}, {"HIST_BUCKETS", HIST_BUCKETS},
     {"ROW_HEAD", ROW_HEAD}, {"ROW_INFO", ROW_INFO}, {"ROW_CC_SLOT", ROW_CC_SLOT}, {"ROW_LAT", LAT_SIZE},
-    {"TICK_WRITES", TICK_WRITES}, {NULL, 0},
+    {"TICK_WRITES", TICK_WRITES}, {"ACC_FIELDS", ACC_N}, {"PROBE_EVERY", PROBE_EVERY}, {NULL, 0},
 };
 
 PyMODINIT_FUNC PyInit__fastloop(void)
@@ -1084,7 +1229,14 @@ PyMODINIT_FUNC PyInit__fastloop(void)
     if (m == NULL) return NULL;
     if (add_int_constants(m, constants) < 0
         || (s_count = PyUnicode_InternFromString("count")) == NULL
-        || (s_fold_done = PyUnicode_InternFromString("_fold_done")) == NULL) {
+        || (s_fold_done = PyUnicode_InternFromString("_fold_done")) == NULL
+        || (s_frombytes = PyUnicode_InternFromString("frombytes")) == NULL) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyObject *api = PyCapsule_New((void *)&sample_api, SAMPLE_API_NAME, NULL);
+    if (api == NULL || PyModule_AddObject(m, "SAMPLE_API", api) < 0) {
+        Py_XDECREF(api);
         Py_DECREF(m);
         return NULL;
     }

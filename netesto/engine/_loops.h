@@ -50,4 +50,21 @@ static inline int add_int_constants(PyObject *m, const struct int_constant *c)
     return 0;
 }
 
+/* What _fastloop lends the other C loops for a flow end's hot sample (its capsule _fastloop.SAMPLE_API):
+ * due(flow, mono): whether a row is due (due_at <= mono); take_lat(flow, lat, n): a C loop's latencies into
+ * its lat_raw (0, or -1 with an exception set); sample(flow, ctr3, acc, &written): its row now, with the
+ * counters tx, rx, trans of ctr3 (NULL: its own), acc (ACC_N values) taking the row and its cost: 0 done, 1 its block is
+ * due for Python (written bytes out), 2 Python must build the row, -1 an exception is set. */
+/* acc's fields (Sampler.acc): hot rows' [the probes' own thread CPU ns, rows, written bytes of a block
+ * Python must finish, thread CPU ns of the probed rows, probed rows] */
+enum { ACC_NS, ACC_ROWS, ACC_WRITTEN, ACC_PROBED, ACC_PROBED_ROWS, ACC_N };
+#define SAMPLE_API_NAME "netesto.engine._fastloop.SAMPLE_API"
+#define SAMPLE_API_VERSION 1
+struct sample_api {
+    int version;
+    int (*due)(PyObject *flow, double mono);
+    int (*take_lat)(PyObject *flow, const int64_t *lat, Py_ssize_t n);
+    int (*sample)(PyObject *flow, const long long *ctr3, int64_t *acc, Py_ssize_t *written);
+};
+
 #endif

@@ -22,6 +22,7 @@ class RRClient(ClientFlow):
     """TCP_RR: one request of ``req`` bytes, one reply of ``reply`` bytes, repeat."""
 
     nodelay = True
+    hot_sampled = True  # its rows at its idle points (Sampler.hot, the C loops): see the sampler
 
     def run(self) -> None:
         self.sock, self.ctl = self.ctl, None
@@ -201,6 +202,7 @@ class RRClient(ClientFlow):
                 sock.shutdown(socket.SHUT_WR)  # the last reply is in
                 self.closing = True
                 return
+            self.hot_point()  # its row, if due: the reply is in, nothing in flight
             self.t0 = _perf_ns()
             if self._send(self.request):
                 self._spin()
@@ -231,7 +233,7 @@ class RRClient(ClientFlow):
         try:
             while True:
                 try:
-                    status = rr_client(fd, reqlen, reply_size, deadline, st, latbuf, True)
+                    status = rr_client(fd, reqlen, reply_size, deadline, st, latbuf, True, self.due_at)
                 finally:
                     if st[5]:
                         lat.frombytes(latview[:st[5] * 8])
@@ -240,6 +242,15 @@ class RRClient(ClientFlow):
                     self.fold_latency()
                 if status == fast.PARTIAL:
                     sock.sendall(request[st[6]:])
+                    st[2] += reqlen
+                elif status == fast.DUE:  # its row (hot, nothing in flight), then the next request
+                    self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
+                    self.worker.sampler.hot(self)
+                    if self.finished or self.ending:
+                        status = fast.IDLE  # the half-close (or nothing) after the loop's turn (_resume)
+                        break
+                    st[4] = _perf_ns()
+                    sock.sendall(request)
                     st[2] += reqlen
                 elif status != fast.LATFULL:
                     break

@@ -232,6 +232,12 @@ class FlowEnd(FlowRecord):
             self.spin_ready = True
         return min(self.loop.next_deadline(), time.monotonic() + SPIN_SLICE)
 
+    def hot_point(self) -> None:
+        """An idle point of this flow end, its socket just used (after a send burst or a read): its row
+        now if one is due (:meth:`~netesto.engine.sampler.Sampler.hot`)."""
+        if self.due_at <= time.monotonic():
+            self.worker.sampler.hot(self)
+
     def read_ctl(self, sock: socket.socket, size: int = 4096) -> bytes | None:
         """One read of a control connection: None when there is nothing (or it failed the flow)."""
         try:
@@ -307,7 +313,8 @@ class FlowEnd(FlowRecord):
         dur = (self.end_mono - self.start_mono) if self.start_mono else 0.0
         ended = self.finished
         cpu = (self.cpu_end if ended else cpu_seconds()) - self.cpu0 if self.start_mono else 0.0
-        sampling_ns = self.sampling_cpu_end if ended else self.worker.sampler.cpu_ns
+        sampler = self.worker.sampler
+        sampling_ns = self.sampling_cpu_end if ended else sampler.cpu_ns
         sampling = (sampling_ns - self.sampling_cpu0) / 1e9 if self.start_mono else 0.0
         lat = self.hist.summary(0.001)
         first, last, gaps, low, high = GAPS.unpack(self.gaps)
@@ -336,6 +343,10 @@ class FlowEnd(FlowRecord):
                 # of which the worker's sampler ticks (all its flows'), the cost of sampling
                 "sampling_seconds": sampling,
                 "sampling_percent": 100.0 * sampling / cpu if cpu > 0 else 0.0,
+                # the worker's rows so far: taken at their flow ends' idle points (and what they cost), by sweeps
+                "sampling_hot_rows": sampler.hot_rows,
+                "sampling_hot_seconds": sampler.hot_ns / 1e9,
+                "sampling_swept_rows": sampler.swept,
             },
             "samples": self.samples,
             "interval": self.spec.interval,

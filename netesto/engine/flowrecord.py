@@ -10,6 +10,7 @@ sample appends one fixed-length record (stamps, counters, the raw
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -47,9 +48,10 @@ class FlowRecord:
     """
 
     __slots__ = ("sock", "rec_parts", "tx", "rx", "trans", "conns", "udp_lost", "udp_reord", "last_tcp", "gaps",
-                 "b_rec", "nrows", "rec_len", "flush_at", "lat_raw", "lat_done", "ihist", "lat_pending", "__dict__",
-                 "__weakref__")
+                 "b_rec", "nrows", "rec_len", "flush_at", "lat_raw", "lat_done", "ihist", "lat_pending", "due_at",
+                 "due_every", "__dict__", "__weakref__")
     side = "client"
+    hot_sampled = False  # takes its rows at its idle points (the Sampler's hot rows: RR ends) rather than at the sweep
 
     def __init__(self, spec: FlowSpec) -> None:
         self.spec = spec
@@ -72,6 +74,10 @@ class FlowRecord:
         # (byte offset in b_rec, the interval's latencies) of rows whose latency part waits (see sample)
         self.lat_pending: list[tuple[int, array[int]]] = []
         self.gaps = bytearray(GAPS.size)  # the sampling jitter, see GAPS
+        # monotonic instant from which this flow end's next row is due (at its next idle point, see the
+        # Sampler): inf while the Sampler does not sample it so; a row moves it on by due_every
+        self.due_at = math.inf
+        self.due_every = float(spec.interval)
         self.ca = ""
         self.local: tuple[str, int] = ("", 0)
         self.remote: tuple[str, int] = ("", 0)

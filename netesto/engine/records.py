@@ -8,7 +8,7 @@ each; :func:`sample_row` builds one row (``fastloop.sample_row`` when the
 extension is built and lays rows out the same way, else :func:`sample_row_py`),
 :func:`lat_summary` an RR row's latency part (``fastloop.lat_summary``, else
 :func:`interval_summary`); ``sample_tick`` (the C tick) builds whole rows, RR
-rows with their latency part too.
+rows with their latency part too, ``sample_end`` one flow end's row at its own instant.
 """
 
 from __future__ import annotations
@@ -163,7 +163,9 @@ sample_row: Callable[..., int] = fastloop.sample_row if fastloop.sample_row and 
 # an RR row's latency part, or None (no values, a negative one, or too large for the C twin: the histogram's way)
 lat_summary: Callable[["array[int]"], bytes | None] = fastloop.lat_summary if _C_LAT else interval_summary  # type: ignore[assignment]
 sample_tick = fastloop.sample_tick if _C_ROWS and _C_LAT and fastloop.sample_setup else None  # set up with FlowEnd
+# one flow end's row at its own instant (Sampler.hot), where the C tick is used
+sample_end = fastloop.sample_end if sample_tick is not None else None
 
 
 __all__ = ["CC_SLOT", "GAPS", "HEAD", "INFO_LEN", "LAT", "LAYOUTS", "ZERO_LAT", "interval_summary", "lat_summary",
-           "sample_row", "sample_row_py", "sample_tick"]
+           "sample_end", "sample_row", "sample_row_py", "sample_tick"]

@@ -8,7 +8,11 @@ is due or one of the loop's own sockets is ready (the loop's epoll fd is in
 the group's epoll), so the sampler, new connections and every other handler
 run as they would. Counters and latencies are moved into the flow ends
 (``tx``, ``rx``, ``trans``, ``lat_raw``: what the sampler reads) on every
-return, exceptions included. A member whose socket needs Python (EOF, an
+return, exceptions included. A member whose row is due (its ``due_at``, see
+:mod:`~netesto.engine.sampler`) gets it from the C loop at its idle point (a
+client once its reply is whole, before its next request; a server once its
+replies are out), with the slot's counters and latencies, so the loop need not
+come back to Python for the sampler with every member's transaction held. A member whose socket needs Python (EOF, an
 error, a partial send) leaves the group and its flow end takes it over
 (``rr_left``); so does one that ends or closes.
 """
@@ -57,6 +61,13 @@ class RRGroup:
         rr.ctl(self.epfd, rr.CTL_ADD, loop.fileno(), -1)
         self.fields = rr.FIELDS
         self.members: dict[int, Member] = {}  # slot -> flow end
+        self.flows: list[Member | None] = []  # the same by slot, for the C loop's hot rows (None: free)
+        self.sampler: Any = None  # the members' Sampler, when it takes hot rows (its acc, hot_rest)
+        self.out: list[tuple[Member, int, Any]] = []  # what the C loop's hot rows left to Python
+        # the sampler's sweep [at, every] of an interval whose flow ends are all members, run by the C loop
+        # (take_sweep): the loop need not come back to Python for it with every member's transaction held
+        self.sweep = array("d", [0.0, 0.0])
+        self.sweep_interval = 0.0  # its interval (0: none handed over)
         self.free: list[int] = []
         self.table = array("q")
         self.touched = array("q", [0])  # [n, slot...]: the slots the C loop served since the last copy
@@ -73,6 +84,7 @@ class RRGroup:
         self.table.extend([0] * (slots - old) * self.fields)
         self.touched.extend([0] * (slots - old))
         self.lat.extend([0] * (slots - old) * LAT_SLOT)
+        self.flows.extend([None] * (slots - old))
         self.latview = memoryview(self.lat).cast("B")
         self.free.extend(range(slots - 1, old - 1, -1))
 
@@ -92,20 +104,43 @@ class RRGroup:
         rr.ctl(self.epfd, rr.CTL_ADD, flow.fd, slot)
         flow.rr_slot = slot
         self.members[slot] = flow
+        self.flows[slot] = flow
+        sampler = getattr(getattr(flow, "worker", None), "sampler", None)  # (none: a bare member, in tests)
+        if sampler is not None and sampler.hot_on and self.rr.hot():  # (else the sweep samples them)
+            self.sampler = sampler
         self.loop.waiter = self.wait
+
+    def take_sweep(self, interval: float, at: float) -> bool:
+        """Run the sampler's sweep of ``interval`` (next at ``at``, monotonic) in the C loop, if none is yet."""
+        if self.sampler is None or self.sweep_interval not in (0.0, interval):
+            return False
+        self.sweep[0], self.sweep[1] = at, interval
+        self.sweep_interval = interval
+        return True
+
+    def give_back_sweep(self) -> None:
+        """The sweep back to the sampler's timer (a member leaves, a flow end joins its interval)."""
+        interval, at = self.sweep_interval, self.sweep[0]
+        if not interval:
+            return
+        self.sweep_interval = self.sweep[0] = self.sweep[1] = 0.0
+        self.sampler.sweep_back(interval, at)
 
     def leave(self, flow: Member) -> None:
         """``flow`` is no longer served here (its counters are in it; its socket in no epoll)."""
         slot = flow.rr_slot
         if slot < 0 or self.members.get(slot) is not flow:
             return
+        self.give_back_sweep()
         self._sync(slot, flow)
         try:
             self.rr.ctl(self.epfd, self.rr.CTL_DEL, flow.fd, slot)
         except OSError:
             pass  # its socket is closed already
         self.table[slot * self.fields + self.rr.ROLE] = self.rr.FREE
+        self.table[slot * self.fields + self.rr.HELD] = 0
         del self.members[slot]
+        self.flows[slot] = None
         self.free.append(slot)
         flow.rr_slot = -1
         if not self.members:
@@ -116,9 +151,9 @@ class RRGroup:
         rr, t = self.rr, self.table
         base = slot * self.fields
         flow.got, flow.rx, flow.tx, flow.trans = t[base + rr.GOT], t[base + rr.RX], t[base + rr.TX], t[base + rr.TRANS]
+        flow.t0 = t[base + rr.T0]  # (a hot row may have taken the latencies: NLAT 0, T0 new)
         n = t[base + rr.NLAT]
         if n:
-            flow.t0 = t[base + rr.T0]
             at = slot * LAT_SLOT * 8
             lat = flow.lat_raw
             lat.frombytes(self.latview[at:at + n * 8])
@@ -126,14 +161,28 @@ class RRGroup:
             if len(lat) >= LAT_FOLD:
                 flow.fold_latency()
 
+    def _finish_rows(self) -> None:
+        """What the C loop's hot rows left to Python (blocks to write, rows to build, failures), then
+        those members' slots take hot rows again."""
+        out, self.out = self.out, []
+        for flow, code, what in out:
+            if flow.rr_slot >= 0:
+                self.table[flow.rr_slot * self.fields + self.rr.HELD] = 0
+            self.sampler.hot_rest(flow, code, what)
+
     def wait(self, deadline: float) -> None:
         """The loop's wait: serve the members until ``deadline`` (monotonic), one of the loop's sockets is
         ready, a latency buffer is full or a member needs Python (it leaves, its flow end takes over)."""
         rr = self.rr
         self.returns += 1
         touched, members = self.touched, self.members
+        sampler, out = self.sampler, self.out
         try:
-            why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT, touched)
+            if sampler is None:
+                why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT, touched)
+            else:
+                why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT, touched, self.flows, sampler.acc, out,
+                              self.sweep if self.sweep_interval else None)
         finally:  # the counters and latencies of the members served, into them
             t, fields, dirty = self.table, self.fields, rr.DIRTY
             for i in range(1, touched[0] + 1):
@@ -143,6 +192,8 @@ class RRGroup:
                 if flow is not None:
                     self._sync(slot, flow)
             touched[0] = 0
+            if out:
+                self._finish_rows()
         if why != rr.FLOW:
             return
         t, fields = self.table, self.fields

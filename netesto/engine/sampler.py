@@ -1,17 +1,33 @@
-"""The worker's Sampler: every live flow end sampled on one grid per interval.
+"""The worker's Sampler: every live flow end sampled once per grid point of its interval.
 
-A tick samples all flow ends of an interval at one instant: in one call of
-the C ``sample_tick`` when the extension is built (RR rows with their
-latency part), through :meth:`~netesto.engine.flowrecord.FlowRecord.sample`
-without it and for the few rows the C tick leaves to Python.
+With the extension built, an RR flow end (``hot_sampled``) takes its own row
+at its own moment just after each grid point, at its next idle point (**hot**:
+a client once its reply is whole and before its next request, a server once
+its reply is out; the C loops do this themselves): no transaction of its own
+is in flight, and the others wait for one row, not for a whole tick of rows.
+Each row carries the stamps of its own reading. A flow end whose row is due
+has ``due_at`` (monotonic) at or before now; the row moves it to the next
+grid point past its stamp. The Sampler's one timer per interval (the
+**sweep**, :data:`GRACE` of the interval after each grid point where hot flow
+ends are, at the grid point elsewhere) samples every other flow end and every
+hot one still due at once, in one call of the C ``sample_tick`` (stalled RR
+flows still get a row per interval). Stream (and UDP, CRR) ends stay in the
+sweep: a row taken alone costs about twice a row in a batch (cold code more
+than cold data; see docs/raw-format.md). Without the extension the sweep
+samples everything at the grid points through
+:meth:`~netesto.engine.flowrecord.FlowRecord.sample` (the Python twin).
 """
 
 from __future__ import annotations
 
+import math
+import os
 import time
+from array import array
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from netesto.engine.records import sample_tick
+from netesto.engine import fastloop
+from netesto.engine.records import sample_end, sample_tick
 from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.nflow import FlowWriter
 
@@ -19,6 +35,13 @@ if TYPE_CHECKING:
     from netesto.engine.loop import Loop, Timer
 
 FILL_CHUNK = 2  # flow ends whose rows get their latency part between two of the loop's handlers
+# The sweep's delay after each grid point where hot flow ends are, as a share of the interval: by then a
+# busy RR end has had its idle point (16 on one worker come round every few hundred us); one with none
+# (stalled) is sampled by the sweep. Kept well below half the interval, so that the rows of one grid point
+# (its hot ones and the sweep's) fall in one step of the results' grid (numerics.Grid rounds to the nearest).
+GRACE = float(os.environ.get("NETESTO_SAMPLE_GRACE", "") or 0.15)  # (the environment's: benches' A/B only)
+# NETESTO_SAMPLE_AT_TICK=1 (benches' A/B only): every row by the sweep at the grid point, as without the extension
+AT_TICK = os.environ.get("NETESTO_SAMPLE_AT_TICK", "") not in ("", "0")
 
 
 class Sampled(Protocol):
@@ -33,6 +56,9 @@ class Sampled(Protocol):
     sampling_ok: bool
     writer: FlowWriter | None
     lat_pending: list[Any]
+    due_at: float
+    due_every: float
+    hot_sampled: bool
 
     def sample(self, mono: float, wall: float | None = None) -> None: ...
 
@@ -56,73 +82,169 @@ def bench_window_sampled(wall: float, window: float) -> bool:
 
 
 class Sampler:
-    """Samples every live flow end of a worker on a grid per interval (one timer per interval).
+    """Samples every live flow end of a worker once per grid point of its interval (see the module).
 
-    A tick builds the rows of its flow ends in one call of the C ``sample_tick``
-    when the extension is built, and calls
+    The sweep (one timer per interval) builds the rows of the flow ends still due in one call of
+    the C ``sample_tick`` when the extension is built, and calls
     :meth:`~netesto.engine.flowrecord.FlowRecord.sample` for those it leaves to Python (RR rows
     whose latency part must wait, see ``sample_tick``), or for all of them without the
-    extension. ``cpu_ns`` counts the thread CPU time spent in ticks (two
-    clock reads per tick): flow summaries report it as what sampling cost
-    their worker.
+    extension. :meth:`hot` takes one flow end's row at its idle point (``fastloop.sample_end``;
+    the C loops of RR flow ends take theirs themselves, into the same ``acc``).
+    ``cpu_ns`` counts the thread CPU time spent in sweeps and in hot rows (clock reads around
+    each): flow summaries report it as what sampling cost their worker.
     """
 
     def __init__(self, loop: "Loop") -> None:
         self.loop = loop
+        self.hot_on = sample_end is not None and sample_tick is not None and not AT_TICK
+        self.grace = GRACE if self.hot_on else 0.0
+        # hot rows' [the probes' own ns, rows, written bytes of a block Python must finish, thread CPU ns of the
+        # probed rows, probed rows] (sample_end, the C loops: see _fastloop.c's end_sample)
+        self.acc = array("q", [0] * fastloop.ACC_FIELDS)
+        self.swept = 0  # rows the sweeps took (the others of the grid: hot)
+        self._cpu_ns = 0
         self.groups: dict[float, list[Sampled]] = {}
-        # a group's flow ends in two lists: those sample_tick samples, and the others
+        # a group's flow ends in three lists: those sample_tick samples at every sweep, those it samples when
+        # their row is still due (hot: they take theirs at their idle points), and the others (Python's)
         self.fast: dict[float, list[Sampled]] = {}
+        self.hot_ends: dict[float, list[Sampled]] = {}
         self.slow: dict[float, list[Sampled]] = {}
-        self.next: dict[float, float] = {}
-        self.cpu_ns = 0
+        self.next: dict[float, float] = {}  # the grid point each interval's next sweep follows
+        self.handed: dict[float, Any] = {}  # intervals whose sweep the loop's C loop of RR flow ends runs
         self.filling: list[Sampled] = []  # flow ends whose rows wait for their latency part (_fill)
         self.fill_timer: Timer | None = None
         # bench_sampling's within-run comparison only (``--sample-duty W``): ticks sample in one
         # W-second window of each pair of the wall clock and not in the other (bench_window_sampled).
         self.duty = 0.0
 
+    @property
+    def cpu_ns(self) -> int:
+        """Thread CPU ns of the sweeps and of the hot rows so far: every hot row at the mean of those probed."""
+        return self._cpu_ns + self.hot_ns
+
+    @property
+    def hot_rows(self) -> int:
+        return self.acc[1]
+
+    @property
+    def hot_ns(self) -> int:
+        """Thread CPU ns of the hot rows so far: the probed rows' mean times all, and the probes' own cost."""
+        acc = self.acc
+        return acc[0] + (acc[3] * acc[1] // acc[4] if acc[4] else 0)
+
     def add(self, flow: Sampled) -> None:
         interval = flow.spec.interval
         group = self.groups.get(interval)
+        if interval in self.handed:  # a new flow end: the sweep is the timer's again
+            self.handed[interval].give_back_sweep()
         if group is None:
             group = self.groups[interval] = []
-            self.fast[interval], self.slow[interval] = [], []
+            self.fast[interval], self.hot_ends[interval], self.slow[interval] = [], [], []
             when = time.monotonic() + interval
             self.next[interval] = when
-            self.loop.call_at(when, lambda: self._tick(interval))
+            self.loop.call_at(when + self._grace(flow) * interval, lambda: self._tick(interval))
         group.append(flow)
-        (self.fast if sample_tick is not None else self.slow)[interval].append(flow)
+        hot = self.hot_on and flow.hot_sampled
+        (self.hot_ends if hot else self.fast if sample_tick is not None else self.slow)[interval].append(flow)
         # Spread the flushes of a group over the ticks (flows that start
         # together would all write their block in the same tick): this flow's
         # first block is 1..flush_rows rows, the later ones flush_rows.
         if flow.nrows == 0:
             flow.flush_at = 1 + (len(group) - 1) % flow.flush_rows
         flow.sample(time.monotonic())  # a row at t=0: the baseline of every counter
+        if hot:
+            flow.due_every = interval
+            flow.due_at = self.next[interval]  # its first row: at its first idle point past the next grid point
+
+    def _grace(self, flow: Sampled | None) -> float:
+        """The sweep's delay after a grid point (a share of the interval): GRACE where hot flow ends are."""
+        return self.grace if flow is not None and flow.hot_sampled else 0.0
 
     def remove(self, flow: Sampled) -> None:
+        flow.due_at = math.inf
         interval = flow.spec.interval
-        for flows in (self.groups.get(interval), self.fast.get(interval), self.slow.get(interval)):
+        for flows in (self.groups.get(interval), self.fast.get(interval), self.hot_ends.get(interval),
+                      self.slow.get(interval)):
             if flows is not None and flow in flows:
                 flows.remove(flow)
 
     def _tick(self, interval: float) -> None:
+        """The sweep after grid point ``self.next[interval]``: every flow end still due, sampled at once."""
         group = self.groups.get(interval)
         if not group:
-            for groups in (self.groups, self.fast, self.slow):
+            for groups in (self.groups, self.fast, self.hot_ends, self.slow):
                 groups.pop(interval, None)
             return
         cpu0 = time.thread_time_ns()
-        # One instant per tick: every row of the tick carries the same stamps.
+        # One instant per sweep: every row it takes carries the same stamps.
         now = time.monotonic()
         wall = time.time()
+        point = self.next[interval]
         if not self.duty or bench_window_sampled(wall, self.duty):
-            self._sample(self.fast[interval], self.slow[interval], now, wall)
-        self.cpu_ns += time.thread_time_ns() - cpu0
-        when = self.next[interval] + interval
+            fast, hot = self.fast[interval], self.hot_ends[interval]
+            if hot:  # those whose idle point did not come (stalled), with the others
+                fast = fast + [flow for flow in hot if flow.due_at <= point]
+            self.swept += len(fast) + len(self.slow[interval])
+            self._sample(fast, self.slow[interval], now, wall)
+        when = point + interval
         if when <= now:  # we fell behind: skip the missed grid points
             when += ((now - when) // interval + 1) * interval
         self.next[interval] = when
-        self.loop.call_at(when, lambda: self._tick(interval))
+        hot = self.hot_ends[interval]
+        if hot:  # rows the sweep left to Python, or skipped: due at the next grid point
+            sampled = not self.duty or bench_window_sampled(wall + when - now, self.duty)
+            for flow in hot:
+                if not sampled:  # --sample-duty: no row of any kind in the next window
+                    flow.due_at = math.inf
+                elif flow.due_at <= point or flow.due_at == math.inf:
+                    flow.due_at = when
+        self._cpu_ns += time.thread_time_ns() - cpu0
+        self._arm(interval, when + self._grace(hot[0] if hot else None) * interval)
+
+    def _arm(self, interval: float, at: float) -> None:
+        """The next sweep of ``interval`` at ``at``: the loop's timer, or its C loop of RR flow ends when every
+        flow end of the interval is a member (rrgroup.RRGroup.take_sweep: no return to Python for it)."""
+        rr = getattr(self.loop, "rr_group", None)
+        hot = self.hot_ends.get(interval)
+        if (rr is not None and hot and not self.fast[interval] and not self.slow[interval] and not self.duty
+                and all(getattr(flow, "rr_slot", -1) >= 0 for flow in hot) and rr.take_sweep(interval, at)):
+            self.handed[interval] = rr
+            return
+        self.loop.call_at(at, lambda: self._tick(interval))
+
+    def sweep_back(self, interval: float, at: float) -> None:
+        """The C loop of RR flow ends gives the sweep of ``interval`` (next at ``at``) back to a timer."""
+        self.handed.pop(interval, None)
+        if interval in self.groups:
+            self.next[interval] = at - self.grace * interval
+            self.loop.call_at(at, lambda: self._tick(interval))
+
+    def hot(self, flow: Sampled) -> None:
+        """``flow``'s row now, at its idle point (its due_at is past): see the module. Its cost goes
+        into ``acc`` (the C side's clock reads), what Python must finish into ``cpu_ns`` too."""
+        try:
+            got = sample_end(flow, self.acc)  # type: ignore[misc]
+        except Exception as exc:  # as _guarded
+            self._failed(flow, exc)
+            return
+        if got:
+            self.hot_rest(flow, got, self.acc[2])
+
+    def hot_rest(self, flow: Sampled, code: int, what: Any) -> None:
+        """What a hot row left to Python (``sample_end``'s or a C loop's code): 1 its block to write
+        (``what`` bytes of it out), 2 the row itself (FlowRecord.sample), -1 it failed (``what``)."""
+        if code < 0:
+            self._failed(flow, what)
+            return
+        cpu0 = time.thread_time_ns()
+        if code == 1:
+            self._guarded(flow, lambda: flow.flush(what))
+        else:
+            now = time.monotonic()
+            self._sample([], [flow], now, time.time())
+            if flow.due_at <= now:
+                flow.due_at += flow.due_every * (math.floor((now - flow.due_at) / flow.due_every) + 1)
+        self._cpu_ns += time.thread_time_ns() - cpu0
 
     def _sample(self, fast: list[Sampled], slow: list[Sampled], now: float, wall: float) -> None:
         if fast:
@@ -157,7 +279,7 @@ class Sampler:
             self._guarded(flow, flow.fill_latency)
         del todo[:FILL_CHUNK]
         self.fill_timer = self.loop.call_at(time.monotonic(), self._fill) if todo else None
-        self.cpu_ns += time.thread_time_ns() - cpu0
+        self._cpu_ns += time.thread_time_ns() - cpu0
 
     def _guarded(self, flow: Sampled, step: Callable[[], None]) -> None:
         try:
@@ -176,4 +298,4 @@ class Sampler:
         flow.finish(f"sampling failed: {type(exc).__name__}: {exc}")
 
 
-__all__ = ["Sampled", "Sampler", "bench_window_sampled"]
+__all__ = ["AT_TICK", "GRACE", "Sampled", "Sampler", "bench_window_sampled"]

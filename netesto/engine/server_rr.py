@@ -18,6 +18,7 @@ _IN_ERR = IN | ERR
 
 class RRServer(ServerFlow):
     """TCP_RR: answer every ``req`` bytes with ``reply`` bytes."""
+    hot_sampled = True  # its rows at its idle points (Sampler.hot, the C loops): see the sampler
 
     def go(self) -> None:
         self.conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -70,7 +71,11 @@ class RRServer(ServerFlow):
             if n < len(reply):
                 self.pending = reply[n:]
                 self.loop.modify(self.fd, IN | OUT)
-            elif len(self.sw.flows) == 1 and not self.sw.pending and self.req <= 65536 \
+                return
+            self.hot_point()  # its row, if due: its reply is out
+            if self.finished:
+                return
+            if len(self.sw.flows) == 1 and not self.sw.pending and self.req <= 65536 \
                     and len(self.reply_buf) <= 65536:
                 self._spin()
             elif self.multi:
@@ -183,7 +188,13 @@ class RRServer(ServerFlow):
         conn.setblocking(True)
         try:
             while True:
-                status = rr_server(fd, req, replylen, deadline, st)
+                status = rr_server(fd, req, replylen, deadline, st, self.due_at)
+                if status == fast.DUE:  # its reply is out: its row, hot, then on
+                    self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
+                    self.worker.sampler.hot(self)
+                    if self.finished or monotonic() >= deadline:
+                        break
+                    continue
                 if status != fast.PARTIAL:
                     break
                 out = memoryview(bytes(st[4]))  # replies are zeros

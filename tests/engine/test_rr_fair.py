@@ -69,17 +69,22 @@ def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path, p
     limit = max(GAP_FACTOR * statistics.median(maxima.values()), GAP_FLOOR_US)
     slow = {fid: m for fid, m in maxima.items() if m > limit}
     assert not slow, f"longest waits above {limit:.0f} us: {slow}; all {maxima}"
-    per_tick: dict[float, dict[str, int]] = {}
+    # The rows of one grid point: taken by each flow end at its own idle point just after it (hot rows,
+    # their own stamps), or by the sweep (one stamp): rows in the same interval after the first grid point.
+    interval = next(iter(flows.values())).header["interval"]
+    first = min(f.columns["t_mono"][1] for f in flows.values())
+    per_tick: dict[int, dict[str, int]] = {}
     for fid, f in flows.items():
         assert f.summary["latency_us"]["count"] == f.summary["transactions"] == sum(f.columns["lat_count"]), fid
         for t, n in zip(f.columns["t_mono"][1:-1], f.columns["lat_count"][1:-1]):  # the ticks' rows
-            per_tick.setdefault(t, {})[fid] = n
+            per_tick.setdefault(round((t - first) / interval), {})[fid] = n
     idle = {fid: 0 for fid in flows}
     for counts in per_tick.values():
         if len(counts) == FLOWS and statistics.median(counts.values()) >= BUSY:
             for fid, n in counts.items():
                 idle[fid] += n == 0
     assert len(per_tick) > 50 * DUR
+    assert sum(len(counts) == FLOWS for counts in per_tick.values()) > 40 * DUR  # grid points with every flow's row
     assert max(idle.values()) <= IDLE_ROWS, idle
     print(f"transactions min/mean/max {min(trans.values())}/{mean:.0f}/{max(trans.values())}; "
           f"max latency us median {statistics.median(maxima.values()):.0f} max {max(maxima.values()):.0f}; "

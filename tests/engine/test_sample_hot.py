@@ -1,0 +1,191 @@
+"""Hot rows: an RR flow end takes its row at its own idle point just after each grid point
+(``fastloop.sample_end``, the C loops), the row the sweep would build, stamped at its own instant;
+a flow end whose idle point does not come is sampled by the sweep; both ends of real RR flows, alone or
+many on one worker, take their rows so, with the Python twin sampling at the grid points."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import statistics
+import time
+from array import array
+
+import pytest
+
+from netesto.engine import fastloop, records
+from netesto.engine.flowend import FlowEnd, Worker
+from netesto.engine.loop import Loop
+from netesto.engine.records import HEAD, LAT, interval_summary
+from netesto.protocol.flowspec import FlowSpec
+from tests.engine.test_engine import ENGINE, Server, ends, spec
+
+hot = pytest.mark.skipif(records.sample_end is None, reason="the engine samples in Python here")
+
+
+class HotEnd(FlowEnd):
+    """A flow end that takes hot rows (as RRClient, RRServer), with no traffic of its own."""
+
+    hot_sampled = True
+
+
+def _rr_end(worker: Worker, i: int, sock: socket.socket | None = None) -> HotEnd:
+    end = HotEnd(worker, FlowSpec(flow_id=f"rr-{i}", test="TCP_RR", server="127.0.0.1", port=1, interval=0.01, exp=1))
+    end.sock = sock
+    end.begin()
+    end.flush()
+    return end
+
+
+def _done(worker: Worker, made: list[HotEnd]) -> None:
+    """Every flow end finished (its file closed), then the worker's loop."""
+    for end in made:
+        end.finish()
+    worker.loop.close()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    worker = Worker(Loop(), str(tmp_path), lambda event: None)
+    made = [_rr_end(worker, i) for i in range(2)]
+    yield worker, made
+    _done(worker, made)
+
+
+@hot
+def test_a_hot_row_is_the_row_the_sweep_builds_stamped_at_its_own_instant(pair):
+    worker, (a, b) = pair
+    assert a.due_every == 0.01 and a.due_at < math.inf  # gridded by the Sampler
+    for end in (a, b):
+        end.tx, end.rx, end.trans = 70, 80, 3
+        end.lat_raw.extend(array("q", [5_000, 9_000, 7_000]))
+    b.gaps[:] = a.gaps
+    due_at = a.due_at = time.monotonic() - 0.025  # two grid points missed
+    acc = array("q", [0] * fastloop.ACC_FIELDS)
+    before = time.monotonic()
+    assert records.sample_end is not None and records.sample_end(a, acc) == 0
+    wall, mono = HEAD.unpack_from(a.b_rec)[:2]
+    assert before <= mono <= time.monotonic() and abs(wall - time.time()) < 1
+    b.due_at = math.inf
+    assert fastloop.sample_tick is not None
+    assert fastloop.sample_tick([b], wall, mono) == ([], [], [])
+    assert a.b_rec[:a.rec_len] == b.b_rec[:b.rec_len] and a.gaps == b.gaps and a.nrows == b.nrows == 1
+    assert bytes(a.b_rec[a.rec_len - LAT.size:a.rec_len]) == interval_summary(array("q", [5_000, 9_000, 7_000]))
+    assert not a.lat_raw and list(a.lat_done) == [5_000, 9_000, 7_000]
+    # its next row: the first grid point after its stamp, on its own grid
+    assert a.due_at == pytest.approx(due_at + 0.03) and mono < a.due_at <= mono + 0.01
+    assert acc[1] == 1 and acc[4] == 1 and acc[3] > 0  # the row, probed (its thread CPU)
+
+
+@hot
+def test_a_row_the_c_side_cannot_build_is_left_to_python_and_nothing_moves(pair):
+    worker, (a, _b) = pair
+    a.lat_raw.extend(array("q", [5_000]))
+    a.sample(1.0, 2.0)  # the Python path: this row's latency part waits (lat_pending)
+    a.due_at = due_at = time.monotonic() - 0.001
+    acc = array("q", [0] * fastloop.ACC_FIELDS)
+    assert records.sample_end is not None and records.sample_end(a, acc) == 2
+    assert a.nrows == 1 and a.due_at == due_at and acc[1] == 1
+    worker.sampler.hot_rest(a, 2, None)  # what Sampler.hot does with it: the row in Python, then on
+    assert a.nrows == 2 and a.due_at > time.monotonic() - 0.001
+
+
+@hot
+def test_a_flow_end_whose_idle_point_does_not_come_is_sampled_by_the_sweep(tmp_path):
+    """A hot flow end with no traffic (stalled) still gets a row per interval, from the sweeps, GRACE
+    of the interval after each grid point; a stream end in the same worker is sampled at the sweep too."""
+    a, b = socket.socketpair()
+    loop = Loop()
+    worker = Worker(loop, str(tmp_path), lambda event: None)
+    end = _rr_end(worker, 0, a)
+    stop = time.monotonic() + 0.3
+    loop.run(lambda: time.monotonic() >= stop)
+    assert worker.sampler.hot_rows == 0 and worker.sampler.swept >= 25
+    rows = end.nrows + end.samples
+    assert 25 <= rows <= 32
+    monos = [HEAD.unpack_from(end.b_rec, i * end.rec_len)[1] for i in range(end.nrows)]
+    gaps = [y - x for x, y in zip(monos, monos[1:])]
+    assert gaps and statistics.median(gaps) == pytest.approx(0.01, abs=0.002)
+    end.finish()
+    loop.close()
+    a.close()
+    b.close()
+
+
+def _client(pair, tmp_path, specs):
+    where = tmp_path / "specs.json"
+    where.write_text(json.dumps(specs))
+    argv = [*ENGINE, "client", "--specs", str(where), "--datadir", str(tmp_path / "cli"), "--workers", "1"]
+    return pair.run(pair.a, argv, timeout=60)
+
+
+@pytest.mark.netns
+@hot
+@pytest.mark.parametrize("flows", [1, 16])
+def test_rr_ends_take_their_rows_at_their_own_idle_points(veth_pair, tmp_path, flows):
+    """Both ends of 1 (the lone C loops) and 16 (the C loop of many) RR flows: nearly every row is hot,
+    stamped at its own instant (the rows of one grid point do not share stamps as a sweep's would),
+    one per interval; the rows' counters end at the summaries'."""
+    pair = veth_pair
+    server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "1")
+    specs = [spec(server, f"a-b-0-{i}", "TCP_RR", dur=1.5) for i in range(flows)]
+    proc = _client(pair, tmp_path, specs)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    server.events()
+    for side in (0, 1):
+        stamps, spacing = [], []
+        for s in specs:
+            flow = ends(tmp_path, s["flow_id"])[side]
+            cpu = flow.summary["cpu"]
+            assert cpu["sampling_hot_rows"] >= 0.8 * (cpu["sampling_hot_rows"] + cpu["sampling_swept_rows"])
+            t = list(flow.columns["t_mono"])[1:-1]
+            assert len(t) >= 100
+            stamps += t
+            spacing.append(statistics.median(y - x for x, y in zip(t, t[1:])))
+            assert flow.columns["transactions"][-1] == flow.summary["transactions"]
+        assert statistics.median(spacing) == pytest.approx(0.01, abs=0.0005)
+        if flows > 1:
+            assert len(set(stamps)) >= 0.8 * len(stamps)  # own instants, not one per grid point
+
+
+@hot
+@pytest.mark.skipif(fastloop.rrloop is None, reason="netesto.engine._rrloop is not built")
+def test_the_c_loop_of_rr_flow_ends_runs_the_sweep_of_its_members(tmp_path):
+    """Two members of the C loop of RR flow ends with nothing in flight (stalled: no idle point comes)
+    still get a row per interval: the Sampler hands its sweep to the C loop (no timer, no return to
+    Python for it) and takes it back when a member leaves."""
+    from netesto.engine.rrgroup import group_of
+
+    lsock = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(lsock.getsockname())
+    b, _ = lsock.accept()
+    loop = Loop()
+    worker = Worker(loop, str(tmp_path), lambda event: None)
+    made = []
+    for i, sock in enumerate((a, b)):
+        sock.setblocking(False)
+        end = _rr_end(worker, i, sock)
+        end.fd, end.got, end.t0, end.rr_slot = sock.fileno(), 0, time.perf_counter_ns(), -1
+        loop.register(end.fd, 1, lambda events: None)
+        group_of(loop, fastloop.rrloop).join(end, i == 1, 1, 1)
+        made.append(end)
+    group = loop.rr_group
+    stop = time.monotonic() + 0.3
+    loop.call_at(stop, lambda: None)  # (the C loop serves until a timer is due: the test's end)
+    loop.run(lambda: time.monotonic() >= stop)
+    sampler = worker.sampler
+    assert sampler.handed and group.sweep_interval == 0.01 and sampler.swept <= 4  # the first sweep's rows
+    for end in made:
+        assert 25 <= end.nrows + end.samples <= 32
+    assert sampler.hot_rows >= 2 * 24
+    group.leave(made[0])  # the sweep goes back to a timer
+    assert not sampler.handed and group.sweep_interval == 0.0
+    swept = sampler.swept
+    stop = time.monotonic() + 0.05
+    loop.call_at(stop, lambda: None)
+    loop.run(lambda: time.monotonic() >= stop)
+    assert sampler.swept >= swept + 4
+    _done(worker, made)
+    for sock in (a, b, lsock):
+        sock.close()

@@ -178,6 +178,10 @@ class FlowRecord:
             else:
                 rec[at:at + LAT.size] = self._latency_record()
         self.nrows += 1
+        due, every = self.due_at, self.due_every
+        if due <= mono and every > 0:  # its next row: at the first grid point past this one (the C row_one's twin)
+            due += every * (math.floor((mono - due) / every) + 1)
+            self.due_at = due if due > mono else due + every  # (rounding)
         if self.nrows >= self.flush_at and not self.lat_pending:  # else the block goes with its last part
             self.flush()
 

@@ -240,10 +240,7 @@ class Sampler:
         if code == 1:
             self._guarded(flow, lambda: flow.flush(what))
         else:
-            now = time.monotonic()
-            self._sample([], [flow], now, time.time())
-            if flow.due_at <= now:
-                flow.due_at += flow.due_every * (math.floor((now - flow.due_at) / flow.due_every) + 1)
+            self._sample([], [flow], time.monotonic(), time.time())  # (FlowRecord.sample moves its due_at on)
         self._cpu_ns += time.thread_time_ns() - cpu0
 
     def _sample(self, fast: list[Sampled], slow: list[Sampled], now: float, wall: float) -> None:

@@ -233,8 +233,8 @@ class FlowEnd(FlowRecord):
         return min(self.loop.next_deadline(), time.monotonic() + SPIN_SLICE)
 
     def hot_point(self) -> None:
-        """An idle point of this flow end, its socket just used (after a send burst or a read): its row
-        now if one is due (:meth:`~netesto.engine.sampler.Sampler.hot`)."""
+        """An idle point of an RR flow end in Python (a client's reply in, a server's reply out: nothing of
+        its own in flight): its row now if one is due (:meth:`~netesto.engine.sampler.Sampler.hot`)."""
         if self.due_at <= time.monotonic():
             self.worker.sampler.hot(self)
 

@@ -21,6 +21,8 @@ TCP_INFO = getattr(socket, "TCP_INFO", 11)
 TCP_CONGESTION = getattr(socket, "TCP_CONGESTION", 13)
 TCP_CC_INFO = 26
 SO_MAX_PACING_RATE = 47
+PACED_BACKLOG = 0.02  # s of data at the paced rate a paced socket may hold unsent (set_pacing)
+PACED_BACKLOG_MIN = 16384  # bytes: the floor of the cap (slow flows: a few segments)
 TCP_INFO_LEN = 280  # the size of struct tcp_info on kernel 6.18
 CC_INFO_LEN = 20  # struct tcp_bbr_info: bw_lo, bw_hi, min_rtt, pacing_gain, cwnd_gain (u32)
 AVAILABLE_PATH = "/proc/sys/net/ipv4/tcp_available_congestion_control"
@@ -172,12 +174,24 @@ def congestion_control(sock: socket.socket) -> str:
     return raw.split(b"\0", 1)[0].decode("ascii", "replace")
 
 
+def paced_backlog(bits_per_s: int) -> int:
+    """TCP_NOTSENT_LOWAT for a socket paced at ``bits_per_s``: :data:`PACED_BACKLOG`
+    seconds of data at that rate, at least :data:`PACED_BACKLOG_MIN` bytes."""
+    return max(PACED_BACKLOG_MIN, int(bits_per_s / 8 * PACED_BACKLOG))
+
+
 def set_pacing(sock: socket.socket, bits_per_s: int) -> None:
-    """SO_MAX_PACING_RATE from a rate in bits/s (the kernel takes bytes/s)."""
+    """SO_MAX_PACING_RATE from a rate in bits/s (the kernel takes bytes/s), and the
+    unsent backlog capped to match (TCP_NOTSENT_LOWAT, :func:`paced_backlog`).
+
+    Without the cap, the autotuned send buffer holds megabytes that drain at the
+    paced rate after the flow's time is up: a 1 s flow paced at 1 Mbit/s ran 11 s.
+    """
     if bits_per_s <= 0:
         return
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, struct.pack("=Q", bits_per_s // 8))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT, paced_backlog(bits_per_s))
     except OSError as exc:
         raise TrafficError(f"cannot set max pacing rate {bits_per_s} bit/s: {exc.strerror}") from exc
 
@@ -196,6 +210,8 @@ def set_buffers(sock: socket.socket, size: int) -> None:
 __all__ = [
     "CC_INFO_FIELDS",
     "CC_INFO_LEN",
+    "PACED_BACKLOG",
+    "PACED_BACKLOG_MIN",
     "TCP_INFO_FIELDS",
     "TCP_INFO_LEN",
     "ZERO_CC",
@@ -204,6 +220,7 @@ __all__ = [
     "column_arrays",
     "congestion_control",
     "decode_record",
+    "paced_backlog",
     "read_bbr_info",
     "read_tcp_info",
     "records_to_columns",

@@ -1,6 +1,6 @@
-"""A 3 x 2 sweep (ca x bw) of notebooks/sweep.ipynb on a real testbed, end to end.
+"""A 2 x 2 sweep (ca x bw) of notebooks/sweep.ipynb on a real testbed, end to end.
 
-Interrupted after its second point and resumed, it runs only the rest; each point's
+Interrupted after its first point and resumed, it runs only the rest; each point's
 testbed is reshaped to its bw; the points of an unknown ca fail and are recorded while
 the others complete; the reports open in chromium; notebooks/analysis.ipynb reads the
 result. (One sweep for all of it: each point costs a kernel and an experiment.)
@@ -98,24 +98,24 @@ def test_a_sweep_interrupted_resumed_reshaped_with_failing_points_and_reported(b
 
     out = tmp_path / "sw"
     # the nosuchcc points come last: the interrupted run ends before them, the resumed one runs them
-    args = ["-p", "ca=reno,cubic,nosuchcc", "-p", "bw=20mbit,50mbit", "--check", "rate > 1"]
+    args = ["-p", "ca=reno,nosuchcc", "-p", "bw=20mbit,50mbit", "--check", "rate > 1"]
     proc = subprocess.Popen(sweep_cmd(bed, out, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     with tbutil.group_killed_after(proc):
         deadline = time.monotonic() + 240
-        while sum(r["status"] == "ok" for r in manifest(out)) < 2 and time.monotonic() < deadline:
+        while sum(r["status"] == "ok" for r in manifest(out)) < 1 and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.3)
         _, err = tbutil.interrupt_group(proc, 120)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "--resume" in err and "Traceback" not in err
     done = {r["key"]: (out / r["notebook"]).stat().st_mtime_ns for r in manifest(out) if r["status"] == "ok"}
-    assert 2 <= len(done) < 4 and not any(r["status"] == "failed" for r in manifest(out)), manifest(out)
+    assert 1 <= len(done) <= 2 and not any(r["status"] == "failed" for r in manifest(out)), manifest(out)
 
     # a point that fails is recorded, the others complete, the sweep exits 1
     again = subprocess.run(sweep_cmd(bed, out, *args, "--resume"), capture_output=True, text=True, timeout=300)
     assert again.returncode == 1, again.stdout + again.stderr
-    assert f"4 of 6 points ok ({6 - len(done)} run now)" in again.stdout, again.stdout
+    assert f"2 of 4 points ok ({4 - len(done)} run now)" in again.stdout, again.stdout
     assert "failed ca=nosuchcc,bw=20mbit,rep=0" in again.stdout and "failed ca=nosuchcc,bw=50mbit,rep=0" in again.stdout
     recs = manifest(out)
     bad = [r for r in recs if r["params"]["ca"] == "nosuchcc"]
@@ -129,9 +129,9 @@ def test_a_sweep_interrupted_resumed_reshaped_with_failing_points_and_reported(b
 
     sw = netesto.open_sweep(out)
     assert sw.cube.rate.dims == ("ca", "bw", "rep")
-    for ca in ("reno", "cubic"):  # the testbed was reshaped for each point
-        assert 10 < float(sw.cube.rate.sel(ca=ca, bw="20mbit", rep=0)) <= 20.5
-        assert 25 < float(sw.cube.rate.sel(ca=ca, bw="50mbit", rep=0)) <= 51
+    # the testbed was reshaped for each point
+    assert 10 < float(sw.cube.rate.sel(ca="reno", bw="20mbit", rep=0)) <= 20.5
+    assert 25 < float(sw.cube.rate.sel(ca="reno", bw="50mbit", rep=0)) <= 51
 
     # what shaped each point is in its dataset: the testbed's bottleneck, the -D values, the seed, tools, qdiscs
     ds = netesto.open_experiment(out / recs[0]["experiments"][0])
@@ -147,7 +147,7 @@ def test_a_sweep_interrupted_resumed_reshaped_with_failing_points_and_reported(b
     assert "<th>kernel</th>" in page and "python 3." in page and "congestion_control=" in page  # the hosts' facts
     assert "nosuchcc" in page  # the failed points and why
     hrefs = links(report)  # every point's executed notebook and experiment (a failed point's partial one too)
-    assert sum(h.endswith("notebook.html") for h in hrefs) == 6 and len([e for r in recs for e in r["experiments"]]) == 4
+    assert sum(h.endswith("notebook.html") for h in hrefs) == 4 and len([e for r in recs for e in r["experiments"]]) == 2
     assert sum(h.endswith("exp.html") for h in hrefs) == len([e for r in manifest(out) for e in r["experiments"]])
     shown = show(report, tmp_path / "report.png")
     assert shown.errors == [] and len(shown.figures) == 4 and painted(shown.png) > 0.02

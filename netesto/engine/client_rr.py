@@ -228,12 +228,19 @@ class RRClient(ClientFlow):
         fd, request, reply_size = self.fd, self.request, self.reply_size
         reqlen = len(request)
         rr_client, monotonic = fast.rr_client, time.monotonic
+        sampler = self.worker.sampler
+        hot = (self, sampler.acc) if sampler.hot_on else ()  # its rows taken in C, no return for them
         status = fast.AGAIN
         sock.setblocking(True)  # SO_RCVTIMEO bounds each recv
         try:
             while True:
+                self.extra["rr_returns"] = self.extra.get("rr_returns", 0) + 1
                 try:
-                    status = rr_client(fd, reqlen, reply_size, deadline, st, latbuf, True, self.due_at)
+                    status = rr_client(fd, reqlen, reply_size, deadline, st, latbuf, True, self.due_at, *hot)
+                except Exception as exc:
+                    if st[6] != -1:
+                        raise
+                    status = self._row_failed(exc, st)  # its row raised (nothing in flight): as Sampler.hot
                 finally:
                     if st[5]:
                         lat.frombytes(latview[:st[5] * 8])
@@ -243,9 +250,12 @@ class RRClient(ClientFlow):
                 if status == fast.PARTIAL:
                     sock.sendall(request[st[6]:])
                     st[2] += reqlen
-                elif status == fast.DUE:  # its row (hot, nothing in flight), then the next request
+                elif status in (fast.DUE, fast.ROW):  # its row (hot, nothing in flight), then the next request
                     self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
-                    self.worker.sampler.hot(self)
+                    if status == fast.ROW:  # what the row taken in C left to Python
+                        sampler.hot_rest(self, int(st[6]), sampler.acc[2])
+                    elif st[6] != -1:
+                        sampler.hot(self)
                     if self.finished or self.ending:
                         status = fast.IDLE  # the half-close (or nothing) after the loop's turn (_resume)
                         break
@@ -263,6 +273,14 @@ class RRClient(ClientFlow):
             self.peer_closed()
         elif status == fast.IDLE:
             self._idle()
+
+    def _row_failed(self, exc: Exception, st: array) -> int:
+        """rr_client's row raised ``exc``: the sampler's failure of this flow end's sampling; the loop goes on
+        as after a row (DUE: the next request is not out)."""
+        self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
+        self.worker.sampler.hot_rest(self, -1, exc)
+        assert fastloop.ext is not None
+        return fastloop.ext.DUE
 
     def _join(self) -> None:
         """Over to the worker's C loop of RR flow ends (a whole request is out)."""

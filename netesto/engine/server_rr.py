@@ -7,6 +7,7 @@ import socket
 import struct
 import time
 from array import array
+from typing import Any
 
 from netesto.engine import fastloop
 from netesto.engine.loop import ERR, IN, OUT
@@ -183,15 +184,31 @@ class RRServer(ServerFlow):
         st = array("q", (self.got, self.rx, self.tx, self.trans, 0))
         rr_server, fd, req, replylen = fast.rr_server, self.fd, self.req, len(self.reply_buf)
         monotonic = time.monotonic
+        sampler = self.worker.sampler
+        hot = (self, sampler.acc) if sampler.hot_on else ()  # its rows taken in C, no return for them
         status = fast.AGAIN
         out: memoryview | None = None
+        what: Any = None
         conn.setblocking(True)
         try:
             while True:
-                status = rr_server(fd, req, replylen, deadline, st, self.due_at)
-                if status == fast.DUE:  # its reply is out: its row, hot, then on
+                self.extra["rr_returns"] = self.extra.get("rr_returns", 0) + 1
+                try:
+                    status = rr_server(fd, req, replylen, deadline, st, self.due_at, *hot)
+                except Exception as exc:
+                    if st[4] != -1:
+                        raise
+                    st[4] = 0
+                    status, code, what = fast.ROW, -1, exc  # its row raised: as Sampler.hot
+                else:
+                    code, what = int(st[4]), sampler.acc[2]
+                if status in (fast.DUE, fast.ROW):  # its reply is out: its row, hot (or what C left), then on
                     self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
-                    self.worker.sampler.hot(self)
+                    if status == fast.ROW:
+                        st[4] = 0
+                        sampler.hot_rest(self, code, what)
+                    else:
+                        sampler.hot(self)
                     if self.finished or monotonic() >= deadline:
                         break
                     continue

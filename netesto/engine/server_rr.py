@@ -10,6 +10,7 @@ from array import array
 from typing import Any
 
 from netesto.engine import fastloop
+from netesto.engine.client_rr import lone_deadline
 from netesto.engine.loop import ERR, IN, OUT
 from netesto.engine.rrgroup import group_of, take_back
 from netesto.engine.serverflow import ServerFlow
@@ -114,10 +115,10 @@ class RRServer(ServerFlow):
             # a client that stops reading must not hang the whole server in a blocking send
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 100_000))
             self.spinning = True
-        deadline = self.loop.next_deadline()
         if fastloop.ext is not None:
-            self._spin_c(deadline)
+            self._spin_c(lone_deadline(self) if self.worker.sampler.hot_on else self.loop.next_deadline())
             return
+        deadline = self.loop.next_deadline()
         self.extra["rr_loop"] = "python"
         view, req, reply = self.view, self.req, self.reply_buf
         replylen = len(reply)

@@ -116,7 +116,7 @@ class RRServer(ServerFlow):
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 100_000))
             self.spinning = True
         if fastloop.ext is not None:
-            self._spin_c(lone_deadline(self) if self.worker.sampler.hot_on else self.loop.next_deadline())
+            self._spin_c(self.loop.next_deadline())
             return
         deadline = self.loop.next_deadline()
         self.extra["rr_loop"] = "python"
@@ -187,6 +187,8 @@ class RRServer(ServerFlow):
         monotonic = time.monotonic
         sampler = self.worker.sampler
         hot = (self, sampler.acc) if sampler.hot_on else ()  # its rows taken in C, no return for them
+        if hot:
+            deadline = lone_deadline(self)  # past the sweep when that has nothing to do
         status = fast.AGAIN
         out: memoryview | None = None
         what: Any = None

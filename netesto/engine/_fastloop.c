@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -243,7 +244,7 @@ out:
 }
 
 PyDoc_STRVAR(rr_server_doc,
-"rr_server(fd, reqlen, replylen, deadline, state[, due_at[, flow, acc]]) -> status\n\n"
+"rr_server(fd, reqlen, replylen, deadline, state[, due_at[, flow, acc[, wake_fd, wake_every]]]) -> status\n\n"
 "Answer every reqlen bytes with replylen zero bytes on blocking fd.\n"
 "state: writable int64 buffer [got, rx, tx, trans, pending].\n"
 "Returns AGAIN, EOF, DEADLINE or PARTIAL (pending bytes of replies not sent;\n"
@@ -253,7 +254,9 @@ PyDoc_STRVAR(rr_server_doc,
 "flow (the flow end) and acc (its Sampler's acc): the row is taken here instead\n"
 "and the loop goes on; ROW returns when the row left work to Python: pending\n"
 "holds 1 (its block to write, acc[2] bytes out) or 2 (the row to build); a row\n"
-"that raised leaves pending -1.");
+"that raised leaves pending -1.\n"
+"wake_fd (e.g. the loop's epoll fd, fd not in it) is polled every wake_every\n"
+"seconds: readable (a new connection, a message for Python), DEADLINE returns.");
 
 static PyObject *rr_server(PyObject *self, PyObject *args)
 {
@@ -264,9 +267,10 @@ static PyObject *rr_server(PyObject *self, PyObject *args)
     double due_at = INFINITY;
     PyObject *flow = NULL, *acc_obj = NULL;
     Py_buffer sv, av;
-    int have_acc;
-    if (!PyArg_ParseTuple(args, "inndO|dOO", &fd, &reqlen, &replylen, &deadline, &state_obj, &due_at, &flow,
-                          &acc_obj))
+    int have_acc, wake_fd = -1;
+    double wake_every = 0.0;
+    if (!PyArg_ParseTuple(args, "inndO|dOOid", &fd, &reqlen, &replylen, &deadline, &state_obj, &due_at, &flow,
+                          &acc_obj, &wake_fd, &wake_every))
         return NULL;
     if (reqlen < 1 || replylen < 1 || replylen > CHUNK) {
         PyErr_SetString(PyExc_ValueError, "reqlen must be >= 1 and replylen 1..65536");
@@ -281,6 +285,8 @@ static PyObject *rr_server(PyObject *self, PyObject *args)
     int64_t *st = sv.buf;
     int64_t got = st[S_GOT], rx = st[S_RX], tx = st[S_TX], trans = st[S_TRANS];
     int64_t until = deadline_ns(deadline), due = deadline_ns(due_at);
+    int64_t wake_ns = wake_every > 0 ? (int64_t)(wake_every * 1e9) : 0;
+    int64_t wake_at = wake_fd >= 0 && wake_ns > 0 ? now_ns() + wake_ns : INT64_MAX;
     int64_t pending = 0;
     unsigned reads = 0;
     int status = -1;
@@ -349,9 +355,18 @@ static PyObject *rr_server(PyObject *self, PyObject *args)
             }
         }
         if (++reads % DEADLINE_EVERY == 0) {
-            if (now_ns() >= until) {
+            int64_t now = now_ns();
+            if (now >= until) {
                 status = ST_DEADLINE;
                 goto out;
+            }
+            if (now >= wake_at) { /* one poll an interval: does Python have something else to do? */
+                struct pollfd pfd = {wake_fd, POLLIN, 0};
+                if (poll(&pfd, 1, 0) > 0) {
+                    status = ST_DEADLINE;
+                    goto out;
+                }
+                wake_at = now + wake_ns;
             }
             if (reads % CHECK_EVERY == 0 && PyErr_CheckSignals() < 0) goto out;
         }

@@ -16,6 +16,7 @@ from netesto.engine.rrgroup import group_of, take_back
 from netesto.engine.serverflow import ServerFlow
 
 _IN_ERR = IN | ERR
+WAKE_EVERY = 0.005  # s: how often a lone C loop holding the sampler's sweep back looks for other work (poll)
 
 
 class RRServer(ServerFlow):
@@ -186,9 +187,13 @@ class RRServer(ServerFlow):
         rr_server, fd, req, replylen = fast.rr_server, self.fd, self.req, len(self.reply_buf)
         monotonic = time.monotonic
         sampler = self.worker.sampler
-        hot = (self, sampler.acc) if sampler.hot_on else ()  # its rows taken in C, no return for them
-        if hot:
-            deadline = lone_deadline(self)  # past the sweep when that has nothing to do
+        hot: tuple[Any, ...] = ()
+        if sampler.hot_on:  # its rows taken in C, no return for them; the sweep held back while it has nothing
+            # to do (lone_deadline), with the loop's epoll fd (this socket out of it meanwhile) polled every
+            # WAKE_EVERY: a new connection or a message waits no longer than that
+            hot = (self, sampler.acc, self.loop.fileno(), WAKE_EVERY)
+            deadline = lone_deadline(self)
+            self.loop.unregister(fd)
         status = fast.AGAIN
         out: memoryview | None = None
         what: Any = None
@@ -229,7 +234,9 @@ class RRServer(ServerFlow):
             pass  # the client stopped reading: back to the loop
         finally:
             self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
+            if hot and not self.finished:
+                self.loop.register(fd, IN, self._on_event)
         self._spin_ended(status == fast.EOF, out)
 
 
-__all__ = ["RRServer"]
+__all__ = ["RRServer", "WAKE_EVERY"]

@@ -6,6 +6,7 @@ so a real 1-flow RR run comes back to Python about once per SWEEP_HOLD, not twic
 
 from __future__ import annotations
 
+import os
 import socket
 import statistics
 import time
@@ -61,6 +62,43 @@ def test_rr_server_takes_a_due_row_itself_and_goes_on(tmp_path):
     finally:
         end.finish()
         worker.loop.close()
+        a.close()
+        b.close()
+
+
+@pytest.mark.skipif(fastloop.ext is None, reason="netesto.engine._fastloop is not built")
+@pytest.mark.parametrize("readable", [False, True])
+def test_rr_server_comes_back_when_its_wake_fd_is_readable(readable):
+    """wake_fd (the loop's epoll fd in the engine) readable: rr_server returns DEADLINE at its next check
+    (every 4 reads) though its deadline is far; not readable: it serves on (the GIL is kept: the client is
+    another process)."""
+    ext = fastloop.ext
+    assert ext is not None
+    a, b = socket.socketpair()
+    r, w = os.pipe()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, b"\0" * 8 + (200_000).to_bytes(8, "little"))
+    if readable:
+        os.write(w, b"!")
+    pid = os.fork()
+    if pid == 0:  # the client: 12 transactions
+        try:
+            for _ in range(12):
+                b.send(b"x")
+                b.recv(1)
+        finally:
+            os._exit(0)
+    try:
+        st = array("q", [0] * ext.SERVER_STATE)
+        status = ext.rr_server(a.fileno(), 1, 1, time.monotonic() + 5, st, float("inf"), None, None, r, 1e-9)
+        served = st[3]
+        if status == ext.DEADLINE:
+            ext.rr_server(a.fileno(), 1, 1, time.monotonic() + 5, st, float("inf"))  # the rest
+        assert status == (ext.DEADLINE if readable else ext.AGAIN)
+        assert served == (4 if readable else 12) and st[3] == 12  # back at its 4th read
+    finally:
+        os.waitpid(pid, 0)
+        for fd in (r, w):
+            os.close(fd)
         a.close()
         b.close()
 

@@ -26,16 +26,22 @@ Also the client's CPU time per transaction (us), which the host's load
 changes far less: the engine's client worker (its summary's CPU over the
 flows' span, sampler included; ``cpu-smp``: its sampler's CPU left out),
 netperf's client process (its rusage) and neper's client (its own utime +
-stime); ratio engine / peer, no target.
+stime); ratio engine / peer, no target. For 1 flow the server's too
+(``srv cpu us/t``: the engine server worker's summary; netserver's per-test
+child, read from /proc while it runs), and how often the engine's lone C loops
+came back to Python (``ret/s``: client + server ``rr_returns`` a second).
+``--cases 1`` runs only the 1-flow cases (``16``: only the 16-flow ones).
 """
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -47,8 +53,10 @@ from tests import netns
 
 Cpus = tuple[int | None, int | None]
 FLOWS = 16
-# tps, p99 us, loops ran (client/server), client CPU us per transaction, the same without the engine's sampler
-Result = tuple[float, float, str, float, float]
+# tps, p99 us, loops ran (client/server), client CPU us per transaction, the same without the engine's sampler,
+# server CPU us per transaction (nan: not measured), the lone loops' returns to Python a second (nan: none)
+Result = tuple[float, float, str, float, float, float, float]
+NAN = float("nan")
 
 
 def keyvals(text: str) -> dict[str, str]:
@@ -62,19 +70,63 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def netperf_rr(pair: netns.VethPair, bin_dir: Path, test: str, dur: float, cpus: Cpus) -> Result:
-    """(transactions/s, p99 us, "-", client CPU us per transaction) of one netperf TCP_RR/TCP_CRR run with
-    1-byte request and response."""
+def child_cpu(pid: int) -> float | None:
+    """CPU seconds (utime + stime) of the live child of ``pid`` (netserver forks one a test), None if none."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if fields[1] == str(pid):
+            return sum(int(v) for v in fields[11:13]) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
+class ChildCpu:
+    """The CPU share of a server's per-test child (netserver's), read from /proc every 0.1 s while a run lasts
+    (the child is gone, unreaped into no one's cutime, when the run ends): CPU seconds per second between
+    the first and the last reading."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.reads: list[tuple[float, float]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stop.wait(0.1):
+            cpu = child_cpu(self.pid)
+            if cpu is not None:
+                self.reads.append((time.monotonic(), cpu))
+
+    def share(self) -> float:
+        self.stop.set()
+        self.thread.join()
+        if len(self.reads) < 2:
+            return NAN
+        (t0, c0), (t1, c1) = self.reads[0], self.reads[-1]
+        return (c1 - c0) / (t1 - t0) if t1 > t0 else NAN
+
+
+def netperf_rr(pair: netns.VethPair, bin_dir: Path, test: str, dur: float, cpus: Cpus,
+               netserver: int | None = None) -> Result:
+    """(transactions/s, p99 us, "-", client CPU us per transaction, the same, netserver's CPU us per transaction
+    when its pid is given) of one netperf TCP_RR/TCP_CRR run with 1-byte request and response."""
     cpu0 = children_cpu()
+    srv = ChildCpu(netserver) if netserver else None
     proc = pair.run(pair.a, [*pin(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865",
                              "-t", test, "-l", str(int(dur)), "-P", "0", "-j", "--", "-r", "1,1",
                              "-k", "THROUGHPUT,P99_LATENCY"], timeout=dur + 30)
     keys = keyvals(proc.stdout)
     if proc.returncode or "THROUGHPUT" not in keys:
+        if srv is not None:
+            srv.share()
         raise RuntimeError(f"netperf {test} failed: {proc.stdout[-300:]} {proc.stderr[-300:]}")
     tps = float(keys["THROUGHPUT"])
     cpu = (children_cpu() - cpu0) / max(1.0, tps * dur) * 1e6
-    return tps, float(keys["P99_LATENCY"]), "-", cpu, cpu
+    srv_t = srv.share() / tps * 1e6 if srv is not None and tps else NAN
+    return tps, float(keys["P99_LATENCY"]), "-", cpu, cpu, srv_t, NAN
 
 
 def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float, cpus: Cpus) -> Result:
@@ -92,7 +144,7 @@ def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float
             raise RuntimeError(f"neper {tool} failed: {proc.stdout[-300:]} {proc.stderr[-300:]}")
         cpu = sum(float(keys[f"{k}_end"]) - float(keys[f"{k}_start"]) for k in ("utime", "stime"))
         cpu_t = cpu / max(1, int(keys["num_transactions"])) * 1e6
-        return float(keys["throughput"]), float(keys["latency_p99"]) * 1e6, "-", cpu_t, cpu_t
+        return float(keys["throughput"]), float(keys["latency_p99"]) * 1e6, "-", cpu_t, cpu_t, NAN, NAN
     finally:
         try:
             server.wait(timeout=10)
@@ -103,23 +155,31 @@ def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float
 
 def engine_rr(engine: Engine, test: str, dur: float, flows: int, prefix: list[str]) -> Result:
     """(aggregate tps, p99 us over all flows, loops the ends ran "client/server", the client worker's CPU us
-    per transaction)."""
+    per transaction, the same without its sampler; for 1 flow the server worker's, and the lone loops' returns
+    to Python a second)."""
     ids = [f"a-b-0-{i}" for i in range(flows)]
     summaries = engine.run([dict(flow_id=fid, test=test, dur=dur, ca="cubic") for fid in ids],
                            workers=1, client_prefix=prefix)
-    server = read_flow(engine.workdir / "srv" / str(engine.runs) / "flows" / f"{ids[0]}.server.nflow").summary
+    server = (engine.server_summaries(ids)[0] if flows == 1
+              else read_flow(engine.workdir / "srv" / str(engine.runs) / "flows" / f"{ids[0]}.server.nflow").summary)
     loops = f"{summaries[0].get('rr_loop', '-')}/{(server or {}).get('rr_loop', '-')}"
     trans = sum(s["transactions"] for s in summaries)
     # one worker: every summary has its CPU over the flow's span (and of it, its sampler's)
     cpu = max(s["cpu"]["seconds"] for s in summaries)
     sampling = max(s["cpu"]["sampling_seconds"] for s in summaries)
     per = 1e6 / max(1, trans)
-    return sum(s["tps"] for s in summaries), engine.p99_us(ids), loops, cpu * per, (cpu - sampling) * per
+    srv, returns = NAN, NAN
+    if flows == 1 and server is not None:
+        srv = server["cpu"]["seconds"] / max(1, server["transactions"]) * 1e6
+        returns = (summaries[0].get("rr_returns", 0) + server.get("rr_returns", 0)) / max(1e-9, summaries[0]["duration"])
+    return (sum(s["tps"] for s in summaries), engine.p99_us(ids), loops, cpu * per, (cpu - sampling) * per, srv,
+            returns)
 
 
 def main() -> int:
     parser = arguments(__doc__, 3.0, cpus=False)
     parser.add_argument("--pure-python", action="store_true", help="NETESTO_PURE_PYTHON=1 on both engine ends")
+    parser.add_argument("--cases", choices=("1", "16", "both"), default="both", help="1 flow, 16 flows or both")
     args = parser.parse_args()
     bin_dir = ready("bench_rr")
     if bin_dir is None:
@@ -142,12 +202,14 @@ def main() -> int:
                 time.sleep(0.3)
                 if netserver.poll() is not None:
                     raise RuntimeError("netserver did not start")
-                tools: dict[str, Callable[[], Result]] = {
+                every: dict[str, Callable[[], Result]] = {
                     "engine 1": lambda: engine_rr(engine, "TCP_RR", args.dur, 1, prefix),
-                    "netperf": lambda: netperf_rr(pair, bin_dir, "TCP_RR", args.dur, cpus),
+                    "netperf": lambda: netperf_rr(pair, bin_dir, "TCP_RR", args.dur, cpus, netserver.pid),
                     "engine 16": lambda: engine_rr(engine, "TCP_RR", args.dur, FLOWS, prefix),
                     "neper": lambda: neper(pair, bin_dir, "tcp_rr", FLOWS, args.dur, cpus),
                 }
+                keep = {"1": ("engine 1", "netperf"), "16": ("engine 16", "neper")}.get(args.cases, tuple(every))
+                tools = {name: run for name, run in every.items() if name in keep}
                 got: dict[str, list[Result]] = {name: [] for name in tools}
                 for rep in range(args.reps):
                     for name in rotated(list(tools), rep):
@@ -160,10 +222,16 @@ def main() -> int:
                 ("engine 16", "neper", f"{FLOWS} flows on one engine worker, {label} ({where(cpus)})  "
                                        f"[vs neper tcp_rr -F {FLOWS} -T 1]"),
             ):
+                if ours not in got:
+                    continue
                 loops = sorted({r[2] for r in got[ours]})
+                what_cols = [(0, "tps"), (1, "p99 us"), (3, "cpu us/t"), (4, "cpu-smp us/t")]
+                if peer == "netperf":
+                    what_cols.append((5, "srv cpu us/t"))
                 cols = {f"{who} {what}": [float(r[k]) for r in got[key]]
-                        for k, what in ((0, "tps"), (1, "p99 us"), (3, "cpu us/t"), (4, "cpu-smp us/t"))
-                        for key, who in ((ours, "engine"), (peer, peer))}
+                        for k, what in what_cols for key, who in ((ours, "engine"), (peer, peer))}
+                if peer == "netperf":
+                    cols["engine ret/s"] = [float(r[6]) for r in got[ours]]
                 table(f"{title}; engine loops client/server: {', '.join(loops)}", cols, ".1f")
                 results.append(verdict(f"rate: engine / {peer}", cols["engine tps"], cols[f"{peer} tps"], ">=", 1.0))
                 results.append(verdict(f"p99: engine / {peer}", cols["engine p99 us"], cols[f"{peer} p99 us"],
@@ -172,6 +240,9 @@ def main() -> int:
                         cols[f"{peer} cpu us/t"], None, None)
                 verdict("  the same, engine's sampler excluded", cols["engine cpu-smp us/t"],
                         cols[f"{peer} cpu-smp us/t"], None, None)
+                if peer == "netperf":
+                    verdict("server CPU per transaction: engine / netserver", cols["engine srv cpu us/t"],
+                            cols["netperf srv cpu us/t"], None, None)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     summary_line(results)

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -43,18 +44,64 @@
  * at ~17k transactions/s across CPUs, 16 reads let a 1 ms sampling tick slip by up to 0.9 ms */
 #define DEADLINE_EVERY 4
 
-enum { ST_AGAIN = 0, ST_EOF = 1, ST_DEADLINE = 2, ST_LATFULL = 3, ST_PARTIAL = 4, ST_IDLE = 5, ST_DUE = 6 };
+enum { ST_AGAIN = 0, ST_EOF = 1, ST_DEADLINE = 2, ST_LATFULL = 3, ST_PARTIAL = 4, ST_IDLE = 5, ST_DUE = 6, ST_ROW = 7 };
 
 /* client state: got, rx, tx, trans, t0 (ns) in; the same out, plus nlat and sent (of a partial request) */
 enum { C_GOT, C_RX, C_TX, C_TRANS, C_T0, C_NLAT, C_SENT, C_N };
 /* server state: got, rx, tx, trans in/out; pending (bytes of replies still to send) out */
 enum { S_GOT, S_RX, S_TX, S_TRANS, S_PENDING, S_N };
 
-static const char zeros[CHUNK];
-static char scratch[CHUNK]; /* received payload is discarded */
+/* on cache lines: the kernel's copy of a buffer off a line costs more per byte (see notes/s23/stream.md) */
+static const char zeros[CHUNK] __attribute__((aligned(64)));
+static char scratch[CHUNK] __attribute__((aligned(64))); /* received payload is discarded */
+
+static int end_take_lat(PyObject *flow, const int64_t *lat, Py_ssize_t nlat);
+static int end_sample(PyObject *flow, const long long *ctr3, int64_t *acc, Py_ssize_t *written);
+
+/* The lone loops' hot row (the flow end's row at its idle point, as Sampler.hot takes it, without a
+ * return to Python): the client's nlat latencies into its lat_raw (lat NULL: a server's), then its row
+ * with the loop's counters tx, rx, trans (end_sample, into the sampler's acc). 0: done, *due moved to
+ * the flow end's next due_at; 1: its block is due for Python (acc[ACC_WRITTEN] bytes of it out); 2:
+ * Python builds the row; -1: an exception is set. */
+static int lone_row(PyObject *flow, int64_t *acc, const int64_t *lat, Py_ssize_t *nlat, int64_t tx, int64_t rx,
+                    int64_t trans, int64_t *due)
+{
+    if (lat != NULL) {
+        if (end_take_lat(flow, lat, *nlat) < 0) return -1;
+        *nlat = 0;
+    }
+    long long ctr3[3] = {tx, rx, trans};
+    Py_ssize_t written = 0;
+    int code = end_sample(flow, ctr3, acc, &written);
+    if (code == 1) acc[ACC_WRITTEN] = written;
+    if (code != 0) return code;
+    PyObject *at = PyObject_GetAttrString(flow, "due_at");
+    if (at == NULL) return -1;
+    double d = PyFloat_AsDouble(at);
+    Py_DECREF(at);
+    if (d == -1.0 && PyErr_Occurred()) return -1;
+    *due = deadline_ns(d);
+    return 0;
+}
+
+/* flow and acc of the lone loops' optional arguments: both given (acc with ACC_N values) or neither.
+ * 0, or -1 with an exception set; *have whether acc's view is held. */
+static int lone_args(PyObject **flow, PyObject *acc_obj, Py_buffer *av, int *have)
+{
+    *have = 0;
+    if (*flow == Py_None) *flow = NULL;
+    if (*flow == NULL) return 0;
+    if (acc_obj == NULL || acc_obj == Py_None) {
+        PyErr_SetString(PyExc_TypeError, "a flow end needs the sampler's acc");
+        return -1;
+    }
+    if (get_state(acc_obj, av, ACC_N, "acc") < 0) return -1;
+    *have = 1;
+    return 0;
+}
 
 PyDoc_STRVAR(rr_client_doc,
-"rr_client(fd, reqlen, replylen, deadline, state, lat[, idle[, due_at]]) -> status\n\n"
+"rr_client(fd, reqlen, replylen, deadline, state, lat[, idle[, due_at[, flow, acc]]]) -> status\n\n"
 "Run TCP_RR client transactions on blocking fd (a request is out).\n"
 "state: writable int64 buffer [got, rx, tx, trans, t0_ns, nlat, sent];\n"
 "lat: writable int64 buffer that receives latencies (ns), nlat of them.\n"
@@ -65,7 +112,12 @@ PyDoc_STRVAR(rr_client_doc,
 "nothing is in flight and no transaction's latency holds them.\n"
 "due_at (time.monotonic() seconds, default inf): at a reply in with due_at\n"
 "past, DUE returns as IDLE does (no request out): the flow end's row is due\n"
-"and taken there (Sampler.hot), hot and with nothing in flight.");
+"and taken there (Sampler.hot), hot and with nothing in flight.\n"
+"flow (the flow end) and acc (its Sampler's acc): the row is taken here instead\n"
+"(the latencies so far into its lat_raw, nlat back to 0) and the loop goes on;\n"
+"ROW returns (no request out) when the row left work to Python: sent holds 1\n"
+"(its block to write, acc[2] bytes out) or 2 (the row to build); a row that\n"
+"raised leaves sent -1.");
 
 static PyObject *rr_client(PyObject *self, PyObject *args)
 {
@@ -75,19 +127,27 @@ static PyObject *rr_client(PyObject *self, PyObject *args)
     PyObject *state_obj, *lat_obj;
     int idle = 0;
     double due_at = INFINITY;
-    Py_buffer sv, lv;
-    if (!PyArg_ParseTuple(args, "inndOO|pd", &fd, &reqlen, &replylen, &deadline, &state_obj, &lat_obj, &idle,
-                          &due_at))
+    PyObject *flow = NULL, *acc_obj = NULL;
+    Py_buffer sv, lv, av;
+    int have_acc;
+    if (!PyArg_ParseTuple(args, "inndOO|pdOO", &fd, &reqlen, &replylen, &deadline, &state_obj, &lat_obj, &idle,
+                          &due_at, &flow, &acc_obj))
         return NULL;
     if (reqlen < 1 || reqlen > CHUNK || replylen < 1) {
         PyErr_SetString(PyExc_ValueError, "reqlen must be 1..65536 and replylen >= 1");
         return NULL;
     }
-    if (get_state(state_obj, &sv, C_N, "state") < 0) return NULL;
-    if (PyObject_GetBuffer(lat_obj, &lv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&sv);
+    if (lone_args(&flow, acc_obj, &av, &have_acc) < 0) return NULL;
+    if (get_state(state_obj, &sv, C_N, "state") < 0) {
+        if (have_acc) PyBuffer_Release(&av);
         return NULL;
     }
+    if (PyObject_GetBuffer(lat_obj, &lv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&sv);
+        if (have_acc) PyBuffer_Release(&av);
+        return NULL;
+    }
+    int64_t *acc = have_acc ? av.buf : NULL;
     int64_t *st = sv.buf;
     int64_t *lat = lv.buf;
     Py_ssize_t cap = lv.len / (Py_ssize_t)sizeof(int64_t);
@@ -130,8 +190,17 @@ static PyObject *rr_client(PyObject *self, PyObject *args)
             goto out;
         }
         if (now >= due) {
-            status = ST_DUE;
-            goto out;
+            if (flow == NULL) {
+                status = ST_DUE;
+                goto out;
+            }
+            int code = lone_row(flow, acc, lat, &nlat, tx, rx, trans, &due); /* nothing in flight */
+            if (code != 0) {
+                sent = code;
+                status = code < 0 ? -1 : ST_ROW;
+                goto out;
+            }
+            now = now_ns();
         }
         t0 = now;
         for (;;) {
@@ -170,17 +239,24 @@ out:
     st[C_SENT] = sent;
     PyBuffer_Release(&lv);
     PyBuffer_Release(&sv);
+    if (have_acc) PyBuffer_Release(&av);
     return status < 0 ? NULL : PyLong_FromLong(status);
 }
 
 PyDoc_STRVAR(rr_server_doc,
-"rr_server(fd, reqlen, replylen, deadline, state[, due_at]) -> status\n\n"
+"rr_server(fd, reqlen, replylen, deadline, state[, due_at[, flow, acc[, wake_fd, wake_every]]]) -> status\n\n"
 "Answer every reqlen bytes with replylen zero bytes on blocking fd.\n"
 "state: writable int64 buffer [got, rx, tx, trans, pending].\n"
 "Returns AGAIN, EOF, DEADLINE or PARTIAL (pending bytes of replies not sent;\n"
 "their transactions are counted), or DUE right after a reply went out once\n"
 "due_at (time.monotonic() seconds, default inf) is past: the flow end's row is\n"
-"due and taken there (Sampler.hot), hot, before the next request is in.");
+"due and taken there (Sampler.hot), hot, before the next request is in.\n"
+"flow (the flow end) and acc (its Sampler's acc): the row is taken here instead\n"
+"and the loop goes on; ROW returns when the row left work to Python: pending\n"
+"holds 1 (its block to write, acc[2] bytes out) or 2 (the row to build); a row\n"
+"that raised leaves pending -1.\n"
+"wake_fd (e.g. the loop's epoll fd, fd not in it) is polled every wake_every\n"
+"seconds: readable (a new connection, a message for Python), DEADLINE returns.");
 
 static PyObject *rr_server(PyObject *self, PyObject *args)
 {
@@ -189,17 +265,28 @@ static PyObject *rr_server(PyObject *self, PyObject *args)
     double deadline;
     PyObject *state_obj;
     double due_at = INFINITY;
-    Py_buffer sv;
-    if (!PyArg_ParseTuple(args, "inndO|d", &fd, &reqlen, &replylen, &deadline, &state_obj, &due_at))
+    PyObject *flow = NULL, *acc_obj = NULL;
+    Py_buffer sv, av;
+    int have_acc, wake_fd = -1;
+    double wake_every = 0.0;
+    if (!PyArg_ParseTuple(args, "inndO|dOOid", &fd, &reqlen, &replylen, &deadline, &state_obj, &due_at, &flow,
+                          &acc_obj, &wake_fd, &wake_every))
         return NULL;
     if (reqlen < 1 || replylen < 1 || replylen > CHUNK) {
         PyErr_SetString(PyExc_ValueError, "reqlen must be >= 1 and replylen 1..65536");
         return NULL;
     }
-    if (get_state(state_obj, &sv, S_N, "state") < 0) return NULL;
+    if (lone_args(&flow, acc_obj, &av, &have_acc) < 0) return NULL;
+    if (get_state(state_obj, &sv, S_N, "state") < 0) {
+        if (have_acc) PyBuffer_Release(&av);
+        return NULL;
+    }
+    int64_t *acc = have_acc ? av.buf : NULL;
     int64_t *st = sv.buf;
     int64_t got = st[S_GOT], rx = st[S_RX], tx = st[S_TX], trans = st[S_TRANS];
     int64_t until = deadline_ns(deadline), due = deadline_ns(due_at);
+    int64_t wake_ns = wake_every > 0 ? (int64_t)(wake_every * 1e9) : 0;
+    int64_t wake_at = wake_fd >= 0 && wake_ns > 0 ? now_ns() + wake_ns : INT64_MAX;
     int64_t pending = 0;
     unsigned reads = 0;
     int status = -1;
@@ -255,14 +342,31 @@ static PyObject *rr_server(PyObject *self, PyObject *args)
                 goto out;
             }
             if (due != INT64_MAX && now_ns() >= due) {
-                status = ST_DUE;
-                goto out;
+                if (flow == NULL) {
+                    status = ST_DUE;
+                    goto out;
+                }
+                int code = lone_row(flow, acc, NULL, NULL, tx, rx, trans, &due); /* its replies are out */
+                if (code != 0) {
+                    pending = code;
+                    status = code < 0 ? -1 : ST_ROW;
+                    goto out;
+                }
             }
         }
         if (++reads % DEADLINE_EVERY == 0) {
-            if (now_ns() >= until) {
+            int64_t now = now_ns();
+            if (now >= until) {
                 status = ST_DEADLINE;
                 goto out;
+            }
+            if (now >= wake_at) { /* one poll an interval: does Python have something else to do? */
+                struct pollfd pfd = {wake_fd, POLLIN, 0};
+                if (poll(&pfd, 1, 0) > 0) {
+                    status = ST_DEADLINE;
+                    goto out;
+                }
+                wake_at = now + wake_ns;
             }
             if (reads % CHECK_EVERY == 0 && PyErr_CheckSignals() < 0) goto out;
         }
@@ -274,6 +378,7 @@ out:
     st[S_TRANS] = trans;
     st[S_PENDING] = pending;
     PyBuffer_Release(&sv);
+    if (have_acc) PyBuffer_Release(&av);
     return status < 0 ? NULL : PyLong_FromLong(status);
 }
 
@@ -1218,7 +1323,7 @@ static struct PyModuleDef module = {
 
 static const struct int_constant constants[] = {
     {"AGAIN", ST_AGAIN}, {"EOF", ST_EOF}, {"DEADLINE", ST_DEADLINE}, {"LATFULL", ST_LATFULL},
-    {"PARTIAL", ST_PARTIAL}, {"IDLE", ST_IDLE}, {"DUE", ST_DUE}, {"CLIENT_STATE", C_N}, {"SERVER_STATE", S_N}, {"HIST_BUCKETS", HIST_BUCKETS},
+    {"PARTIAL", ST_PARTIAL}, {"IDLE", ST_IDLE}, {"DUE", ST_DUE}, {"ROW", ST_ROW}, {"CLIENT_STATE", C_N}, {"SERVER_STATE", S_N}, {"HIST_BUCKETS", HIST_BUCKETS},
     {"ROW_HEAD", ROW_HEAD}, {"ROW_INFO", ROW_INFO}, {"ROW_CC_SLOT", ROW_CC_SLOT}, {"ROW_LAT", LAT_SIZE},
     {"TICK_WRITES", TICK_WRITES}, {"ACC_FIELDS", ACC_N}, {"PROBE_EVERY", PROBE_EVERY}, {NULL, 0},
 };

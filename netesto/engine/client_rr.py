@@ -7,6 +7,7 @@ import socket
 import struct
 import time
 from array import array
+from typing import Any
 
 from netesto.engine import fastloop
 from netesto.engine.client import ClientFlow
@@ -16,6 +17,26 @@ from netesto.engine.rrgroup import group_of, take_back
 
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
+# How long a lone RR loop may hold the sampler's sweep back when the sweep has nothing to do for its one flow
+# end but re-arm (its rows are taken in the C loop): a return to Python per interval less, and for a server
+# no transaction held at it; the loop still comes back at least this often (a server's new connections).
+SWEEP_HOLD = 0.1
+
+
+def lone_deadline(flow: Any) -> float:
+    """The deadline of a lone RR C loop (``flow`` its flow end, alone in its worker): the loop's next timer,
+    past the sampler's sweep (up to SWEEP_HOLD) when that sweep is next and ``flow`` is its only flow end,
+    hot (its rows taken in the C loop): the sweep would only re-arm (see Sampler._tick)."""
+    loop, sampler, interval = flow.loop, flow.worker.sampler, flow.spec.interval
+    deadline = loop.next_deadline()
+    group = sampler.groups.get(interval)
+    if (not sampler.hot_on or sampler.duty or sampler.filling or sampler.handed or group is None or len(group) != 1
+            or group[0] is not flow or interval not in sampler.next):
+        return deadline
+    sweep = sampler.next[interval] + sampler.grace * interval  # as Sampler._arm arms it
+    if deadline != sweep:
+        return deadline
+    return min(loop.second_deadline(), sweep + SWEEP_HOLD)
 
 
 class RRClient(ClientFlow):
@@ -222,7 +243,9 @@ class RRClient(ClientFlow):
         sock, fast = self.sock, fastloop.ext
         assert sock is not None and fast is not None
         self.extra["rr_loop"] = "C"
-        deadline = self.loop.next_deadline()
+        sampler = self.worker.sampler
+        hot = (self, sampler.acc) if sampler.hot_on else ()  # its rows taken in C, no return for them
+        deadline = lone_deadline(self) if hot else self.loop.next_deadline()
         latbuf, latview, lat = self.latbuf, self.latview, self.lat_raw
         st = array("q", (self.got, self.rx, self.tx, self.trans, self.t0, 0, 0))
         fd, request, reply_size = self.fd, self.request, self.reply_size
@@ -232,8 +255,13 @@ class RRClient(ClientFlow):
         sock.setblocking(True)  # SO_RCVTIMEO bounds each recv
         try:
             while True:
+                self.extra["rr_returns"] = self.extra.get("rr_returns", 0) + 1
                 try:
-                    status = rr_client(fd, reqlen, reply_size, deadline, st, latbuf, True, self.due_at)
+                    status = rr_client(fd, reqlen, reply_size, deadline, st, latbuf, True, self.due_at, *hot)
+                except Exception as exc:
+                    if st[6] != -1:
+                        raise
+                    status = self._row_failed(exc, st)  # its row raised (nothing in flight): as Sampler.hot
                 finally:
                     if st[5]:
                         lat.frombytes(latview[:st[5] * 8])
@@ -243,9 +271,12 @@ class RRClient(ClientFlow):
                 if status == fast.PARTIAL:
                     sock.sendall(request[st[6]:])
                     st[2] += reqlen
-                elif status == fast.DUE:  # its row (hot, nothing in flight), then the next request
+                elif status in (fast.DUE, fast.ROW):  # its row (hot, nothing in flight), then the next request
                     self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
-                    self.worker.sampler.hot(self)
+                    if status == fast.ROW:  # what the row taken in C left to Python
+                        sampler.hot_rest(self, int(st[6]), sampler.acc[2])
+                    elif st[6] != -1:
+                        sampler.hot(self)
                     if self.finished or self.ending:
                         status = fast.IDLE  # the half-close (or nothing) after the loop's turn (_resume)
                         break
@@ -263,6 +294,14 @@ class RRClient(ClientFlow):
             self.peer_closed()
         elif status == fast.IDLE:
             self._idle()
+
+    def _row_failed(self, exc: Exception, st: array) -> int:
+        """rr_client's row raised ``exc``: the sampler's failure of this flow end's sampling; the loop goes on
+        as after a row (DUE: the next request is not out)."""
+        self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
+        self.worker.sampler.hot_rest(self, -1, exc)
+        assert fastloop.ext is not None
+        return fastloop.ext.DUE
 
     def _join(self) -> None:
         """Over to the worker's C loop of RR flow ends (a whole request is out)."""
@@ -293,4 +332,4 @@ class RRClient(ClientFlow):
         self._leave()  # which the handler sees
 
 
-__all__ = ["RRClient"]
+__all__ = ["RRClient", "SWEEP_HOLD", "lone_deadline"]

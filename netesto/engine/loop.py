@@ -87,6 +87,10 @@ class Loop:
         """Monotonic time of the earliest scheduled timer (inf if none)."""
         return self._timers[0][0] if self._timers else float("inf")
 
+    def second_deadline(self) -> float:
+        """Monotonic time of the second earliest scheduled timer (inf if none): a heap's root's children."""
+        return min((entry[0] for entry in self._timers[1:3]), default=float("inf"))
+
     def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
         timer = Timer(when, callback)
         heapq.heappush(self._timers, (when, next(self._seq), timer))

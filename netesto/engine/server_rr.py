@@ -7,13 +7,16 @@ import socket
 import struct
 import time
 from array import array
+from typing import Any
 
 from netesto.engine import fastloop
+from netesto.engine.client_rr import lone_deadline
 from netesto.engine.loop import ERR, IN, OUT
 from netesto.engine.rrgroup import group_of, take_back
 from netesto.engine.serverflow import ServerFlow
 
 _IN_ERR = IN | ERR
+WAKE_EVERY = 0.005  # s: how often a lone C loop holding the sampler's sweep back looks for other work (poll)
 
 
 class RRServer(ServerFlow):
@@ -113,10 +116,10 @@ class RRServer(ServerFlow):
             # a client that stops reading must not hang the whole server in a blocking send
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 100_000))
             self.spinning = True
-        deadline = self.loop.next_deadline()
         if fastloop.ext is not None:
-            self._spin_c(deadline)
+            self._spin_c(self.loop.next_deadline())
             return
+        deadline = self.loop.next_deadline()
         self.extra["rr_loop"] = "python"
         view, req, reply = self.view, self.req, self.reply_buf
         replylen = len(reply)
@@ -183,15 +186,37 @@ class RRServer(ServerFlow):
         st = array("q", (self.got, self.rx, self.tx, self.trans, 0))
         rr_server, fd, req, replylen = fast.rr_server, self.fd, self.req, len(self.reply_buf)
         monotonic = time.monotonic
+        sampler = self.worker.sampler
+        hot: tuple[Any, ...] = ()
+        if sampler.hot_on:  # its rows taken in C, no return for them; the sweep held back while it has nothing
+            # to do (lone_deadline), with the loop's epoll fd (this socket out of it meanwhile) polled every
+            # WAKE_EVERY: a new connection or a message waits no longer than that
+            hot = (self, sampler.acc, self.loop.fileno(), WAKE_EVERY)
+            deadline = lone_deadline(self)
+            self.loop.unregister(fd)
         status = fast.AGAIN
         out: memoryview | None = None
+        what: Any = None
         conn.setblocking(True)
         try:
             while True:
-                status = rr_server(fd, req, replylen, deadline, st, self.due_at)
-                if status == fast.DUE:  # its reply is out: its row, hot, then on
+                self.extra["rr_returns"] = self.extra.get("rr_returns", 0) + 1
+                try:
+                    status = rr_server(fd, req, replylen, deadline, st, self.due_at, *hot)
+                except Exception as exc:
+                    if st[4] != -1:
+                        raise
+                    st[4] = 0
+                    status, code, what = fast.ROW, -1, exc  # its row raised: as Sampler.hot
+                else:
+                    code, what = int(st[4]), sampler.acc[2]
+                if status in (fast.DUE, fast.ROW):  # its reply is out: its row, hot (or what C left), then on
                     self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
-                    self.worker.sampler.hot(self)
+                    if status == fast.ROW:
+                        st[4] = 0
+                        sampler.hot_rest(self, code, what)
+                    else:
+                        sampler.hot(self)
                     if self.finished or monotonic() >= deadline:
                         break
                     continue
@@ -209,7 +234,9 @@ class RRServer(ServerFlow):
             pass  # the client stopped reading: back to the loop
         finally:
             self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
+            if hot and not self.finished:
+                self.loop.register(fd, IN, self._on_event)
         self._spin_ended(status == fast.EOF, out)
 
 
-__all__ = ["RRServer"]
+__all__ = ["RRServer", "WAKE_EVERY"]

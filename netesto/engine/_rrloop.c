@@ -39,7 +39,7 @@
 /* a slot: fd, role, request and reply sizes, then the flow's state (in and out) */
 enum {
     F_FD, F_ROLE, F_REQ, F_REPLY, F_GOT, F_RX, F_TX, F_TRANS, F_T0, F_NLAT, F_STATUS, F_ERRNO, F_LEFT, F_DIRTY,
-    F_HELD, F_N
+    F_HELD, F_H0, F_PARKED, F_PEND, F_N
 };
 enum { R_FREE = 0, R_CLIENT = 1, R_SERVER = 2 };
 /* a slot's status: running, or why Python must take the flow end back */
@@ -82,16 +82,46 @@ struct hot {
     PyObject *flows;
     int64_t *acc;
     PyObject *out;
+    int64_t park_max; /* > 0: clients whose row is due park at their idle point, for this long at most (park_done) */
+    int parked;       /* how many are parked */
+    int64_t park_t0;  /* when the first of them parked */
+    int64_t quiet_ns; /* > 0: servers' rows wait for this long a quiet (no socket ready) (see server_step) */
+    int64_t pend_max; /* ns a server's row waits for a quiet moment at most */
+    int pending;      /* servers whose row waits */
+    int64_t round0;   /* held_ns when the round before this one began (see server_step's hold) */
 };
 
-/* A member's row now if it is due (at an idle point: nothing of its own in flight), its latencies and
- * counters from its slot. What Python must finish (its block to write, the row to build in Python, an
- * error) goes to out as (flow, code, written or exception) and holds the slot's samples (HELD) until then. */
-static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat, double at)
+/* The hold: what the sampler's rows cost the members' transactions. held_ns grows by the elapsed time of
+ * every row the loop takes; a slot's H0 is held_ns when its transaction went out (-1: none yet), and when
+ * it comes back (a client's reply whole, a server's next replies out) held_ns - H0 (what its transaction
+ * waited for rows) is counted in holds: 0, then 2 us wide buckets, the last HOLD_MAX_US and more. */
+#define HOLD_BUCKET_NS 2000
+#define HOLD_N 130
+static int64_t held_ns;
+static uint64_t holds[HOLD_N];
+
+static void hold_count(const int64_t *s)
 {
-    if (h->api == NULL || s[F_HELD] || slot >= (uint64_t)PyList_GET_SIZE(h->flows)) return;
+    if (s[F_H0] < 0) return;
+    int64_t d = held_ns - s[F_H0];
+    int64_t b = d <= 0 ? 0 : 1 + d / HOLD_BUCKET_NS;
+    holds[b < HOLD_N - 1 ? b : HOLD_N - 1]++;
+}
+
+/* The member of slot whose row is due at mono, or NULL (no hot rows here, HELD, a free slot, not due). */
+static PyObject *member_due(struct hot *h, uint64_t slot, const int64_t *s, double mono)
+{
+    if (h->api == NULL || s[F_HELD] || slot >= (uint64_t)PyList_GET_SIZE(h->flows)) return NULL;
     PyObject *flow = PyList_GET_ITEM(h->flows, (Py_ssize_t)slot);
-    if (flow == Py_None || !h->api->due(flow, at)) return;
+    return flow != Py_None && h->api->due(flow, mono) ? flow : NULL;
+}
+
+/* A member's row now (its row is due: member_due), its latencies and counters from its slot. What Python
+ * must finish (its block to write, the row to build in Python, an error) goes to out as (flow, code,
+ * written or exception) and holds the slot's samples (HELD) until then. Its time goes into held_ns. */
+static void member_row(struct hot *h, PyObject *flow, int64_t *s, int64_t *lat)
+{
+    int64_t t = now_ns();
     Py_INCREF(flow);
     long long ctr3[3] = {s[F_TX], s[F_RX], s[F_TRANS]};
     Py_ssize_t written = 0;
@@ -119,6 +149,23 @@ static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat
         Py_XDECREF(what);
     }
     Py_DECREF(flow);
+    held_ns += now_ns() - t;
+}
+
+/* A member's row now if it is due (see member_row). */
+static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat, double at)
+{
+    PyObject *flow = member_due(h, slot, s, at);
+    if (flow != NULL) member_row(h, flow, s, lat);
+}
+
+/* A client's next request, its latency clock started at now. */
+static void client_send(int64_t *s, int64_t now)
+{
+    s[F_T0] = now;
+    s[F_H0] = held_ns;
+    int r = send_zeros(s, s[F_REQ]);
+    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
 }
 
 /* One step of a client: one read; the next request once the reply is whole. 1 when a latency went in. */
@@ -144,13 +191,21 @@ static int client_step(int64_t *s, int64_t *lat, Py_ssize_t cap, struct hot *h, 
     if (s[F_NLAT] < cap) lat[s[F_NLAT]++] = now - s[F_T0];
     s[F_TRANS] += 1;
     s[F_GOT] -= s[F_REPLY];
-    if (h->api != NULL) { /* its reply is whole, its next request not out: its row if due */
-        member_sample(h, slot, s, lat, (double)now / 1e9);
+    hold_count(s);
+    if (s[F_PARKED]) return 1; /* (a reply with no request out: a peer's stray bytes) */
+    /* its reply is whole, its next request not out: its row if due, or it parks until no client member
+     * of the group has a transaction in flight (park_done) and takes its row then */
+    PyObject *flow = member_due(h, slot, s, (double)now / 1e9);
+    if (flow != NULL && h->park_max > 0) {
+        s[F_PARKED] = 1;
+        if (h->parked++ == 0) h->park_t0 = now;
+        return 1;
+    }
+    if (flow != NULL) {
+        member_row(h, flow, s, lat);
         now = now_ns();
     }
-    s[F_T0] = now;
-    int r = send_zeros(s, s[F_REQ]);
-    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
+    client_send(s, now);
     return 1;
 }
 
@@ -176,8 +231,77 @@ static void server_step(int64_t *s, struct hot *h, uint64_t slot)
     s[F_GOT] -= count * s[F_REQ];
     s[F_TRANS] += count;
     int r = send_zeros(s, count * s[F_REPLY]);
-    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
-    else if (h->api != NULL) member_sample(h, slot, s, NULL, (double)now_ns() / 1e9); /* its replies are out: its row if due */
+    /* its hold: the rows since the round before this one began (its request came during them or after) */
+    s[F_H0] = h->round0;
+    hold_count(s);
+    if (r != 0) {
+        s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
+    } else if (h->api != NULL) { /* its replies are out: its row if due, or at the next quiet moment */
+        int64_t now = now_ns();
+        PyObject *flow = s[F_PEND] && now - s[F_PEND] < h->pend_max ? NULL : member_due(h, slot, s, (double)now / 1e9);
+        if (flow != NULL && h->quiet_ns > 0 && !s[F_PEND]) {
+            s[F_PEND] = now;
+            h->pending++;
+        } else if (flow != NULL) { /* (waited too long: the peer never pauses) */
+            if (s[F_PEND]) h->pending--;
+            s[F_PEND] = 0;
+            member_row(h, flow, s, NULL);
+        }
+    }
+}
+
+/* The rows of the servers whose row waits: one = 1, the first one's (a quiet moment: one at a time, the
+ * loop looks for ready sockets between two), else those that waited pend_max (the sweep). */
+static void quiet_rows(struct hot *h, int64_t *table, Py_ssize_t nslots, int one)
+{
+    int64_t now = now_ns();
+    for (Py_ssize_t slot = 0; slot < nslots && h->pending > 0; slot++) {
+        int64_t *s = table + slot * F_N;
+        if (!s[F_PEND] || (!one && now - s[F_PEND] < h->pend_max)) continue;
+        s[F_PEND] = 0;
+        h->pending--;
+        if (s[F_ROLE] == R_SERVER && s[F_STATUS] == S_RUN) member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9);
+        if (one) return;
+    }
+}
+
+/* Whether the parked clients may take their rows: no client member of the group has a transaction in
+ * flight whose row is due (one not due, e.g. HELD, goes on: it would never come to a stop), or they waited
+ * park_max (a slow or stalled one: its row is taken with its transaction in flight). */
+static int park_done(struct hot *h, int64_t *table, Py_ssize_t nslots, int64_t now)
+{
+    double mono = (double)now / 1e9;
+    if (now - h->park_t0 >= h->park_max) return 1;
+    for (Py_ssize_t slot = 0; slot < nslots; slot++) {
+        int64_t *s = table + slot * F_N;
+        if (s[F_ROLE] == R_CLIENT && s[F_STATUS] == S_RUN && !s[F_PARKED] && member_due(h, (uint64_t)slot, s, mono))
+            return 0;
+    }
+    return 1;
+}
+
+/* The parked clients' rows (rows 0: none, an exception is set), all of them before any request goes (a
+ * request out would be held by the rows after it), then their next requests. 1 when one of them needs
+ * Python (its send failed), else 0. */
+static int unpark(struct hot *h, int64_t *table, Py_ssize_t nslots, int64_t *lat, Py_ssize_t cap, int rows)
+{
+    int flow = 0;
+    for (Py_ssize_t slot = 0; rows && slot < nslots; slot++) {
+        int64_t *s = table + slot * F_N;
+        if (s[F_PARKED] && s[F_ROLE] == R_CLIENT && s[F_STATUS] == S_RUN)
+            member_sample(h, (uint64_t)slot, s, lat + slot * cap, (double)now_ns() / 1e9);
+    }
+    for (Py_ssize_t slot = 0; slot < nslots && h->parked > 0; slot++) {
+        int64_t *s = table + slot * F_N;
+        if (!s[F_PARKED]) continue;
+        s[F_PARKED] = 0;
+        h->parked--;
+        if (s[F_ROLE] != R_CLIENT || s[F_STATUS] != S_RUN) continue;
+        client_send(s, now_ns());
+        if (s[F_STATUS] != S_RUN) flow = 1;
+    }
+    h->parked = 0;
+    return flow;
 }
 
 /* Writable views of n buffers (all or none: -1 with an exception set). */
@@ -258,10 +382,11 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
     Py_ssize_t cap;
     Py_buffer views[4], sv = {0};
     double *sweep = NULL; /* [at, every]: the members' sweep, when handed to this loop */
-    if (!PyArg_ParseTuple(args, "idOOnO|OOOO", &epfd, &deadline, &objs[0], &objs[1], &cap, &objs[2], &flows, &objs[3],
-                          &out, &sweep_obj))
+    long long park_max = 0, quiet_ns = 0, pend_max = 0;
+    if (!PyArg_ParseTuple(args, "idOOnO|OOOOLLL", &epfd, &deadline, &objs[0], &objs[1], &cap, &objs[2], &flows,
+                          &objs[3], &out, &sweep_obj, &park_max, &quiet_ns, &pend_max))
         return NULL;
-    struct hot h = {NULL, NULL, NULL, NULL};
+    struct hot h = {0};
     int nviews = 3;
     if (flows != NULL && flows != Py_None) {
         if (!PyList_Check(flows) || objs[3] == NULL || out == NULL || !PyList_Check(out)) {
@@ -269,6 +394,9 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             return NULL;
         }
         h.api = get_api();
+        h.park_max = park_max;
+        h.quiet_ns = quiet_ns;
+        h.pend_max = pend_max;
         h.flows = flows;
         h.out = out;
         nviews = h.api != NULL ? 4 : 3;
@@ -307,7 +435,15 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         }
         sweep = sv.buf;
     }
+    for (Py_ssize_t slot = 0; slot < nslots; slot++) { /* servers whose row waits since an earlier call */
+        int64_t *s = table + slot * F_N;
+        if (s[F_PEND] && (s[F_ROLE] != R_SERVER || h.api == NULL)) s[F_PEND] = 0;
+        h.pending += s[F_PEND] != 0;
+    }
     unsigned steps = 0;
+    int still = 0; /* a quiet moment goes on (see quiet_rows) */
+    int64_t round1 = held_ns; /* held_ns when this round began */
+    h.round0 = held_ns;
     struct epoll_event events[MAX_EVENTS];
     for (;;) {
         /* A deadline already past still gets one round of what is ready (timeout 0), as the Python
@@ -315,11 +451,24 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         int64_t now = now_ns();
         int timeout = -1, past = until != INT64_MAX && now >= until;
         int64_t wake = sweep != NULL && sweep[0] > 0 && deadline_ns(sweep[0]) < until ? deadline_ns(sweep[0]) : until;
+        if (h.parked > 0 && h.park_t0 + h.park_max < wake) wake = h.park_t0 + h.park_max;
         if (wake != INT64_MAX) {
             int64_t ms = wake > now ? (wake - now + 999999) / 1000000 : 0; /* rounded up, as epoll.poll */
             timeout = ms > 1000000 ? 1000000 : (int)ms;
         }
-        int n = epoll_wait(epfd, events, MAX_EVENTS, timeout);
+        /* a server's row waits: a wait of quiet_ns with nothing ready is the quiet moment it waits for */
+        int quiet = h.pending > 0 && h.quiet_ns > 0 && (wake == INT64_MAX || wake - now > h.quiet_ns);
+        int n;
+        if (quiet) { /* (quiet already: the next row if nothing came during the last) */
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = still ? 0 : (long)(h.quiet_ns < 999999999 ? h.quiet_ns : 999999999)};
+            n = epoll_pwait2(epfd, events, MAX_EVENTS, &ts, NULL);
+            if (n < 0 && errno == ENOSYS) /* (no epoll_pwait2: any moment with nothing ready) */
+                n = epoll_wait(epfd, events, MAX_EVENTS, 0);
+            still = n == 0;
+            if (still) quiet_rows(&h, table, nslots, 1);
+        } else {
+            n = epoll_wait(epfd, events, MAX_EVENTS, timeout);
+        }
         if (n < 0) {
             if (errno == EINTR) {
                 if (PyErr_CheckSignals() < 0) goto out;
@@ -329,6 +478,8 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             goto out;
         }
         int python = 0, flow = 0, full = 0;
+        h.round0 = round1;
+        round1 = held_ns;
         for (int i = 0; i < n; i++) {
             uint64_t slot = events[i].data.u64;
             if (slot == PY_SLOT) {
@@ -349,6 +500,8 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             }
             if (s[F_STATUS] != S_RUN) flow = 1;
         }
+        if (h.parked > 0 && !flow && !full && !python && park_done(&h, table, nslots, now_ns()))
+            flow = unpark(&h, table, nslots, lat, cap, 1); /* nothing due in flight: the parked clients' rows */
         if (flow) {
             why = W_FLOW;
             break;
@@ -362,10 +515,13 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             break;
         }
         if (sweep != NULL && sweep[0] > 0 && now_ns() >= deadline_ns(sweep[0])) {
-            /* the sweep: every member still due gets its row now (stalled: nothing of it came round) */
+            /* the sweep: the parked clients' rows and requests, then every member still due gets its row now
+             * (stalled: nothing of it came round) */
+            int sent_bad = unpark(&h, table, nslots, lat, cap, 1);
+            quiet_rows(&h, table, nslots, 0);
             for (Py_ssize_t slot = 0; slot < nslots; slot++) {
                 int64_t *s = table + slot * F_N;
-                if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN) continue;
+                if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN || s[F_PEND]) continue; /* (PEND: at a quiet moment) */
                 if (!s[F_DIRTY]) {
                     s[F_DIRTY] = 1;
                     touched[1 + touched[0]++] = (int64_t)slot;
@@ -375,6 +531,10 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             double at = sweep[0] + sweep[1], mono = (double)now_ns() / 1e9;
             if (sweep[1] > 0 && at <= mono) at += sweep[1] * (floor((mono - at) / sweep[1]) + 1); /* behind: skip */
             sweep[0] = sweep[1] > 0 ? at : 0;
+            if (sent_bad) {
+                why = W_FLOW;
+                break;
+            }
         }
         if (past || (until != INT64_MAX && now_ns() >= until)) {
             why = W_DEADLINE;
@@ -387,6 +547,8 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         }
     }
 out:
+    if (h.parked > 0 && unpark(&h, table, nslots, lat, cap, why >= 0) && why >= 0)
+        why = W_FLOW; /* (a parked client's request could not go: Python takes it over) */
     if (sv.obj != NULL) PyBuffer_Release(&sv);
     release_buffers(views, nviews);
     return why < 0 ? NULL : PyLong_FromLong(why);
@@ -401,9 +563,35 @@ static PyObject *rr_hot(PyObject *self, PyObject *args)
     return PyBool_FromLong(get_api() != NULL);
 }
 
+PyDoc_STRVAR(rr_holds_doc,
+"holds(reset=False) -> (bucket width ns, counts)\n\n"
+"What the sampler's rows held the transactions of this process's C loops of RR\n"
+"flow ends: per transaction, the elapsed time of the rows the loop took while\n"
+"it was out (a client's: from its request out to its reply whole; a server's:\n"
+"an upper bound, from the round before the one that served it): counts[0] none, counts[k] (k - 1) to k\n"
+"bucket widths, the last one that and more. reset: counts back to 0.");
+
+static PyObject *rr_holds(PyObject *self, PyObject *args)
+{
+    int reset = 0;
+    if (!PyArg_ParseTuple(args, "|p", &reset)) return NULL;
+    PyObject *counts = PyTuple_New(HOLD_N);
+    if (counts == NULL) return NULL;
+    for (int i = 0; i < HOLD_N; i++) {
+        PyObject *c = PyLong_FromUnsignedLongLong(holds[i]);
+        if (c == NULL) {
+            Py_DECREF(counts);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(counts, i, c);
+    }
+    if (reset) memset(holds, 0, sizeof holds);
+    return Py_BuildValue("(iN)", HOLD_BUCKET_NS, counts);
+}
+
 #define RR_METHOD(name, fn) {.ml_name = name, .ml_meth = fn, .ml_flags = METH_VARARGS, .ml_doc = fn##_doc}
 static PyMethodDef rrloop_methods[] = {RR_METHOD("ctl", rr_ctl), RR_METHOD("wait", rr_wait), RR_METHOD("hot", rr_hot),
-                                       {0}};
+                                       RR_METHOD("holds", rr_holds), {0}};
 
 static struct PyModuleDef rrloop_module = {
     .m_base = PyModuleDef_HEAD_INIT,
@@ -417,7 +605,7 @@ static struct PyModuleDef rrloop_module = {
 static const struct int_constant consts[] = {
     {"FIELDS", F_N}, {"FD", F_FD}, {"ROLE", F_ROLE}, {"REQ", F_REQ}, {"REPLY", F_REPLY}, {"GOT", F_GOT},
     {"RX", F_RX}, {"TX", F_TX}, {"TRANS", F_TRANS}, {"T0", F_T0}, {"NLAT", F_NLAT}, {"STATUS", F_STATUS},
-    {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"DIRTY", F_DIRTY}, {"HELD", F_HELD}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT},
+    {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"DIRTY", F_DIRTY}, {"HELD", F_HELD}, {"H0", F_H0}, {"PARKED", F_PARKED}, {"PEND", F_PEND}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT},
     {"SERVER", R_SERVER},
     {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
     {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},

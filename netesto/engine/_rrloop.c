@@ -10,6 +10,15 @@
  * list is a queue: a level-triggered socket still ready goes back to its
  * tail), so no flow is served in a burst while others wait.
  *
+ * The sampler's rows stay out of the transactions' latencies: every row held
+ * the transactions in flight of the other members for its time (a row is
+ * ~7-10 us of cold code, its block write 25-70 us), and the rows of a grid
+ * point came together in one round. So a client whose row is due parks at its
+ * idle point (no request out); once no client member is in flight, the parked
+ * take their rows in one batch (warm code) and then send. A server cannot stop
+ * its peers: its due rows wait for a quiet moment (nothing ready for quiet_ns:
+ * its clients parked) and are taken one at a time while nothing is ready.
+ *
  * The flows' counters live in a caller-owned int64 table, F_N values a slot,
  * updated in place after every syscall, so the caller sees exactly what went
  * over the wire on every exit, exceptions included. Client latencies (ns) go
@@ -98,14 +107,18 @@ struct hot {
 #define HOLD_BUCKET_NS 2000
 #define HOLD_N 130
 static int64_t held_ns;
-static uint64_t holds[HOLD_N];
+static uint64_t holds[2][HOLD_N]; /* clients', servers' */
+/* where the rows were taken: a member's idle point, the parked clients' batch, a quiet moment, a server's
+ * idle point after pend_max, the sweep; how many and their elapsed ns */
+enum { P_IDLE, P_PARKED, P_QUIET, P_LATE, P_SWEEP, P_N };
+static int64_t places[P_N][2];
 
 static void hold_count(const int64_t *s)
 {
     if (s[F_H0] < 0) return;
     int64_t d = held_ns - s[F_H0];
     int64_t b = d <= 0 ? 0 : 1 + d / HOLD_BUCKET_NS;
-    holds[b < HOLD_N - 1 ? b : HOLD_N - 1]++;
+    holds[s[F_ROLE] == R_SERVER][b < HOLD_N - 1 ? b : HOLD_N - 1]++;
 }
 
 /* The member of slot whose row is due at mono, or NULL (no hot rows here, HELD, a free slot, not due). */
@@ -119,7 +132,7 @@ static PyObject *member_due(struct hot *h, uint64_t slot, const int64_t *s, doub
 /* A member's row now (its row is due: member_due), its latencies and counters from its slot. What Python
  * must finish (its block to write, the row to build in Python, an error) goes to out as (flow, code,
  * written or exception) and holds the slot's samples (HELD) until then. Its time goes into held_ns. */
-static void member_row(struct hot *h, PyObject *flow, int64_t *s, int64_t *lat)
+static void member_row(struct hot *h, PyObject *flow, int64_t *s, int64_t *lat, int where)
 {
     int64_t t = now_ns();
     Py_INCREF(flow);
@@ -149,14 +162,17 @@ static void member_row(struct hot *h, PyObject *flow, int64_t *s, int64_t *lat)
         Py_XDECREF(what);
     }
     Py_DECREF(flow);
-    held_ns += now_ns() - t;
+    t = now_ns() - t;
+    held_ns += t;
+    places[where][0] += 1;
+    places[where][1] += t;
 }
 
 /* A member's row now if it is due (see member_row). */
-static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat, double at)
+static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat, double at, int where)
 {
     PyObject *flow = member_due(h, slot, s, at);
-    if (flow != NULL) member_row(h, flow, s, lat);
+    if (flow != NULL) member_row(h, flow, s, lat, where);
 }
 
 /* A client's next request, its latency clock started at now. */
@@ -202,7 +218,7 @@ static int client_step(int64_t *s, int64_t *lat, Py_ssize_t cap, struct hot *h, 
         return 1;
     }
     if (flow != NULL) {
-        member_row(h, flow, s, lat);
+        member_row(h, flow, s, lat, P_IDLE);
         now = now_ns();
     }
     client_send(s, now);
@@ -243,9 +259,10 @@ static void server_step(int64_t *s, struct hot *h, uint64_t slot)
             s[F_PEND] = now;
             h->pending++;
         } else if (flow != NULL) { /* (waited too long: the peer never pauses) */
-            if (s[F_PEND]) h->pending--;
+            int late = s[F_PEND] != 0;
+            h->pending -= late;
             s[F_PEND] = 0;
-            member_row(h, flow, s, NULL);
+            member_row(h, flow, s, NULL, late ? P_LATE : P_IDLE);
         }
     }
 }
@@ -260,7 +277,7 @@ static void quiet_rows(struct hot *h, int64_t *table, Py_ssize_t nslots, int one
         if (!s[F_PEND] || (!one && now - s[F_PEND] < h->pend_max)) continue;
         s[F_PEND] = 0;
         h->pending--;
-        if (s[F_ROLE] == R_SERVER && s[F_STATUS] == S_RUN) member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9);
+        if (s[F_ROLE] == R_SERVER && s[F_STATUS] == S_RUN) member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9, one ? P_QUIET : P_LATE);
         if (one) return;
     }
 }
@@ -281,15 +298,24 @@ static int park_done(struct hot *h, int64_t *table, Py_ssize_t nslots, int64_t n
 }
 
 /* The parked clients' rows (rows 0: none, an exception is set), all of them before any request goes (a
- * request out would be held by the rows after it), then their next requests. 1 when one of them needs
+ * request out would be held by the rows after it), and those of the clients still in flight whose row is
+ * due (slower than park_max: else they would park again), and those of the servers whose row is due (a
+ * quiet moment for this loop's clients), then the parked clients' next requests. 1 when one of them needs
  * Python (its send failed), else 0. */
 static int unpark(struct hot *h, int64_t *table, Py_ssize_t nslots, int64_t *lat, Py_ssize_t cap, int rows)
 {
     int flow = 0;
-    for (Py_ssize_t slot = 0; rows && slot < nslots; slot++) {
+    for (Py_ssize_t slot = 0; rows && slot < nslots; slot++) { /* (in flight and due: slower than park_max) */
         int64_t *s = table + slot * F_N;
-        if (s[F_PARKED] && s[F_ROLE] == R_CLIENT && s[F_STATUS] == S_RUN)
-            member_sample(h, (uint64_t)slot, s, lat + slot * cap, (double)now_ns() / 1e9);
+        if (s[F_ROLE] == R_CLIENT && s[F_STATUS] == S_RUN)
+            member_sample(h, (uint64_t)slot, s, lat + slot * cap, (double)now_ns() / 1e9, P_PARKED);
+    }
+    for (Py_ssize_t slot = 0; rows && slot < nslots; slot++) { /* (the servers of this loop's clients) */
+        int64_t *s = table + slot * F_N;
+        if (s[F_ROLE] != R_SERVER) continue;
+        h->pending -= s[F_PEND] != 0;
+        s[F_PEND] = 0;
+        if (s[F_STATUS] == S_RUN) member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9, P_QUIET);
     }
     for (Py_ssize_t slot = 0; slot < nslots && h->parked > 0; slot++) {
         int64_t *s = table + slot * F_N;
@@ -352,7 +378,7 @@ static PyObject *rr_ctl(PyObject *self, PyObject *args)
 }
 
 PyDoc_STRVAR(rr_wait_doc,
-"wait(epfd, deadline, table, lat, cap, touched[, flows, acc, out[, sweep]]) -> why\n\n"
+"wait(epfd, deadline, table, lat, cap, touched[, flows, acc, out[, sweep[, park_max, quiet_ns, pend_max]]]) -> why\n\n"
 "Serve the group's ready sockets in turn until DEADLINE (time.monotonic()\n"
 "seconds; inf: none), PYTHON (the loop's epoll fd is readable), FLOW (a\n"
 "slot's status is not RUN: EOF, ERROR with its errno, or PARTIAL with\n"
@@ -371,7 +397,17 @@ PyDoc_STRVAR(rr_wait_doc,
 "samples until the caller clears it. sweep (writable array('d') [at, every]):\n"
 "the sampler's sweep of the members' interval, handed to this loop: at it,\n"
 "every member whose row is still due (due_at <= at) gets it then, whatever\n"
-"it has in flight, and at moves on by every (at <= 0: none).");
+"it has in flight, and at moves on by every (at <= 0: none).\n"
+"park_max (ns, > 0): a client whose row is due parks at its idle point\n"
+"instead (PARKED: no request out) until no client member whose row is due\n"
+"has a transaction in flight, or for park_max at most; then the parked take\n"
+"their rows, all of them before their requests go (no client transaction\n"
+"waits for a row). Parked clients go on before every return.\n"
+"quiet_ns (> 0): a server whose row is due at its idle point waits (PEND)\n"
+"for a quiet moment: quiet_ns with no socket ready (its clients parked);\n"
+"then the waiting rows are taken one at a time while nothing is ready.\n"
+"One that waited pend_max (ns) takes it at its next idle point (the sweep\n"
+"leaves the others to their quiet moment).");
 
 static PyObject *rr_wait(PyObject *self, PyObject *args)
 {
@@ -451,7 +487,8 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         int64_t now = now_ns();
         int timeout = -1, past = until != INT64_MAX && now >= until;
         int64_t wake = sweep != NULL && sweep[0] > 0 && deadline_ns(sweep[0]) < until ? deadline_ns(sweep[0]) : until;
-        if (h.parked > 0 && h.park_t0 + h.park_max < wake) wake = h.park_t0 + h.park_max;
+        if (h.parked > 0) /* (the sweep waits for the park's end) */
+            wake = h.park_t0 + h.park_max < until ? h.park_t0 + h.park_max : until;
         if (wake != INT64_MAX) {
             int64_t ms = wake > now ? (wake - now + 999999) / 1000000 : 0; /* rounded up, as epoll.poll */
             timeout = ms > 1000000 ? 1000000 : (int)ms;
@@ -514,10 +551,9 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             why = W_PYTHON;
             break;
         }
-        if (sweep != NULL && sweep[0] > 0 && now_ns() >= deadline_ns(sweep[0])) {
-            /* the sweep: the parked clients' rows and requests, then every member still due gets its row now
-             * (stalled: nothing of it came round) */
-            int sent_bad = unpark(&h, table, nslots, lat, cap, 1);
+        if (sweep != NULL && sweep[0] > 0 && h.parked == 0 && now_ns() >= deadline_ns(sweep[0])) {
+            /* the sweep (once no client is parked): every member still due gets its row now (stalled: nothing
+             * of it came round), but servers waiting for a quiet moment */
             quiet_rows(&h, table, nslots, 0);
             for (Py_ssize_t slot = 0; slot < nslots; slot++) {
                 int64_t *s = table + slot * F_N;
@@ -526,15 +562,11 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
                     s[F_DIRTY] = 1;
                     touched[1 + touched[0]++] = (int64_t)slot;
                 }
-                member_sample(&h, (uint64_t)slot, s, s[F_ROLE] == R_CLIENT ? lat + slot * cap : NULL, sweep[0]);
+                member_sample(&h, (uint64_t)slot, s, s[F_ROLE] == R_CLIENT ? lat + slot * cap : NULL, sweep[0], P_SWEEP);
             }
             double at = sweep[0] + sweep[1], mono = (double)now_ns() / 1e9;
             if (sweep[1] > 0 && at <= mono) at += sweep[1] * (floor((mono - at) / sweep[1]) + 1); /* behind: skip */
             sweep[0] = sweep[1] > 0 ? at : 0;
-            if (sent_bad) {
-                why = W_FLOW;
-                break;
-            }
         }
         if (past || (until != INT64_MAX && now_ns() >= until)) {
             why = W_DEADLINE;
@@ -564,29 +596,51 @@ static PyObject *rr_hot(PyObject *self, PyObject *args)
 }
 
 PyDoc_STRVAR(rr_holds_doc,
-"holds(reset=False) -> (bucket width ns, counts)\n\n"
+"holds(reset=False) -> (bucket width ns, (clients' counts, servers' counts), places)\n\n"
 "What the sampler's rows held the transactions of this process's C loops of RR\n"
 "flow ends: per transaction, the elapsed time of the rows the loop took while\n"
 "it was out (a client's: from its request out to its reply whole; a server's:\n"
 "an upper bound, from the round before the one that served it): counts[0] none, counts[k] (k - 1) to k\n"
-"bucket widths, the last one that and more. reset: counts back to 0.");
+"bucket widths, the last one that and more. places: where the rows were taken\n"
+"(idle: a member's idle point; parked: the parked clients' batch; quiet: a\n"
+"server's, at a quiet moment; late: a server's that waited pend_max for one;\n"
+"sweep) as (rows, their elapsed ns). reset: all back to 0.");
 
 static PyObject *rr_holds(PyObject *self, PyObject *args)
 {
     int reset = 0;
     if (!PyArg_ParseTuple(args, "|p", &reset)) return NULL;
-    PyObject *counts = PyTuple_New(HOLD_N);
+    PyObject *counts = PyTuple_New(2);
     if (counts == NULL) return NULL;
-    for (int i = 0; i < HOLD_N; i++) {
-        PyObject *c = PyLong_FromUnsignedLongLong(holds[i]);
-        if (c == NULL) {
+    for (int r = 0; r < 2; r++) {
+        PyObject *role = PyTuple_New(HOLD_N);
+        if (role == NULL) {
             Py_DECREF(counts);
             return NULL;
         }
-        PyTuple_SET_ITEM(counts, i, c);
+        PyTuple_SET_ITEM(counts, r, role);
+        for (int i = 0; i < HOLD_N; i++) {
+            PyObject *c = PyLong_FromUnsignedLongLong(holds[r][i]);
+            if (c == NULL) {
+                Py_DECREF(counts);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(role, i, c);
+        }
     }
-    if (reset) memset(holds, 0, sizeof holds);
-    return Py_BuildValue("(iN)", HOLD_BUCKET_NS, counts);
+    PyObject *where = Py_BuildValue("{s(LL)s(LL)s(LL)s(LL)s(LL)}", "idle", places[P_IDLE][0], places[P_IDLE][1],
+                                    "parked", places[P_PARKED][0], places[P_PARKED][1], "quiet", places[P_QUIET][0],
+                                    places[P_QUIET][1], "late", places[P_LATE][0], places[P_LATE][1], "sweep",
+                                    places[P_SWEEP][0], places[P_SWEEP][1]);
+    if (where == NULL) {
+        Py_DECREF(counts);
+        return NULL;
+    }
+    if (reset) {
+        memset(holds, 0, sizeof holds);
+        memset(places, 0, sizeof places);
+    }
+    return Py_BuildValue("(iNN)", HOLD_BUCKET_NS, counts, where);
 }
 
 #define RR_METHOD(name, fn) {.ml_name = name, .ml_meth = fn, .ml_flags = METH_VARARGS, .ml_doc = fn##_doc}

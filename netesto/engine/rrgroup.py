@@ -12,7 +12,11 @@ return, exceptions included. A member whose row is due (its ``due_at``, see
 :mod:`~netesto.engine.sampler`) gets it from the C loop at its idle point (a
 client once its reply is whole, before its next request; a server once its
 replies are out), with the slot's counters and latencies, so the loop need not
-come back to Python for the sampler with every member's transaction held. A member whose socket needs Python (EOF, an
+come back to Python for the sampler with every member's transaction held. No
+transaction waits for another member's row: clients whose row is due park at
+their idle point until no client member is in flight and take their rows then
+(``PARK_SHARE``), servers take theirs at a quiet moment (their clients parked,
+``QUIET_NS``), one at a time. A member whose socket needs Python (EOF, an
 error, a partial send) leaves the group and its flow end takes it over
 (``rr_left``); so does one that ends or closes.
 """
@@ -172,11 +176,11 @@ class RRGroup:
 
     def _dump_holds(self) -> None:
         """The hold counts so far to NETESTO_RR_HOLDS (a bench's reading), then from 0 again."""
-        width, counts = self.rr.holds(True)
+        width, counts, places = self.rr.holds(True)
         self.dumps += 1
         path = os.path.join(HOLDS_DIR, f"holds-{os.getpid()}-{self.dumps}.json")
         with open(path, "w") as fh:
-            json.dump({"width_ns": width, "counts": counts, "acc": list(self.sampler.acc) if self.sampler else []}, fh)
+            json.dump({"width_ns": width, "counts": counts, "places": places, "acc": list(self.sampler.acc) if self.sampler else []}, fh)
 
     def _sync(self, slot: int, flow: Member) -> None:
         """The table's counters and the slot's latencies into the flow end."""

@@ -103,7 +103,7 @@ struct hot {
 /* The hold: what the sampler's rows cost the members' transactions. held_ns grows by the elapsed time of
  * every row the loop takes; a slot's H0 is held_ns when its transaction went out (-1: none yet), and when
  * it comes back (a client's reply whole, a server's next replies out) held_ns - H0 (what its transaction
- * waited for rows) is counted in holds: 0, then 2 us wide buckets, the last HOLD_MAX_US and more. */
+ * waited for rows) is counted in holds: 0, then 2 us wide buckets, the last 256 us and more. */
 #define HOLD_BUCKET_NS 2000
 #define HOLD_N 130
 static int64_t held_ns;
@@ -277,7 +277,8 @@ static void quiet_rows(struct hot *h, int64_t *table, Py_ssize_t nslots, int one
         if (!s[F_PEND] || (!one && now - s[F_PEND] < h->pend_max)) continue;
         s[F_PEND] = 0;
         h->pending--;
-        if (s[F_ROLE] == R_SERVER && s[F_STATUS] == S_RUN) member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9, one ? P_QUIET : P_LATE);
+        if (s[F_ROLE] == R_SERVER && s[F_STATUS] == S_RUN)
+            member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9, one ? P_QUIET : P_LATE);
         if (one) return;
     }
 }
@@ -406,8 +407,8 @@ PyDoc_STRVAR(rr_wait_doc,
 "quiet_ns (> 0): a server whose row is due at its idle point waits (PEND)\n"
 "for a quiet moment: quiet_ns with no socket ready (its clients parked);\n"
 "then the waiting rows are taken one at a time while nothing is ready.\n"
-"One that waited pend_max (ns) takes it at its next idle point (the sweep\n"
-"leaves the others to their quiet moment).");
+"One that waited pend_max (ns) takes it at its next idle point; the sweep\n"
+"leaves servers to a quiet moment (a stalled one's comes at once).");
 
 static PyObject *rr_wait(PyObject *self, PyObject *args)
 {
@@ -497,7 +498,8 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         int quiet = h.pending > 0 && h.quiet_ns > 0 && (wake == INT64_MAX || wake - now > h.quiet_ns);
         int n;
         if (quiet) { /* (quiet already: the next row if nothing came during the last) */
-            struct timespec ts = {.tv_sec = 0, .tv_nsec = still ? 0 : (long)(h.quiet_ns < 999999999 ? h.quiet_ns : 999999999)};
+            long wait = still ? 0 : (long)(h.quiet_ns < 999999999 ? h.quiet_ns : 999999999);
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = wait};
             n = epoll_pwait2(epfd, events, MAX_EVENTS, &ts, NULL);
             if (n < 0 && errno == ENOSYS) /* (no epoll_pwait2: any moment with nothing ready) */
                 n = epoll_wait(epfd, events, MAX_EVENTS, 0);
@@ -558,6 +560,15 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             for (Py_ssize_t slot = 0; slot < nslots; slot++) {
                 int64_t *s = table + slot * F_N;
                 if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN || s[F_PEND]) continue; /* (PEND: at a quiet moment) */
+                if (s[F_ROLE] == R_CLIENT && h.park_max > 0 && now_ns() - s[F_T0] < h.park_max)
+                    continue; /* (in flight, not slow: it parks when its reply is in) */
+                if (s[F_ROLE] == R_SERVER && h.quiet_ns > 0) { /* a server's row: at a quiet moment too */
+                    if (member_due(&h, (uint64_t)slot, s, sweep[0]) != NULL) {
+                        s[F_PEND] = now_ns();
+                        h.pending++;
+                    }
+                    continue;
+                }
                 if (!s[F_DIRTY]) {
                     s[F_DIRTY] = 1;
                     touched[1 + touched[0]++] = (int64_t)slot;
@@ -600,8 +611,9 @@ PyDoc_STRVAR(rr_holds_doc,
 "What the sampler's rows held the transactions of this process's C loops of RR\n"
 "flow ends: per transaction, the elapsed time of the rows the loop took while\n"
 "it was out (a client's: from its request out to its reply whole; a server's:\n"
-"an upper bound, from the round before the one that served it): counts[0] none, counts[k] (k - 1) to k\n"
-"bucket widths, the last one that and more. places: where the rows were taken\n"
+"an upper bound, from the round before the one that served it): counts[0]\n"
+"none, counts[k] (k - 1) to k bucket widths, the last one that and more.\n"
+"places: where the rows were taken\n"
 "(idle: a member's idle point; parked: the parked clients' batch; quiet: a\n"
 "server's, at a quiet moment; late: a server's that waited pend_max for one;\n"
 "sweep) as (rows, their elapsed ns). reset: all back to 0.");

@@ -40,9 +40,10 @@ PARK = os.environ.get("NETESTO_RR_PARK", "") != "0"
 PARK_SHARE = 0.1
 PARK_MAX_NS = 1_000_000
 # A server member's row waits for a quiet moment (nothing ready for QUIET_NS: its clients' pause, when they
-# park) for at most PEND_SHARE of its interval; NETESTO_RR_QUIET_US=0 (benches' A/B only): rows at idle points
+# park) for at most PEND_SHARE of its interval (their pause comes once per interval, at their grid's phase: with 0.8,
+# a fifth of the phases missed it); NETESTO_RR_QUIET_US=0 (benches' A/B only): rows at idle points
 QUIET_NS = int(float(os.environ.get("NETESTO_RR_QUIET_US", "") or 30) * 1000)
-PEND_SHARE = 0.8
+PEND_SHARE = 0.95
 # NETESTO_RR_HOLDS=DIR (benches only): each time a group empties, what the rows held its transactions
 # (_rrloop.holds) goes to DIR/holds-PID-N.json and the counts start again
 HOLDS_DIR = os.environ.get("NETESTO_RR_HOLDS", "")

@@ -367,7 +367,7 @@ def rr_part(dur: float, reps: int, cpus: tuple[int | None, int | None], workdir:
             if flows > 1 and cli:  # (the lone loops of 1 flow are not counted)
                 (c_pct, c_999), (s_pct, s_999) = held(cli), held(srv)
                 rows = ", ".join(f"{k} {n} at {ns / max(1, n) / 1e3:.1f} us" for k, (n, ns) in places.items() if n)
-                print(f"    the rows' hold on the sampled runs' transactions (measured in the C loops, load-insensitive): "
+                print(f"    the rows' hold on the sampled runs' transactions (in the C loops; load-insensitive): "
                       f"clients {c_pct:.2f} % held, p99.9 of the hold {c_999:.0f} us; servers (an upper bound) "
                       f"{s_pct:.2f} %, p99.9 {s_999:.0f} us; rows taken: {rows} (elapsed per row)", flush=True)
         engine.close()

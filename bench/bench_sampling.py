@@ -366,10 +366,14 @@ def rr_part(dur: float, reps: int, cpus: tuple[int | None, int | None], workdir:
                   f"{statistics.median(shares):.2f} % [{min(shares):.2f}-{max(shares):.2f}]", flush=True)
             if flows > 1 and cli:  # (the lone loops of 1 flow are not counted)
                 (c_pct, c_999), (s_pct, s_999) = held(cli), held(srv)
-                rows = ", ".join(f"{k} {n} at {ns / max(1, n) / 1e3:.1f} us" for k, (n, ns) in places.items() if n)
+                rows = ", ".join(f"{k} {n} at {ns / max(1, n) / 1e3:.1f} us" for k, (n, ns) in places.items()
+                                 if n and k != "park")
+                parks, park_ns = places.get("park", [0, 0])
                 print(f"    the rows' hold on the sampled runs' transactions (in the C loops; load-insensitive): "
                       f"clients {c_pct:.2f} % held, p99.9 of the hold {c_999:.0f} us; servers (an upper bound) "
-                      f"{s_pct:.2f} %, p99.9 {s_999:.0f} us; rows taken: {rows} (elapsed per row)", flush=True)
+                      f"{s_pct:.2f} %, p99.9 {s_999:.0f} us; rows taken: {rows} (elapsed per row); the clients' "
+                      f"parks: {parks}, {park_ns / max(1, parks) / 1e3:.0f} us each (first parked to requests out)",
+                      flush=True)
         engine.close()
     finally:
         pair.close()

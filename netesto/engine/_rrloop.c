@@ -110,7 +110,7 @@ static int64_t held_ns;
 static uint64_t holds[2][HOLD_N]; /* clients', servers' */
 /* where the rows were taken: a member's idle point, the parked clients' batch, a quiet moment, a server's
  * idle point after pend_max, the sweep; how many and their elapsed ns */
-enum { P_IDLE, P_PARKED, P_QUIET, P_LATE, P_SWEEP, P_N };
+enum { P_IDLE, P_PARKED, P_QUIET, P_LATE, P_SWEEP, P_PARK, P_N }; /* P_PARK: the parks, first park to sends */
 static int64_t places[P_N][2];
 
 static void hold_count(const int64_t *s)
@@ -326,6 +326,10 @@ static int unpark(struct hot *h, int64_t *table, Py_ssize_t nslots, int64_t *lat
         if (s[F_ROLE] != R_CLIENT || s[F_STATUS] != S_RUN) continue;
         client_send(s, now_ns());
         if (s[F_STATUS] != S_RUN) flow = 1;
+    }
+    if (rows) {
+        places[P_PARK][0] += 1;
+        places[P_PARK][1] += now_ns() - h->park_t0;
     }
     h->parked = 0;
     return flow;
@@ -616,7 +620,8 @@ PyDoc_STRVAR(rr_holds_doc,
 "places: where the rows were taken\n"
 "(idle: a member's idle point; parked: the parked clients' batch; quiet: a\n"
 "server's, at a quiet moment; late: a server's that waited pend_max for one;\n"
-"sweep) as (rows, their elapsed ns). reset: all back to 0.");
+"sweep) as (rows, their elapsed ns), and park: (parks, their ns from the\n"
+"first client parked to the requests out). reset: all back to 0.");
 
 static PyObject *rr_holds(PyObject *self, PyObject *args)
 {
@@ -640,10 +645,11 @@ static PyObject *rr_holds(PyObject *self, PyObject *args)
             PyTuple_SET_ITEM(role, i, c);
         }
     }
-    PyObject *where = Py_BuildValue("{s(LL)s(LL)s(LL)s(LL)s(LL)}", "idle", places[P_IDLE][0], places[P_IDLE][1],
+    PyObject *where = Py_BuildValue("{s(LL)s(LL)s(LL)s(LL)s(LL)s(LL)}", "idle", places[P_IDLE][0], places[P_IDLE][1],
                                     "parked", places[P_PARKED][0], places[P_PARKED][1], "quiet", places[P_QUIET][0],
                                     places[P_QUIET][1], "late", places[P_LATE][0], places[P_LATE][1], "sweep",
-                                    places[P_SWEEP][0], places[P_SWEEP][1]);
+                                    places[P_SWEEP][0], places[P_SWEEP][1], "park", places[P_PARK][0],
+                                    places[P_PARK][1]);
     if (where == NULL) {
         Py_DECREF(counts);
         return NULL;

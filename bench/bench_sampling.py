@@ -35,7 +35,11 @@ sampled vs (nearly) unsampled, RR p99 sampled vs unsampled, the cost of one samp
    on one client worker, client and server pinned to different CPUs
    (``--rr-cpus``), runs of ``interval=0.01`` and ``interval=60``
    interleaved (ABBA pairs): p99 of the client histograms, sampled over
-   unsampled per pair (target <= 1.05), and the client worker's sampling share.
+   unsampled per pair (target <= 1.05), and the client worker's sampling share. For 16 flows also
+   what the rows held the transactions, counted in the engine's C loops (``NETESTO_RR_HOLDS``,
+   ``_rrloop.holds``; a host's load hardly moves it): the share of the transactions a row held and
+   the hold's 99.9th percentile, clients' (exact) and servers' (an upper bound), and where the rows
+   were taken (parked clients' batches, servers' quiet moments, ...).
 3. ``--cost``: what one sample costs, us of thread CPU per flow per tick, split into its
    parts (``bench/sampling_cost.py``: getsockopt TCP_INFO and TCP_CC_INFO,
    time.time(), one row, one ``records`` block write, the Sampler's whole tick
@@ -50,6 +54,7 @@ Shared noisy machine: read the ratios and shares, not the absolute rates.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import resource
@@ -58,6 +63,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from bench.common import Engine, pin, placement, where
@@ -282,28 +288,74 @@ def stream_part(dur: float, reps: int, flows: int, workdir: Path) -> None:
 RR_P99_TARGET = 1.05  # p99 sampled / unsampled (issue 14)
 
 
+def read_holds(where: Path) -> tuple[list[int], list[int], dict[str, list[int]]]:
+    """The clients' and servers' hold counts and the places of the rows (``_rrloop.holds``) the engine's C loops
+    of RR flow ends wrote to ``where`` (NETESTO_RR_HOLDS) since the last call; the files are removed."""
+    roles: list[list[int]] = [[], []]
+    places: dict[str, list[int]] = {}
+    for path in where.glob("holds-*.json"):
+        got = json.loads(path.read_text())
+        path.unlink()
+        for r in (0, 1):
+            counts = got["counts"][r]
+            roles[r] = [a + b for a, b in zip(roles[r], counts)] if roles[r] else list(counts)
+        for k, (n, ns) in got["places"].items():
+            had = places.get(k, [0, 0])
+            places[k] = [had[0] + n, had[1] + ns]
+    return roles[0], roles[1], places
+
+
+def held(counts: list[int], width_us: float = 2.0) -> tuple[float, float]:
+    """(% of the transactions a row held, the 99.9th percentile of the hold, us) of one role's counts."""
+    total = sum(counts)
+    if not total:
+        return 0.0, 0.0
+    acc = 0
+    for k, n in enumerate(counts):
+        acc += n
+        if acc >= 0.999 * total:
+            return 100 * (total - counts[0]) / total, k * width_us
+    return 100 * (total - counts[0]) / total, len(counts) * width_us
+
+
 def rr_part(dur: float, reps: int, cpus: tuple[int | None, int | None], workdir: Path) -> None:
     """Part 2: RR p99 with the sampler ticking every 10 ms over p99 without it (interval 60 s)."""
     print(f"# RR p99 sampled (10 ms) / unsampled (60 s), {dur:g} s runs, {reps} ABBA pairs, {where(cpus)}; "
           "client flows on one worker, one server worker", flush=True)
     pair = netns.make_veth_pair()
+    holds = workdir / "holds"
+    holds.mkdir(parents=True, exist_ok=True)
+    env = ["env", f"NETESTO_RR_HOLDS={holds}"]
     try:
-        engine = Engine(pair, workdir / "rr", server_prefix=[*pin(cpus[1])], options=())
+        engine = Engine(pair, workdir / "rr", server_prefix=[*env, *pin(cpus[1])], options=())
         for flows in (1, 16):
             ids = [f"a-b-0-{i}" for i in range(flows)]
             ratios: list[float] = []
             shares: list[float] = []
             p99s: dict[float, list[float]] = {0.01: [], 60.0: []}
+            cli: list[int] = []
+            srv: list[int] = []
+            places: dict[str, list[int]] = {}
             for k in range(reps):
                 order = (60.0, 0.01) if k % 2 == 0 else (0.01, 60.0)
                 got = {}
                 for interval in order:
                     summaries = engine.run([dict(flow_id=fid, test="TCP_RR", dur=dur, ca="cubic", interval=interval)
-                                            for fid in ids], workers=1, client_prefix=pin(cpus[0]))
+                                            for fid in ids], workers=1, client_prefix=[*env, *pin(cpus[0])])
                     got[interval] = engine.p99_us(ids)
                     p99s[interval].append(got[interval])
+                    engine.server_summaries(ids)
+                    for _ in range(20):  # (both ends' groups have emptied: their holds are written)
+                        if flows == 1 or len(list(holds.glob("holds-*.json"))) >= 2:
+                            break
+                        time.sleep(0.05)
+                    c, s_, pl = read_holds(holds)
                     if interval == 0.01:
                         shares.append(max(s["cpu"]["sampling_percent"] for s in summaries))
+                        cli = [a + b for a, b in zip(cli, c)] if cli else c
+                        srv = [a + b for a, b in zip(srv, s_)] if srv else s_
+                        for k, v in pl.items():
+                            places[k] = [a + b for a, b in zip(places.get(k, [0, 0]), v)]
                 ratios.append(got[0.01] / got[60.0])
             ratios.sort()
             mid = statistics.median(ratios)
@@ -312,6 +364,16 @@ def rr_part(dur: float, reps: int, cpus: tuple[int | None, int | None], workdir:
                   f"[{ratios[0]:.3f}-{ratios[-1]:.3f}] (target <= {RR_P99_TARGET:g}: "
                   f"{'ok' if mid <= RR_P99_TARGET else 'MISSED'}); the client worker's sampling share "
                   f"{statistics.median(shares):.2f} % [{min(shares):.2f}-{max(shares):.2f}]", flush=True)
+            if flows > 1 and cli:  # (the lone loops of 1 flow are not counted)
+                (c_pct, c_999), (s_pct, s_999) = held(cli), held(srv)
+                rows = ", ".join(f"{k} {n} at {ns / max(1, n) / 1e3:.1f} us" for k, (n, ns) in places.items()
+                                 if n and k != "park")
+                parks, park_ns = places.get("park", [0, 0])
+                print(f"    the rows' hold on the sampled runs' transactions (in the C loops; load-insensitive): "
+                      f"clients {c_pct:.2f} % held, p99.9 of the hold {c_999:.0f} us; servers (an upper bound) "
+                      f"{s_pct:.2f} %, p99.9 {s_999:.0f} us; rows taken: {rows} (elapsed per row); the clients' "
+                      f"parks: {parks}, {park_ns / max(1, parks) / 1e3:.0f} us each (first parked to requests out)",
+                      flush=True)
         engine.close()
     finally:
         pair.close()

@@ -10,6 +10,15 @@
  * list is a queue: a level-triggered socket still ready goes back to its
  * tail), so no flow is served in a burst while others wait.
  *
+ * The sampler's rows stay out of the transactions' latencies: every row held
+ * the transactions in flight of the other members for its time (a row is
+ * ~7-10 us of cold code, its block write 25-70 us), and the rows of a grid
+ * point came together in one round. So a client whose row is due parks at its
+ * idle point (no request out); once no client member is in flight, the parked
+ * take their rows in one batch (warm code) and then send. A server cannot stop
+ * its peers: its due rows wait for a quiet moment (nothing ready for quiet_ns:
+ * its clients parked) and are taken one at a time while nothing is ready.
+ *
  * The flows' counters live in a caller-owned int64 table, F_N values a slot,
  * updated in place after every syscall, so the caller sees exactly what went
  * over the wire on every exit, exceptions included. Client latencies (ns) go
@@ -39,7 +48,7 @@
 /* a slot: fd, role, request and reply sizes, then the flow's state (in and out) */
 enum {
     F_FD, F_ROLE, F_REQ, F_REPLY, F_GOT, F_RX, F_TX, F_TRANS, F_T0, F_NLAT, F_STATUS, F_ERRNO, F_LEFT, F_DIRTY,
-    F_HELD, F_N
+    F_HELD, F_H0, F_PARKED, F_PEND, F_N
 };
 enum { R_FREE = 0, R_CLIENT = 1, R_SERVER = 2 };
 /* a slot's status: running, or why Python must take the flow end back */
@@ -82,16 +91,50 @@ struct hot {
     PyObject *flows;
     int64_t *acc;
     PyObject *out;
+    int64_t park_max; /* > 0: clients whose row is due park at their idle point, for this long at most (park_done) */
+    int parked;       /* how many are parked */
+    int64_t park_t0;  /* when the first of them parked */
+    int64_t quiet_ns; /* > 0: servers' rows wait for this long a quiet (no socket ready) (see server_step) */
+    int64_t pend_max; /* ns a server's row waits for a quiet moment at most */
+    int pending;      /* servers whose row waits */
+    int64_t round0;   /* held_ns when the round before this one began (see server_step's hold) */
 };
 
-/* A member's row now if it is due (at an idle point: nothing of its own in flight), its latencies and
- * counters from its slot. What Python must finish (its block to write, the row to build in Python, an
- * error) goes to out as (flow, code, written or exception) and holds the slot's samples (HELD) until then. */
-static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat, double at)
+/* The hold: what the sampler's rows cost the members' transactions. held_ns grows by the elapsed time of
+ * every row the loop takes; a slot's H0 is held_ns when its transaction went out (-1: none yet), and when
+ * it comes back (a client's reply whole, a server's next replies out) held_ns - H0 (what its transaction
+ * waited for rows) is counted in holds: 0, then 2 us wide buckets, the last 256 us and more. */
+#define HOLD_BUCKET_NS 2000
+#define HOLD_N 130
+static int64_t held_ns;
+static uint64_t holds[2][HOLD_N]; /* clients', servers' */
+/* where the rows were taken: a member's idle point, the parked clients' batch, a quiet moment, a server's
+ * idle point after pend_max, the sweep; how many and their elapsed ns */
+enum { P_IDLE, P_PARKED, P_QUIET, P_LATE, P_SWEEP, P_PARK, P_N }; /* P_PARK: the parks, first park to sends */
+static int64_t places[P_N][2];
+
+static void hold_count(const int64_t *s)
 {
-    if (h->api == NULL || s[F_HELD] || slot >= (uint64_t)PyList_GET_SIZE(h->flows)) return;
+    if (s[F_H0] < 0) return;
+    int64_t d = held_ns - s[F_H0];
+    int64_t b = d <= 0 ? 0 : 1 + d / HOLD_BUCKET_NS;
+    holds[s[F_ROLE] == R_SERVER][b < HOLD_N - 1 ? b : HOLD_N - 1]++;
+}
+
+/* The member of slot whose row is due at mono, or NULL (no hot rows here, HELD, a free slot, not due). */
+static PyObject *member_due(struct hot *h, uint64_t slot, const int64_t *s, double mono)
+{
+    if (h->api == NULL || s[F_HELD] || slot >= (uint64_t)PyList_GET_SIZE(h->flows)) return NULL;
     PyObject *flow = PyList_GET_ITEM(h->flows, (Py_ssize_t)slot);
-    if (flow == Py_None || !h->api->due(flow, at)) return;
+    return flow != Py_None && h->api->due(flow, mono) ? flow : NULL;
+}
+
+/* A member's row now (its row is due: member_due), its latencies and counters from its slot. What Python
+ * must finish (its block to write, the row to build in Python, an error) goes to out as (flow, code,
+ * written or exception) and holds the slot's samples (HELD) until then. Its time goes into held_ns. */
+static void member_row(struct hot *h, PyObject *flow, int64_t *s, int64_t *lat, int where)
+{
+    int64_t t = now_ns();
     Py_INCREF(flow);
     long long ctr3[3] = {s[F_TX], s[F_RX], s[F_TRANS]};
     Py_ssize_t written = 0;
@@ -119,6 +162,26 @@ static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat
         Py_XDECREF(what);
     }
     Py_DECREF(flow);
+    t = now_ns() - t;
+    held_ns += t;
+    places[where][0] += 1;
+    places[where][1] += t;
+}
+
+/* A member's row now if it is due (see member_row). */
+static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat, double at, int where)
+{
+    PyObject *flow = member_due(h, slot, s, at);
+    if (flow != NULL) member_row(h, flow, s, lat, where);
+}
+
+/* A client's next request, its latency clock started at now. */
+static void client_send(int64_t *s, int64_t now)
+{
+    s[F_T0] = now;
+    s[F_H0] = held_ns;
+    int r = send_zeros(s, s[F_REQ]);
+    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
 }
 
 /* One step of a client: one read; the next request once the reply is whole. 1 when a latency went in. */
@@ -144,13 +207,21 @@ static int client_step(int64_t *s, int64_t *lat, Py_ssize_t cap, struct hot *h, 
     if (s[F_NLAT] < cap) lat[s[F_NLAT]++] = now - s[F_T0];
     s[F_TRANS] += 1;
     s[F_GOT] -= s[F_REPLY];
-    if (h->api != NULL) { /* its reply is whole, its next request not out: its row if due */
-        member_sample(h, slot, s, lat, (double)now / 1e9);
+    hold_count(s);
+    if (s[F_PARKED]) return 1; /* (a reply with no request out: a peer's stray bytes) */
+    /* its reply is whole, its next request not out: its row if due, or it parks until no client member
+     * of the group has a transaction in flight (park_done) and takes its row then */
+    PyObject *flow = member_due(h, slot, s, (double)now / 1e9);
+    if (flow != NULL && h->park_max > 0) {
+        s[F_PARKED] = 1;
+        if (h->parked++ == 0) h->park_t0 = now;
+        return 1;
+    }
+    if (flow != NULL) {
+        member_row(h, flow, s, lat, P_IDLE);
         now = now_ns();
     }
-    s[F_T0] = now;
-    int r = send_zeros(s, s[F_REQ]);
-    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
+    client_send(s, now);
     return 1;
 }
 
@@ -176,8 +247,92 @@ static void server_step(int64_t *s, struct hot *h, uint64_t slot)
     s[F_GOT] -= count * s[F_REQ];
     s[F_TRANS] += count;
     int r = send_zeros(s, count * s[F_REPLY]);
-    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
-    else if (h->api != NULL) member_sample(h, slot, s, NULL, (double)now_ns() / 1e9); /* its replies are out: its row if due */
+    /* its hold: the rows since the round before this one began (its request came during them or after) */
+    s[F_H0] = h->round0;
+    hold_count(s);
+    if (r != 0) {
+        s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
+    } else if (h->api != NULL) { /* its replies are out: its row if due, or at the next quiet moment */
+        int64_t now = now_ns();
+        PyObject *flow = s[F_PEND] && now - s[F_PEND] < h->pend_max ? NULL : member_due(h, slot, s, (double)now / 1e9);
+        if (flow != NULL && h->quiet_ns > 0 && !s[F_PEND]) {
+            s[F_PEND] = now;
+            h->pending++;
+        } else if (flow != NULL) { /* (waited too long: the peer never pauses) */
+            int late = s[F_PEND] != 0;
+            h->pending -= late;
+            s[F_PEND] = 0;
+            member_row(h, flow, s, NULL, late ? P_LATE : P_IDLE);
+        }
+    }
+}
+
+/* The rows of the servers whose row waits: one = 1, the first one's (a quiet moment: one at a time, the
+ * loop looks for ready sockets between two), else those that waited pend_max (the sweep). */
+static void quiet_rows(struct hot *h, int64_t *table, Py_ssize_t nslots, int one)
+{
+    int64_t now = now_ns();
+    for (Py_ssize_t slot = 0; slot < nslots && h->pending > 0; slot++) {
+        int64_t *s = table + slot * F_N;
+        if (!s[F_PEND] || (!one && now - s[F_PEND] < h->pend_max)) continue;
+        s[F_PEND] = 0;
+        h->pending--;
+        if (s[F_ROLE] == R_SERVER && s[F_STATUS] == S_RUN)
+            member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9, one ? P_QUIET : P_LATE);
+        if (one) return;
+    }
+}
+
+/* Whether the parked clients may take their rows: no client member of the group has a transaction in
+ * flight whose row is due (one not due, e.g. HELD, goes on: it would never come to a stop), or they waited
+ * park_max (a slow or stalled one: its row is taken with its transaction in flight). */
+static int park_done(struct hot *h, int64_t *table, Py_ssize_t nslots, int64_t now)
+{
+    double mono = (double)now / 1e9;
+    if (now - h->park_t0 >= h->park_max) return 1;
+    for (Py_ssize_t slot = 0; slot < nslots; slot++) {
+        int64_t *s = table + slot * F_N;
+        if (s[F_ROLE] == R_CLIENT && s[F_STATUS] == S_RUN && !s[F_PARKED] && member_due(h, (uint64_t)slot, s, mono))
+            return 0;
+    }
+    return 1;
+}
+
+/* The parked clients' rows (rows 0: none, an exception is set), all of them before any request goes (a
+ * request out would be held by the rows after it), and those of the clients still in flight whose row is
+ * due (slower than park_max: else they would park again), and those of the servers whose row is due (a
+ * quiet moment for this loop's clients), then the parked clients' next requests. 1 when one of them needs
+ * Python (its send failed), else 0. */
+static int unpark(struct hot *h, int64_t *table, Py_ssize_t nslots, int64_t *lat, Py_ssize_t cap, int rows)
+{
+    int flow = 0;
+    for (Py_ssize_t slot = 0; rows && slot < nslots; slot++) { /* (in flight and due: slower than park_max) */
+        int64_t *s = table + slot * F_N;
+        if (s[F_ROLE] == R_CLIENT && s[F_STATUS] == S_RUN)
+            member_sample(h, (uint64_t)slot, s, lat + slot * cap, (double)now_ns() / 1e9, P_PARKED);
+    }
+    for (Py_ssize_t slot = 0; rows && slot < nslots; slot++) { /* (the servers of this loop's clients) */
+        int64_t *s = table + slot * F_N;
+        if (s[F_ROLE] != R_SERVER) continue;
+        h->pending -= s[F_PEND] != 0;
+        s[F_PEND] = 0;
+        if (s[F_STATUS] == S_RUN) member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9, P_QUIET);
+    }
+    for (Py_ssize_t slot = 0; slot < nslots && h->parked > 0; slot++) {
+        int64_t *s = table + slot * F_N;
+        if (!s[F_PARKED]) continue;
+        s[F_PARKED] = 0;
+        h->parked--;
+        if (s[F_ROLE] != R_CLIENT || s[F_STATUS] != S_RUN) continue;
+        client_send(s, now_ns());
+        if (s[F_STATUS] != S_RUN) flow = 1;
+    }
+    if (rows) {
+        places[P_PARK][0] += 1;
+        places[P_PARK][1] += now_ns() - h->park_t0;
+    }
+    h->parked = 0;
+    return flow;
 }
 
 /* Writable views of n buffers (all or none: -1 with an exception set). */
@@ -228,7 +383,7 @@ static PyObject *rr_ctl(PyObject *self, PyObject *args)
 }
 
 PyDoc_STRVAR(rr_wait_doc,
-"wait(epfd, deadline, table, lat, cap, touched[, flows, acc, out[, sweep]]) -> why\n\n"
+"wait(epfd, deadline, table, lat, cap, touched[, flows, acc, out[, sweep[, park_max, quiet_ns, pend_max]]]) -> why\n\n"
 "Serve the group's ready sockets in turn until DEADLINE (time.monotonic()\n"
 "seconds; inf: none), PYTHON (the loop's epoll fd is readable), FLOW (a\n"
 "slot's status is not RUN: EOF, ERROR with its errno, or PARTIAL with\n"
@@ -247,7 +402,17 @@ PyDoc_STRVAR(rr_wait_doc,
 "samples until the caller clears it. sweep (writable array('d') [at, every]):\n"
 "the sampler's sweep of the members' interval, handed to this loop: at it,\n"
 "every member whose row is still due (due_at <= at) gets it then, whatever\n"
-"it has in flight, and at moves on by every (at <= 0: none).");
+"it has in flight, and at moves on by every (at <= 0: none).\n"
+"park_max (ns, > 0): a client whose row is due parks at its idle point\n"
+"instead (PARKED: no request out) until no client member whose row is due\n"
+"has a transaction in flight, or for park_max at most; then the parked take\n"
+"their rows, all of them before their requests go (no client transaction\n"
+"waits for a row). Parked clients go on before every return.\n"
+"quiet_ns (> 0): a server whose row is due at its idle point waits (PEND)\n"
+"for a quiet moment: quiet_ns with no socket ready (its clients parked);\n"
+"then the waiting rows are taken one at a time while nothing is ready.\n"
+"One that waited pend_max (ns) takes it at its next idle point; the sweep\n"
+"leaves servers to a quiet moment (a stalled one's comes at once).");
 
 static PyObject *rr_wait(PyObject *self, PyObject *args)
 {
@@ -258,10 +423,11 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
     Py_ssize_t cap;
     Py_buffer views[4], sv = {0};
     double *sweep = NULL; /* [at, every]: the members' sweep, when handed to this loop */
-    if (!PyArg_ParseTuple(args, "idOOnO|OOOO", &epfd, &deadline, &objs[0], &objs[1], &cap, &objs[2], &flows, &objs[3],
-                          &out, &sweep_obj))
+    long long park_max = 0, quiet_ns = 0, pend_max = 0;
+    if (!PyArg_ParseTuple(args, "idOOnO|OOOOLLL", &epfd, &deadline, &objs[0], &objs[1], &cap, &objs[2], &flows,
+                          &objs[3], &out, &sweep_obj, &park_max, &quiet_ns, &pend_max))
         return NULL;
-    struct hot h = {NULL, NULL, NULL, NULL};
+    struct hot h = {0};
     int nviews = 3;
     if (flows != NULL && flows != Py_None) {
         if (!PyList_Check(flows) || objs[3] == NULL || out == NULL || !PyList_Check(out)) {
@@ -269,6 +435,9 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             return NULL;
         }
         h.api = get_api();
+        h.park_max = park_max;
+        h.quiet_ns = quiet_ns;
+        h.pend_max = pend_max;
         h.flows = flows;
         h.out = out;
         nviews = h.api != NULL ? 4 : 3;
@@ -307,7 +476,15 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         }
         sweep = sv.buf;
     }
+    for (Py_ssize_t slot = 0; slot < nslots; slot++) { /* servers whose row waits since an earlier call */
+        int64_t *s = table + slot * F_N;
+        if (s[F_PEND] && (s[F_ROLE] != R_SERVER || h.api == NULL)) s[F_PEND] = 0;
+        h.pending += s[F_PEND] != 0;
+    }
     unsigned steps = 0;
+    int still = 0; /* a quiet moment goes on (see quiet_rows) */
+    int64_t round1 = held_ns; /* held_ns when this round began */
+    h.round0 = held_ns;
     struct epoll_event events[MAX_EVENTS];
     for (;;) {
         /* A deadline already past still gets one round of what is ready (timeout 0), as the Python
@@ -315,11 +492,26 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         int64_t now = now_ns();
         int timeout = -1, past = until != INT64_MAX && now >= until;
         int64_t wake = sweep != NULL && sweep[0] > 0 && deadline_ns(sweep[0]) < until ? deadline_ns(sweep[0]) : until;
+        if (h.parked > 0) /* (the sweep waits for the park's end) */
+            wake = h.park_t0 + h.park_max < until ? h.park_t0 + h.park_max : until;
         if (wake != INT64_MAX) {
             int64_t ms = wake > now ? (wake - now + 999999) / 1000000 : 0; /* rounded up, as epoll.poll */
             timeout = ms > 1000000 ? 1000000 : (int)ms;
         }
-        int n = epoll_wait(epfd, events, MAX_EVENTS, timeout);
+        /* a server's row waits: a wait of quiet_ns with nothing ready is the quiet moment it waits for */
+        int quiet = h.pending > 0 && h.quiet_ns > 0 && (wake == INT64_MAX || wake - now > h.quiet_ns);
+        int n;
+        if (quiet) { /* (quiet already: the next row if nothing came during the last) */
+            long wait = still ? 0 : (long)(h.quiet_ns < 999999999 ? h.quiet_ns : 999999999);
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = wait};
+            n = epoll_pwait2(epfd, events, MAX_EVENTS, &ts, NULL);
+            if (n < 0 && errno == ENOSYS) /* (no epoll_pwait2: any moment with nothing ready) */
+                n = epoll_wait(epfd, events, MAX_EVENTS, 0);
+            still = n == 0;
+            if (still) quiet_rows(&h, table, nslots, 1);
+        } else {
+            n = epoll_wait(epfd, events, MAX_EVENTS, timeout);
+        }
         if (n < 0) {
             if (errno == EINTR) {
                 if (PyErr_CheckSignals() < 0) goto out;
@@ -329,6 +521,8 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             goto out;
         }
         int python = 0, flow = 0, full = 0;
+        h.round0 = round1;
+        round1 = held_ns;
         for (int i = 0; i < n; i++) {
             uint64_t slot = events[i].data.u64;
             if (slot == PY_SLOT) {
@@ -349,6 +543,8 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             }
             if (s[F_STATUS] != S_RUN) flow = 1;
         }
+        if (h.parked > 0 && !flow && !full && !python && park_done(&h, table, nslots, now_ns()))
+            flow = unpark(&h, table, nslots, lat, cap, 1); /* nothing due in flight: the parked clients' rows */
         if (flow) {
             why = W_FLOW;
             break;
@@ -361,16 +557,27 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             why = W_PYTHON;
             break;
         }
-        if (sweep != NULL && sweep[0] > 0 && now_ns() >= deadline_ns(sweep[0])) {
-            /* the sweep: every member still due gets its row now (stalled: nothing of it came round) */
+        if (sweep != NULL && sweep[0] > 0 && h.parked == 0 && now_ns() >= deadline_ns(sweep[0])) {
+            /* the sweep (once no client is parked): every member still due gets its row now (stalled: nothing
+             * of it came round), but servers waiting for a quiet moment */
+            quiet_rows(&h, table, nslots, 0);
             for (Py_ssize_t slot = 0; slot < nslots; slot++) {
                 int64_t *s = table + slot * F_N;
-                if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN) continue;
+                if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN || s[F_PEND]) continue; /* (PEND: at a quiet moment) */
+                if (s[F_ROLE] == R_CLIENT && h.park_max > 0 && now_ns() - s[F_T0] < h.park_max)
+                    continue; /* (in flight, not slow: it parks when its reply is in) */
+                if (s[F_ROLE] == R_SERVER && h.quiet_ns > 0) { /* a server's row: at a quiet moment too */
+                    if (member_due(&h, (uint64_t)slot, s, sweep[0]) != NULL) {
+                        s[F_PEND] = now_ns();
+                        h.pending++;
+                    }
+                    continue;
+                }
                 if (!s[F_DIRTY]) {
                     s[F_DIRTY] = 1;
                     touched[1 + touched[0]++] = (int64_t)slot;
                 }
-                member_sample(&h, (uint64_t)slot, s, s[F_ROLE] == R_CLIENT ? lat + slot * cap : NULL, sweep[0]);
+                member_sample(&h, (uint64_t)slot, s, s[F_ROLE] == R_CLIENT ? lat + slot * cap : NULL, sweep[0], P_SWEEP);
             }
             double at = sweep[0] + sweep[1], mono = (double)now_ns() / 1e9;
             if (sweep[1] > 0 && at <= mono) at += sweep[1] * (floor((mono - at) / sweep[1]) + 1); /* behind: skip */
@@ -387,6 +594,8 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         }
     }
 out:
+    if (h.parked > 0 && unpark(&h, table, nslots, lat, cap, why >= 0) && why >= 0)
+        why = W_FLOW; /* (a parked client's request could not go: Python takes it over) */
     if (sv.obj != NULL) PyBuffer_Release(&sv);
     release_buffers(views, nviews);
     return why < 0 ? NULL : PyLong_FromLong(why);
@@ -401,9 +610,60 @@ static PyObject *rr_hot(PyObject *self, PyObject *args)
     return PyBool_FromLong(get_api() != NULL);
 }
 
+PyDoc_STRVAR(rr_holds_doc,
+"holds(reset=False) -> (bucket width ns, (clients' counts, servers' counts), places)\n\n"
+"What the sampler's rows held the transactions of this process's C loops of RR\n"
+"flow ends: per transaction, the elapsed time of the rows the loop took while\n"
+"it was out (a client's: from its request out to its reply whole; a server's:\n"
+"an upper bound, from the round before the one that served it): counts[0]\n"
+"none, counts[k] (k - 1) to k bucket widths, the last one that and more.\n"
+"places: where the rows were taken\n"
+"(idle: a member's idle point; parked: the parked clients' batch; quiet: a\n"
+"server's, at a quiet moment; late: a server's that waited pend_max for one;\n"
+"sweep) as (rows, their elapsed ns), and park: (parks, their ns from the\n"
+"first client parked to the requests out). reset: all back to 0.");
+
+static PyObject *rr_holds(PyObject *self, PyObject *args)
+{
+    int reset = 0;
+    if (!PyArg_ParseTuple(args, "|p", &reset)) return NULL;
+    PyObject *counts = PyTuple_New(2);
+    if (counts == NULL) return NULL;
+    for (int r = 0; r < 2; r++) {
+        PyObject *role = PyTuple_New(HOLD_N);
+        if (role == NULL) {
+            Py_DECREF(counts);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(counts, r, role);
+        for (int i = 0; i < HOLD_N; i++) {
+            PyObject *c = PyLong_FromUnsignedLongLong(holds[r][i]);
+            if (c == NULL) {
+                Py_DECREF(counts);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(role, i, c);
+        }
+    }
+    PyObject *where = Py_BuildValue("{s(LL)s(LL)s(LL)s(LL)s(LL)s(LL)}", "idle", places[P_IDLE][0], places[P_IDLE][1],
+                                    "parked", places[P_PARKED][0], places[P_PARKED][1], "quiet", places[P_QUIET][0],
+                                    places[P_QUIET][1], "late", places[P_LATE][0], places[P_LATE][1], "sweep",
+                                    places[P_SWEEP][0], places[P_SWEEP][1], "park", places[P_PARK][0],
+                                    places[P_PARK][1]);
+    if (where == NULL) {
+        Py_DECREF(counts);
+        return NULL;
+    }
+    if (reset) {
+        memset(holds, 0, sizeof holds);
+        memset(places, 0, sizeof places);
+    }
+    return Py_BuildValue("(iNN)", HOLD_BUCKET_NS, counts, where);
+}
+
 #define RR_METHOD(name, fn) {.ml_name = name, .ml_meth = fn, .ml_flags = METH_VARARGS, .ml_doc = fn##_doc}
 static PyMethodDef rrloop_methods[] = {RR_METHOD("ctl", rr_ctl), RR_METHOD("wait", rr_wait), RR_METHOD("hot", rr_hot),
-                                       {0}};
+                                       RR_METHOD("holds", rr_holds), {0}};
 
 static struct PyModuleDef rrloop_module = {
     .m_base = PyModuleDef_HEAD_INIT,
@@ -417,7 +677,7 @@ static struct PyModuleDef rrloop_module = {
 static const struct int_constant consts[] = {
     {"FIELDS", F_N}, {"FD", F_FD}, {"ROLE", F_ROLE}, {"REQ", F_REQ}, {"REPLY", F_REPLY}, {"GOT", F_GOT},
     {"RX", F_RX}, {"TX", F_TX}, {"TRANS", F_TRANS}, {"T0", F_T0}, {"NLAT", F_NLAT}, {"STATUS", F_STATUS},
-    {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"DIRTY", F_DIRTY}, {"HELD", F_HELD}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT},
+    {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"DIRTY", F_DIRTY}, {"HELD", F_HELD}, {"H0", F_H0}, {"PARKED", F_PARKED}, {"PEND", F_PEND}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT},
     {"SERVER", R_SERVER},
     {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
     {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},

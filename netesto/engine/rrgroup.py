@@ -12,13 +12,18 @@ return, exceptions included. A member whose row is due (its ``due_at``, see
 :mod:`~netesto.engine.sampler`) gets it from the C loop at its idle point (a
 client once its reply is whole, before its next request; a server once its
 replies are out), with the slot's counters and latencies, so the loop need not
-come back to Python for the sampler with every member's transaction held. A member whose socket needs Python (EOF, an
+come back to Python for the sampler with every member's transaction held. No
+transaction waits for another member's row: clients whose row is due park at
+their idle point until no client member is in flight and take their rows then
+(``PARK_SHARE``), servers take theirs at a quiet moment (their clients parked,
+``QUIET_NS``), one at a time. A member whose socket needs Python (EOF, an
 error, a partial send) leaves the group and its flow end takes it over
 (``rr_left``); so does one that ends or closes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import select
 from array import array
@@ -27,6 +32,21 @@ from typing import Any, Callable, Protocol
 from netesto.engine.flowrecord import LAT_FOLD
 from netesto.engine.loop import Loop
 
+# A client member whose row is due parks at its idle point (no request out) until no client member of the
+# group has a transaction in flight, then they all take their rows and go on: no transaction waits for a row.
+# A slow or stalled member holds them PARK_SHARE of its interval at most (PARK_MAX_NS).
+# NETESTO_RR_PARK=0 (benches' A/B only): clients take their rows at their own idle points, not parked.
+PARK = os.environ.get("NETESTO_RR_PARK", "") != "0"
+PARK_SHARE = 0.1
+PARK_MAX_NS = 1_000_000
+# A server member's row waits for a quiet moment (nothing ready for QUIET_NS: its clients' pause, when they
+# park) for at most PEND_SHARE of its interval (their pause comes once per interval, at their grid's phase: with 0.8,
+# a fifth of the phases missed it); NETESTO_RR_QUIET_US=0 (benches' A/B only): rows at idle points
+QUIET_NS = int(float(os.environ.get("NETESTO_RR_QUIET_US", "") or 30) * 1000)
+PEND_SHARE = 0.95
+# NETESTO_RR_HOLDS=DIR (benches only): each time a group empties, what the rows held its transactions
+# (_rrloop.holds) goes to DIR/holds-PID-N.json and the counts start again
+HOLDS_DIR = os.environ.get("NETESTO_RR_HOLDS", "")
 LAT_SLOT = 2048  # latencies a member holds between two returns (the C loop returns when one is full)
 SLOTS = 16  # the table's first size; it doubles when more flow ends join
 
@@ -76,6 +96,9 @@ class RRGroup:
         self._grow(SLOTS)
         self.returns = 0  # C calls, and of them returns for a member (for tests and benches)
         self.handoffs = 0
+        self.dumps = 0
+        self.pend_max = 0  # ns a server member's row may wait for a quiet moment (PEND_SHARE of its interval)
+        self.park_max = 0  # ns client members may stay parked (PARK_SHARE of the interval, PARK_MAX_NS at most)
 
     def _grow(self, slots: int) -> None:
         """Room for ``slots`` members (never while the C loop runs: only joins grow the table)."""
@@ -98,7 +121,7 @@ class RRGroup:
         row = [0] * self.fields
         row[rr.FD], row[rr.ROLE], row[rr.REQ], row[rr.REPLY] = flow.fd, rr.SERVER if server else rr.CLIENT, req, reply
         row[rr.GOT], row[rr.RX], row[rr.TX], row[rr.TRANS] = flow.got, flow.rx, flow.tx, flow.trans
-        row[rr.T0], row[rr.STATUS] = 0 if server else flow.t0, rr.RUN
+        row[rr.T0], row[rr.STATUS], row[rr.H0] = 0 if server else flow.t0, rr.RUN, -1
         self.table[base:base + self.fields] = array("q", row)
         self.loop.unregister(flow.fd)
         rr.ctl(self.epfd, rr.CTL_ADD, flow.fd, slot)
@@ -108,6 +131,10 @@ class RRGroup:
         sampler = getattr(getattr(flow, "worker", None), "sampler", None)  # (none: a bare member, in tests)
         if sampler is not None and sampler.hot_on and self.rr.hot():  # (else the sweep samples them)
             self.sampler = sampler
+            every = getattr(flow, "due_every", 0.0)
+            pend, park = int(PEND_SHARE * every * 1e9), min(PARK_MAX_NS, int(PARK_SHARE * every * 1e9)) if PARK else 0
+            self.pend_max = min(self.pend_max, pend) if self.pend_max else pend
+            self.park_max = min(self.park_max, park) if self.park_max else park
         self.loop.waiter = self.wait
 
     def take_sweep(self, interval: float, at: float) -> bool:
@@ -145,6 +172,19 @@ class RRGroup:
         flow.rr_slot = -1
         if not self.members:
             self.loop.waiter = None
+            if HOLDS_DIR:
+                self._dump_holds()
+
+    def _dump_holds(self) -> None:
+        """The hold counts so far to NETESTO_RR_HOLDS (a bench's reading), then from 0 again."""
+        width, counts, places = self.rr.holds(True)
+        self.dumps += 1
+        path = os.path.join(HOLDS_DIR, f"holds-{os.getpid()}-{self.dumps}.json")
+        try:
+            with open(path, "w") as fh:
+                json.dump({"width_ns": width, "counts": counts, "places": places}, fh)
+        except OSError:
+            pass  # (a bench's reading: never the flows' failure)
 
     def _sync(self, slot: int, flow: Member) -> None:
         """The table's counters and the slot's latencies into the flow end."""
@@ -182,7 +222,7 @@ class RRGroup:
                 why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT, touched)
             else:
                 why = rr.wait(self.epfd, deadline, self.table, self.lat, LAT_SLOT, touched, self.flows, sampler.acc, out,
-                              self.sweep if self.sweep_interval else None)
+                              self.sweep if self.sweep_interval else None, self.park_max, QUIET_NS, self.pend_max)
         finally:  # the counters and latencies of the members served, into them
             t, fields, dirty = self.table, self.fields, rr.DIRTY
             for i in range(1, touched[0] + 1):

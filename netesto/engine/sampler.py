@@ -5,6 +5,10 @@ at its own moment just after each grid point, at its next idle point (**hot**:
 a client once its reply is whole and before its next request, a server once
 its reply is out; the C loops do this themselves): no transaction of its own
 is in flight, and the others wait for one row, not for a whole tick of rows.
+In the C loop of many RR flow ends (:mod:`~netesto.engine.rrgroup`) no
+transaction waits for a row at all: clients whose row is due park at their
+idle point and take their rows together once none of them is in flight;
+servers take theirs at a quiet moment (their clients parked).
 Each row carries the stamps of its own reading. A flow end whose row is due
 has ``due_at`` (monotonic) at or before now; the row moves it to the next
 grid point past its stamp. The Sampler's one timer per interval (the

@@ -19,7 +19,8 @@ The engine's loops each run really ran are printed (``rr_loop`` of the
 client/server summaries: for 1 flow the C or Python blocking loop, for 16
 the C loop of many RR flow ends ``C-group`` or the Python ``epoll`` loop);
 ``--pure-python`` sets ``NETESTO_PURE_PYTHON=1`` on both engine ends.
-Targets: rate ratio engine / peer >= 1.0 and p99 ratio engine / peer <= 1.2
+Every tool runs the namespaces' default congestion control (the host's;
+the engine's flows are given ``ca=""``, netperf and neper are not told one). Targets: rate ratio engine / peer >= 1.0 and p99 ratio engine / peer <= 1.2
 in every case. Shared noisy machine: read the ratios and their spread.
 
 Also the client's CPU time per transaction (us), which the host's load
@@ -153,12 +154,17 @@ def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float
             server.wait()
 
 
+def default_cc() -> str:
+    """The congestion control new namespaces start with (this host's): the one every tool here runs."""
+    return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+
+
 def engine_rr(engine: Engine, test: str, dur: float, flows: int, prefix: list[str]) -> Result:
     """(aggregate tps, p99 us over all flows, loops the ends ran "client/server", the client worker's CPU us
     per transaction, the same without its sampler; for 1 flow the server worker's, and the lone loops' returns
     to Python a second)."""
     ids = [f"a-b-0-{i}" for i in range(flows)]
-    summaries = engine.run([dict(flow_id=fid, test=test, dur=dur, ca="cubic") for fid in ids],
+    summaries = engine.run([dict(flow_id=fid, test=test, dur=dur, ca="") for fid in ids],  # the peers' cc
                            workers=1, client_prefix=prefix)
     server = (engine.server_summaries(ids)[0] if flows == 1
               else read_flow(engine.workdir / "srv" / str(engine.runs) / "flows" / f"{ids[0]}.server.nflow").summary)
@@ -190,6 +196,7 @@ def main() -> int:
           "shared noisy 2-vCPU machine")
     print(f"# C extension importable: {fastloop.AVAILABLE}; NETESTO_PURE_PYTHON={int(args.pure_python)}; "
           "ratio = engine / peer of the same rep")
+    print(f"# every tool on the namespaces' default congestion control: {default_cc()}")
     results: list[bool | None] = []
     try:
         for label, cpus in (("same CPU", (0, 0)), ("cross CPU", (0, 1))):

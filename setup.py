@@ -23,8 +23,9 @@ setup(
     ext_modules=[
         Extension(
             "netesto.engine._fastloop",
-            ["netesto/engine/_fastloop.c", "netesto/engine/_fastloop_lat.c", "netesto/engine/_fastloop_crc.c"],
-            depends=["netesto/engine/_fastloop.h", *LOOPS_H],
+            ["netesto/engine/_fastloop.c", "netesto/engine/_fastloop_rr.c", "netesto/engine/_fastloop_hist.c",
+             "netesto/engine/_fastloop_lat.c", "netesto/engine/_fastloop_crc.c"],
+            depends=["netesto/engine/_fastloop.h", "netesto/engine/_fastloop_mod.h", *LOOPS_H],
             define_macros=[("NETESTO_ZLIB", "1")] if ZLIB else [],
             libraries=["z"] if ZLIB else [],
             optional=True,

@@ -27,13 +27,19 @@ def test_crr_twice_back_to_back_keeps_its_rate(veth_pair, tmp_path):
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
     try:
         first, _ = crr_run(pair, server, tmp_path, "a-b-crr-0")
-        second, srv = crr_run(pair, server, tmp_path, "a-b-crr-1")
+        runs = [crr_run(pair, server, tmp_path, "a-b-crr-1")]
+        # A neighbour's burst on these shared CPUs can slow one 1.5 s run by more than 20 %; the collapse
+        # this guards against (the first run's TIME_WAITs using up the ports) slows every later run, more
+        # and more: a third run back to back tells them apart.
+        if runs[0][0]["tps"] < 0.8 * first["tps"]:
+            runs.append(crr_run(pair, server, tmp_path, "a-b-crr-2"))
     finally:
         server.events()
     assert first["transactions"] > 100
-    assert second["status"] == "ok" and srv["status"] == "ok", (second["error"], srv["error"])
-    assert second["tps"] >= 0.8 * first["tps"], (first["tps"], second["tps"])
-    assert second["connections"] == second["transactions"] == srv["connections"] == srv["transactions"]
+    for later, srv in runs:
+        assert later["status"] == "ok" and srv["status"] == "ok", (later["error"], srv["error"])
+        assert later["connections"] == later["transactions"] == srv["connections"] == srv["transactions"]
+    assert max(later["tps"] for later, _ in runs) >= 0.8 * first["tps"], (first["tps"], [r["tps"] for r, _ in runs])
 
 
 def test_crr_latency_counts_the_whole_transaction(veth_pair, tmp_path):

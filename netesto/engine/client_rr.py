@@ -25,16 +25,12 @@ SWEEP_HOLD = 0.1
 
 def lone_deadline(flow: Any) -> float:
     """The deadline of a lone RR C loop (``flow`` its flow end, alone in its worker): the loop's next timer,
-    past the sampler's sweep (up to SWEEP_HOLD) when that sweep is next and ``flow`` is its only flow end,
-    hot (its rows taken in the C loop): the sweep would only re-arm (see Sampler._tick)."""
-    loop, sampler, interval = flow.loop, flow.worker.sampler, flow.spec.interval
+    past the sampler's sweep (up to SWEEP_HOLD) when that sweep is next and would only re-arm
+    (Sampler.idle_sweep: ``flow``'s rows are taken in the C loop)."""
+    loop = flow.loop
     deadline = loop.next_deadline()
-    group = sampler.groups.get(interval)
-    if (not sampler.hot_on or sampler.duty or sampler.filling or sampler.handed or group is None or len(group) != 1
-            or group[0] is not flow or interval not in sampler.next):
-        return deadline
-    sweep = sampler.next[interval] + sampler.grace * interval  # as Sampler._arm arms it
-    if deadline != sweep:
+    sweep = flow.worker.sampler.idle_sweep(flow)
+    if sweep is None or deadline != sweep:
         return deadline
     return min(loop.second_deadline(), sweep + SWEEP_HOLD)
 

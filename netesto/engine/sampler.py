@@ -114,6 +114,7 @@ class Sampler:
         self.hot_ends: dict[float, list[Sampled]] = {}
         self.slow: dict[float, list[Sampled]] = {}
         self.next: dict[float, float] = {}  # the grid point each interval's next sweep follows
+        self.armed: dict[float, float] = {}  # when each interval's sweep timer is due (not when handed: _arm)
         self.handed: dict[float, Any] = {}  # intervals whose sweep the loop's C loop of RR flow ends runs
         self.filling: list[Sampled] = []  # flow ends whose rows wait for their latency part (_fill)
         self.fill_timer: Timer | None = None
@@ -146,7 +147,7 @@ class Sampler:
             self.fast[interval], self.hot_ends[interval], self.slow[interval] = [], [], []
             when = time.monotonic() + interval
             self.next[interval] = when
-            self.loop.call_at(when + self._grace(flow) * interval, lambda: self._tick(interval))
+            self._timer(interval, when + self._grace(flow) * interval)
         group.append(flow)
         hot = self.hot_on and flow.hot_sampled
         (self.hot_ends if hot else self.fast if sample_tick is not None else self.slow)[interval].append(flow)
@@ -176,7 +177,7 @@ class Sampler:
         """The sweep after grid point ``self.next[interval]``: every flow end still due, sampled at once."""
         group = self.groups.get(interval)
         if not group:
-            for groups in (self.groups, self.fast, self.hot_ends, self.slow):
+            for groups in (self.groups, self.fast, self.hot_ends, self.slow, self.armed):
                 groups.pop(interval, None)
             return
         cpu0 = time.thread_time_ns()
@@ -213,7 +214,12 @@ class Sampler:
         if (rr is not None and hot and not self.fast[interval] and not self.slow[interval] and not self.duty
                 and all(getattr(flow, "rr_slot", -1) >= 0 for flow in hot) and rr.take_sweep(interval, at)):
             self.handed[interval] = rr
+            self.armed.pop(interval, None)
             return
+        self._timer(interval, at)
+
+    def _timer(self, interval: float, at: float) -> None:
+        self.armed[interval] = at
         self.loop.call_at(at, lambda: self._tick(interval))
 
     def sweep_back(self, interval: float, at: float) -> None:
@@ -221,7 +227,18 @@ class Sampler:
         self.handed.pop(interval, None)
         if interval in self.groups:
             self.next[interval] = at - self.grace * interval
-            self.loop.call_at(at, lambda: self._tick(interval))
+            self._timer(interval, at)
+
+    def idle_sweep(self, flow: Sampled) -> float | None:
+        """When the timer's next sweep of ``flow``'s interval is due, if that sweep will only re-arm: ``flow``
+        is the interval's only flow end and takes its rows hot, no row waits for its latency part, no sweep
+        is handed to a C loop (else None)."""
+        interval = flow.spec.interval
+        group = self.groups.get(interval)
+        if (not self.hot_on or self.duty or self.filling or self.handed or group is None or len(group) != 1
+                or group[0] is not flow):
+            return None
+        return self.armed.get(interval)
 
     def hot(self, flow: Sampled) -> None:
         """``flow``'s row now, at its idle point (its due_at is past): see the module. Its cost goes

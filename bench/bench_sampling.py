@@ -43,10 +43,11 @@ sampled vs (nearly) unsampled, RR p99 sampled vs unsampled, the cost of one samp
 3. ``--cost``: what one sample costs, us of thread CPU per flow per tick, split into its
    parts (``bench/sampling_cost.py``: getsockopt TCP_INFO and TCP_CC_INFO,
    time.time(), one row, one ``records`` block write, the Sampler's whole tick
-   for stream ends, RR client ends' whole tick with their latency parts, a
-   sock_diag dump as the alternative) on 64 idle loopback connections (cubic,
-   then bbr). ``--cost-only`` runs just this part; ``--cpu-only`` the Sampler's
-   CPU on 100 idle flows at 100 Hz next to an idle 100 Hz timer.
+   for stream ends, RR client ends' whole tick with their latency parts) on 64
+   idle loopback connections (cubic, then bbr), and the alternative, one sock_diag dump
+   a tick, here and in a namespace with its own small established hash
+   (``bench/diag_cost.py``). ``--cost-only`` runs just this part; ``--cpu-only`` the
+   Sampler's CPU on 100 idle flows at 100 Hz next to an idle 100 Hz timer.
 
 Shared noisy machine: read the ratios and shares, not the absolute rates.
 """

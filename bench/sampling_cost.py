@@ -14,7 +14,6 @@ import os
 import shutil
 import socket
 import statistics
-import struct
 import time
 import zlib
 from array import array
@@ -56,30 +55,6 @@ def connections(n: int, ca: str) -> tuple[socket.socket, list[socket.socket], li
     return lsock, conns, peers
 
 
-def sock_diag_dump(nl: socket.socket, seq: int) -> dict[tuple[int, int], bytes]:
-    """The alternative to a getsockopt per flow: one NETLINK_SOCK_DIAG dump of every IPv4 TCP
-    socket of this namespace with its tcp_info, as {(sport, dport): raw tcp_info}."""
-    req = struct.pack("=BBBxI", socket.AF_INET, socket.IPPROTO_TCP, 1 << (2 - 1), 0xFFFFFFFF) + bytes(48)
-    # nlmsghdr: SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP; inet_diag_req_v2 asking for INET_DIAG_INFO
-    nl.send(struct.pack("=IHHII", 16 + len(req), 20, 0x301, seq, 0) + req)
-    out: dict[tuple[int, int], bytes] = {}
-    while True:
-        data = nl.recv(1 << 20)
-        pos = 0
-        while pos < len(data):
-            length, kind = struct.unpack_from("=IH", data, pos)
-            if kind in (2, 3):  # NLMSG_ERROR, NLMSG_DONE
-                return out
-            ports = struct.unpack_from(">HH", data, pos + 20)
-            attr, end = pos + 16 + 72, pos + length  # after nlmsghdr and inet_diag_msg
-            while attr < end:
-                alen, atype = struct.unpack_from("=HH", data, attr)
-                if atype == 2:  # INET_DIAG_INFO
-                    out[ports] = data[attr + 4 : attr + alen]
-                attr += (alen + 3) & ~3
-            pos += (length + 3) & ~3
-
-
 def _per_call_us(fn, items: list, reps: int) -> float:
     """Median over 5 rounds of us (thread CPU) per call of ``fn(item)`` over ``items`` x ``reps``."""
     rounds = []
@@ -112,10 +87,6 @@ def sample_cost(flows: int, ca: str, workdir: Path, ticks: int = 400) -> dict[st
     out["getsockopt TCP_INFO"] = _per_call_us(lambda s: s.getsockopt(6, tcpinfo.TCP_INFO, 280), conns, 200)
     out["getsockopt TCP_CC_INFO"] = _per_call_us(lambda s: s.getsockopt(6, tcpinfo.TCP_CC_INFO, 20), conns, 200)
     out["time.time()"] = _per_call_us(lambda s: time.time(), conns, 200)
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 4) as nl:  # NETLINK_SOCK_DIAG
-        sock_diag_dump(nl, 0)
-        out[f"(alternative) sock_diag dump of every socket (2 x {flows} + a few) / {flows}"] = (
-            _per_call_us(lambda k: sock_diag_dump(nl, k), [1], 50) / flows)
     parts = 2 if ca == "bbr" else 1
     last, gaps = bytearray(280 + 24), bytearray(40)
 
@@ -303,6 +274,9 @@ def print_cost(flows: int, workdir: Path) -> None:
             print(f"  {key:<52}{vals[1]:7.2f}  [{vals[0]:.2f}-{vals[-1]:.2f}]", flush=True)
     print("# a row's cost as a run pays it (caches cold: ticks 10 ms apart) and warm, us of thread CPU")
     print_idle(flows, workdir / "idle")
+    from bench.diag_cost import print_alternative  # (it imports this module)
+
+    print_alternative(flows)
 
 
 def sampler_cpu(flows: int, hz: float, seconds: float, workdir: Path) -> tuple[float, int]:
@@ -374,4 +348,4 @@ def sampler_part(workdir: Path) -> None:
 
 
 __all__ = ["RR_VALUES", "WHOLE_TICK", "alone_vs_batch", "begun_ends", "block_cost", "connections", "idle_tick_runs",
-           "print_cost", "print_idle", "rr_tick_cost", "sample_cost", "sampler_cpu", "sampler_part", "sock_diag_dump", "timer_cpu"]
+           "print_cost", "print_idle", "rr_tick_cost", "sample_cost", "sampler_cpu", "sampler_part", "timer_cpu"]

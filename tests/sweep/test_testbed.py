@@ -50,6 +50,9 @@ _FIGURES = """() => window.Bokeh ? Object.fromEntries([...Bokeh.documents[0].all
   .map(f => [f.title ? f.title.text : '', f.renderers.filter(r => r.constructor.__name__ === 'GlyphRenderer').length]))
   : null"""
 
+# A frame is ready once its bokeh (if it has one) has built its document.
+_BUILT = "() => !window.Bokeh || Bokeh.documents.length > 0"
+
 
 def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
     """Console errors of ``page`` opened offline, how many of its frames hold a bokeh
@@ -67,8 +70,11 @@ def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
             pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             pg.on("pageerror", lambda e: errors.append(str(e)))
             pg.route("http*://**", lambda route: (errors.append(f"network: {route.request.url}"), route.abort()))
-            pg.goto(page.resolve().as_uri())
-            pg.wait_for_timeout(3000)
+            pg.goto(page.resolve().as_uri())  # waits for the load event, the srcdoc frames' too
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not all(f.evaluate(_BUILT) for f in pg.frames):
+                pg.wait_for_timeout(100)
+            pg.wait_for_timeout(1000)  # bokeh paints its canvases after the document is built
             figures: dict[str, int] = {}
             drawn = 0
             for frame in pg.frames:

@@ -1,4 +1,4 @@
-"""The server's accept and handshake path: tokens, pending connections, hellos and CRR joins, hand-offs.
+"""The server's accept and handshake path: pending connections, hellos and CRR joins, hand-offs.
 
 A new connection must send a valid hello or CRR join within
 :data:`HANDSHAKE_TIMEOUT`; bad magic, oversized or undecodable hellos, bad
@@ -10,10 +10,8 @@ the least-loaded one).
 from __future__ import annotations
 
 import errno
-import os
 import socket
-from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from netesto.collectors import tcpinfo
 from netesto.engine import crrfast
@@ -24,6 +22,7 @@ from netesto.engine.loop import IN, Loop, Timer
 from netesto.engine.server_rr import RRServer
 from netesto.engine.server_udp import UDPServer
 from netesto.engine.serverflow import CRRServer, JoinConn, ServerFlow, ServerHost, StreamServer
+from netesto.engine.tokens import TokenSet
 from netesto.errors import TrafficError
 from netesto.policy import MAX_FLOW_SECONDS
 from netesto.protocol.flowspec import FlowSpec
@@ -34,39 +33,6 @@ MAX_SIZE = 1 << 30
 # What one worker hands another over their inbox (SCM_RIGHTS): the first byte says what.
 _HANDED_HELLO = b"H"  # + the raw hello: a new flow for the less-loaded worker
 _HANDED_JOIN = b"J"  # + session (8 bytes) + bytes read after the join: a CRR connection for its owner
-
-
-class TokenSet:
-    """Accepted per-experiment tokens: given ones plus a file re-read when it changes.
-
-    With no tokens at all every token (including none) is accepted.
-    """
-
-    def __init__(self, tokens: Iterable[str] = (), path: str | None = None) -> None:
-        self.fixed = {t for t in tokens if t}
-        self.path = path
-        self.from_file: set[str] = set()
-        self._mtime = 0.0
-        self._reload()
-
-    def _reload(self) -> None:
-        if not self.path:
-            return
-        try:
-            mtime = os.stat(self.path).st_mtime
-            if mtime != self._mtime:
-                self._mtime = mtime
-                self.from_file = set(Path(self.path).read_text().split())
-        except OSError:
-            self.from_file = set()
-
-    def accepts(self, token: str) -> bool:
-        if not self.fixed and not self.path:
-            return True
-        if token in self.fixed or token in self.from_file:
-            return True
-        self._reload()
-        return token in self.from_file
 
 
 SERVER_TYPES: dict[str, type[ServerFlow]] = {
@@ -410,4 +376,4 @@ class _Refuse(Exception):
     pass
 
 
-__all__ = ["HANDSHAKE_TIMEOUT", "Pending", "SERVER_TYPES", "ServerWorker", "TokenSet"]
+__all__ = ["HANDSHAKE_TIMEOUT", "Pending", "SERVER_TYPES", "ServerWorker"]

@@ -17,7 +17,8 @@ import sys
 import traceback
 from typing import Any, Callable, Iterable
 
-from netesto.engine.accept import HANDSHAKE_TIMEOUT, ServerWorker, TokenSet
+from netesto.engine.accept import HANDSHAKE_TIMEOUT, ServerWorker
+from netesto.engine.tokens import TokenSet
 from netesto.engine.balance import LoadBoard
 from netesto.engine.flowend import check_datadir, describe_error, json_line
 from netesto.engine.loop import Loop, stop_on_signals

@@ -9,7 +9,8 @@ import pytest
 
 from netesto.engine import handshake as hs
 from netesto.engine.loop import Loop
-from netesto.engine.accept import ServerWorker, TokenSet
+from netesto.engine.accept import ServerWorker
+from netesto.engine.tokens import TokenSet
 
 
 def test_hello_round_trip_and_join():

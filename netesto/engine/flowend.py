@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from netesto.collectors import tcpinfo
 from netesto.engine import fastloop
 from netesto.engine.flowrecord import LAT_BATCH, FlowRecord
+from netesto.engine.realtime import RealtimeHold
 from netesto.engine.records import GAPS, sample_tick
 from netesto.engine.sampler import Sampler
 from netesto.errors import TrafficError
@@ -69,42 +70,6 @@ def io_handler(method: Callable[[_End, int], None]) -> Callable[[_End, int], Non
             self.fail_running(exc)
 
     return handler
-
-
-class RealtimeHold:
-    """SCHED_FIFO (priority 1) for this process while any flow is about to start.
-
-    A flow takes the hold :data:`~netesto.engine.client.RT_LEAD` before its
-    start instant, so the loop's timer wakes on time on a busy host (a normal
-    task's wake-up can be tens of ms late there), and lets go once its start
-    marker is out. Without the privilege nothing changes; a policy somebody
-    chose for us (e.g. chrt) is left alone.
-    """
-
-    def __init__(self) -> None:
-        self.holders: set[object] = set()
-        self._saved = -1  # the policy to go back to; -1: we changed nothing
-
-    def acquire(self, holder: object) -> None:
-        if not self.holders:
-            try:
-                if os.sched_getscheduler(0) == os.SCHED_OTHER:
-                    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-                    self._saved = os.SCHED_OTHER
-            except (OSError, AttributeError):
-                self._saved = -1
-        self.holders.add(holder)
-
-    def release(self, holder: object) -> None:
-        if holder not in self.holders:
-            return
-        self.holders.discard(holder)
-        if not self.holders and self._saved != -1:
-            try:
-                os.sched_setscheduler(0, self._saved, os.sched_param(0))
-            except OSError:
-                pass
-            self._saved = -1
 
 
 def describe_error(exc: BaseException) -> str:
@@ -412,5 +377,5 @@ def json_line(event: dict[str, Any]) -> bytes:
     return (json.dumps(event, separators=(",", ":"), default=str) + "\n").encode()
 
 
-__all__ = ["FlowEnd", "RealtimeHold", "SEND_CHUNK", "SPIN_SLICE", "Worker", "check_datadir", "cpu_seconds",
+__all__ = ["FlowEnd", "SEND_CHUNK", "SPIN_SLICE", "Worker", "check_datadir", "cpu_seconds",
            "describe_error", "io_handler", "json_line", "safe_flow_id"]

@@ -103,7 +103,7 @@ def test_a_started_flow_runs_past_the_start_marker_timeout(tmp_path, monkeypatch
 def test_realtime_hold_lasts_while_any_flow_holds_it():
     import os
 
-    from netesto.engine.flowend import RealtimeHold
+    from netesto.engine.realtime import RealtimeHold
 
     if os.sched_getscheduler(0) != os.SCHED_OTHER:
         pytest.skip("this process already runs under another policy")

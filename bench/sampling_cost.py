@@ -193,17 +193,20 @@ def print_idle(flows: int, workdir: Path, rounds: int = 3, seconds: float = 1.5)
               f" of thread CPU, median [min-max] of {rounds} ({flows} stream ends)", flush=True)
     if _sample_end is None or _sample_tick is None:
         return
-    alone, batch = alone_vs_batch(flows, workdir / "alone", seconds, rounds)
+    alone, batch, own = alone_vs_batch(flows, workdir / "alone", seconds, rounds)
     for what, vals in ((f"one end every 10 ms / {flows} (sample_end: a hot row's placement)", alone),
-                       (f"all {flows} every 10 ms (sample_tick: the sweep's)", batch)):
+                       (f"all {flows} every 10 ms (sample_tick: the sweep's)", batch),
+                       ("the same, no socket read (the engine's own part: the flow end's objects, the row, "
+                        "its block writes)", own)):
         print(f"  a row on idle sockets, {what}: {statistics.median(vals):.2f} us [{min(vals):.2f}-{max(vals):.2f}]"
               f" of thread CPU, median [min-max] of {rounds}", flush=True)
 
 
-def alone_vs_batch(flows: int, workdir: Path, seconds: float, rounds: int) -> tuple[list[float], list[float]]:
+def alone_vs_batch(flows: int, workdir: Path, seconds: float,
+                   rounds: int) -> tuple[list[float], list[float], list[float]]:
     """us (thread CPU, the clock reads' own part taken off) of a row on ``flows`` idle stream ends, per round:
     (one end at a time every 10 ms / flows, as hot rows come; all of them every 10 ms in one call, as the
-    sweep): why stream ends stay in the sweep (a row alone finds the code cold, a batch shares it)."""
+    sweep; the sweep again with no socket read, each row the last values: the engine's own part of a row)."""
     lsock, conns, peers = connections(flows, "cubic")
     loop = Loop()
     worker = Worker(loop, str(workdir), lambda event: None)
@@ -213,8 +216,11 @@ def alone_vs_batch(flows: int, workdir: Path, seconds: float, rounds: int) -> tu
     acc = array("q", [0] * len(worker.sampler.acc))
     alone: list[float] = []
     batch: list[float] = []
+    own: list[float] = []
     for _ in range(rounds):
-        for got, one in ((alone, True), (batch, False)):
+        for got, one in ((alone, True), (batch, False), (own, False)):
+            for end, conn in zip(ends, conns):
+                end.sock = None if got is own else conn
             used = rows = 0
             stop = time.monotonic() + seconds
             while time.monotonic() < stop:
@@ -227,8 +233,10 @@ def alone_vs_batch(flows: int, workdir: Path, seconds: float, rounds: int) -> tu
                 used += tt() - cpu0 - probe
                 rows += 1 if one else flows
             got.append(used / rows / 1e3)
+    for end, conn in zip(ends, conns):
+        end.sock = conn
     _close(ends, lsock, conns + peers, loop)
-    return alone, batch
+    return alone, batch, own
 
 
 def _close(ends: list[FlowEnd], lsock: socket.socket, socks: list[socket.socket], loop: Loop) -> None:
@@ -274,8 +282,10 @@ def print_cost(flows: int, workdir: Path) -> None:
             print(f"  {key:<52}{vals[1]:7.2f}  [{vals[0]:.2f}-{vals[-1]:.2f}]", flush=True)
     print("# a row's cost as a run pays it (caches cold: ticks 10 ms apart) and warm, us of thread CPU")
     print_idle(flows, workdir / "idle")
+    from bench.cold_reads import print_cold_reads
     from bench.diag_cost import print_alternative  # (it imports this module)
 
+    print_cold_reads(flows)
     print_alternative(flows)
 
 

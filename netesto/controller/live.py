@@ -34,7 +34,8 @@ _DOING = {"DO_SERVER": "serving", "DO_CLIENT": "starting flows", "GET_DATA": "fe
 @dataclass(frozen=True)
 class Sample:
     """One interval summary of a flow: ``t`` seconds after the run started, ``rate`` in bit/s
-    (application bytes both ways over the interval), ``cwnd`` in packets and ``srtt`` in ms
+    (goodput: the bytes each end received over the interval, both ways; from an engine older
+    than ``goodput_bps``, the bytes its sockets took in), ``cwnd`` in packets and ``srtt`` in ms
     when the agent sent them (agents since the live view read them with sock_diag)."""
 
     flow: str
@@ -115,7 +116,7 @@ class LiveState:
             if not h.running and h.doing == "starting flows":
                 h.doing = "flows done"
         elif e.event == "progress":
-            rate = _number(e.data.get("rate_bps"))
+            rate = _number(e.data.get("goodput_bps", e.data.get("rate_bps")))  # (rate_bps: agents before it)
             if rate is None:
                 return
             srtt = _number(e.data.get("srtt_us"))

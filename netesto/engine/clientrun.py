@@ -11,15 +11,21 @@ counts are final.
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from typing import Any
 
+from netesto.collectors.tcpinfo import TCP_INFO, TCP_INFO_FIELDS
 from netesto.engine.flowend import FlowEnd, Worker, cpu_seconds, describe_error
 from netesto.errors import TrafficError
 from netesto.protocol.flowspec import FlowSpec
 
 DRAIN_TIMEOUT = 10.0
 PROGRESS_EVERY = 1.0
+# the tests whose flow is one TCP connection for its whole time: its tcpi_bytes_acked is what the
+# server's TCP received of ours (a CRR flow's connections come and go; UDP has no acks)
+ACKED_TESTS = frozenset({"TCP_STREAM", "TCP_MAERTS", "TCP_BIDIR", "TCP_RR"})
+_ACKED_AT, _ACKED_SIZE = TCP_INFO_FIELDS["bytes_acked"]
 
 
 class ClientRun(FlowEnd):
@@ -34,7 +40,7 @@ class ClientRun(FlowEnd):
         self.ctl: socket.socket | None = None  # the handshake connection
         self.reply: dict[str, Any] = {}
         self._inbuf = bytearray()
-        self.last_progress = (0.0, 0, 0)
+        self.last_progress: tuple[float, int, int, int | None] = (0.0, 0, 0, None)
         self.closing = False  # we told the server the flow is over
 
     def _run(self) -> None:
@@ -51,6 +57,7 @@ class ClientRun(FlowEnd):
     def begin_client(self, stamp: tuple[float, float]) -> None:
         self.phase = "running"
         self.begin(stamp)
+        self.last_progress = (0.0, 0, 0, self.bytes_acked())
         start_at = self.spec.start_at
         self.worker.emit(
             {
@@ -78,6 +85,20 @@ class ClientRun(FlowEnd):
             except OSError as exc:
                 self.fail_running(exc)
 
+    def bytes_acked(self) -> int | None:
+        """tcpi_bytes_acked of the flow's connection (None where it has no single TCP connection
+        or cannot be read): what the server received of ours, unlike tx, which counts what the
+        socket took in (its buffer fills first)."""
+        if self.spec.test not in ACKED_TESTS or self.sock is None:
+            return None
+        try:
+            raw = self.sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, _ACKED_AT + _ACKED_SIZE)
+        except OSError:
+            return None
+        if len(raw) < _ACKED_AT + _ACKED_SIZE:
+            return None
+        return int.from_bytes(raw[_ACKED_AT:_ACKED_AT + _ACKED_SIZE], sys.byteorder)
+
     def _watchdog(self) -> None:
         self.fail(f"{self.where} did not end the flow within {DRAIN_TIMEOUT:.0f} s after its duration")
 
@@ -85,9 +106,11 @@ class ClientRun(FlowEnd):
         if self.finished:
             return
         now = time.monotonic()
-        t0, tx0, rx0 = self.last_progress
+        t0, tx0, rx0, acked0 = self.last_progress
         t0 = t0 or self.start_mono
         span = max(1e-9, now - t0)
+        acked = self.bytes_acked()
+        delivered = acked - acked0 if acked is not None and acked0 is not None else self.tx - tx0
         self.worker.emit(
             {
                 "event": "progress",
@@ -98,10 +121,11 @@ class ClientRun(FlowEnd):
                 "tx_bps": (self.tx - tx0) * 8 / span,
                 "rx_bps": (self.rx - rx0) * 8 / span,
                 "rate_bps": (self.tx - tx0 + self.rx - rx0) * 8 / span,
+                "goodput_bps": (delivered + self.rx - rx0) * 8 / span,
                 "transactions": self.trans,
             }
         )
-        self.last_progress = (now, self.tx, self.rx)
+        self.last_progress = (now, self.tx, self.rx, acked)
         self.timers.append(self.loop.call_at(now + PROGRESS_EVERY, self._progress))
 
     # ending

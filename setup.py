@@ -30,7 +30,12 @@ setup(
             libraries=["z"] if ZLIB else [],
             optional=True,
         ),
-        Extension("netesto.engine._crrloop", ["netesto/engine/_crrloop.c"], depends=LOOPS_H, optional=True),
+        Extension(
+            "netesto.engine._crrloop",
+            ["netesto/engine/_crrloop.c", "netesto/engine/_crrloop_accept.c"],
+            depends=["netesto/engine/_crrloop.h", *LOOPS_H],
+            optional=True,
+        ),
         Extension("netesto.engine._rrloop", ["netesto/engine/_rrloop.c"], depends=LOOPS_H, optional=True),
     ]
 )

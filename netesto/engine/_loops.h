@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <time.h>
 
+/* What one extension's C files lend each other (a function or a table shared by its files, never exported) */
+#define NETESTO_HIDDEN __attribute__((visibility("hidden")))
+
 /* CLOCK_MONOTONIC in ns: time.monotonic's and time.perf_counter's clock on Linux (fastloop checks the latter) */
 static inline int64_t now_ns(void)
 {

@@ -36,6 +36,11 @@ setup(
             depends=["netesto/engine/_crrloop.h", *LOOPS_H],
             optional=True,
         ),
-        Extension("netesto.engine._rrloop", ["netesto/engine/_rrloop.c"], depends=LOOPS_H, optional=True),
+        Extension(
+            "netesto.engine._rrloop",
+            ["netesto/engine/_rrloop.c", "netesto/engine/_rrloop_rows.c"],
+            depends=["netesto/engine/_rrloop.h", *LOOPS_H],
+            optional=True,
+        ),
     ]
 )

@@ -23,14 +23,26 @@ setup(
     ext_modules=[
         Extension(
             "netesto.engine._fastloop",
-            ["netesto/engine/_fastloop.c", "netesto/engine/_fastloop_rr.c", "netesto/engine/_fastloop_hist.c",
+            ["netesto/engine/_fastloop.c", "netesto/engine/_fastloop_row.c", "netesto/engine/_fastloop_tick.c",
+             "netesto/engine/_fastloop_block.c", "netesto/engine/_fastloop_rr.c", "netesto/engine/_fastloop_hist.c",
              "netesto/engine/_fastloop_lat.c", "netesto/engine/_fastloop_crc.c"],
-            depends=["netesto/engine/_fastloop.h", "netesto/engine/_fastloop_mod.h", *LOOPS_H],
+            depends=["netesto/engine/_fastloop.h", "netesto/engine/_fastloop_mod.h", "netesto/engine/_fastloop_row.h",
+                     *LOOPS_H],
             define_macros=[("NETESTO_ZLIB", "1")] if ZLIB else [],
             libraries=["z"] if ZLIB else [],
             optional=True,
         ),
-        Extension("netesto.engine._crrloop", ["netesto/engine/_crrloop.c"], depends=LOOPS_H, optional=True),
-        Extension("netesto.engine._rrloop", ["netesto/engine/_rrloop.c"], depends=LOOPS_H, optional=True),
+        Extension(
+            "netesto.engine._crrloop",
+            ["netesto/engine/_crrloop.c", "netesto/engine/_crrloop_accept.c"],
+            depends=["netesto/engine/_crrloop.h", *LOOPS_H],
+            optional=True,
+        ),
+        Extension(
+            "netesto.engine._rrloop",
+            ["netesto/engine/_rrloop.c", "netesto/engine/_rrloop_rows.c"],
+            depends=["netesto/engine/_rrloop.h", *LOOPS_H],
+            optional=True,
+        ),
     ]
 )

@@ -9,6 +9,9 @@
 #include <stdint.h>
 #include <time.h>
 
+/* What one extension's C files lend each other (a function or a table shared by its files, never exported) */
+#define NETESTO_HIDDEN __attribute__((visibility("hidden")))
+
 /* CLOCK_MONOTONIC in ns: time.monotonic's and time.perf_counter's clock on Linux (fastloop checks the latter) */
 static inline int64_t now_ns(void)
 {
@@ -34,6 +37,23 @@ static inline int get_state(PyObject *obj, Py_buffer *view, Py_ssize_t n, const 
         return -1;
     }
     return 0;
+}
+
+/* Writable views of n buffers (all or none: -1 with an exception set). */
+static inline int get_buffers(PyObject *const *objs, Py_buffer *views, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(objs[i], &views[i], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            while (i-- > 0) PyBuffer_Release(&views[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static inline void release_buffers(Py_buffer *views, int n)
+{
+    for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
 }
 
 /* A module's integer constants: a table ended by {NULL, 0} */

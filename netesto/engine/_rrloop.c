@@ -1,4 +1,6 @@
-/* Many TCP_RR flow ends on one worker in C: an epoll loop over their sockets (see rrgroup.py).
+/* Many TCP_RR flow ends on one worker in C: an epoll loop over their sockets (see rrgroup.py), and the
+ * module netesto.engine._rrloop. The members' sampler rows (parked clients, servers' quiet moments, the
+ * sweep, holds()) are in _rrloop_rows.c, what both files share in _rrloop.h.
  *
  * One call serves every ready socket of the group's epoll, one step each per
  * round (a client: one read of its reply, then its next request once the
@@ -10,15 +12,6 @@
  * list is a queue: a level-triggered socket still ready goes back to its
  * tail), so no flow is served in a burst while others wait.
  *
- * The sampler's rows stay out of the transactions' latencies: every row held
- * the transactions in flight of the other members for its time (a row is
- * ~7-10 us of cold code, its block write 25-70 us), and the rows of a grid
- * point came together in one round. So a client whose row is due parks at its
- * idle point (no request out); once no client member is in flight, the parked
- * take their rows in one batch (warm code) and then send. A server cannot stop
- * its peers: its due rows wait for a quiet moment (nothing ready for quiet_ns:
- * its clients parked) and are taken one at a time while nothing is ready.
- *
  * The flows' counters live in a caller-owned int64 table, F_N values a slot,
  * updated in place after every syscall, so the caller sees exactly what went
  * over the wire on every exit, exceptions included. Client latencies (ns) go
@@ -29,10 +22,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "_loops.h"
+#include "_rrloop.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -40,149 +32,15 @@
 #include <sys/types.h>
 #include <time.h>
 
-#define CHUNK 65536
 #define MAX_EVENTS 64
 #define CHECK_EVERY 64 /* steps between signal checks */
 #define PY_SLOT UINT64_MAX /* epoll data of the Python loop's epoll fd */
 
-/* a slot: fd, role, request and reply sizes, then the flow's state (in and out) */
-enum {
-    F_FD, F_ROLE, F_REQ, F_REPLY, F_GOT, F_RX, F_TX, F_TRANS, F_T0, F_NLAT, F_STATUS, F_ERRNO, F_LEFT, F_DIRTY,
-    F_HELD, F_H0, F_PARKED, F_PEND, F_N
-};
-enum { R_FREE = 0, R_CLIENT = 1, R_SERVER = 2 };
-/* a slot's status: running, or why Python must take the flow end back */
-enum { S_RUN = 0, S_EOF = 1, S_PARTIAL = 2, S_ERROR = 3 };
 /* why the call returned */
 enum { W_DEADLINE = 0, W_PYTHON = 1, W_FLOW = 2, W_LATFULL = 3 };
 
-static const char zeros[CHUNK];  /* what requests and replies carry */
-static char scratch[CHUNK];       /* where received payload goes, to be discarded */
-
-/* Send n zero bytes (non-blocking). 0: all went, 1: a partial send (s[F_LEFT] = what is left), -1: an error. */
-static int send_zeros(int64_t *s, int64_t n)
-{
-    while (n > 0) {
-        size_t size = n < CHUNK ? (size_t)n : CHUNK;
-        ssize_t m = send((int)s[F_FD], zeros, size, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (m < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) m = 0;
-            else {
-                s[F_ERRNO] = errno;
-                s[F_LEFT] = n;
-                return -1;
-            }
-        }
-        s[F_TX] += m;
-        n -= m;
-        if (m < (ssize_t)size) {
-            s[F_LEFT] = n;
-            return n > 0 ? 1 : 0;
-        }
-    }
-    return 0;
-}
-
-/* The members' rows at their idle points (see rr_wait): _fastloop's sample_api, the members by slot, the
- * sampler's acc and the list of what Python must finish; api NULL: no hot samples (the sweep takes them). */
-struct hot {
-    const struct sample_api *api;
-    PyObject *flows;
-    int64_t *acc;
-    PyObject *out;
-    int64_t park_max; /* > 0: clients whose row is due park at their idle point, for this long at most (park_done) */
-    int parked;       /* how many are parked */
-    int64_t park_t0;  /* when the first of them parked */
-    int64_t quiet_ns; /* > 0: servers' rows wait for this long a quiet (no socket ready) (see server_step) */
-    int64_t pend_max; /* ns a server's row waits for a quiet moment at most */
-    int pending;      /* servers whose row waits */
-    int64_t round0;   /* held_ns when the round before this one began (see server_step's hold) */
-};
-
-/* The hold: what the sampler's rows cost the members' transactions. held_ns grows by the elapsed time of
- * every row the loop takes; a slot's H0 is held_ns when its transaction went out (-1: none yet), and when
- * it comes back (a client's reply whole, a server's next replies out) held_ns - H0 (what its transaction
- * waited for rows) is counted in holds: 0, then 2 us wide buckets, the last 256 us and more. */
-#define HOLD_BUCKET_NS 2000
-#define HOLD_N 130
-static int64_t held_ns;
-static uint64_t holds[2][HOLD_N]; /* clients', servers' */
-/* where the rows were taken: a member's idle point, the parked clients' batch, a quiet moment, a server's
- * idle point after pend_max, the sweep; how many and their elapsed ns */
-enum { P_IDLE, P_PARKED, P_QUIET, P_LATE, P_SWEEP, P_PARK, P_N }; /* P_PARK: the parks, first park to sends */
-static int64_t places[P_N][2];
-
-static void hold_count(const int64_t *s)
-{
-    if (s[F_H0] < 0) return;
-    int64_t d = held_ns - s[F_H0];
-    int64_t b = d <= 0 ? 0 : 1 + d / HOLD_BUCKET_NS;
-    holds[s[F_ROLE] == R_SERVER][b < HOLD_N - 1 ? b : HOLD_N - 1]++;
-}
-
-/* The member of slot whose row is due at mono, or NULL (no hot rows here, HELD, a free slot, not due). */
-static PyObject *member_due(struct hot *h, uint64_t slot, const int64_t *s, double mono)
-{
-    if (h->api == NULL || s[F_HELD] || slot >= (uint64_t)PyList_GET_SIZE(h->flows)) return NULL;
-    PyObject *flow = PyList_GET_ITEM(h->flows, (Py_ssize_t)slot);
-    return flow != Py_None && h->api->due(flow, mono) ? flow : NULL;
-}
-
-/* A member's row now (its row is due: member_due), its latencies and counters from its slot. What Python
- * must finish (its block to write, the row to build in Python, an error) goes to out as (flow, code,
- * written or exception) and holds the slot's samples (HELD) until then. Its time goes into held_ns. */
-static void member_row(struct hot *h, PyObject *flow, int64_t *s, int64_t *lat, int where)
-{
-    int64_t t = now_ns();
-    Py_INCREF(flow);
-    long long ctr3[3] = {s[F_TX], s[F_RX], s[F_TRANS]};
-    Py_ssize_t written = 0;
-    int got = h->api->take_lat(flow, lat, (Py_ssize_t)s[F_NLAT]);
-    if (got == 0) {
-        s[F_NLAT] = 0;
-        got = h->api->sample(flow, ctr3, h->acc, &written);
-    }
-    if (got != 0) {
-        s[F_HELD] = 1;
-        PyObject *what = NULL;
-        if (got < 0) {
-            PyObject *type, *value, *tb;
-            PyErr_Fetch(&type, &value, &tb);
-            PyErr_NormalizeException(&type, &value, &tb);
-            what = value;
-            Py_XDECREF(type);
-            Py_XDECREF(tb);
-        } else {
-            what = PyLong_FromSsize_t(written);
-        }
-        PyObject *item = what != NULL ? Py_BuildValue("(OiO)", flow, got, what) : NULL;
-        if (item == NULL || PyList_Append(h->out, item) < 0) PyErr_Clear();
-        Py_XDECREF(item);
-        Py_XDECREF(what);
-    }
-    Py_DECREF(flow);
-    t = now_ns() - t;
-    held_ns += t;
-    places[where][0] += 1;
-    places[where][1] += t;
-}
-
-/* A member's row now if it is due (see member_row). */
-static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat, double at, int where)
-{
-    PyObject *flow = member_due(h, slot, s, at);
-    if (flow != NULL) member_row(h, flow, s, lat, where);
-}
-
-/* A client's next request, its latency clock started at now. */
-static void client_send(int64_t *s, int64_t now)
-{
-    s[F_T0] = now;
-    s[F_H0] = held_ns;
-    int r = send_zeros(s, s[F_REQ]);
-    if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
-}
+NETESTO_HIDDEN const char rr_zeros[CHUNK]; /* what requests and replies carry */
+static char scratch[CHUNK];                 /* where received payload goes, to be discarded */
 
 /* One step of a client: one read; the next request once the reply is whole. 1 when a latency went in. */
 static int client_step(int64_t *s, int64_t *lat, Py_ssize_t cap, struct hot *h, uint64_t slot)
@@ -267,22 +125,6 @@ static void server_step(int64_t *s, struct hot *h, uint64_t slot)
     }
 }
 
-/* The rows of the servers whose row waits: one = 1, the first one's (a quiet moment: one at a time, the
- * loop looks for ready sockets between two), else those that waited pend_max (the sweep). */
-static void quiet_rows(struct hot *h, int64_t *table, Py_ssize_t nslots, int one)
-{
-    int64_t now = now_ns();
-    for (Py_ssize_t slot = 0; slot < nslots && h->pending > 0; slot++) {
-        int64_t *s = table + slot * F_N;
-        if (!s[F_PEND] || (!one && now - s[F_PEND] < h->pend_max)) continue;
-        s[F_PEND] = 0;
-        h->pending--;
-        if (s[F_ROLE] == R_SERVER && s[F_STATUS] == S_RUN)
-            member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9, one ? P_QUIET : P_LATE);
-        if (one) return;
-    }
-}
-
 /* Whether the parked clients may take their rows: no client member of the group has a transaction in
  * flight whose row is due (one not due, e.g. HELD, goes on: it would never come to a stop), or they waited
  * park_max (a slow or stalled one: its row is taken with its transaction in flight). */
@@ -298,73 +140,6 @@ static int park_done(struct hot *h, int64_t *table, Py_ssize_t nslots, int64_t n
     return 1;
 }
 
-/* The parked clients' rows (rows 0: none, an exception is set), all of them before any request goes (a
- * request out would be held by the rows after it), and those of the clients still in flight whose row is
- * due (slower than park_max: else they would park again), and those of the servers whose row is due (a
- * quiet moment for this loop's clients), then the parked clients' next requests. 1 when one of them needs
- * Python (its send failed), else 0. */
-static int unpark(struct hot *h, int64_t *table, Py_ssize_t nslots, int64_t *lat, Py_ssize_t cap, int rows)
-{
-    int flow = 0;
-    for (Py_ssize_t slot = 0; rows && slot < nslots; slot++) { /* (in flight and due: slower than park_max) */
-        int64_t *s = table + slot * F_N;
-        if (s[F_ROLE] == R_CLIENT && s[F_STATUS] == S_RUN)
-            member_sample(h, (uint64_t)slot, s, lat + slot * cap, (double)now_ns() / 1e9, P_PARKED);
-    }
-    for (Py_ssize_t slot = 0; rows && slot < nslots; slot++) { /* (the servers of this loop's clients) */
-        int64_t *s = table + slot * F_N;
-        if (s[F_ROLE] != R_SERVER) continue;
-        h->pending -= s[F_PEND] != 0;
-        s[F_PEND] = 0;
-        if (s[F_STATUS] == S_RUN) member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9, P_QUIET);
-    }
-    for (Py_ssize_t slot = 0; slot < nslots && h->parked > 0; slot++) {
-        int64_t *s = table + slot * F_N;
-        if (!s[F_PARKED]) continue;
-        s[F_PARKED] = 0;
-        h->parked--;
-        if (s[F_ROLE] != R_CLIENT || s[F_STATUS] != S_RUN) continue;
-        client_send(s, now_ns());
-        if (s[F_STATUS] != S_RUN) flow = 1;
-    }
-    if (rows) {
-        places[P_PARK][0] += 1;
-        places[P_PARK][1] += now_ns() - h->park_t0;
-    }
-    h->parked = 0;
-    return flow;
-}
-
-/* Writable views of n buffers (all or none: -1 with an exception set). */
-static int get_buffers(PyObject *const *objs, Py_buffer *views, int n)
-{
-    for (int i = 0; i < n; i++) {
-        if (PyObject_GetBuffer(objs[i], &views[i], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
-            while (i-- > 0) PyBuffer_Release(&views[i]);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static void release_buffers(Py_buffer *views, int n)
-{
-    for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
-}
-
-/* _fastloop's sample_api (imported once; NULL where it is missing or of another version: no hot samples) */
-static const struct sample_api *get_api(void)
-{
-    static const struct sample_api *api;
-    static int tried;
-    if (!tried) {
-        tried = 1;
-        const struct sample_api *got = PyCapsule_Import(SAMPLE_API_NAME, 0);
-        if (got == NULL) PyErr_Clear();
-        else if (got->version == SAMPLE_API_VERSION) api = got;
-    }
-    return api;
-}
 
 PyDoc_STRVAR(rr_ctl_doc,
 "ctl(epfd, op, fd, slot)\n\n"
@@ -557,32 +332,8 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             why = W_PYTHON;
             break;
         }
-        if (sweep != NULL && sweep[0] > 0 && h.parked == 0 && now_ns() >= deadline_ns(sweep[0])) {
-            /* the sweep (once no client is parked): every member still due gets its row now (stalled: nothing
-             * of it came round), but servers waiting for a quiet moment */
-            quiet_rows(&h, table, nslots, 0);
-            for (Py_ssize_t slot = 0; slot < nslots; slot++) {
-                int64_t *s = table + slot * F_N;
-                if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN || s[F_PEND]) continue; /* (PEND: at a quiet moment) */
-                if (s[F_ROLE] == R_CLIENT && h.park_max > 0 && now_ns() - s[F_T0] < h.park_max)
-                    continue; /* (in flight, not slow: it parks when its reply is in) */
-                if (s[F_ROLE] == R_SERVER && h.quiet_ns > 0) { /* a server's row: at a quiet moment too */
-                    if (member_due(&h, (uint64_t)slot, s, sweep[0]) != NULL) {
-                        s[F_PEND] = now_ns();
-                        h.pending++;
-                    }
-                    continue;
-                }
-                if (!s[F_DIRTY]) {
-                    s[F_DIRTY] = 1;
-                    touched[1 + touched[0]++] = (int64_t)slot;
-                }
-                member_sample(&h, (uint64_t)slot, s, s[F_ROLE] == R_CLIENT ? lat + slot * cap : NULL, sweep[0], P_SWEEP);
-            }
-            double at = sweep[0] + sweep[1], mono = (double)now_ns() / 1e9;
-            if (sweep[1] > 0 && at <= mono) at += sweep[1] * (floor((mono - at) / sweep[1]) + 1); /* behind: skip */
-            sweep[0] = sweep[1] > 0 ? at : 0;
-        }
+        if (sweep != NULL && sweep[0] > 0 && h.parked == 0 && now_ns() >= deadline_ns(sweep[0]))
+            sweep_rows(&h, table, nslots, lat, cap, touched, sweep); /* the sweep, once no client is parked */
         if (past || (until != INT64_MAX && now_ns() >= until)) {
             why = W_DEADLINE;
             break;
@@ -610,60 +361,10 @@ static PyObject *rr_hot(PyObject *self, PyObject *args)
     return PyBool_FromLong(get_api() != NULL);
 }
 
-PyDoc_STRVAR(rr_holds_doc,
-"holds(reset=False) -> (bucket width ns, (clients' counts, servers' counts), places)\n\n"
-"What the sampler's rows held the transactions of this process's C loops of RR\n"
-"flow ends: per transaction, the elapsed time of the rows the loop took while\n"
-"it was out (a client's: from its request out to its reply whole; a server's:\n"
-"an upper bound, from the round before the one that served it): counts[0]\n"
-"none, counts[k] (k - 1) to k bucket widths, the last one that and more.\n"
-"places: where the rows were taken\n"
-"(idle: a member's idle point; parked: the parked clients' batch; quiet: a\n"
-"server's, at a quiet moment; late: a server's that waited pend_max for one;\n"
-"sweep) as (rows, their elapsed ns), and park: (parks, their ns from the\n"
-"first client parked to the requests out). reset: all back to 0.");
-
-static PyObject *rr_holds(PyObject *self, PyObject *args)
-{
-    int reset = 0;
-    if (!PyArg_ParseTuple(args, "|p", &reset)) return NULL;
-    PyObject *counts = PyTuple_New(2);
-    if (counts == NULL) return NULL;
-    for (int r = 0; r < 2; r++) {
-        PyObject *role = PyTuple_New(HOLD_N);
-        if (role == NULL) {
-            Py_DECREF(counts);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(counts, r, role);
-        for (int i = 0; i < HOLD_N; i++) {
-            PyObject *c = PyLong_FromUnsignedLongLong(holds[r][i]);
-            if (c == NULL) {
-                Py_DECREF(counts);
-                return NULL;
-            }
-            PyTuple_SET_ITEM(role, i, c);
-        }
-    }
-    PyObject *where = Py_BuildValue("{s(LL)s(LL)s(LL)s(LL)s(LL)s(LL)}", "idle", places[P_IDLE][0], places[P_IDLE][1],
-                                    "parked", places[P_PARKED][0], places[P_PARKED][1], "quiet", places[P_QUIET][0],
-                                    places[P_QUIET][1], "late", places[P_LATE][0], places[P_LATE][1], "sweep",
-                                    places[P_SWEEP][0], places[P_SWEEP][1], "park", places[P_PARK][0],
-                                    places[P_PARK][1]);
-    if (where == NULL) {
-        Py_DECREF(counts);
-        return NULL;
-    }
-    if (reset) {
-        memset(holds, 0, sizeof holds);
-        memset(places, 0, sizeof places);
-    }
-    return Py_BuildValue("(iNN)", HOLD_BUCKET_NS, counts, where);
-}
 
 #define RR_METHOD(name, fn) {.ml_name = name, .ml_meth = fn, .ml_flags = METH_VARARGS, .ml_doc = fn##_doc}
 static PyMethodDef rrloop_methods[] = {RR_METHOD("ctl", rr_ctl), RR_METHOD("wait", rr_wait), RR_METHOD("hot", rr_hot),
-                                       RR_METHOD("holds", rr_holds), {0}};
+                                       {0}}; /* and holds (_rrloop_rows.c) */
 
 static struct PyModuleDef rrloop_module = {
     .m_base = PyModuleDef_HEAD_INIT,
@@ -688,6 +389,6 @@ PyMODINIT_FUNC PyInit__rrloop(void)
 {
     PyObject *m = PyModule_Create(&rrloop_module);
     if (m == NULL) return NULL;
-    if (add_int_constants(m, consts) < 0) Py_CLEAR(m);
+    if (add_int_constants(m, consts) < 0 || PyModule_AddFunctions(m, rrloop_rows_methods) < 0) Py_CLEAR(m);
     return m;
 }

@@ -116,7 +116,7 @@ class LiveState:
             if not h.running and h.doing == "starting flows":
                 h.doing = "flows done"
         elif e.event == "progress":
-            rate = _number(e.data.get("goodput_bps", e.data.get("rate_bps")))  # (rate_bps: agents before it)
+            rate = _number(e.data.get("goodput_bps", e.data.get("rate_bps")))  # (rate_bps: engines before it)
             if rate is None:
                 return
             srtt = _number(e.data.get("srtt_us"))

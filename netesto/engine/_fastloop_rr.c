@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "_fastloop_mod.h"
+#include "_fastloop_row.h"
 
 #define CHUNK 65536
 #define CHECK_EVERY 16 /* transactions (client) or reads (server) between signal checks */
@@ -58,11 +59,8 @@ static int lone_row(PyObject *flow, int64_t *acc, const int64_t *lat, Py_ssize_t
     int code = end_sample(flow, ctr3, acc, &written);
     if (code == 1) acc[ACC_WRITTEN] = written;
     if (code != 0) return code;
-    PyObject *at = PyObject_GetAttrString(flow, "due_at");
-    if (at == NULL) return -1;
-    double d = PyFloat_AsDouble(at);
-    Py_DECREF(at);
-    if (d == -1.0 && PyErr_Occurred()) return -1;
+    PyObject *at = SLOT(flow, A_DUEAT); /* end_sample found flow a flow end and moved its due_at */
+    double d = at != NULL && PyFloat_Check(at) ? PyFloat_AS_DOUBLE(at) : INFINITY;
     *due = deadline_ns(d);
     return 0;
 }

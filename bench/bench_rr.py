@@ -49,7 +49,6 @@ from typing import Callable
 
 from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
 from netesto.engine import fastloop
-from netesto.raw.nflow import read_flow
 from tests import netns
 
 Cpus = tuple[int | None, int | None]
@@ -166,8 +165,7 @@ def engine_rr(engine: Engine, test: str, dur: float, flows: int, prefix: list[st
     ids = [f"a-b-0-{i}" for i in range(flows)]
     summaries = engine.run([dict(flow_id=fid, test=test, dur=dur, ca="") for fid in ids],  # the peers' cc
                            workers=1, client_prefix=prefix)
-    server = (engine.server_summaries(ids)[0] if flows == 1
-              else read_flow(engine.workdir / "srv" / str(engine.runs) / "flows" / f"{ids[0]}.server.nflow").summary)
+    server = engine.server_summaries(ids[:1])[0]
     loops = f"{summaries[0].get('rr_loop', '-')}/{(server or {}).get('rr_loop', '-')}"
     trans = sum(s["transactions"] for s in summaries)
     # one worker: every summary has its CPU over the flow's span (and of it, its sampler's)

@@ -290,6 +290,11 @@ def stream_part(dur: float, reps: int, flows: int, workdir: Path) -> None:
 RR_P99_TARGET = 1.05  # p99 sampled / unsampled (issue 14)
 
 
+def summed(a: list[int], b: list[int]) -> list[int]:
+    """``a`` + ``b`` element by element (``b`` alone while ``a`` is empty)."""
+    return [x + y for x, y in zip(a, b)] if a else list(b)
+
+
 def read_holds(where: Path) -> tuple[list[int], list[int], dict[str, list[int]]]:
     """The clients' and servers' hold counts and the places of the rows (``_rrloop.holds``) the engine's C loops
     of RR flow ends wrote to ``where`` (NETESTO_RR_HOLDS) since the last call; the files are removed."""
@@ -299,11 +304,9 @@ def read_holds(where: Path) -> tuple[list[int], list[int], dict[str, list[int]]]
         got = json.loads(path.read_text())
         path.unlink()
         for r in (0, 1):
-            counts = got["counts"][r]
-            roles[r] = [a + b for a, b in zip(roles[r], counts)] if roles[r] else list(counts)
-        for k, (n, ns) in got["places"].items():
-            had = places.get(k, [0, 0])
-            places[k] = [had[0] + n, had[1] + ns]
+            roles[r] = summed(roles[r], got["counts"][r])
+        for place, n_ns in got["places"].items():
+            places[place] = summed(places.get(place, [0, 0]), n_ns)
     return roles[0], roles[1], places
 
 
@@ -354,10 +357,9 @@ def rr_part(dur: float, reps: int, cpus: tuple[int | None, int | None], workdir:
                     c, s_, pl = read_holds(holds)
                     if interval == 0.01:
                         shares.append(max(s["cpu"]["sampling_percent"] for s in summaries))
-                        cli = [a + b for a, b in zip(cli, c)] if cli else c
-                        srv = [a + b for a, b in zip(srv, s_)] if srv else s_
-                        for k, v in pl.items():
-                            places[k] = [a + b for a, b in zip(places.get(k, [0, 0]), v)]
+                        cli, srv = summed(cli, c), summed(srv, s_)
+                        for place, n_ns in pl.items():
+                            places[place] = summed(places.get(place, [0, 0]), n_ns)
                 ratios.append(got[0.01] / got[60.0])
             ratios.sort()
             mid = statistics.median(ratios)

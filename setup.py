@@ -24,8 +24,8 @@ setup(
         Extension(
             "netesto.engine._fastloop",
             ["netesto/engine/_fastloop.c", "netesto/engine/_fastloop_row.c", "netesto/engine/_fastloop_tick.c",
-             "netesto/engine/_fastloop_block.c", "netesto/engine/_fastloop_rr.c", "netesto/engine/_fastloop_hist.c",
-             "netesto/engine/_fastloop_lat.c", "netesto/engine/_fastloop_crc.c"],
+             "netesto/engine/_fastloop_sweep.c", "netesto/engine/_fastloop_block.c", "netesto/engine/_fastloop_rr.c",
+             "netesto/engine/_fastloop_hist.c", "netesto/engine/_fastloop_lat.c", "netesto/engine/_fastloop_crc.c"],
             depends=["netesto/engine/_fastloop.h", "netesto/engine/_fastloop_mod.h", "netesto/engine/_fastloop_row.h",
                      *LOOPS_H],
             define_macros=[("NETESTO_ZLIB", "1")] if ZLIB else [],

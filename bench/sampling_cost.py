@@ -23,6 +23,7 @@ from random import Random
 import msgpack
 
 from netesto.collectors import tcpinfo
+from netesto.engine import sampler as _sampler
 from netesto.engine.client import StreamClient
 from netesto.engine.flowend import FlowEnd, Worker
 from netesto.engine.loop import Loop
@@ -191,6 +192,11 @@ def print_idle(flows: int, workdir: Path, rounds: int = 3, seconds: float = 1.5)
     for what, vals in (("ticks 10 ms apart", spaced), ("ticks back to back", warm)):
         print(f"  a row on idle sockets, {what}: {statistics.median(vals):.2f} us [{min(vals):.2f}-{max(vals):.2f}]"
               f" of thread CPU, median [min-max] of {rounds} ({flows} stream ends)", flush=True)
+    alone, grouped = flush_groups(flows, workdir / "groups", seconds, rounds)
+    print(f"  the same, ticks 10 ms apart, the blocks written one flow end a sweep: {statistics.median(alone):.2f} us "
+          f"[{min(alone):.2f}-{max(alone):.2f}]; {_sampler.FLUSH_GROUP} a sweep (the Sampler's groups): "
+          f"{statistics.median(grouped):.2f} us [{min(grouped):.2f}-{max(grouped):.2f}] (rounds interleaved)",
+          flush=True)
     if _sample_end is None or _sample_tick is None:
         return
     alone, batch, own = alone_vs_batch(flows, workdir / "alone", seconds, rounds)
@@ -249,13 +255,14 @@ def _close(ends: list[FlowEnd], lsock: socket.socket, socks: list[socket.socket]
     loop.close()
 
 
-def idle_tick_runs(flows: int, workdir: Path, seconds: float = 2.0, rounds: int = 3) -> tuple[list[float], list[float]]:
+def idle_tick_runs(flows: int, workdir: Path, seconds: float = 2.0, rounds: int = 3,
+                   warm: bool = True) -> tuple[list[float], list[float]]:
     """us (thread CPU) of the Sampler's tick per row on ``flows`` idle stream connections (cubic),
     per round: (ticks every 10 ms on the real loop, as in a run; ticks back to back). Idle
     sockets: no receive work of the kernel runs in the tick. Spaced ticks find the flow ends'
     and sockets' memory gone from the caches (~2.5x the back-to-back cost on the shared host:
     the same with a spinner keeping the CPU busy between ticks), as in a run; that is the
-    sampler's own cost of a row."""
+    sampler's own cost of a row (``warm``: also the back-to-back ticks)."""
     spaced = []
     for k in range(rounds):
         lsock, conns, peers = connections(flows, "cubic")
@@ -268,8 +275,27 @@ def idle_tick_runs(flows: int, workdir: Path, seconds: float = 2.0, rounds: int 
         rows = sum(end.nrows + end.samples for end in ends)
         spaced.append((worker.sampler.cpu_ns - cpu0) / 1e3 / max(1, rows))
         _close(ends, lsock, conns + peers, loop)
-    warm = [sample_cost(flows, "cubic", workdir / f"idle{k}", ticks=200) for k in range(rounds)]
-    return spaced, [next(v for key, v in r.items() if key.startswith(WHOLE_TICK)) for r in warm]
+    if not warm:
+        return spaced, []
+    back = [sample_cost(flows, "cubic", workdir / f"idle{k}", ticks=200) for k in range(rounds)]
+    return spaced, [next(v for key, v in r.items() if key.startswith(WHOLE_TICK)) for r in back]
+
+
+def flush_groups(flows: int, workdir: Path, seconds: float, rounds: int) -> tuple[list[float], list[float]]:
+    """us (the Sampler's thread CPU) per row of spaced ticks on ``flows`` idle stream ends, per round, with
+    the flow ends' blocks written one a sweep and in the Sampler's groups (FLUSH_GROUP a sweep): a block
+    written alone finds the kernel's write path cold."""
+    grouped = _sampler.FLUSH_GROUP
+    alone: list[float] = []
+    together: list[float] = []
+    try:
+        for k in range(rounds):
+            for size, got in ((1, alone), (grouped, together)):
+                _sampler.FLUSH_GROUP = size
+                got.append(idle_tick_runs(flows, workdir / f"{size}-{k}", seconds, 1, warm=False)[0][0])
+    finally:
+        _sampler.FLUSH_GROUP = grouped
+    return alone, together
 
 
 def print_cost(flows: int, workdir: Path) -> None:
@@ -357,5 +383,5 @@ def sampler_part(workdir: Path) -> None:
           f"{100 * fracs[-1]:.2f}], median of 3 ({rows} rows written in the last; no target: idle flows)", flush=True)
 
 
-__all__ = ["RR_VALUES", "WHOLE_TICK", "alone_vs_batch", "begun_ends", "block_cost", "connections", "idle_tick_runs",
-           "print_cost", "print_idle", "rr_tick_cost", "sample_cost", "sampler_cpu", "sampler_part", "timer_cpu"]
+__all__ = ["RR_VALUES", "WHOLE_TICK", "alone_vs_batch", "begun_ends", "block_cost", "connections", "flush_groups",
+           "idle_tick_runs", "print_cost", "print_idle", "rr_tick_cost", "sample_cost", "sampler_cpu", "sampler_part", "timer_cpu"]

@@ -1,8 +1,8 @@
 /* The _fastloop extension of netesto's flow engine (see fastloop.py): this file has the hot rows of the C
  * loops and the module. sample_end: one flow end's row at its idle point (hot), also lent to the other C
  * loops (SAMPLE_API). The sampler's rows are built in _fastloop_row.c (sample_row, sample_setup), its tick
- * in _fastloop_tick.c (sample_tick, RR rows' latency part: lat_summary, in _fastloop_lat.c), the tick's
- * block writes in _fastloop_block.c (with zlib) (what these share: _fastloop_row.h). The lone TCP_RR loops
+ * in _fastloop_tick.c (sample_tick, RR rows' latency part: lat_summary, in _fastloop_lat.c), a whole sweep in
+ * _fastloop_sweep.c (sweep), the tick's block writes in _fastloop_block.c (with zlib) (what these share: _fastloop_row.h). The lone TCP_RR loops
  * are in _fastloop_rr.c, the histogram's counting in _fastloop_hist.c (_fastloop_mod.h).
  */
 
@@ -12,7 +12,6 @@
 #include "_fastloop_row.h"
 
 #include <stdint.h>
-#include <time.h>
 
 #include "_fastloop.h"
 #include "_fastloop_mod.h"
@@ -23,15 +22,6 @@
 #endif
 
 static PyObject *s_frombytes;
-
-/* time.time() and time.monotonic() (from mono_ns) as Python computes them from the clocks' ns */
-static void stamps_at(double stamps[2], int64_t mono_ns)
-{
-    struct timespec w;
-    clock_gettime(CLOCK_REALTIME, &w);
-    stamps[0] = (double)((int64_t)w.tv_sec * 1000000000 + w.tv_nsec) / 1e9;
-    stamps[1] = (double)mono_ns / 1e9;
-}
 
 /* Whether a flow end (an instance of sample_setup's class) has a row due at mono (due_at <= mono). */
 static int end_due(PyObject *flow, double mono)
@@ -59,16 +49,8 @@ int end_take_lat(PyObject *flow, const int64_t *lat, Py_ssize_t nlat)
     return 0;
 }
 
-/* Thread CPU time (ns): a syscall (CLOCK_THREAD_CPUTIME_ID, ~1.5 us on a KVM guest). */
-static int64_t thread_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 #define PROBE_EVERY 8 /* hot rows per one whose thread CPU is read (ACC_PROBED) */
-static int64_t probe_ns = -1; /* what two thread_ns() back to back differ by: the reads' own part */
+static int64_t probe_ns = -1; /* what two fl_thread_ns() back to back differ by: the reads' own part */
 
 
 /* One flow end's row now, at its own instant (a hot sample: Sampler.hot, the C loops' idle points): stamps
@@ -83,12 +65,12 @@ int end_sample(PyObject *flow, const long long *ctr3, int64_t *acc, Py_ssize_t *
     if (probe && probe_ns < 0) {
         int64_t best = INT64_MAX;
         for (int i = 0; i < 16; i++) {
-            int64_t a = thread_ns(), b = thread_ns();
+            int64_t a = fl_thread_ns(), b = fl_thread_ns();
             best = b - a < best ? b - a : best;
         }
         probe_ns = best;
     }
-    int64_t cpu0 = probe ? thread_ns() : 0;
+    int64_t cpu0 = probe ? fl_thread_ns() : 0;
     *written = 0;
     int out;
     if (flow_type == NULL || !PyObject_TypeCheck(flow, flow_type)) {
@@ -96,14 +78,14 @@ int end_sample(PyObject *flow, const long long *ctr3, int64_t *acc, Py_ssize_t *
         out = -1;
     } else {
         double stamps[2];
-        stamps_at(stamps, now_ns());
+        fl_stamps_at(stamps, now_ns());
         Py_INCREF(flow);
         out = fl_row_one(flow, stamps, ctr3, written);
         Py_DECREF(flow);
     }
     acc[ACC_ROWS] += 1;
     if (probe) {
-        int64_t used = thread_ns() - cpu0 - probe_ns;
+        int64_t used = fl_thread_ns() - cpu0 - probe_ns;
         acc[ACC_PROBED] += used > 0 ? used : 0;
         acc[ACC_PROBED_ROWS] += 1;
         acc[ACC_NS] += 2 * probe_ns; /* the probe's own two reads: the sampler's cost too */
@@ -156,6 +138,7 @@ PyMODINIT_FUNC PyInit__fastloop(void)
         || add_int_constants(m, fastloop_hist_constants) < 0 || PyModule_AddFunctions(m, fastloop_rr_methods) < 0
         || PyModule_AddFunctions(m, fastloop_hist_methods) < 0 || PyModule_AddFunctions(m, fastloop_row_methods) < 0
         || PyModule_AddFunctions(m, fastloop_tick_methods) < 0 || fl_intern(fl_tick_names) < 0
+        || PyModule_AddFunctions(m, fastloop_sweep_methods) < 0 || add_int_constants(m, fastloop_sweep_constants) < 0
         || (s_frombytes = PyUnicode_InternFromString("frombytes")) == NULL) {
         Py_DECREF(m);
         return NULL;

@@ -1,6 +1,6 @@
 /* What the Python-facing C files of netesto's _fastloop extension share: _fastloop.c (the hot rows and
  * the module), _fastloop_rr.c (the lone TCP_RR loops), _fastloop_hist.c (the latencies' histogram) and the
- * sampler's _fastloop_row.c, _fastloop_tick.c, _fastloop_block.c. Each of the others lends the module its
+ * sampler's _fastloop_row.c, _fastloop_tick.c, _fastloop_sweep.c, _fastloop_block.c. Each of the others lends the module its
  * functions (and constants): PyInit__fastloop adds them. */
 #ifndef NETESTO_FASTLOOP_MOD_H
 #define NETESTO_FASTLOOP_MOD_H
@@ -19,9 +19,11 @@ extern PyMethodDef fastloop_rr_methods[];
 extern const struct int_constant fastloop_rr_constants[];
 extern PyMethodDef fastloop_hist_methods[];
 extern const struct int_constant fastloop_hist_constants[];
-/* The sampler's functions (_fastloop_row.c, _fastloop_tick.c, _fastloop_block.c with zlib) */
+/* The sampler's functions (_fastloop_row.c, _fastloop_tick.c, _fastloop_sweep.c, _fastloop_block.c with zlib) */
 NETESTO_HIDDEN extern PyMethodDef fastloop_row_methods[];
 NETESTO_HIDDEN extern PyMethodDef fastloop_tick_methods[];
+NETESTO_HIDDEN extern PyMethodDef fastloop_sweep_methods[];
+NETESTO_HIDDEN extern const struct int_constant fastloop_sweep_constants[];
 #ifdef NETESTO_ZLIB
 NETESTO_HIDDEN extern PyMethodDef fastloop_block_methods[];
 #endif

@@ -9,6 +9,7 @@
 #include "_loops.h"
 
 #include <stdint.h>
+#include <time.h>
 
 /* A sampler row (flowend._record_layout): t_wall, t_mono and six uint64 counters, then
  * struct tcp_info, then tcp_bbr_info padded to 8-byte alignment. */
@@ -83,6 +84,23 @@ static inline char *row_at(PyObject *rec, Py_ssize_t at, Py_ssize_t size)
     return PyByteArray_AS_STRING(rec) + at;
 }
 
+/* time.time() and time.monotonic() (from mono_ns) as Python computes them from the clocks' ns: a row's stamps */
+static inline void fl_stamps_at(double stamps[2], int64_t mono_ns)
+{
+    struct timespec w;
+    clock_gettime(CLOCK_REALTIME, &w);
+    stamps[0] = (double)((int64_t)w.tv_sec * 1000000000 + w.tv_nsec) / 1e9;
+    stamps[1] = (double)mono_ns / 1e9;
+}
+
+/* Thread CPU time (ns): a syscall (CLOCK_THREAD_CPUTIME_ID, ~1.5 us on a KVM guest, several times that cold) */
+static inline int64_t fl_thread_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Python names a file interns once (the module's init): a table ended by {NULL, NULL}. 0 or -1 with an
  * exception set. */
 struct fl_name {
@@ -104,6 +122,9 @@ NETESTO_HIDDEN int fl_sock_fd(PyObject *sock);
 /* One flow end's row from its slots (_fastloop_tick.c: see there); the names the tick uses, interned */
 NETESTO_HIDDEN int fl_row_one(PyObject *flow, const double stamps[2], const long long *ctr3, Py_ssize_t *written);
 NETESTO_HIDDEN extern const struct fl_name fl_tick_names[];
+/* The rows of a list of flow ends (all, or those due by due_by), as sample_tick takes them (_fastloop_tick.c) */
+NETESTO_HIDDEN int fl_tick_rows(PyObject *flows, const double stamps[2], double due_by, PyObject *due, PyObject *failed,
+                                PyObject *python, Py_ssize_t *rows);
 #ifdef NETESTO_ZLIB
 /* A due block written in C (_fastloop_block.c: see there); the names the flush uses, interned */
 NETESTO_HIDDEN int fl_flush_one(PyObject *flow, PyObject *b_rec, Py_ssize_t n, Py_ssize_t rec_len,

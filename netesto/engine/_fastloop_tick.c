@@ -269,23 +269,13 @@ PyDoc_STRVAR(sample_tick_doc,
 "exception) for those whose row could not be built or written (the others\n"
 "are sampled all the same).");
 
-static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* The rows of the flow ends in the list flows at stamps (fl_row_one), as sample_tick takes them: into due,
+ * failed and python as it returns them, *rows counting those taken. Where due_by is not NaN, only the flow
+ * ends whose due_at is at or before it (the sweep's hot ends still due). 0, or -1 with an exception set. */
+NETESTO_HIDDEN int fl_tick_rows(PyObject *flows, const double stamps[2], double due_by, PyObject *due, PyObject *failed,
+                                PyObject *python, Py_ssize_t *rows)
 {
-    if (nargs != 3 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "sample_tick takes a list of flow ends, wall and mono");
-        return NULL;
-    }
-    if (flow_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "sample_tick: no sample_setup(cls) yet");
-        return NULL;
-    }
-    double stamps[2];
-    for (int i = 0; i < 2; i++) {
-        stamps[i] = PyFloat_AsDouble(args[1 + i]);
-        if (stamps[i] == -1.0 && PyErr_Occurred()) return NULL;
-    }
-    PyObject *flows = args[0], *due = PyList_New(0), *failed = PyList_New(0), *python = PyList_New(0);
-    if (due == NULL || failed == NULL || python == NULL) goto fail;
+    int all = isnan(due_by);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(flows); i++) {
         Py_ssize_t n = PyList_GET_SIZE(flows);
         if (i == 0) {
@@ -296,9 +286,14 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (i + 2 < n) prefetch_objects(PyList_GET_ITEM(flows, i + 2));
         if (i + 1 < n) prefetch_bytes(PyList_GET_ITEM(flows, i + 1));
         PyObject *flow = PyList_GET_ITEM(flows, i);
+        if (!all) {
+            PyObject *at = PyObject_TypeCheck(flow, flow_type) ? SLOT(flow, A_DUEAT) : NULL;
+            if (at == NULL || !PyFloat_Check(at) || !(PyFloat_AS_DOUBLE(at) <= due_by)) continue;
+        }
         Py_INCREF(flow); /* fileno() runs code, which could drop it from the list */
         Py_ssize_t written;
         int got = fl_row_one(flow, stamps, NULL, &written);
+        *rows += 1;
         PyObject *pair = NULL;
         int bad = 0;
         if (got == 1) {
@@ -318,14 +313,36 @@ static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         Py_XDECREF(pair);
         Py_DECREF(flow);
-        if (bad) goto fail;
+        if (bad) return -1;
+    }
+    return 0;
+}
+
+static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "sample_tick takes a list of flow ends, wall and mono");
+        return NULL;
+    }
+    if (flow_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "sample_tick: no sample_setup(cls) yet");
+        return NULL;
+    }
+    double stamps[2];
+    for (int i = 0; i < 2; i++) {
+        stamps[i] = PyFloat_AsDouble(args[1 + i]);
+        if (stamps[i] == -1.0 && PyErr_Occurred()) return NULL;
+    }
+    PyObject *due = PyList_New(0), *failed = PyList_New(0), *python = PyList_New(0);
+    Py_ssize_t rows = 0;
+    if (due == NULL || failed == NULL || python == NULL
+        || fl_tick_rows(args[0], stamps, NAN, due, failed, python, &rows) < 0) {
+        Py_XDECREF(due);
+        Py_XDECREF(failed);
+        Py_XDECREF(python);
+        return NULL;
     }
     return Py_BuildValue("(NNN)", due, failed, python);
-fail:
-    Py_XDECREF(due);
-    Py_XDECREF(failed);
-    Py_XDECREF(python);
-    return NULL;
 }
 
 NETESTO_HIDDEN PyMethodDef fastloop_tick_methods[] = {

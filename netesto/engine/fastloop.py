@@ -8,8 +8,9 @@ be on the same clock as the Python ones). ``hist_record`` is the
 extension's histogram counter (``Histogram.record_many``), or None: it needs
 no clock, only the extension (built with it) and no ``NETESTO_PURE_PYTHON``;
 ``sample_row`` (the sampler's row builder, ``FlowEnd.sample``) and
-``sample_tick`` (the Sampler's sweep over many flow ends) and ``sample_end``
-(one flow end's row at its idle point) likewise.
+``sample_tick`` (the Sampler's sweep over many flow ends), ``sweep`` (a whole
+sweep: the clocks, ``sample_tick``'s rows, the next grid point) and
+``sample_end`` (one flow end's row at its idle point) likewise.
 """
 
 from __future__ import annotations
@@ -69,10 +70,12 @@ sample_tick: Callable[..., tuple[list[Any], list[tuple[Any, BaseException]], lis
     _clockless, "sample_tick", None)
 sample_setup: Callable[[type, int], None] | None = getattr(_clockless, "sample_setup", None)
 sample_end: Callable[[Any, Any], int] | None = getattr(_clockless, "sample_end", None)
+sweep: Callable[..., Any] | None = getattr(_clockless, "sweep", None)  # a whole sweep of the Sampler
+SWEEP_FIELDS: int = getattr(_clockless, "SWEEP_FIELDS", 2)  # int64 values of the sweep's acc (Sampler.sweep_acc)
 ACC_FIELDS: int = getattr(_clockless, "ACC_FIELDS", 5)  # int64 values of the hot rows' acc (Sampler.acc)
 lat_summary: Callable[[Any], bytes | None] | None = getattr(_clockless, "lat_summary", None)
 # (head, tcp_info, cc slot) bytes of the rows sample_row builds: the engine checks them against its layout
 ROW_LAYOUT = tuple(getattr(_clockless, k) for k in ("ROW_HEAD", "ROW_INFO", "ROW_CC_SLOT")) if sample_row else None
 
 __all__ = ["ACC_FIELDS", "AVAILABLE", "LAT_CAPACITY", "PATH", "ROW_LAYOUT", "ext", "hist_record", "lat_summary", "rrloop",
-           "sample_end", "sample_row", "sample_setup", "sample_tick"]
+           "sample_end", "sample_row", "sample_setup", "sample_tick", "sweep", "SWEEP_FIELDS"]

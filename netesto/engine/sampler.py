@@ -15,9 +15,12 @@ grid point past its stamp. The Sampler's one timer per interval (the
 **sweep**, :data:`GRACE` of the interval after each grid point where hot flow
 ends are, at the grid point elsewhere) samples every other flow end and every
 hot one still due at once, in one call of the C ``sample_tick`` (stalled RR
-flows still get a row per interval). Stream (and UDP, CRR) ends stay in the
-sweep: a row taken alone costs about twice a row in a batch (cold code more
-than cold data; see docs/raw-format.md). Without the extension the sweep
+flows still get a row per interval); with the extension the whole sweep is one
+C call, ``fastloop.sweep``, which returns to Python only what it leaves to it.
+The sweep's flow ends write their blocks :data:`FLUSH_GROUP` at a time, in
+the same sweep (see :meth:`Sampler._first_block`). Stream (and UDP, CRR) ends
+stay in the sweep: a row taken alone costs about twice a row in a batch (cold
+code more than cold data; see docs/raw-format.md). Without the extension the sweep
 samples everything at the grid points through
 :meth:`~netesto.engine.flowrecord.FlowRecord.sample` (the Python twin).
 """
@@ -46,6 +49,11 @@ FILL_CHUNK = 2  # flow ends whose rows get their latency part between two of the
 GRACE = float(os.environ.get("NETESTO_SAMPLE_GRACE", "") or 0.15)  # (the environment's: benches' A/B only)
 # NETESTO_SAMPLE_AT_TICK=1 (benches' A/B only): every row by the sweep at the grid point, as without the extension
 AT_TICK = os.environ.get("NETESTO_SAMPLE_AT_TICK", "") not in ("", "0")
+# Flow ends of an interval sampled by its sweep write their blocks this many at a time (see Sampler._first_block),
+# the groups' sweeps GOLDEN (the golden ratio's fractional part) of a cycle apart, modulo one: spread evenly
+# however many groups come.
+FLUSH_GROUP = int(os.environ.get("NETESTO_FLUSH_GROUP", "") or 8)  # (the environment's: benches' A/B only)
+GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 class Sampled(Protocol):
@@ -105,8 +113,11 @@ class Sampler:
         # hot rows' [the probes' own ns, rows, written bytes of a block Python must finish, thread CPU ns of the
         # probed rows, probed rows] (sample_end, the C loops: see _fastloop.c's end_sample)
         self.acc = array("q", [0] * fastloop.ACC_FIELDS)
-        self.swept = 0  # rows the sweeps took (the others of the grid: hot)
+        self._swept = 0  # rows the Python sweeps took (the C sweeps': sweep_acc)
         self._cpu_ns = 0
+        # the C sweeps' [thread CPU ns, rows] (fastloop.sweep: a sweep that leaves nothing to Python runs none)
+        self.sweep_acc = array("q", [0] * fastloop.SWEEP_FIELDS)
+        self.c_sweep = fastloop.sweep if sample_tick is not None else None
         self.groups: dict[float, list[Sampled]] = {}
         # a group's flow ends in three lists: those sample_tick samples at every sweep, those it samples when
         # their row is still due (hot: they take theirs at their idle points), and the others (Python's)
@@ -114,6 +125,7 @@ class Sampler:
         self.hot_ends: dict[float, list[Sampled]] = {}
         self.slow: dict[float, list[Sampled]] = {}
         self.next: dict[float, float] = {}  # the grid point each interval's next sweep follows
+        self.sweeps: dict[float, int] = {}  # each interval's sweeps that took rows so far (see _first_block)
         self.armed: dict[float, float] = {}  # when each interval's sweep timer is due (not when handed: _arm)
         self.handed: dict[float, Any] = {}  # intervals whose sweep the loop's C loop of RR flow ends runs
         self.filling: list[Sampled] = []  # flow ends whose rows wait for their latency part (_fill)
@@ -125,7 +137,12 @@ class Sampler:
     @property
     def cpu_ns(self) -> int:
         """Thread CPU ns of the sweeps and of the hot rows so far: every hot row at the mean of those probed."""
-        return self._cpu_ns + self.hot_ns
+        return self._cpu_ns + self.sweep_acc[0] + self.hot_ns
+
+    @property
+    def swept(self) -> int:
+        """Rows the sweeps took so far (the others of the grid: hot)."""
+        return self._swept + self.sweep_acc[1]
 
     @property
     def hot_rows(self) -> int:
@@ -145,21 +162,33 @@ class Sampler:
         if group is None:
             group = self.groups[interval] = []
             self.fast[interval], self.hot_ends[interval], self.slow[interval] = [], [], []
+            self.sweeps[interval] = 0
             when = time.monotonic() + interval
             self.next[interval] = when
             self._timer(interval, when + self._grace(flow) * interval)
         group.append(flow)
         hot = self.hot_on and flow.hot_sampled
         (self.hot_ends if hot else self.fast if sample_tick is not None else self.slow)[interval].append(flow)
-        # Spread the flushes of a group over the ticks (flows that start
-        # together would all write their block in the same tick): this flow's
-        # first block is 1..flush_rows rows, the later ones flush_rows.
-        if flow.nrows == 0:
-            flow.flush_at = 1 + (len(group) - 1) % flow.flush_rows
+        if flow.nrows == 0:  # its first block: 1..flush_rows rows, the later ones flush_rows
+            flow.flush_at = self._first_block(flow, interval, hot)
         flow.sample(time.monotonic())  # a row at t=0: the baseline of every counter
         if hot:
             flow.due_every = interval
             flow.due_at = self.next[interval]  # its first row: at its first idle point past the next grid point
+
+    def _first_block(self, flow: Sampled, interval: float, hot: bool) -> int:
+        """The rows of ``flow``'s first block, so that the flow ends of an interval write their blocks FLUSH_GROUP
+        at a time, in the same sweep, and the groups' sweeps spread over the flush_rows sweeps of a cycle: a block
+        written alone finds the kernel's write path cold and costs about twice one of a group
+        (bench_sampling --idle-only). A hot flow end writes its block at its own idle point: alone, spread
+        one by one over the cycle (a group's would hold the others' transactions)."""
+        rows = flow.flush_rows
+        if hot:
+            return 1 + (len(self.groups[interval]) - 1) % rows
+        group = (len(self.fast[interval]) + len(self.slow[interval]) - 1) // FLUSH_GROUP
+        at = int((group * GOLDEN) % 1.0 * rows)  # the group's blocks: in the sweeps numbered at - 1 modulo rows
+        # its rows: one now (add), then one a sweep from sweep number sweeps[interval] on
+        return (at - self.sweeps[interval]) % rows + 1
 
     def _grace(self, flow: Sampled | None) -> float:
         """The sweep's delay after a grid point (a share of the interval): GRACE where hot flow ends are."""
@@ -177,19 +206,36 @@ class Sampler:
         """The sweep after grid point ``self.next[interval]``: every flow end still due, sampled at once."""
         group = self.groups.get(interval)
         if not group:
-            for groups in (self.groups, self.fast, self.hot_ends, self.slow, self.armed):
+            for groups in (self.groups, self.fast, self.hot_ends, self.slow, self.armed, self.sweeps):
                 groups.pop(interval, None)
+            return
+        point = self.next[interval]
+        if self.c_sweep is not None and not self.duty and not self.slow[interval]:
+            # the whole sweep in C (the same steps as below): the Python lines around sample_tick, run cold
+            # every interval, cost as much as 20 of its rows
+            self.sweeps[interval] += 1
+            got = self.c_sweep(self.fast[interval], self.hot_ends[interval], point, interval, self.sweep_acc)
+            if type(got) is float:
+                when = got
+            else:  # blocks or rows left to Python, or rows that failed
+                cpu0 = time.thread_time_ns()
+                when, now, wall, due, failed, python = got
+                self._left(due, failed, python, [], now, wall)
+                self._cpu_ns += time.thread_time_ns() - cpu0
+            self.next[interval] = when
+            hot = self.hot_ends[interval]
+            self._arm(interval, when + self._grace(hot[0] if hot else None) * interval)
             return
         cpu0 = time.thread_time_ns()
         # One instant per sweep: every row it takes carries the same stamps.
         now = time.monotonic()
         wall = time.time()
-        point = self.next[interval]
         if not self.duty or bench_window_sampled(wall, self.duty):
             fast, hot = self.fast[interval], self.hot_ends[interval]
             if hot:  # those whose idle point did not come (stalled), with the others
                 fast = fast + [flow for flow in hot if flow.due_at <= point]
-            self.swept += len(fast) + len(self.slow[interval])
+            self._swept += len(fast) + len(self.slow[interval])
+            self.sweeps[interval] += 1
             self._sample(fast, self.slow[interval], now, wall)
         when = point + interval
         if when <= now:  # we fell behind: skip the missed grid points
@@ -268,12 +314,20 @@ class Sampler:
         if fast:
             assert sample_tick is not None
             due, failed, python = sample_tick(fast, wall, now)  # writes the due blocks too (TICK_WRITES)
-            for flow, exc in failed:
-                self._failed(flow, exc)
-            for flow, written in due:
-                self._guarded(flow, lambda: flow.flush(written))
-            if python:
-                slow = slow + python
+            self._left(due, failed, python, slow, now, wall)
+        else:
+            self._left([], [], [], slow, now, wall)
+
+    def _left(self, due: list[tuple[Sampled, int]], failed: list[tuple[Sampled, BaseException]],
+              python: list[Sampled], slow: list[Sampled], now: float, wall: float) -> None:
+        """What sample_tick (or sweep) left to Python: the rows that failed, the blocks to write, the rows of
+        ``python`` and ``slow`` to build (FlowRecord.sample) and their latency parts to fill (_fill)."""
+        for flow, exc in failed:
+            self._failed(flow, exc)
+        for flow, written in due:
+            self._guarded(flow, lambda: flow.flush(written))
+        if python:
+            slow = slow + python
         for flow in list(slow):  # finish() removes from it
             try:
                 flow.sample(now, wall)
@@ -316,4 +370,4 @@ class Sampler:
         flow.finish(f"sampling failed: {type(exc).__name__}: {exc}")
 
 
-__all__ = ["AT_TICK", "GRACE", "Sampled", "Sampler", "bench_window_sampled"]
+__all__ = ["AT_TICK", "FLUSH_GROUP", "GOLDEN", "GRACE", "Sampled", "Sampler", "bench_window_sampled"]

@@ -27,6 +27,7 @@ from netesto.raw.columns import CC_COLUMNS, FLOW_COLUMNS, LATENCY_COLUMNS, TCP_I
 from netesto.engine.flowend import FlowEnd, Worker
 from netesto.engine.flowrecord import FLUSH_SECONDS
 from netesto.engine.loop import Loop
+from netesto.engine.sampler import FLUSH_GROUP
 from netesto.raw.nflow import Column, FlowWriter, RecordLayout, read_flow
 from netesto.protocol.flowspec import FlowSpec
 
@@ -226,23 +227,35 @@ def test_a_killed_writer_loses_at_most_one_flush_period(tmp_path):
     assert flow.columns["app_bytes_tx"][-1] == (flow.rows - 1) * 100
 
 
-def test_the_flushes_of_a_group_are_spread_over_the_ticks(tmp_path):
-    with _loopback_ends(tmp_path, 45) as (worker, ends):
+def test_the_flushes_of_a_group_go_in_groups_spread_over_the_ticks(tmp_path):
+    # 45 flow ends at once, then a 46th later: groups of FLUSH_GROUP write in the same sweep, and the groups'
+    # sweeps are apart; a flow end that comes later joins its group's sweeps
+    with _loopback_ends(tmp_path, 46) as (worker, ends):
         flush_rows = ends[0].flush_rows
-        for end in ends:
+        for end in ends[:45]:
             end.begin()  # one row each
+        wrote: dict[int, list[int]] = {i: [] for i in range(46)}  # the ticks in which each flow end wrote a block
         for tick in range(1, 2 * flush_rows + 1):
+            before = [end.samples for end in ends]
             worker.sampler._tick(0.01)
-            # flow i writes its first block after 1 + i % flush_rows rows, then every flush_rows rows
+            if tick == 7:
+                ends[45].begin()
             for i, end in enumerate(ends):
-                first = 1 + i % flush_rows
-                want = 0 if tick + 1 < first else first + (tick + 1 - first) // flush_rows * flush_rows
-                assert end.samples == want, (tick, i)
-            flushed = sum(end.nrows == 0 for end in ends)
-            assert flushed <= -(-len(ends) // flush_rows)
+                if end.samples != before[i]:
+                    assert end.samples - before[i] == (flush_rows if before[i] else end.samples), (tick, i)
+                    wrote[i].append(tick)
+            assert sum(end.samples != b for end, b in zip(ends, before)) <= FLUSH_GROUP
+    for i in range(45):
+        assert len(wrote[i]) == 2 and wrote[i][1] - wrote[i][0] == flush_rows, (i, wrote[i])
+    assert 45 // FLUSH_GROUP == 40 // FLUSH_GROUP and wrote[45] == wrote[40][-1:]  # the latecomer joins its group
+    groups = [{tuple(wrote[i]) for i in range(k, min(k + FLUSH_GROUP, 45))} for k in range(0, 45, FLUSH_GROUP)]
+    assert all(len(g) == 1 for g in groups), groups  # a group writes in the same sweeps
+    firsts = sorted(next(iter(g))[0] for g in groups)
+    gaps = [b - a for a, b in zip(firsts, firsts[1:] + [firsts[0] + flush_rows])]
+    assert min(gaps) >= flush_rows // (2 * len(groups)), firsts  # the groups' sweeps are spread over the cycle
     for end in ends:
         flow = _file(tmp_path, end)
-        assert flow.rows == 2 * flush_rows + 2 and flow.summary["samples"] == flow.rows
+        assert flow.rows == flow.summary["samples"] == end.samples  # every row written, in whole blocks
 
 
 COLS = (Column("a", "I", "1"), Column("b", "d", "s"), Column("c", "B", "1"), Column("z", "Q", "1"))

@@ -22,6 +22,14 @@ def _spawn(code: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code])
 
 
+def _started(code: str) -> subprocess.Popen:
+    """A process running ``code`` once its interpreter has started: its start-up (~50 ms of CPU, more on a
+    loaded machine) must not count in what a test measures of the code."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys\nprint(flush=True)\n" + code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"\n"
+    return proc
+
+
 def test_parse_pid_stat_of_this_process():
     times = cpu.read_pid_times(os.getpid())
     assert times.ppid == os.getppid()
@@ -39,8 +47,8 @@ def test_parse_cpu_line_real_capture():
 
 
 def test_busy_process_near_one_core_idle_process_near_zero():
-    busy = _spawn(BUSY.format(secs=1.5))
-    idle = _spawn("import time; time.sleep(1.5)")
+    busy = _started(BUSY.format(secs=3))
+    idle = _started("import time; time.sleep(3)")
     try:
         pb, pi = cpu.ProcessCpu(busy.pid), cpu.ProcessCpu(idle.pid)
         time.sleep(0.8)
@@ -56,12 +64,14 @@ def test_busy_process_near_one_core_idle_process_near_zero():
 
 def test_children_are_counted():
     # a shell-free parent that runs a busy child and waits for it
-    parent = _spawn(
-        "import subprocess, sys\n"
-        f"subprocess.run([sys.executable, '-c', {BUSY.format(secs=1.2)!r}])\n"
+    parent = _started(
+        "import subprocess\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {BUSY.format(secs=1.2)!r}])\n"
+        "print(flush=True)\n"
+        "child.wait()\n"
     )
     try:
-        time.sleep(0.2)  # let the child start
+        assert parent.stdout is not None and parent.stdout.readline() == b"\n"  # its child started
         with_children = cpu.ProcessCpu(parent.pid)
         alone = cpu.ProcessCpu(parent.pid, children=False)
         time.sleep(0.7)

@@ -1,7 +1,8 @@
-/* The sampler's tick in C (netesto's _fastloop extension, see fastloop.py): row_one takes one flow end's
- * row from its slots (RR rows with their latency part: lat_summary, in _fastloop_lat.c) and has its due
- * block written (flush_one, in _fastloop_block.c, when zlib is there); sample_tick runs it over many flow
- * ends, their objects prefetched ahead. The row itself is built in _fastloop_row.c, the hot rows of the C
+/* The sampler's tick in C (netesto's _fastloop extension, see fastloop.py): row_take takes one flow end's
+ * row from its slots (RR rows with their latency part: lat_summary, in _fastloop_lat.c), block_out has its
+ * due block written (flush_one, in _fastloop_block.c, when zlib is there), fl_row_one does both for one
+ * flow end; fl_tick_rows (sample_tick's, and the whole sweep's in _fastloop_sweep.c) takes the rows of many
+ * flow ends, their objects prefetched ahead, and then writes their due blocks. The row itself is built in _fastloop_row.c, the hot rows of the C
  * loops (end_sample, which calls row_one too) and the module are in _fastloop.c; shared: _fastloop_row.h.
  */
 
@@ -124,13 +125,11 @@ static int advance_due(PyObject *flow, double mono)
 
 /* One flow end's row (see sample_tick), its counters tx, rx, trans from ctr3 when not NULL (a C loop's, not
  * yet in the flow end), else from its slots. 1: its block is due, 0: not yet, 2: the row must be built
- * in Python (nothing done), -1: an exception is set. A due block is written here (flush_one) when it can be:
- * then 0, or 1 with *written bytes of it out. A row built moves due_at past its stamp (advance_due). */
-NETESTO_HIDDEN int fl_row_one(PyObject *flow, const double stamps[2], const long long *ctr3, Py_ssize_t *written)
+ * in Python (nothing done), -1: an exception is set. A row built moves due_at past its stamp (advance_due). */
+static int row_take(PyObject *flow, const double stamps[2], const long long *ctr3)
 {
     PyObject *v[A_N] = {NULL};
     int out = -1;
-    *written = 0;
     if (!PyObject_TypeCheck(flow, flow_type)) {
         PyErr_Format(PyExc_TypeError, "sample_tick: a %s is not a %s", Py_TYPE(flow)->tp_name, flow_type->tp_name);
         return -1;
@@ -177,15 +176,37 @@ NETESTO_HIDDEN int fl_row_one(PyObject *flow, const double stamps[2], const long
     if (rr && rr_done(flow, v[A_LATRAW], v[A_LATDONE], nlat) < 0) goto done;
     if (advance_due(flow, stamps[1]) < 0) goto done;
     out = nrows + 1 >= flush_at;
-#ifdef NETESTO_ZLIB
-    if (out == 1) {
-        int flushed = fl_flush_one(flow, v[A_REC], nrows + 1, rec_len, written);
-        out = flushed < 0 ? -1 : !flushed;
-    }
-#endif
 done:
     for (int i = 0; i < A_N; i++) Py_XDECREF(v[i]);
     return out;
+}
+
+/* A flow end's due block (its nrows rows of b_rec) written here (flush_one) when it can be: 0, or 1 (Python
+ * must write it, *written bytes of it out), -1 with an exception set. */
+static int block_out(PyObject *flow, Py_ssize_t *written)
+{
+    *written = 0;
+#ifdef NETESTO_ZLIB
+    PyObject *rec = SLOT(flow, A_REC), *n = SLOT(flow, A_NROWS), *len = SLOT(flow, A_RECLEN);
+    if (rec == NULL || n == NULL || len == NULL || !PyByteArray_Check(rec)) return 1; /* Python's flush says why */
+    Py_ssize_t rows = PyLong_AsSsize_t(n), rec_len = PyLong_AsSsize_t(len);
+    if (PyErr_Occurred()) return -1;
+    Py_INCREF(rec); /* the flush calls the writer: the block stays what it writes */
+    int flushed = fl_flush_one(flow, rec, rows, rec_len, written);
+    Py_DECREF(rec);
+    return flushed < 0 ? -1 : !flushed;
+#else
+    return 1;
+#endif
+}
+
+/* One flow end's row now (row_take) and its block when due (block_out): 0, 1 (Python must write the block,
+ * *written bytes of it out), 2 (the row must be built in Python, nothing done) or -1 with an exception set. */
+NETESTO_HIDDEN int fl_row_one(PyObject *flow, const double stamps[2], const long long *ctr3, Py_ssize_t *written)
+{
+    *written = 0;
+    int out = row_take(flow, stamps, ctr3);
+    return out == 1 ? block_out(flow, written) : out;
 }
 
 /* Prefetches of the flow ends a tick will come to (sample_tick), in three stages so that each stage's
@@ -269,13 +290,32 @@ PyDoc_STRVAR(sample_tick_doc,
 "exception) for those whose row could not be built or written (the others\n"
 "are sampled all the same).");
 
-/* The rows of the flow ends in the list flows at stamps (fl_row_one), as sample_tick takes them: into due,
- * failed and python as it returns them, *rows counting those taken. Where due_by is not NaN, only the flow
+/* (flow, the exception set) appended to failed, the exception cleared. 0 or -1. */
+static int take_failed(PyObject *flow, PyObject *failed)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *pair = value != NULL ? PyTuple_Pack(2, flow, value) : NULL;
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    int bad = pair == NULL || PyList_Append(failed, pair) < 0;
+    Py_XDECREF(pair);
+    return bad ? -1 : 0;
+}
+
+/* The rows of the flow ends in the list flows at stamps, as sample_tick takes them: every row first
+ * (row_take), then the blocks due (block_out); into due, failed and python as it returns them, *rows
+ * counting those taken. Where due_by is not NaN, only the flow
  * ends whose due_at is at or before it (the sweep's hot ends still due). 0, or -1 with an exception set. */
 NETESTO_HIDDEN int fl_tick_rows(PyObject *flows, const double stamps[2], double due_by, PyObject *due, PyObject *failed,
                                 PyObject *python, Py_ssize_t *rows)
 {
     int all = isnan(due_by);
+    PyObject *blocks = PyList_New(0); /* the flow ends whose block is due: written after the rows, which stay
+                                       * within a row's time of the stamps, and the write path stays warm */
+    if (blocks == NULL) return -1;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(flows); i++) {
         Py_ssize_t n = PyList_GET_SIZE(flows);
         if (i == 0) {
@@ -291,31 +331,35 @@ NETESTO_HIDDEN int fl_tick_rows(PyObject *flows, const double stamps[2], double 
             if (at == NULL || !PyFloat_Check(at) || !(PyFloat_AS_DOUBLE(at) <= due_by)) continue;
         }
         Py_INCREF(flow); /* fileno() runs code, which could drop it from the list */
-        Py_ssize_t written;
-        int got = fl_row_one(flow, stamps, NULL, &written);
+        int got = row_take(flow, stamps, NULL);
         *rows += 1;
+        int bad = got == 1   ? PyList_Append(blocks, flow) < 0 /* written once every row is read */
+                  : got == 2 ? PyList_Append(python, flow) < 0
+                  : got < 0  ? take_failed(flow, failed) < 0
+                             : 0;
+        Py_DECREF(flow);
+        if (bad) goto fail;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(blocks); i++) {
+        PyObject *flow = PyList_GET_ITEM(blocks, i);
+        Py_ssize_t written;
+        int got = block_out(flow, &written);
         PyObject *pair = NULL;
         int bad = 0;
         if (got == 1) {
             pair = Py_BuildValue("(On)", flow, written);
             bad = pair == NULL || PyList_Append(due, pair) < 0;
-        } else if (got == 2) {
-            bad = PyList_Append(python, flow) < 0;
         } else if (got < 0) {
-            PyObject *type, *value, *tb;
-            PyErr_Fetch(&type, &value, &tb);
-            PyErr_NormalizeException(&type, &value, &tb);
-            pair = value != NULL ? PyTuple_Pack(2, flow, value) : NULL;
-            Py_XDECREF(type);
-            Py_XDECREF(value);
-            Py_XDECREF(tb);
-            bad = pair == NULL || PyList_Append(failed, pair) < 0;
+            bad = take_failed(flow, failed) < 0;
         }
         Py_XDECREF(pair);
-        Py_DECREF(flow);
-        if (bad) return -1;
+        if (bad) goto fail;
     }
+    Py_DECREF(blocks);
     return 0;
+fail:
+    Py_DECREF(blocks);
+    return -1;
 }
 
 static PyObject *sample_tick(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

@@ -74,6 +74,28 @@ def test_hot_ends_get_a_row_when_still_due_and_are_due_at_the_next_grid_point(tm
 
 
 @c_sweep
+def test_a_sweep_reads_every_row_before_it_writes_the_due_blocks(tmp_path):
+    """A block written between two rows would put its write (~40-100 us) between the sweep's stamps and the
+    later flow ends' readings."""
+    worker = Worker(Loop(), str(tmp_path), lambda event: None)
+    a, b = made = _stream_ends(worker, 2, "s")
+    assert a.writer is not None
+    seen = []
+    direct_fd = a.writer.direct_fd
+
+    def watched(record_length: int) -> int | None:  # how many rows b has when a's block goes out
+        seen.append(b.samples + b.nrows)
+        return direct_fd(record_length)
+
+    a.writer.direct_fd = watched  # type: ignore[method-assign]
+    a.flush_at = a.nrows + 1  # a's block is due in this sweep
+    rows, b_rows = a.samples + a.nrows, b.samples + b.nrows
+    fastloop.sweep(made, [], time.monotonic(), 0.01, _acc())
+    assert seen == [b_rows + 1] and a.nrows == 0 and a.samples == rows + 1
+    _done(worker, made)
+
+
+@c_sweep
 def test_what_the_sweep_leaves_to_python_comes_back_with_its_stamps(tmp_path):
     worker = Worker(Loop(), str(tmp_path), lambda event: None)
     a, b = made = _stream_ends(worker, 2, "s")

@@ -212,7 +212,7 @@ class Sampler:
         point = self.next[interval]
         if self.c_sweep is not None and not self.duty and not self.slow[interval]:
             # the whole sweep in C (the same steps as below): the Python lines around sample_tick, run cold
-            # every interval, cost as much as 20 of its rows
+            # every interval, cost as much as 5 to 10 of its rows
             self.sweeps[interval] += 1
             got = self.c_sweep(self.fast[interval], self.hot_ends[interval], point, interval, self.sweep_acc)
             if type(got) is float:

@@ -1,7 +1,7 @@
 /* The Sampler's sweep in C (netesto's _fastloop extension, see sampler.py): sweep is one whole sweep of an
  * interval, from the clocks to the next grid point, so that a sweep runs no Python when nothing is left to
  * it. A sweep comes every 10 ms and finds the interpreter's code and data cold: the few lines of Python
- * around sample_tick cost about what 20 of its rows do. The rows are fl_tick_rows' (_fastloop_tick.c),
+ * around sample_tick cost about what 5 to 10 of its rows do. The rows are fl_tick_rows' (_fastloop_tick.c),
  * what the sampler's files share in _fastloop_row.h.
  */
 

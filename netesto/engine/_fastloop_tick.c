@@ -2,8 +2,9 @@
  * row from its slots (RR rows with their latency part: lat_summary, in _fastloop_lat.c), block_out has its
  * due block written (flush_one, in _fastloop_block.c, when zlib is there), fl_row_one does both for one
  * flow end; fl_tick_rows (sample_tick's, and the whole sweep's in _fastloop_sweep.c) takes the rows of many
- * flow ends, their objects prefetched ahead, and then writes their due blocks. The row itself is built in _fastloop_row.c, the hot rows of the C
- * loops (end_sample, which calls row_one too) and the module are in _fastloop.c; shared: _fastloop_row.h.
+ * flow ends, their objects prefetched ahead, and then writes their due blocks. The row itself is built in
+ * _fastloop_row.c, the hot rows of the C loops (end_sample, which calls fl_row_one too) and the module are in
+ * _fastloop.c; shared: _fastloop_row.h.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -307,8 +308,8 @@ static int take_failed(PyObject *flow, PyObject *failed)
 
 /* The rows of the flow ends in the list flows at stamps, as sample_tick takes them: every row first
  * (row_take), then the blocks due (block_out); into due, failed and python as it returns them, *rows
- * counting those taken. Where due_by is not NaN, only the flow
- * ends whose due_at is at or before it (the sweep's hot ends still due). 0, or -1 with an exception set. */
+ * counting those taken. Where due_by is not NaN, only the flow ends whose due_at is at or before it (the
+ * sweep's hot ends still due). 0, or -1 with an exception set. */
 NETESTO_HIDDEN int fl_tick_rows(PyObject *flows, const double stamps[2], double due_by, PyObject *due, PyObject *failed,
                                 PyObject *python, Py_ssize_t *rows)
 {

@@ -18,7 +18,7 @@ from netesto.engine.loop import Loop
 from netesto.engine.records import HEAD
 from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.nflow import read_flow
-from tests.engine.test_sample_hot import HotEnd, _done, _rr_end
+from tests.engine.test_sample_hot import _done, _rr_end
 
 c_sweep = pytest.mark.skipif(fastloop.sweep is None or records.sample_tick is None,
                              reason="the engine samples in Python here")
@@ -155,5 +155,3 @@ def test_without_the_extension_the_sampler_sweeps_in_python(tmp_path, monkeypatc
     assert [end.samples + end.nrows for end in made] == [2, 2] and worker.sampler.swept == 2
     _done(worker, made)
 
-
-__all__ = ["HotEnd"]

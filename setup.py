@@ -40,7 +40,7 @@ setup(
         ),
         Extension(
             "netesto.engine._rrloop",
-            ["netesto/engine/_rrloop.c", "netesto/engine/_rrloop_rows.c"],
+            ["netesto/engine/_rrloop.c", "netesto/engine/_rrloop_steps.c", "netesto/engine/_rrloop_rows.c"],
             depends=["netesto/engine/_rrloop.h", *LOOPS_H],
             optional=True,
         ),

@@ -1,7 +1,8 @@
-/* What the two C files of netesto's _rrloop extension share: _rrloop.c (the wait loop over the group's
- * sockets, its clients' and servers' steps, the module) and _rrloop_rows.c (the members' sampler rows: at
- * their idle points, the parked clients', the servers' quiet moments, the sweep, and holds()). The small
- * helpers the steps call on every transaction are static inline here, as they were in one file. */
+/* What the C files of netesto's _rrloop extension share: _rrloop.c (the wait loop over the group's
+ * sockets, the module), _rrloop_steps.c (a member's step: its clients' and servers' reads, requests and
+ * replies) and _rrloop_rows.c (the members' sampler rows: at their idle points, the parked clients', the
+ * servers' quiet moments, the sweep, and holds()). The small helpers the steps call on every transaction
+ * are static inline here. */
 #ifndef NETESTO_RRLOOP_H
 #define NETESTO_RRLOOP_H
 
@@ -17,9 +18,12 @@
 /* a slot: fd, role, request and reply sizes, then the flow's state (in and out) */
 enum {
     F_FD, F_ROLE, F_REQ, F_REPLY, F_GOT, F_RX, F_TX, F_TRANS, F_T0, F_NLAT, F_STATUS, F_ERRNO, F_LEFT, F_DIRTY,
-    F_HELD, F_H0, F_PARKED, F_PEND, F_N
+    F_HELD, F_H0, F_PARKED, F_PEND, F_MORE, F_N
 };
 enum { R_FREE = 0, R_CLIENT = 1, R_SERVER = 2 };
+/* a slot's MORE: its last read filled the buffer; its peer closed or failed (epoll said so: read on until
+ * EOF or the error, which came with data still to read and will not be announced again) */
+enum { M_FULL = 1, M_HUP = 2 };
 /* a slot's status: running, or why Python must take the flow end back */
 enum { S_RUN = 0, S_EOF = 1, S_PARTIAL = 2, S_ERROR = 3 };
 
@@ -103,6 +107,13 @@ static inline void client_send(int64_t *s, int64_t now)
     int r = send_zeros(s, s[F_REQ]);
     if (r != 0) s[F_STATUS] = r > 0 ? S_PARTIAL : S_ERROR;
 }
+
+/* why wait() returned */
+enum { W_DEADLINE = 0, W_PYTHON = 1, W_FLOW = 2, W_LATFULL = 3 };
+
+/* One step of the member in slot (_rrloop_steps.c) */
+NETESTO_HIDDEN int serve(int64_t *table, Py_ssize_t nslots, uint64_t slot, int64_t *lat, Py_ssize_t cap,
+                         int64_t *touched, struct hot *h);
 
 /* The members' rows (_rrloop_rows.c) */
 NETESTO_HIDDEN void member_row(struct hot *h, PyObject *flow, int64_t *s, int64_t *lat, int where);

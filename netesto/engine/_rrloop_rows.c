@@ -107,7 +107,12 @@ NETESTO_HIDDEN int unpark(struct hot *h, int64_t *table, Py_ssize_t nslots, int6
         s[F_PEND] = 0;
         if (s[F_STATUS] == S_RUN) member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9, P_QUIET);
     }
-    for (Py_ssize_t slot = 0; slot < nslots && h->parked > 0; slot++) {
+    /* the requests go in turn from a slot one further each park: the first out is served first in the
+     * round after it (in slot order every time, flow 0 of 16 completed ~1.4 % more than flow 15) */
+    static size_t turn;
+    Py_ssize_t first = nslots > 0 ? (Py_ssize_t)(turn++ % (size_t)nslots) : 0;
+    for (Py_ssize_t i = 0; i < nslots && h->parked > 0; i++) {
+        Py_ssize_t slot = (first + i) % nslots;
         int64_t *s = table + slot * F_N;
         if (!s[F_PARKED]) continue;
         s[F_PARKED] = 0;

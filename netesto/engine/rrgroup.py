@@ -44,6 +44,9 @@ PARK_MAX_NS = 1_000_000
 # a fifth of the phases missed it); NETESTO_RR_QUIET_US=0 (benches' A/B only): rows at idle points
 QUIET_NS = int(float(os.environ.get("NETESTO_RR_QUIET_US", "") or 30) * 1000)
 PEND_SHARE = 0.95
+# The members' sockets are edge-triggered in the group's epoll, so they are served in the order their data
+# came (see _rrloop.c); NETESTO_RR_EDGE=0 (benches' A/B only): level-triggered, as before session 27.
+EDGE = os.environ.get("NETESTO_RR_EDGE", "") != "0"
 # NETESTO_RR_HOLDS=DIR (benches only): each time a group empties, what the rows held its transactions
 # (_rrloop.holds) goes to DIR/holds-PID-N.json and the counts start again
 HOLDS_DIR = os.environ.get("NETESTO_RR_HOLDS", "")
@@ -124,7 +127,7 @@ class RRGroup:
         row[rr.T0], row[rr.STATUS], row[rr.H0] = 0 if server else flow.t0, rr.RUN, -1
         self.table[base:base + self.fields] = array("q", row)
         self.loop.unregister(flow.fd)
-        rr.ctl(self.epfd, rr.CTL_ADD, flow.fd, slot)
+        rr.ctl(self.epfd, rr.CTL_ADD, flow.fd, slot, EDGE)
         flow.rr_slot = slot
         self.members[slot] = flow
         self.flows[slot] = flow

@@ -34,6 +34,13 @@ GAP_FLOOR_US = 50_000.0
 # end (its first or last row); allow a few.
 BUSY = 4
 IDLE_ROWS = 3
+# The C loop serves the sockets in the order their data came (edge-triggered) and sends the parked clients'
+# requests from a slot one further each park: grid point by grid point its flows completed within 2-3 % of
+# each other (the median tick's (max - min) / mean). Level-triggered, the flow served first after a park
+# kept its early place in epoll's ready list and was served in every round: 0.24-0.52, and over 2 s flow 0
+# completed ~15 % more than flow 15. (The Python epoll loop, level-triggered too: 0.47-0.57 per tick,
+# within 3 % over the run.)
+TICK_SPREAD_C = 0.10
 
 
 @pytest.fixture(params=GROUP_PATHS)
@@ -65,13 +72,18 @@ def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path, p
     lo, hi = (1 - BAND) * mean, (1 + BAND) * mean
     outside = {fid: n for fid, n in trans.items() if not lo <= n <= hi}
     assert not outside, f"transactions outside {lo:.0f}..{hi:.0f} (mean {mean:.0f}): {outside}; all {trans}"
-    maxima = {fid: f.summary["latency_us"]["max"] for fid, f in flows.items()}
+    # (its rows while every flow runs: a flow's first and last transactions also wait for the other flows'
+    # starts and ends, handled in Python on the same loop; a last one took 53 ms)
+    interval = next(iter(flows.values())).header["interval"]
+    since = max(f.columns["t_mono"][0] for f in flows.values()) + interval
+    until = min(f.columns["t_mono"][-1] for f in flows.values()) - interval
+    maxima = {fid: max(m for t, m in zip(f.columns["t_mono"], f.columns["lat_max"]) if since < t < until)
+              for fid, f in flows.items()}
     limit = max(GAP_FACTOR * statistics.median(maxima.values()), GAP_FLOOR_US)
     slow = {fid: m for fid, m in maxima.items() if m > limit}
     assert not slow, f"longest waits above {limit:.0f} us: {slow}; all {maxima}"
     # The rows of one grid point: taken by each flow end at its own idle point just after it (hot rows,
     # their own stamps), or by the sweep (one stamp): rows in the same interval after the first grid point.
-    interval = next(iter(flows.values())).header["interval"]
     first = min(f.columns["t_mono"][1] for f in flows.values())
     per_tick: dict[int, dict[str, int]] = {}
     for fid, f in flows.items():
@@ -86,6 +98,10 @@ def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path, p
     assert len(per_tick) > 50 * DUR
     assert sum(len(counts) == FLOWS for counts in per_tick.values()) > 40 * DUR  # grid points with every flow's row
     assert max(idle.values()) <= IDLE_ROWS, idle
+    spreads = [(max(c.values()) - min(c.values())) / statistics.mean(c.values()) for c in per_tick.values()
+               if len(c) == FLOWS and statistics.median(c.values()) >= BUSY]
+    if path == "C":
+        assert statistics.median(spreads) <= TICK_SPREAD_C, sorted(spreads)
     print(f"transactions min/mean/max {min(trans.values())}/{mean:.0f}/{max(trans.values())}; "
           f"max latency us median {statistics.median(maxima.values()):.0f} max {max(maxima.values()):.0f}; "
-          f"idle rows {sum(idle.values())}")
+          f"idle rows {sum(idle.values())}; median tick spread {statistics.median(spreads):.3f}")

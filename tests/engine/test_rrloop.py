@@ -182,6 +182,78 @@ def test_a_partial_reply_is_handed_back_with_what_is_left():
     b.close()
 
 
+def _big_reply(loop: Loop) -> tuple[End, socket.socket, int]:
+    """A client member whose reply (three reads and more of ``rr.MAX_MESSAGE``) is all in its socket at once:
+    what its peer (not a member) sends comes to it in one go, so no more data comes after its first read."""
+    group = rrgroup.group_of(loop, rr)
+    a, b = _tcp_pair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)  # (room for all of it)
+    reply = 3 * rr.MAX_MESSAGE + 123
+    a.send(bytes(1))
+    assert b.recv(10) == bytes(1)
+    b.sendall(bytes(reply))
+    while len(a.recv(reply + 1, socket.MSG_PEEK)) < reply:  # (all of it arrived)
+        time.sleep(0.001)
+    client = End(a)
+    client.tx = 1
+    group.join(client, False, 1, reply)
+    return client, b, reply
+
+
+def test_a_reply_bigger_than_one_read_is_read_whole_without_more_data():
+    """The members' sockets are edge-triggered: the rest of a reply is read in the rounds after its first
+    read, though no more data comes to wake epoll for it."""
+    loop = Loop()
+    client, b, reply = _big_reply(loop)
+    loop.rr_group.wait(time.monotonic() + 0.1)
+    assert client.trans == 1 and client.rx == reply and len(client.lat_raw) == 1
+    assert b.recv(10) == bytes(1)  # its next request went out
+    client.sock.close()
+    b.close()
+
+
+def test_a_reply_left_half_read_at_a_return_is_read_on_in_the_next_call():
+    """The loop returns (its own epoll fd is ready) after the first read of a big reply: the next call goes on
+    with what is left, from the table's MORE, with no new data and no event."""
+    loop = Loop()
+    r, w = os.pipe()
+    loop.register(r, IN, lambda events: None)
+    os.write(w, b"x")  # ready in the first round: the call returns after it
+    client, b, reply = _big_reply(loop)
+    group = loop.rr_group
+    group.wait(time.monotonic() + 1.0)
+    assert 0 < client.rx < reply and client.trans == 0
+    assert group.table[client.rr_slot * group.fields + rr.MORE] == 1
+    os.read(r, 1)
+    group.wait(time.monotonic() + 0.1)
+    assert client.trans == 1 and client.rx == reply
+    assert b.recv(10) == bytes(1)
+    os.close(r)
+    os.close(w)
+    client.sock.close()
+    b.close()
+
+
+def test_a_close_that_came_with_the_last_reply_is_seen():
+    """Edge-triggered, epoll announces a reply and the peer's close that came after it once: the loop reads
+    on to the EOF (and hands the flow end back) instead of waiting for an event that will not come."""
+    loop = Loop()
+    group = rrgroup.group_of(loop, rr)
+    a, b = _tcp_pair()
+    a.send(bytes(1))
+    client = End(a)
+    client.tx = 1
+    group.join(client, False, 1, 1)
+    assert b.recv(10) == bytes(1)
+    b.send(bytes(1))  # its reply, then the close, both in before the loop looks
+    b.shutdown(socket.SHUT_WR)
+    time.sleep(0.05)
+    group.wait(time.monotonic() + 1.0)
+    assert client.left == [(rr.EOF, 0, 0)] and client.trans == 1 and client.rx == 1
+    a.close()
+    b.close()
+
+
 def test_full_latency_buffers_return_and_lose_nothing(monkeypatch):
     monkeypatch.setattr(rrgroup, "LAT_SLOT", 4)
     loop = Loop()

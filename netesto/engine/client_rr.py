@@ -66,7 +66,7 @@ class RRClient(ClientFlow):
         self.rr_slot = -1
         self.multi = not self.solo and fastloop.rrloop is not None and self.spec.req <= 65536
         self.extra["rr_loop"] = "C-group" if self.multi else "epoll" if not self.solo else "python"
-        self.loop.register(self.fd, IN, self._on_event)
+        self.loop.register(self.fd, IN, self._on_event, turns=True)
         self.t0 = time.perf_counter_ns()
         if self._send(self.request) and self.multi:
             self._join()
@@ -307,7 +307,7 @@ class RRClient(ClientFlow):
         """Back from the C loop of RR flow ends to this loop's handler (when in it)."""
         if self.rr_slot >= 0:
             group_of(self.loop, fastloop.rrloop).leave(self)
-            self.loop.register(self.fd, IN, self._on_event)
+            self.loop.register(self.fd, IN, self._on_event, turns=True)
 
     def rr_left(self, status: int, errno: int, left: int) -> None:
         """The C loop of RR flow ends handed this flow back (see ``rrgroup.RRGroup.wait``)."""
@@ -316,7 +316,7 @@ class RRClient(ClientFlow):
     def _rest(self, left: int) -> None:
         """The last ``left`` bytes of the request wait for EPOLLOUT, as in _on_event."""
         self.pending = self.request[self.reqlen - left:]
-        self.loop.register(self.fd, IN | OUT, self._on_event)
+        self.loop.register(self.fd, IN | OUT, self._on_event, turns=True)
 
     def close_sockets(self) -> None:
         if getattr(self, "rr_slot", -1) >= 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import select
 import signal
 import time
@@ -15,6 +16,15 @@ ERR = select.EPOLLERR | select.EPOLLHUP
 INF = float("inf")
 # Sockets are polled level-triggered: a busy sender sees EPOLLOUT on every
 # poll, so timers are checked between every round of sends.
+# Sockets served in turn (many RR flows of one loop) are one-shot, re-armed after
+# their handler: level-triggered, a socket reported in one poll stays on epoll's
+# ready list until the next poll checks it again, and data that comes meanwhile
+# keeps that early place, so a flow whose reply came back within a round was
+# served first round after round, ahead of flows whose data came earlier. Armed
+# again only after its handler, a socket joins the tail of the list when its data
+# comes.
+_ONESHOT = select.EPOLLONESHOT
+TURNS = os.environ.get("NETESTO_LOOP_TURNS", "") != "0"  # 0 (benches' A/B only): level-triggered
 
 
 def stop_on_signals(make: Callable[[int], BaseException]) -> None:
@@ -64,19 +74,29 @@ class Loop:
         # returns when that time comes or this loop's epoll fd is readable (see rrgroup.RRGroup.wait)
         self.waiter: Callable[[float], None] | None = None
         self.rr_group: object | None = None  # the RR flow ends served in C (rrgroup.group_of)
+        self._turns: dict[int, int] = {}  # fd -> events, of the sockets served in turn (register's turns)
 
     def fileno(self) -> int:
         """The epoll fd: readable when a registered socket is ready."""
         return self._ep.fileno()
 
-    def register(self, fd: int, events: int, handler: Callable[[int], None]) -> None:
+    def register(self, fd: int, events: int, handler: Callable[[int], None], turns: bool = False) -> None:
+        """``handler(events)`` when ``fd`` is ready. ``turns``: served in turn with the other such sockets,
+        in the order they became ready (see ``_ONESHOT``)."""
+        if turns and TURNS:
+            self._turns[fd] = events
+            events |= _ONESHOT
         self._ep.register(fd, events)
         self._handlers[fd] = handler
 
     def modify(self, fd: int, events: int) -> None:
+        if fd in self._turns:
+            self._turns[fd] = events
+            events |= _ONESHOT
         self._ep.modify(fd, events)
 
     def unregister(self, fd: int) -> None:
+        self._turns.pop(fd, None)
         if self._handlers.pop(fd, None) is not None:
             try:
                 self._ep.unregister(fd)
@@ -109,6 +129,7 @@ class Loop:
         """
         timers = self._timers
         handlers = self._handlers
+        turns = self._turns
         poll = self._ep.poll
         monotonic = time.monotonic
         while not done():
@@ -132,8 +153,18 @@ class Loop:
                         handler(events)
                     except Exception as exc:
                         self._error(handler, exc)
+                    again = turns.get(fd)
+                    if again is not None:
+                        self._rearm(fd, again)
                     if timers and timers[0][0] <= monotonic():
                         self._run_due()
+
+    def _rearm(self, fd: int, events: int) -> None:
+        """A socket served in turn, armed again after its handler (its fd may have been closed by it)."""
+        try:
+            self._ep.modify(fd, events | _ONESHOT)
+        except (OSError, ValueError):
+            self._turns.pop(fd, None)
 
     def _run_due(self) -> None:
         """Run every timer that is due now (in time order)."""

@@ -34,7 +34,7 @@ class RRServer(ServerFlow):
         self.t0 = 0  # (the client's latency clock; a server has none)
         self.rr_slot = -1  # in the C loop of RR flow ends: when not alone in the process
         self.multi = fastloop.rrloop is not None and self.req <= 65536 and len(self.reply_buf) <= 65536
-        self.loop.register(self.fd, IN, self._on_event)
+        self.loop.register(self.fd, IN, self._on_event, turns=True)
 
     def _on_event(self, events: int) -> None:
         """Requests' bytes (answered once whole), or room for the rest of a reply. Would-block is
@@ -96,7 +96,7 @@ class RRServer(ServerFlow):
 
     def _rest(self, data: memoryview) -> None:
         self.pending = data
-        self.loop.register(self.fd, IN | OUT, self._on_event)
+        self.loop.register(self.fd, IN | OUT, self._on_event, turns=True)
 
     def close_sockets(self) -> None:
         if getattr(self, "rr_slot", -1) >= 0:
@@ -235,7 +235,7 @@ class RRServer(ServerFlow):
         finally:
             self.got, self.rx, self.tx, self.trans = st[0], st[1], st[2], st[3]
             if hot and not self.finished:
-                self.loop.register(fd, IN, self._on_event)
+                self.loop.register(fd, IN, self._on_event, turns=True)
         self._spin_ended(status == fast.EOF, out)
 
 

@@ -247,7 +247,7 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
         nmore = 0;
         for (Py_ssize_t j = 0; j < m; j++) {
             Py_ssize_t slot = more[j];
-            got |= serve(table, nslots, (uint64_t)slot, lat, cap, touched, &h);
+            got |= serve(table, (uint64_t)slot, lat, cap, touched, &h);
             nmore += requeue(table + slot * F_N, more + nmore, slot);
         }
         for (int i = 0; i < n; i++) {
@@ -261,7 +261,7 @@ static PyObject *rr_wait(PyObject *self, PyObject *args)
             int queued = s[F_MORE] != 0; /* (served above; in more[] for the next round) */
             if (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) s[F_MORE] |= M_HUP;
             if (queued) continue;
-            got |= serve(table, nslots, slot, lat, cap, touched, &h);
+            got |= serve(table, slot, lat, cap, touched, &h);
             nmore += requeue(s, more + nmore, (Py_ssize_t)slot);
         }
         int flow = (got >> W_FLOW) & 1, full = (got >> W_LATFULL) & 1;

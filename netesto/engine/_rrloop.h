@@ -112,8 +112,8 @@ static inline void client_send(int64_t *s, int64_t now)
 enum { W_DEADLINE = 0, W_PYTHON = 1, W_FLOW = 2, W_LATFULL = 3 };
 
 /* One step of the member in slot (_rrloop_steps.c) */
-NETESTO_HIDDEN int serve(int64_t *table, Py_ssize_t nslots, uint64_t slot, int64_t *lat, Py_ssize_t cap,
-                         int64_t *touched, struct hot *h);
+NETESTO_HIDDEN int serve(int64_t *table, uint64_t slot, int64_t *lat, Py_ssize_t cap, int64_t *touched,
+                         struct hot *h);
 
 /* The members' rows (_rrloop_rows.c) */
 NETESTO_HIDDEN void member_row(struct hot *h, PyObject *flow, int64_t *s, int64_t *lat, int where);

@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-static char scratch[CHUNK];                 /* where received payload goes, to be discarded */
+static char scratch[CHUNK]; /* where received payload goes, to be discarded */
 
 /* One read of what the member's socket holds, up to CHUNK, counted (RX, GOT), and whether the socket may
  * hold more (MORE): edge-triggered, what a read leaves is not announced again. The bytes read (> 0), or 0:
@@ -94,13 +94,12 @@ static void server_step(int64_t *s, struct hot *h, uint64_t slot)
     }
 }
 
-/* One step of the member in slot (its socket was ready, or MORE): FLOW when its status is no longer RUN,
- * LATFULL when its latency buffer is full, else 0. A slot that is free, not running or out of the table
+/* One step of the member in slot (its socket was ready, or MORE; a slot of the table): 1 << FLOW when its status
+ * is no longer RUN, 1 << LATFULL when its latency buffer is full, else 0. A slot that is free or not running
  * is left alone. */
-NETESTO_HIDDEN int serve(int64_t *table, Py_ssize_t nslots, uint64_t slot, int64_t *lat, Py_ssize_t cap, int64_t *touched,
-                 struct hot *h)
+NETESTO_HIDDEN int serve(int64_t *table, uint64_t slot, int64_t *lat, Py_ssize_t cap, int64_t *touched,
+                         struct hot *h)
 {
-    if (slot >= (uint64_t)nslots) return 0;
     int64_t *s = table + slot * F_N;
     if (s[F_ROLE] == R_FREE || s[F_STATUS] != S_RUN) return 0;
     if (!s[F_DIRTY]) {

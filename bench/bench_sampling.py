@@ -67,7 +67,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Engine, pin, placement, where
+from bench.common import Engine, guard, pin, placement, where
 from bench.sampling_cost import print_cost, print_idle, sampler_part
 from netesto.engine.sampler import bench_window_sampled
 from netesto.raw.nflow import read_flow
@@ -404,6 +404,7 @@ def main() -> int:
     parser.add_argument("--rr-cpus", type=placement, default=(0, 1),
                         help="client,server CPUs of the RR part ('none': unpinned); default 0,1 (cross CPU)")
     args = parser.parse_args()
+    guard()
     workdir = Path(tempfile.mkdtemp(prefix="bench_sampling"))
     try:
         if args.idle_only:

@@ -22,8 +22,10 @@ inherits the same niceness.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -78,8 +80,23 @@ def arguments(doc: str, dur: float, cpus: bool = True) -> argparse.ArgumentParse
     return parser
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def guard() -> None:
+    """However the bench ends, its namespaces go, with the processes in them: those of bench and test runs
+    that died without their cleanup go first, SIGTERM raises SystemExit (so the benches' ``finally``
+    blocks run), and at exit every namespace of this run is removed."""
+    netns.remove_stale()
+    signal.signal(signal.SIGTERM, _terminated)
+    atexit.register(netns.cleanup_all)
+
+
 def ready(name: str, tools: Sequence[str] = ()) -> Path | None:
-    """The peers' bin directory once ``taskset`` and ``tools`` are on PATH; None after saying what is missing."""
+    """The peers' bin directory once ``taskset`` and ``tools`` are on PATH; None after saying what is missing.
+    The bench is :func:`guard`-ed from here on."""
+    guard()
     missing = [t for t in ("taskset", *tools) if shutil.which(t) is None]
     if missing:
         print(f"{name}: needs {', '.join(missing)} on PATH")

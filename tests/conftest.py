@@ -21,6 +21,14 @@ def _netns_ok() -> bool:
     return _NETNS_OK
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Namespaces left by runs that died without their cleanup go first (their processes with them)."""
+    if _netns_ok():
+        stale = netns.remove_stale()
+        if stale:
+            print(f"\nremoved {len(stale)} namespaces of test runs that are gone: {' '.join(stale)}", file=sys.stderr)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason="needs root and network namespaces")
     for item in items:

@@ -4,12 +4,16 @@ Every namespace a test creates is named ``<RUN_PREFIX><n><suffix>``, so
 concurrent test runs never collide and leftovers are attributable.
 :func:`cleanup_all` removes every namespace of this run (and kills the
 processes inside them) at session end, even after failures.
+:func:`remove_stale` removes those of runs that died without their
+cleanup (SIGKILL, a lost machine session): it runs when a test session or
+a bench starts.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 RUN_PREFIX = f"nt{os.getpid() % 100000:05d}"
+_NAMED = re.compile(r"nt(\d{5})(?:\d+[ab]|probe)")  # what RUN_PREFIX, make_veth_pair and the probe name
 _counter = itertools.count(1)
 
 
@@ -60,6 +65,22 @@ def cleanup_all() -> None:
         name = line.split()[0] if line.split() else ""
         if name.startswith(RUN_PREFIX):
             delete_ns(name)
+
+
+def stale_namespaces() -> list[str]:
+    """The namespaces named as this module names them whose run is gone: no live process has a pid
+    ending in their run's five digits (a run that is alive keeps all of its own)."""
+    alive = {int(p) % 100000 for p in os.listdir("/proc") if p.isdigit()}
+    names = [line.split()[0] for line in sh("ip", "netns", "list", check=False).stdout.splitlines() if line.split()]
+    return [name for name in names if (m := _NAMED.fullmatch(name)) and int(m.group(1)) not in alive]
+
+
+def remove_stale() -> list[str]:
+    """Remove :func:`stale_namespaces` (their processes killed, as :func:`delete_ns` does); their names."""
+    stale = stale_namespaces()
+    for name in stale:
+        delete_ns(name)
+    return stale
 
 
 @dataclass

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 SEND_CHUNK = 1 << 19  # 512 KiB: on a veth pair bbr keeps up ~15-20 % better than with 128-256 KiB writes (bench_stream)
 RECV_SIZE = 1 << 18  # a stream receiver's reads (Worker.rxbuf)
+RECV_TURN = 16  # reads of a receiver's turn at most (recv_burst): 4 MiB, ~1 ms at 30 Gbit/s, then the others' turn
 # Both buffers page-aligned (anonymous mmaps), not wherever malloc puts a bytearray (16 bytes into an mmap, or
 # on the heap): on this AMD EPYC the kernel's TCP copy into a buffer 16 bytes off a cache line took 2-3x the
 # CPU per byte, and the old heap receive buffer cost the stream server 25 % more CPU per GB (see
@@ -114,25 +115,40 @@ class FlowEnd(FlowRecord):
     # moving bytes (shared by both sides)
 
     def send_burst(self, sock: socket.socket) -> None:
-        """A stream sender's turn: up to four chunks, fewer once the socket is full."""
-        send = sock.send
-        for _ in range(4):
-            n = send(_SEND_BUF)
-            self.tx += n
-            if n < SEND_CHUNK:
-                break
+        """A stream sender's turn: one chunk (less when the socket is nearly full).
+
+        Not as many chunks as fit: a socket filled to the brim each turn waits
+        for room released, so on a veth pair the receiver's ACKs, handled on
+        its CPU, send the data, and a bbr socket's pacing timer moves there
+        for good. With 4 bbr flows on a worker, 14-30 % of their segments left
+        from the receiver's CPU, out of order with the rest, and they
+        retransmitted ~15x more than iperf3's; one chunk a turn: 1.5-4 % and
+        iperf3's retransmissions (docs/performance.md). cubic's goodput is the
+        same either way.
+        """
+        try:
+            self.tx += sock.send(_SEND_BUF)
+        except BlockingIOError:
+            pass
 
     def recv_burst(self, sock: socket.socket) -> bool:
-        """A stream receiver's turn: up to four reads into the worker's buffer; False at EOF."""
+        """A stream receiver's turn: reads into the worker's buffer until the socket is empty, at most
+        :data:`RECV_TURN`; False at EOF.
+
+        Past a short read too: what came during the read is taken in this turn,
+        not after another trip through the loop (with 4 bbr flows on a worker,
+        18 % more goodput; docs/performance.md).
+        """
         recv_into = sock.recv_into
         view = self.worker.rxview
-        for _ in range(4):
-            n = recv_into(view)
-            if n == 0:
-                return False
-            self.rx += n
-            if n < len(view):
-                break
+        try:
+            for _ in range(RECV_TURN):
+                n = recv_into(view)
+                if n == 0:
+                    return False
+                self.rx += n
+        except BlockingIOError:
+            pass
         return True
 
     def recv_spin(self, sock: socket.socket) -> bool:

@@ -47,9 +47,9 @@ def run_traced(pair, tmp: Path, specs: list[dict], workers: int) -> tuple[dict[s
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
 @pytest.mark.parametrize("flows", [1, 2])
 def test_lone_sender_spins_and_both_ends_agree(veth_pair, tmp_path, flows):
-    """1 flow: blocking sends, many per poll (send_burst sends at most 4 per poll and flow); 2 flows
-    on one worker: the polled bursts, at most 4 per poll and flow. Either way the server received every byte the client counted and
-    the sampler kept its 10 ms."""
+    """1 flow: blocking sends, many per poll; 2 flows on one worker: polled, one send per poll and flow
+    (send_burst). Either way the server received every byte the client counted and the sampler kept
+    its 10 ms."""
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")
     specs = [spec(server, f"a-b-0-{i}", "TCP_STREAM", dur=1.5, ca="cubic", interval=0.01, exp=1)
@@ -61,7 +61,7 @@ def test_lone_sender_spins_and_both_ends_agree(veth_pair, tmp_path, flows):
     if flows == 1:
         assert sends_per_poll > 6, calls
     else:
-        assert sends_per_poll <= 8, calls
+        assert sends_per_poll <= 2.05, calls  # (a few of the sends are the handshake's)
     for s in specs:
         fid = s["flow_id"]
         assert done[fid]["event"] == "done"

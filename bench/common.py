@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from netesto.raw.histogram import Histogram
-from netesto.raw.nflow import read_flow
+from netesto.raw.nflow import RawFlow, read_flow
 from tests import netns
 
 ENGINE = [sys.executable, "-m", "netesto.engine"]
@@ -174,11 +174,15 @@ class Engine:
                 raise RuntimeError(f"no server summary for {[f for f, s in zip(flow_ids, found) if not s]}")
             time.sleep(0.05)
 
+    def client_flow(self, flow_id: str) -> RawFlow:
+        """The last run's client end of ``flow_id``: its ``.nflow`` file read."""
+        return read_flow(self.workdir / "cli" / str(self.runs) / "flows" / f"{flow_id}.client.nflow")
+
     def p99_us(self, flow_ids: list[str]) -> float:
         """p99 latency (us) of the last run's client flows, their histograms merged (the ``.nflow`` summaries)."""
         merged = Histogram()
         for fid in flow_ids:
-            summary = read_flow(self.workdir / "cli" / str(self.runs) / "flows" / f"{fid}.client.nflow").summary
+            summary = self.client_flow(fid).summary
             merged.merge(Histogram.from_dict((summary or {})["latency_hist"]))
         return merged.summary(0.001).p99
 

@@ -10,8 +10,8 @@
   KiB; 256 vs 512 KiB reads made no difference in CPU per GB here),
   netperf ``-m 512K -M 256K``. Syscalls: the engine's lone sender blocks in
   ``send`` (SO_SNDTIMEO 1 ms, back to its loop by the next timer), several
-  flows of one worker poll (epoll, one send each a turn); every receiver
-  polls, reading until its socket is empty. iperf3 3.12 polls every end
+  flows of one worker poll (epoll, one send each a turn); its lone receiver
+  blocks in ``recv``, several poll (reading until the socket is empty). iperf3 3.12 polls every end
   (``select`` + non-blocking ``write``/``read``), netperf blocks.
 - placement: every client (engine client and its workers, iperf3 -c,
   netperf) runs under ``taskset -c <client CPU>``, every server (engine

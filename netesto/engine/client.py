@@ -274,8 +274,10 @@ class StreamClient(ClientFlow):
                 self.send_spin(sock)
             else:
                 self.send_burst(sock)
-        if events & _IN_ERR and not self.recv_burst(sock):
-            self.peer_closed()
+        if events & _IN_ERR:
+            solo = not self.sending and len(self.worker.flows) == 1
+            if not (self.recv_spin(sock) if solo else self.recv_burst(sock)):
+                self.peer_closed()
 
     def end(self) -> None:
         assert self.sock is not None

@@ -169,9 +169,11 @@ class StreamServer(ServerFlow):
 
     @io_handler
     def _on_event(self, events: int) -> None:
-        if events & _IN_ERR and not self.recv_burst(self.conn):
-            self._eof()
-            return
+        if events & _IN_ERR:
+            solo = not self.sending and len(self.sw.flows) == 1 and not self.sw.pending
+            if not (self.recv_spin(self.conn) if solo else self.recv_burst(self.conn)):
+                self._eof()
+                return
         if events & OUT and self.sending:
             self.send_burst(self.conn)
 

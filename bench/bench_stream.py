@@ -11,8 +11,9 @@
   netperf ``-m 512K -M 256K``. Syscalls: the engine's lone sender blocks in
   ``send`` (SO_SNDTIMEO 1 ms, back to its loop by the next timer), several
   flows of one worker poll (epoll, one send each a turn); its lone receiver
-  blocks in ``recv``, several poll (reading until the socket is empty). iperf3 3.12 polls every end
-  (``select`` + non-blocking ``write``/``read``), netperf blocks.
+  blocks in ``recv``, several poll (reading until the socket is empty).
+  iperf3 3.12 polls every end (``select`` + non-blocking ``write``/``read``),
+  netperf blocks.
 - placement: every client (engine client and its workers, iperf3 -c,
   netperf) runs under ``taskset -c <client CPU>``, every server (engine
   server, iperf3 -s, netserver and its children) under ``taskset -c
@@ -104,7 +105,8 @@ def netperf(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int
     procs = [pair.popen(pair.a, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(flows)]
     total = 0.0
-    received = retrans = 0
+    received = 0
+    retrans: float = 0
     for proc in procs:
         out, err = proc.communicate(timeout=dur + 30)
         keys = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -113,8 +115,8 @@ def netperf(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int
         # THROUGHPUT counts the bytes sent: scaled to the receiver's over the same elapsed time
         total += float(keys["THROUGHPUT"]) * 1e6 * int(keys["REMOTE_BYTES_RECVD"]) / int(keys["LOCAL_BYTES_SENT"])
         received += int(keys["REMOTE_BYTES_RECVD"])
-        retrans += int(keys.get("LOCAL_TRANSPORT_RETRANS", -1))
-    return total, None, retrans / (received / 1e9) if retrans >= 0 and received else NAN
+        retrans += int(keys["LOCAL_TRANSPORT_RETRANS"]) if "LOCAL_TRANSPORT_RETRANS" in keys else NAN
+    return total, None, retrans / (received / 1e9) if received else NAN
 
 
 def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus) -> Reading:
@@ -140,22 +142,21 @@ def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus) -
     return rate, (client + server) / gb, retrans
 
 
-def cpu_line(runs: dict[str, list[Reading]]) -> None:
-    """The CPU per GB of every tool whose CPU was read: median [min-max] over the repetitions."""
+def spread_line(label: str, runs: dict[str, list[Reading]], field: int, fmt: str) -> None:
+    """``label``, then every tool's reading ``field`` (those known: not None, not NaN): median [min-max]."""
     parts = []
     for name, vals in runs.items():
-        cpu = sorted(v[1] for v in vals if v[1] is not None)
-        if cpu:
-            parts.append(f"{name} {statistics.median(cpu):.3f} [{cpu[0]:.3f}-{cpu[-1]:.3f}]")
+        known = sorted(x for v in vals if (x := v[field]) is not None and not math.isnan(x))
+        if known:
+            parts.append(f"{name} {statistics.median(known):{fmt}} [{known[0]:{fmt}}-{known[-1]:{fmt}}]")
     if parts:
-        print(f"  CPU s/GB (client + server processes)          {', '.join(parts)}", flush=True)
-    parts = []
-    for name, vals in runs.items():
-        retrans = sorted(v[2] for v in vals if not math.isnan(v[2]))
-        if retrans:
-            parts.append(f"{name} {statistics.median(retrans):.0f} [{retrans[0]:.0f}-{retrans[-1]:.0f}]")
-    if parts:
-        print(f"  retransmitted segments per GB (senders)       {', '.join(parts)}", flush=True)
+        print(f"  {label:<46}{', '.join(parts)}", flush=True)
+
+
+def cost_lines(runs: dict[str, list[Reading]]) -> None:
+    """The CPU per GB of every tool whose CPU was read, and every tool's retransmissions per GB."""
+    spread_line("CPU s/GB (client + server processes)", runs, 1, ".3f")
+    spread_line("retransmitted segments per GB (senders)", runs, 2, ".0f")
 
 
 def main() -> int:
@@ -198,7 +199,7 @@ def main() -> int:
             for peer in ("iperf3", "netperf"):
                 results.append(verdict(f"engine / {peer}", [v[0] for v in runs["engine"]], [v[0] for v in runs[peer]],
                                        ">=", 1.0 if same else None))
-            cpu_line(runs)
+            cost_lines(runs)
         engine.close()
     finally:
         pair.close()

@@ -85,15 +85,18 @@ class Loop:
         in the order they became ready (see ``_ONESHOT``)."""
         if turns and TURNS:
             self._turns[fd] = events
-            events |= _ONESHOT
-        self._ep.register(fd, events)
+        self._ep.register(fd, self._armed(fd, events))
         self._handlers[fd] = handler
 
     def modify(self, fd: int, events: int) -> None:
-        if fd in self._turns:
-            self._turns[fd] = events
-            events |= _ONESHOT
-        self._ep.modify(fd, events)
+        self._ep.modify(fd, self._armed(fd, events))
+
+    def _armed(self, fd: int, events: int) -> int:
+        """The epoll events of ``fd``: one-shot for a socket served in turn, whose events are kept for _rearm."""
+        if fd not in self._turns:
+            return events
+        self._turns[fd] = events
+        return events | _ONESHOT
 
     def unregister(self, fd: int) -> None:
         self._turns.pop(fd, None)

@@ -40,7 +40,8 @@ def _wait_free(client: object, host: str, lab_path: str, deadline: float, say: C
                 raise SweepError(f"lab {lab_path}: {host}: {exc.message}; waited {LAB_WAIT:.0f} s") from None
             owner = str((exc.detail or {}).get("run", "")) if isinstance(exc.detail, dict) else ""
             if owner != said:
-                say(f"netesto sweep: {host}: {exc.message}; waiting for it before the next point")
+                said_host = "" if exc.message.startswith(f"{host}:") else f"{host}: "
+                say(f"netesto sweep: {said_host}{exc.message}; waiting for it before the next point")
                 said = owner
             left = exc.detail.get("lease_left", 1.0) if isinstance(exc.detail, dict) else 1.0
             time.sleep(min(max(float(left), 0.2) + 0.2, 5.0))

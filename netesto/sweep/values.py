@@ -23,7 +23,7 @@ from typing import Any, Callable
 from netesto.errors import NetestoError, SweepError
 
 MAX_VALUE_CHARS = 256
-_WORD = re.compile(r"^[A-Za-z0-9_.:/+@%=][A-Za-z0-9_.:/+@%=-]*$")
+_WORD = re.compile(r"^(?:[A-Za-z0-9_.:/+@%=][A-Za-z0-9_.:/+@%=-]*)?$")  # empty too: "" is a default
 # The names a testbed reshapes (netesto.sweep.point.SHAPE_PARAMS): their kind is the testbed's.
 NAMED_KINDS = {"bw": "rate", "rtt": "time", "jitter": "time", "buffer": "buffer", "loss": "loss"}
 

@@ -88,7 +88,7 @@ def recover(lab_path: str, workdir: Path, say: Callable[[str], None]) -> list[Pa
     holding = ready(lab_path, say)
     if not holding:
         return []
-    say(f"netesto sweep: {', '.join(holding)} still hold(s) data of an earlier attempt: fetching it into {workdir}")
+    say(f"netesto sweep: {', '.join(holding)} still hold(s) data of an earlier run: fetching it into {workdir}")
     return salvage(lab_path, workdir, say)
 
 

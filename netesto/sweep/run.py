@@ -149,7 +149,9 @@ def sweep(
         jobs.put(r)
     errors: list[BaseException] = []
 
-    def work(worker: Worker) -> None:
+    ended = [threading.Event() for _ in workers]
+
+    def work(worker: Worker, done: threading.Event) -> None:
         try:
             # what a killed run or a restarted agent left on this lab, before its first point here
             recover_stale(worker, ctx, _last_on(manifest, worker.lab))
@@ -164,14 +166,19 @@ def sweep(
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             errors.append(exc)
             ctx.stop.set()
+        finally:
+            done.set()
 
-    threads = [threading.Thread(target=work, args=(w,), name=f"sweep-{i}", daemon=True) for i, w in enumerate(workers)]
+    threads = [threading.Thread(target=work, args=(w, e), name=f"sweep-{i}", daemon=True)
+               for i, (w, e) in enumerate(zip(workers, ended))]
     try:
         for t in threads:
             t.start()
-        _join(threads)
+        _wait(ended)
     except KeyboardInterrupt:
-        _interrupted(threads, ctx)
+        _interrupted(ended, ctx)
+        for exc in errors:  # a worker's own failure is not lost behind the Ctrl-C
+            say(f"netesto sweep: while stopping: {type(exc).__name__}: {exc}")
         raise
     finally:
         bar(None)
@@ -182,13 +189,16 @@ def sweep(
     return result
 
 
-def _join(threads: list[threading.Thread]) -> None:
-    for t in threads:
-        while t.is_alive():
-            t.join(0.2)
+def _wait(ended: list[threading.Event]) -> None:
+    """Until every worker has ended. Not Thread.join: a join that a Ctrl-C interrupts can leave
+    its thread looking dead while it still runs (CPython 3.11), and the sweep would exit under
+    a point that is still being recorded; an Event's flag stays true to what the worker said."""
+    for e in ended:
+        while not e.wait(0.2):
+            pass
 
 
-def _interrupted(threads: list[threading.Thread], ctx: Context) -> None:
+def _interrupted(ended: list[threading.Event], ctx: Context) -> None:
     """Ctrl-C: the running points end normally (their kernels run in sessions of their own,
     jupyter_client's) and are recorded; no new one starts. A second Ctrl-C stops the wait:
     the points still running are recorded as interrupted."""
@@ -196,7 +206,7 @@ def _interrupted(threads: list[threading.Thread], ctx: Context) -> None:
     say("netesto sweep: stopping after the point(s) running now (Ctrl-C again: stop now, "
         "recording them as interrupted)")
     try:
-        _join(threads)
+        _wait(ended)
     except KeyboardInterrupt:
         with ctx.lock:
             for rec in ctx.manifest.points.values():

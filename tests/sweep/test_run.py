@@ -119,3 +119,32 @@ def test_a_notebook_without_parameters_and_a_sweep_dir_in_use(notebook: Path, tm
     (tmp_path / "o3" / "mine.txt").write_text("")
     with pytest.raises(SweepError, match="not a sweep directory"):
         sweep(notebook, ["x=1"], out=tmp_path / "o3", progress=False)
+
+
+def test_ctrl_c_lets_the_running_point_finish_and_records_it_finished(src: str, tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    nb = write(tmp_path / "slow.ipynb", 'x = 1\nsrc = ""', 'import shutil, time\ntime.sleep(4)\nshutil.copytree(src, "results/1")')
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "netesto", "sweep", str(nb), "-p", "x=1,2", "--set", f"src={src}",
+                             "--out", str(out), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and '"running"' not in ((out / "manifest.json").read_text()
+                                                                   if (out / "manifest.json").exists() else ""):
+            time.sleep(0.1)
+        time.sleep(1.0)  # inside the point's sleep
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C as a terminal sends it
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    recs = sorted(json.loads((out / "manifest.json").read_text())["points"].values(), key=lambda r: r["index"])
+    # the point that was running when Ctrl-C came ran to its end and is recorded so, with its summary and pages
+    assert recs[0]["status"] == "ok" and recs[0]["summary"]["rate"] > 0 and (out / recs[0]["html"]).is_file(), recs[0]
+    assert recs[1]["status"] == "pending"

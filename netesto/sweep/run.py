@@ -4,9 +4,11 @@ Each point runs in its own directory ``<out>/<point.dirname>/`` (the kernel's
 working directory): the executed notebook, its HTML export and whatever the
 notebook wrote (its experiments). ``manifest.json`` records every point as it
 ends, so a failed point is kept with its error while the others go on, and
-``resume=True`` runs only the points that are missing, failed or interrupted.
-At the end the points' experiments are combined into ``sweep.nc`` (the cube)
-and ``sweep.html`` (the report).
+``resume=True`` runs only the points that are missing, failed or interrupted,
+each earlier attempt set aside under ``attempts/`` (:mod:`netesto.sweep.attempts`).
+Before a lab's points, a dead run's claim is waited out and data its agents still
+hold is fetched apart (:mod:`netesto.sweep.recover`). At the end the points'
+experiments are combined into ``sweep.nc`` (the cube) and ``sweep.html`` (the report).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The point notebook's ``parameters`` cell gives each name a default, and the default
 its kind: ``dur = 3`` an int, ``x = 0.5`` a float, ``on = False`` a bool, and a text
 default a rate (``"100mbit"``), a time (``"20ms"``), a size (``"64K"``) or a word
-(``"cubic"``). ``bw``, ``rtt``, ``jitter``, ``buffer`` and ``loss`` are always what a
+(``"cubic"``). ``bw``, ``rtt``, ``jitter``, ``buffer`` and ``loss`` with a text default are what a
 testbed takes for them. A word is letters, digits and ``_ . : / + @ % =`` and ``-``
 (not first), at most :data:`MAX_VALUE_CHARS` characters: no space, quote, ``$``,
 ``;``, ``{``, newline, nothing a shell, an option parser or a ``%%netesto`` line
@@ -78,7 +78,7 @@ _UNITS = re.compile(r"[A-Za-z]")
 
 def kind_of(name: str, default: Any) -> str:
     """The kind of parameter ``name`` whose notebook default is ``default``."""
-    if name in NAMED_KINDS:
+    if name in NAMED_KINDS and (default is None or isinstance(default, str)):  # loss = 0 stays a number
         return NAMED_KINDS[name]
     if isinstance(default, bool):
         return "bool"

@@ -109,8 +109,8 @@ class Manifest:
             data = json.loads(path.read_text())
         except FileNotFoundError:
             raise SweepError(f"{Path(directory)}: not a sweep directory (no {MANIFEST})") from None
-        except (OSError, ValueError) as exc:
-            raise SweepError(f"{path}: unreadable: {exc}") from exc
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nesting no manifest has
+            raise SweepError(f"{path}: unreadable: {type(exc).__name__}: {str(exc)[:200]}") from None
         return from_data(data, str(path))
 
     def __iter__(self) -> Iterator[PointRecord]:
@@ -160,6 +160,15 @@ def _record(raw: Any, key: str, grid: dict[str, list[Any]], where: str) -> Point
         raise ValueError(f"key {rec.key!r} under {key!r}")
     if list(rec.params) != list(grid) or any(str(rec.params[n]) not in map(str, grid[n]) for n in grid):
         raise ValueError(f"params {rec.params!r}: not a cell of the grid")
+    for name in ("index", "rep", "seed", "attempt"):
+        if not isinstance(getattr(rec, name), int) or isinstance(getattr(rec, name), bool):
+            raise ValueError(f"{name} {getattr(rec, name)!r}: not an integer")
+    if not isinstance(rec.summary, dict) or not all(isinstance(v, (int, float)) for v in rec.summary.values()):
+        raise ValueError("summary: not {measure: number}")
+    if not isinstance(rec.checks, dict) or not all(isinstance(v, bool) for v in rec.checks.values()):
+        raise ValueError("checks: not {expression: true/false}")
+    if not all(isinstance(x, list) for x in (rec.experiments, rec.leftover)):
+        raise ValueError("experiments and leftover: lists of paths")
     if rec.status not in STATUSES:
         raise ValueError(f"status {rec.status!r}: one of {', '.join(STATUSES)}")
     relative(rec.dir, "dir")

@@ -105,13 +105,16 @@ def tamper(directory: Path, key: str, **fields: object) -> None:
 
 @pytest.mark.parametrize(("fields", "said"), [
     ({"dir": "../outside", "status": "failed"}, "dir '../outside': not a path inside the sweep directory"),
-    ({"dir": "/tmp/netesto-abs-outside", "status": "failed"}, "dir '/tmp/netesto-abs-outside'"),
+    ({"dir": "{abs}", "status": "failed"}, "dir '{abs}'"),
     ({"html": "javascript:alert(1)"}, "html 'javascript:alert(1)'"),
     ({"experiments": ["p000-x_1-r0/../../outside/1"]}, "experiment 'p000-x_1-r0/../../outside/1'"),
     ({"params": {"x": "1 --workdir /tmp"}}, "not a cell of the grid"),
 ])
 def test_a_tampered_manifest_is_refused_naming_the_entry(finished: Path, fields: dict[str, object], said: str) -> None:
     src = json.loads((finished / "manifest.json").read_text())["fixed"]["src"]
+    elsewhere = finished.parent / "abs-outside"  # an absolute path out of the sweep
+    fields = {k: (str(elsewhere) if v == "{abs}" else v) for k, v in fields.items()}
+    said = said.replace("{abs}", str(elsewhere))
     tamper(finished, "x=1,rep=0", **fields)
     nb = finished.parent / "p.ipynb"
     with pytest.raises(SweepError, match="point 'x=1,rep=0'") as refused:
@@ -123,7 +126,7 @@ def test_a_tampered_manifest_is_refused_naming_the_entry(finished: Path, fields:
 
     with pytest.raises(SweepError, match="point 'x=1,rep=0'"):
         write_report(finished)
-    assert not (finished.parent / "outside").exists() and not Path("/tmp/netesto-abs-outside").exists()
+    assert not (finished.parent / "outside").exists() and not elsewhere.exists()
     # the command line says it in one line, no traceback
     rc, err = cli_main(str(nb), "-p", "x=1,2", "--set", f"src={src}", "--out", str(finished), "--resume", "-q")
     assert rc == 2 and "point 'x=1,rep=0'" in err and "Traceback" not in err, err

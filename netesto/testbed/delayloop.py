@@ -355,6 +355,7 @@ class DelayLine:
                     gc.collect()
                     quiet_since = mono()
         finally:
+            gc.unfreeze()
             gc.enable()
         for _due, packet_id, queue, _verdict in heap:
             out.append((verdict_message(queue, packet_id, NF_DROP), queue, -1))

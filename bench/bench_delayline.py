@@ -87,14 +87,14 @@ def _line(label: str, m: Measured, own: dict[str, Any], cpu: float, seconds: flo
     cap = f"{len(added):6d} {_pct(added, 50):7.3f} {_pct(added, 99):7.3f} {max(added):7.3f} {early:5d}" if added else "     0"
     mine = (f"{own.get('released', 0):6d} {_fmt(own.get('added_p50_ms'))} {_fmt(own.get('added_p99_ms'))} "
             f"{_fmt(own.get('added_max_ms'))} {own.get('early', '-'):>5}")
-    return (f"  {label:<22} {cap} | {mine} | {_fmt(m.ping_min_ms)} {_fmt(tcp_min)} | "
+    return (f"  {label:<30} {cap} | {mine} | {_fmt(m.ping_min_ms)} {_fmt(tcp_min)} | "
             f"{100 * cpu / seconds:4.0f} %{'' if not (m.capture_dropped or m.unmatched > 20) else f'  (capture: {m.capture_dropped} dropped, {m.unmatched} unmatched)'}")
 
 
 def added_delay(state: dict[str, Any], tmp: Path, seconds: float) -> None:
     pid = next(p["pid"] for p in state["processes"] if p["kind"] == "delayline")
     print(f"added delay beyond {ONE_WAY_MS:g} ms one way, ms (captures on both router links; every packet matched in/out)")
-    print(f"  {'case':<22} {'pkts':>6} {'p50':>7} {'p99':>7} {'max':>7} {'early':>5} | "
+    print(f"  {'case':<30} {'pkts':>6} {'p50':>7} {'p99':>7} {'max':>7} {'early':>5} | "
           f"{'own: n':>6} {'p50':>7} {'p99':>7} {'max':>7} {'early':>5} | {'ping min':>7} {'tcp min_rtt':>7} | cpu")
     for hog in (False, True):
         with busy_loops(2 if hog else 0):

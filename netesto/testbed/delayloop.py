@@ -75,7 +75,12 @@ class LinkSettings:
 
 
 class Link:
-    """One queue's release discipline: when each packet it admits is due (None: dropped), and its statistics."""
+    """One queue's release discipline: when each packet it admits is due (None: dropped), and its statistics.
+
+    The loop asks nothing else of a link, so another discipline (a bandwidth
+    schedule, a delivery trace) is another ``admit`` that computes a due time
+    from the arrival and what the link already holds.
+    """
 
     __slots__ = ("settings", "rng", "stats", "hold_ns", "last_due")
 

@@ -8,7 +8,6 @@ h1 -> h2 beside it) while tcpdump runs on both router links;
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -45,28 +44,6 @@ def _ping_min(output: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def iperf3(client_ns: str, server_ns: str, server_addr: str, seconds: float, ca: str, extra: list[str]) -> dict[str, Any]:
-    """One iperf3 TCP run client -> server (a one-off server), its JSON."""
-    port = 20000 + (os.getpid() * 7 + int(time.monotonic() * 1000)) % 20000
-    server = tbutil.ns_popen(server_ns, ["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            if f":{port}" in tbutil.ns_run(server_ns, ["ss", "-ltn"]).stdout:
-                break
-            time.sleep(0.02)
-        proc = tbutil.ns_run(client_ns, ["iperf3", "-c", server_addr, "-p", str(port), "-t", f"{seconds:g}", "-C", ca,
-                                         "-J", *extra], timeout=seconds + 30)
-        data: dict[str, Any] = json.loads(proc.stdout)
-        if "error" in data:
-            raise AssertionError(f"iperf3: {data['error']}")
-        return data
-    finally:
-        if server.poll() is None:
-            server.kill()
-        server.wait()
-
-
 def measure(state: dict[str, Any], workdir: Path, *, seconds: float = 2.0, load_mbit: float | None = None,
             tcp: bool = False, ping_interval: float = 0.01, ca: str = "cubic") -> Measured:
     """Ping h1 -> h2 for ``seconds`` (and a TCP flow: paced to ``load_mbit``, or unpaced with ``tcp``),
@@ -89,8 +66,8 @@ def measure(state: dict[str, Any], workdir: Path, *, seconds: float = 2.0, load_
             out["ss"] = "\n".join(samples)
 
         def _iperf() -> None:
-            extra = ["-b", f"{load_mbit}M"] if load_mbit is not None else []
-            out["iperf"] = iperf3(h1["ns"], h2["ns"], h2["addr"], seconds, ca, extra)
+            extra = ("-b", f"{load_mbit}M") if load_mbit is not None else ()
+            out["iperf"] = tbutil.iperf3(h1["ns"], h2["ns"], h2["addr"], seconds, ca, extra=extra)
 
         threads += [threading.Thread(target=_ss), threading.Thread(target=_iperf)]
     with Captures(state["router_ns"], links, workdir) as cap:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,32 @@ def test_statistics_reach_the_testbed_and_its_log(tmp_path) -> None:
     final = json.loads((Path(tmp_path) / f"{name}.logs" / "delayline.stats.json").read_text())
     assert final["held"] >= live["held"] and final["early"] == 0 and final["dropped_at_exit"] == 0
     assert "delayline: final statistics" in (Path(tmp_path) / f"{name}.logs" / "delayline.log").read_text()
+
+
+def test_jitter_reorders_a_flow_only_where_netem_would(bed, tmp_path) -> None:
+    """SET_NETEM's fallback with jitter: packets of one flow overtake each other without a rate (as netem's
+    do), and leave in the order they came with one (netem with a rate keeps order)."""
+    h1, h2 = bed.state["links"]
+    from netesto.testbed.state import state_path
+
+    def fallback(delay: float, jitter: float, rate: int) -> None:
+        code = f"from netesto.testbed.delayline import netem_fallback as f; f('r-h2', {delay}, {jitter}, 0, {rate}, 1000)"
+        proc = subprocess.run(["ip", "netns", "exec", bed.state["router_ns"], sys.executable, "-c", code], capture_output=True,
+                              text=True, env={"NETESTO_TESTBED_STATE": str(state_path(bed.name)),
+                                              "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": ":".join(sys.path)})
+        assert proc.returncode == 0, proc.stderr
+
+    overtaken = {}
+    try:
+        for rate in (0, 100_000_000):
+            fallback(ONE_WAY_MS, 3.0, rate)
+            m = measure(bed.state, tmp_path / str(rate), seconds=1.5, tcp=True, ping_interval=0.05)
+            data = sorted((h for h in m.holds if h.proto == 6 and h.src == h1["addr"]), key=lambda h: h.t_in_ns)
+            left = [h.t_in_ns + h.held_ns for h in data]
+            overtaken[rate] = sum(1 for a, b in zip(left, left[1:]) if b < a)
+            assert len(data) > 100 and m.capture_dropped == 0
+            toward_h2 = [h.held_ns for h in m.holds if h.dst == h2["addr"]]
+            assert min(toward_h2) >= (ONE_WAY_MS - 3.0) * 1e6  # each packet's hold is its own draw, never less
+    finally:
+        fallback(0, 0, 0)  # the testbed's own link again
+    assert overtaken[0] > 0 and overtaken[100_000_000] == 0, overtaken

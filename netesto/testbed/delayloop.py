@@ -1,12 +1,5 @@
 """The delay line's packet loop: each queue a :class:`Link`, every packet held from its own arrival, never released early.
 
-This kernel has no netem, so the testbed's router namespace sends forwarded
-packets to netfilter queues (``iptables -A FORWARD -o r-h1 -j NFQUEUE
---queue-num 1``) and this process, speaking the nfnetlink_queue protocol over
-a raw ``AF_NETLINK`` socket with the standard library only, holds each packet
-for ``delay`` (+ uniform ``jitter``) milliseconds before the ``NF_ACCEPT``
-verdict; with probability ``loss`` it drops the packet at once (``NF_DROP``).
-
 Each packet's hold starts at its own arrival: the kernel's timestamp of the
 packet (:mod:`netesto.testbed.nfqueue` turns the stamps on), mapped from
 CLOCK_REALTIME onto the loop's CLOCK_MONOTONIC never too early

@@ -289,7 +289,8 @@ def _start_delayline(config: TestbedConfig, topo: topology.Topology, rec: _State
     ready = state_dir() / f"{config.name}.delayline.ready"
     ready.unlink(missing_ok=True)
     argv = [sys.executable, "-m", "netesto.testbed.delayline", "--delay", f"{one_way}", "--jitter", f"{config.jitter_ms / 2}",
-            "--loss", f"{config.loss}", "--control", str(control), "--ready-file", str(ready)]
+            "--loss", f"{config.loss}", "--control", str(control), "--ready-file", str(ready),
+            "--stats-file", str(base / f"{config.name}.logs" / "delayline.stats.json")]
     for q in queues:
         argv += ["--queue", str(q)]
     started = agents.spawn("delayline", "delayline", topo.router_ns, argv, base / f"{config.name}.logs" / "delayline.log")

@@ -394,7 +394,7 @@ def test_up_options_reach_the_kernel(tmp_path) -> None:
         assert tbutil.ns_run(router, ["cat", "/proc/sys/net/ipv4/ip_forward"]).stdout.strip() == "1"
         if state["delay_mode"] == "delayline":
             settings = send_control(state["delayline_control"], {"op": "stats"})["settings"][str(h1["queue"])]
-            assert settings == {"delay_ms": 5.0, "jitter_ms": 1.0, "loss": 0.005}, settings  # each way
+            assert settings == {"delay_ms": 5.0, "jitter_ms": 1.0, "loss": 0.005, "ordered": False}, settings  # each way
         status = subprocess.run([sys.executable, "-m", "netesto", "testbed", "status", "--name", name], capture_output=True, text=True)
         assert "bottleneck 50 Mbit/s, rtt 10.0 ms, buffer 125000 B, loss 0.5 %, jitter 2 ms, ca reno" in status.stdout, status.stdout
     finally:

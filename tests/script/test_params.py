@@ -150,3 +150,14 @@ def test_a_variable_an_undeclared_macro_reads_is_asked_for_at_the_run() -> None:
     assert where(err) == ("t.nts", 5, 5, "RUN m: missing argument secs")
     assert err.hint == "m reads $secs at t.nts:3:6: pass secs=... to RUN, or SET secs first"
     assert echoes("BEGIN m\nECHO $secs\nEND m\nSET secs=2\nRUN m\nRUN m secs=3") == ["2", "3"]
+
+
+def test_the_example_of_the_language_reference_plans_as_it_says() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "script-language.md").read_text(encoding="utf-8")
+    block = doc.split("## Macro parameters", 1)[1].split("```\n", 2)[1]
+    acts = plan(block, file="doc")
+    flows = [(a.exp, a.host, a.dur, a.delay, a.instances) for a in acts if a.kind == "DO_CLIENT"]
+    assert flows == [(1, "h2", 10.0, 0.0, 2), (1, "h3", 10.0, 0.0, 2), (2, "h2", 10.0, 0.0, 2),
+                     (2, "h3", 5.0, 3.0, 2)]

@@ -8,8 +8,10 @@ depth, variable expansion, statements and actions), so no script can hang.
 The rooms: :mod:`~netesto.script.evaluator` (variables, ``$name`` expansion,
 located errors), :mod:`~netesto.script.located` (a command's arguments with
 where each stands), :mod:`~netesto.script.book` (which experiment and host a
-command means), one builder per command in :mod:`~netesto.script.local` and
-:mod:`~netesto.script.remote`; this module runs the blocks (FOR, IF, IF_DEF,
+command means), :mod:`~netesto.script.params` and :mod:`~netesto.script.call`
+(a macro's parameters, and RUN's arguments checked against them), one builder
+per command in :mod:`~netesto.script.local` and :mod:`~netesto.script.remote`;
+this module runs the blocks (FOR, IF, IF_DEF,
 macros and RUN, SOURCE, END) and hands each command to its builder.
 """
 

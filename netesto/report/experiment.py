@@ -46,8 +46,10 @@ def page_plots(ds: Any, raw: Any = None) -> PagePlots:
     try:
         import bokeh  # noqa: F401
         import holoviews  # noqa: F401
-    except ImportError:
-        return PagePlots(note="Plots need holoviews and bokeh: pip install 'netesto[plots]'.")
+    except ImportError as exc:
+        from netesto.extras import install_hint
+
+        return PagePlots(note=f"Plots need holoviews and bokeh; {install_hint(exc.name or 'holoviews')}.")
     from netesto.plots.flows import PANELS, timeseries
     from netesto.plots.page import embed, figures
 

@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--no-agents", action="store_true", help="do not start agents (network only)")
     up.add_argument("--loopback", action="store_true", help="agents on 127.0.0.1 only: no namespaces, no shaping")
     down = sub.add_parser("down", help="remove everything a testbed created")
-    down.add_argument("--name", default=None, help="testbed name (default: the only one up, or tb)")
+    down.add_argument("--name", default=None,
+                      help="testbed name (default: the only one up, if it is yours and no one else has one up)")
     down.add_argument("--all", action="store_true", help="take every testbed down")
     status = sub.add_parser("status", help="testbeds, hosts, addresses, shaping, processes")
     status.add_argument("--name", default=None)
@@ -72,24 +73,35 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _names(lifecycle: object, name: str | None, *, every: bool) -> list[str]:
-    from netesto.testbed.state import list_states
+    """The testbeds ``down`` takes: ``name``, every one, or the only one up, which must be this
+    owner's (on a shared machine "the only one up" was another user's)."""
+    from netesto.testbed.state import list_states, owned_by_me, owner_text
 
     if name:
         return [name]
-    names = [s["name"] for s in list_states()]
+    states = list_states()
     if every:
-        return names
-    if len(names) == 1:
-        return names
-    if not names:
+        return [s["name"] for s in states]
+    mine = [s["name"] for s in states if owned_by_me(s)]
+    others = [f"{s['name']} of {owner_text(s)}" for s in states if not owned_by_me(s)]
+    if others:
+        yours = f"; yours: {', '.join(mine)}" if mine else "; none is yours"
+        raise TestbedError(f"testbeds of other owners are up: {', '.join(others)}{yours}. "
+                           "Say which to take down with --name")
+    if len(mine) == 1:
+        return mine
+    if not mine:
         raise TestbedError("no testbeds are up")
-    raise TestbedError(f"several testbeds are up ({', '.join(names)}): say which with --name, or --all")
+    raise TestbedError(f"several testbeds are up ({', '.join(mine)}): say which with --name, or --all")
 
 
 def format_status(st: dict) -> str:
     """A human summary of one testbed's state."""
     cfg = st.get("config", {})
-    lines = [f"testbed {st['name']} [{st.get('mode')}, {st.get('status')}] lab {st.get('lab', '-')}"]
+    from netesto.testbed.state import owner_text
+
+    lines = [f"testbed {st['name']} [{st.get('mode')}, {st.get('status')}] lab {st.get('lab', '-')}",
+             f"  owner {owner_text(st)}"]
     if st.get("mode") == "netns":
         lines.append(
             f"  bottleneck {cfg.get('bw_bps', 0) / 1e6:g} Mbit/s, rtt {cfg.get('rtt_ms')} ms, "

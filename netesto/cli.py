@@ -43,6 +43,14 @@ def _top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of ``netesto NAME`` (imports the command's module)."""
+    module_name, text, _ = COMMANDS[name]
+    parser = argparse.ArgumentParser(prog=f"netesto {name}", description=text)
+    importlib.import_module(module_name).add_arguments(parser)
+    return parser
+
+
 def missing_extra(exc: ModuleNotFoundError, command: str = "") -> str | None:
     """What installs the module ``exc`` says is missing (the extra ``command`` needs, when that
     has it), from pyproject's extras; None if no extra of ours has it."""
@@ -68,13 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"netesto: unknown command {name!r}{hint}\ncommands: {', '.join(COMMANDS)}  "
               "('netesto --help' says what each does)", file=sys.stderr)
         return 2
-    module_name, text, _ = COMMANDS[name]
     try:
-        module = importlib.import_module(module_name)
-        parser = argparse.ArgumentParser(prog=f"netesto {name}", description=text)
-        module.add_arguments(parser)
-        args = parser.parse_args(rest)
-        return _run(name, module, args)
+        args = command_parser(name).parse_args(rest)
+        return _run(name, importlib.import_module(COMMANDS[name][0]), args)
     except ModuleNotFoundError as exc:
         fix = missing_extra(exc, name)
         if fix is None:

@@ -20,7 +20,9 @@ PORT = 12867  # the flow server's default test port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    srv, cli = _engine_arguments(parser, datadir=DATADIR)
+    srv, cli = _engine_arguments(parser, datadir=DATADIR,
+                                 client_help="run flows to a flow server: -H HOST [-t TEST -l SECONDS -P N ...], "
+                                             "or those of a JSON spec file (--specs)")
     for where in (parser, srv, cli):  # before or after the role: SUPPRESS keeps the role's from resetting it
         where.add_argument("--json", action="store_true", default=False if where is parser else argparse.SUPPRESS,
                            help="print the raw JSON event lines instead of a summary")

@@ -15,7 +15,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-# Distributions whose import name is not their own name (lower-cased, '-' as '_');
+# Distributions (lower-case names) whose import name is not their own name with '-' as '_';
 # tests/test_extras.py checks each against the installed packages.
 IMPORT_NAMES = {"pyzmq": "zmq", "ipython": "IPython", "pillow": "PIL", "pytest-xdist": "xdist"}
 CORE = ""  # the key of the core requirements (no extra)
@@ -144,7 +144,9 @@ def install_command(extra: str) -> str:
             origin = {}
         url = origin.get("url", "")
         if url.startswith("file://"):
-            target, editable = url.removeprefix("file://"), bool(origin.get("dir_info", {}).get("editable"))
+            from urllib.parse import unquote
+
+            target, editable = unquote(url.removeprefix("file://")), bool(origin.get("dir_info", {}).get("editable"))
     spec = f"{target}[{extra}]" if extra else target
     return f"{sys.executable} -m pip install {'-e ' if editable else ''}'{spec}'"
 

@@ -102,9 +102,9 @@ def _names(lifecycle: object, name: str | None, *, every: bool) -> list[str]:
 
 def format_status(st: dict) -> str:
     """A human summary of one testbed's state."""
-    cfg = st.get("config", {})
     from netesto.testbed.state import owner_text
 
+    cfg = st.get("config", {})
     lines = [f"testbed {st['name']} [{st.get('mode')}, {st.get('status')}] lab {st.get('lab', '-')}",
              f"  owner {owner_text(st)}"]
     if st.get("mode") == "netns":

@@ -69,9 +69,7 @@ def _login_id(name: str) -> int | None:
     return None if value == UNSET_ID else value
 
 
-def _user(uid: int | None) -> str:
-    if uid is None:
-        return "?"
+def _user(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:

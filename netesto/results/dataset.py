@@ -20,7 +20,16 @@ from netesto.raw.experiment import short_host
 from netesto.results.hostfiles import HostSnapshot
 from netesto.results.load import ExperimentRaw, FlowRecord
 from netesto.results.gridding import Grid, interval_stats, last_in_step, rate_on_grid
-from netesto.results.numerics import col, flow_summary, goodput_series, host_of, num, start_time, times
+from netesto.results.numerics import (
+    col,
+    delivered_series,
+    flow_summary,
+    goodput_series,
+    host_of,
+    num,
+    start_time,
+    times,
+)
 from netesto.results.samples import ends, sample_layout
 from netesto.results.schema import (
     END_ATTRS,
@@ -120,12 +129,15 @@ LATENCY = ("lat_mean", "lat_p50", "lat_p90", "lat_p99", "lat_p999")
 
 
 def _grid_flow(rec: FlowRecord, raw: ExperimentRaw, grid: Grid, samples: dict[str, np.ndarray],
-               series: dict[str, np.ndarray], i: int) -> None:
+               series: dict[str, np.ndarray], delivered: np.ndarray, i: int) -> None:
     """Flow ``rec``'s row ``i`` of every (flow, time) series, from all of its rows (the sample layout's;
     see gridding.py)."""
     gp = goodput_series(rec, raw)
     ks, rate = rate_on_grid(gp[0], gp[1], grid)
     series["goodput"][i, ks] = rate * 8.0
+    tcp = delivered_series(rec, raw)  # what goodput_smooth smooths (see smoothing.py)
+    ks, rate = rate_on_grid(tcp[0], tcp[1], grid)
+    delivered[i, ks] = rate * 8.0
     j = ENDS.index("server" if rec.test == "TCP_MAERTS" else "client")
     sent = np.isfinite(samples["sample_time"][i, j])
     if rec.sender is not None and sent.any():
@@ -154,6 +166,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
     series = {v.name: np.full((nf, n), np.nan, dtype=v.dtype) for v in TIME_SERIES}
     summaries = {v.name: np.full(nf, np.nan) for v in FLOW_SUMMARIES}
     starts_rel = np.full(nf, np.nan)
+    delivered = np.full((nf, n), np.nan)
     ping_grid, ping_mean = _ping_lines(raw, grid)
     samples = sample_layout(raw, t0)
     for i, rec in enumerate(flows):
@@ -164,7 +177,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
         if tf.size:
             st = start_time(raw, rec, first)
             starts_rel[i] = (st if math.isfinite(st) and st < tf[0] else tf[0]) - t0
-        _grid_flow(rec, raw, grid, samples, series, i)
+        _grid_flow(rec, raw, grid, samples, series, delivered, i)
         key = _ping_key(rec)
         if key in ping_grid and ts.size:
             idx = grid.index(ts)
@@ -202,7 +215,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
     data_vars: dict[str, Any] = {}
     for spec in TIME_SERIES:
         data_vars[spec.name] = (("flow", "time"), series[spec.name], var_attrs(spec.name))
-    per, total = smoothed_goodput(series["goodput"], interval)
+    per, total = smoothed_goodput(delivered, interval)
     window = smooth_attrs(interval)
     data_vars["goodput_smooth"] = (("flow", "time"), per, {**var_attrs("goodput_smooth"), **window})
     data_vars["goodput_sum_smooth"] = (("time",), total, {**var_attrs("goodput_sum_smooth"), **window})

@@ -107,6 +107,24 @@ def goodput_series(rec: FlowRecord, raw: ExperimentRaw) -> tuple[np.ndarray, np.
     return t, b
 
 
+def delivered_series(rec: FlowRecord, raw: ExperimentRaw) -> tuple[np.ndarray, np.ndarray]:
+    """(times, cumulative bytes) the receiving TCP got in order (its socket's tcp_info ``bytes_received``,
+    from its first row), starting with (flow start, 0) as :func:`goodput_series`: what the network
+    delivered, whenever the application read it. The application's own count (:func:`goodput_series`)
+    where the receiver's file has no such column (drivers, UDP)."""
+    side = rec.receiver
+    b = col(side, "bytes_received")
+    if side is None or b.size < 2 or not b[-1] > b[0]:
+        return goodput_series(rec, raw)
+    t = times(raw, side, host_of(rec, side))
+    b = b - b[0]
+    start = start_time(raw, rec, side)
+    if math.isfinite(start) and start < t[0]:
+        t = np.concatenate(([start], t))
+        b = np.concatenate(([0.0], b))
+    return t, b
+
+
 def _window_rates(t: np.ndarray, b: np.ndarray, window: float) -> np.ndarray:
     """Mbit/s over consecutive ``window``-second windows fully inside the samples."""
     if t.size < 2 or t[-1] - t[0] < window:
@@ -227,5 +245,6 @@ def never_started(rec: FlowRecord) -> bool:
     return rec.client is not None and rec.client.header.get("started") is False
 
 
-__all__ = ["INFINITE_SSTHRESH", "RATE_WINDOW", "col", "flow_summary", "goodput_series", "host_of", "never_started",
+__all__ = ["INFINITE_SSTHRESH", "RATE_WINDOW", "col", "delivered_series", "flow_summary", "goodput_series", "host_of",
+           "never_started",
            "num", "start_late", "start_time", "times"]

@@ -104,8 +104,9 @@ TIME_SERIES: tuple[VarSpec, ...] = (
 
 # Smoothed goodput, (flow, time) and (time,): see netesto.results.smoothing (attrs carry the window).
 SMOOTHED: tuple[VarSpec, ...] = (
-    VarSpec("goodput_smooth", "bit/s", "goodput of the flow, mean over a window that stays inside the flow's life",
-            cell_methods=_MEAN),
+    VarSpec("goodput_smooth", "bit/s", "goodput of the flow as its receiving TCP got it (tcp_info bytes_received "
+            "of the receiver's socket; the application's count where there is none), mean over a window that "
+            "stays inside the flow's life", cell_methods=_MEAN),
     VarSpec("goodput_sum_smooth", "bit/s", "sum of the flows' goodput_smooth (NaN where no flow runs)",
             cell_methods=_MEAN),
 )

@@ -4,24 +4,32 @@ An experiment's :class:`xarray.Dataset` (``<exp>/exp.nc``) has
 
 dims
     ``flow`` (one entry per flow, labelled by its flow_id), ``time`` (seconds
-    since the experiment start on the common sampling grid: every flow's
-    samples are placed at ``round((t_wall - clock_offset - t0) / interval)``),
+    since the experiment start on the common sampling grid: a row belongs to
+    step ``round((t_wall - clock_offset - t0) / interval)``), ``end``
+    (client, server) and ``sample`` (a row's number in its end's raw file),
     ``node`` and ``counter`` for host-level statistics.
 coords
-    per flow: see :data:`FLOW_COORDS`; ``time``; ``node`` (host names) and
-    ``counter`` (``section.name`` of /proc/net/snmp, netstat, interfaces).
+    per flow: see :data:`FLOW_COORDS`; ``time``; ``end``; ``sample``; ``node``
+    (host names) and ``counter`` (``section.name`` of /proc/net/snmp, netstat,
+    interfaces).
 data variables
-    :data:`TIME_SERIES` on (flow, time), :data:`FLOW_SUMMARIES` on (flow,),
+    :data:`TIME_SERIES` and ``goodput_smooth`` on (flow, time),
+    ``goodput_sum_smooth`` on (time,), :data:`SAMPLE_VARS` on (flow, end,
+    sample): every raw row, :data:`FLOW_SUMMARIES` on (flow,),
     ``host_before``/``host_after``/``host_delta`` on (node, counter).
 attrs
     ``schema_version``, ``exp``, ``exp_name``, ``script``, ``desc``, ``other``
     (JSON), ``netesto_version``, ``hosts`` (JSON: kernel, agent version, clock
     offset/rtt per host), ``sysctls`` (JSON per host), ``start_wall`` (t0,
-    controller clock), ``interval``, ``start_skew_max``, ``errors`` (JSON list
-    of raw files that could not be read), ``created``.
+    controller clock), ``start_time`` (t0 in ISO 8601), ``interval``,
+    ``start_skew_max``, ``errors`` (JSON list of raw files that could not be
+    read), ``flow_warnings`` (JSON: late and missing starts, host-limited
+    flows), ``created``.
 
-Every variable carries ``attrs["units"]`` (UDUNITS spelling) and a
-``long_name``; CF ``standard_name`` only where CF defines one.
+Every variable carries ``attrs["units"]`` (UDUNITS spelling, read by cf-units
+and pint alike: packets are ``"1"`` with the word in the long name) and a
+``long_name``; text coordinates carry no units; grid series carry CF
+``cell_methods``. ``time`` makes no CF time claim (see :data:`TIME_ATTRS`).
 """
 
 from __future__ import annotations

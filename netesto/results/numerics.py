@@ -96,8 +96,13 @@ def goodput_series(rec: FlowRecord, raw: ExperimentRaw) -> tuple[np.ndarray, np.
     """(times, cumulative bytes) in the data direction, starting with
     (flow start, 0) when the header records the start."""
     side, name = _data_side(rec)
+    return _from_start(rec, raw, side, col(side, name))
+
+
+def _from_start(rec: FlowRecord, raw: ExperimentRaw, side: RawFlow | None,
+                b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(times, ``b``) of ``side``'s rows, with (its start, 0) first when its header records a start before them."""
     t = times(raw, side, host_of(rec, side))
-    b = col(side, name)
     if t.size == 0:
         return t, b
     start = start_time(raw, rec, side)
@@ -116,13 +121,7 @@ def delivered_series(rec: FlowRecord, raw: ExperimentRaw) -> tuple[np.ndarray, n
     b = col(side, "bytes_received")
     if side is None or b.size < 2 or not b[-1] > b[0]:
         return goodput_series(rec, raw)
-    t = times(raw, side, host_of(rec, side))
-    b = b - b[0]
-    start = start_time(raw, rec, side)
-    if math.isfinite(start) and start < t[0]:
-        t = np.concatenate(([start], t))
-        b = np.concatenate(([0.0], b))
-    return t, b
+    return _from_start(rec, raw, side, b - b[0])
 
 
 def _window_rates(t: np.ndarray, b: np.ndarray, window: float) -> np.ndarray:

@@ -147,7 +147,10 @@ def render_page(ds: Any, groups: Sequence[Any], all_items: Sequence[tuple[str, s
     plots = page_plots(ds, raw)
     from markupsafe import Markup
 
+    from netesto.results.health import page_context
+
     return jinja2.Environment(autoescape=True).from_string(text).render(
+        **page_context(ds),  # the sampling, limits and flow-warnings blocks
         plots=plots.plots,
         bokeh_head=plots.head,
         bokeh_script=plots.script,

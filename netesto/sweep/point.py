@@ -123,8 +123,9 @@ def run_point(rec: PointRecord, worker: Worker, ctx: Context) -> None:
         rec.seconds = round(time.monotonic() - t0, 3)
         rec.experiments, rec.leftover = experiments_in(ctx.directory, rec.dir)
         if rec.status == DONE and not rec.experiments:
-            rec.status, rec.error = "failed", (f"the notebook ended without an experiment (no exp.nc under {rec.dir}/): "
-                                               "did its run go to another workdir?")
+            rec.status = "failed"
+            rec.error = (f"the notebook ended without an experiment (no exp.nc under {rec.dir}/): "
+                         "did its run go to another workdir?")
         ctx.save()  # the point is recorded as it ended before anything slower (a second Ctrl-C) can stop us
     _finish_point(rec, worker, ctx, out_nb)
 

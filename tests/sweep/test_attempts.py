@@ -93,22 +93,27 @@ def test_a_killed_point_is_resumed_without_mixing_attempts(lab: str, tmp_path: P
     sw = netesto.open_sweep(out)
     assert sw.paths(ca="reno") == [out / killed["dir"] / "results" / "1" / "exp.nc"]
     want = experiment_summary(netesto.open_experiment(out / killed["experiments"][0]))["values"]["rate"]
-    assert float(sw.cube.rate.sel(ca="reno", rep=0)) == pytest.approx(want) and killed["summary"]["rate"] == pytest.approx(want)
+    assert float(sw.cube.rate.sel(ca="reno", rep=0)) == pytest.approx(want)
+    assert killed["summary"]["rate"] == pytest.approx(want)
 
 
 def test_data_an_agent_still_holds_is_fetched_apart_and_the_points_run(lab: str, tmp_path: Path) -> None:
     """Agents that hold an experiment nobody fetched (a controller killed mid-flow; an agent restarted
     mid-point is the same to a sweep): its number would clash with every point's first experiment."""
     script = tmp_path / "stale.nts"
-    script.write_text("SOURCE inlib\nRUN InlibShortWaits\nRUN MServerStream servers=h1 clients=h2 expName=stale\n")
+    script.write_text("SOURCE inlib\nRUN InlibShortWaits\n"
+                      "RUN MServerStream servers=h1 clients=h2 expName=stale ca=$ca dur=$dur\n")
     ctl = subprocess.Popen([sys.executable, "-m", "netesto", "run", str(script), "--lab", lab, "--workdir",
                             str(tmp_path / "w"), "-D", "dur=6", "-D", "ca=reno", "-D", "instances=1"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     with tbutil.group_killed_after(ctl):
         assert ctl.stdout is not None
+        said = []
         for line in ctl.stdout:  # killed once its flow runs: the agents keep experiment 1
+            said.append(line)
             if "flow(s) of" in line:
                 break
+        assert "flow(s) of" in said[-1], "".join(said)
         time.sleep(1.0)
         os.killpg(ctl.pid, signal.SIGKILL)
         ctl.wait()

@@ -63,7 +63,8 @@ def test_an_option_like_or_quoted_parameter_is_refused(value: str, dead_lab: Pat
     assert rc == 2 and "parameter ca=" in err and "not a word" in err, err
     assert "Traceback" not in err and not out.exists()
     # the fixed values and the typed kinds too: a rate that is not one, a time that is not one
-    for args, said in ((["-p", "dur=2", "--set", f"ca={value}"], "parameter ca="), (["-p", "bw=10mbit --x"], "not a rate"),
+    for args, said in ((["-p", "dur=2", "--set", f"ca={value}"], "parameter ca="),
+                       (["-p", "bw=10mbit --x"], "not a rate"),
                        (["-p", "rtt=20ms;id"], "not a time"), (["-p", "lab=/tmp/x"], "set by the sweep itself")):
         rc, err = cli_main(str(NOTEBOOKS / "sweep.ipynb"), *args, "--lab", str(dead_lab), "--out", str(out), "-q")
         assert rc == 2 and said in err and not out.exists(), (args, err)
@@ -179,7 +180,8 @@ def test_html_reprs_escape_script_in_values_and_names(processed: Path, tmp_path:
     m.points["ca=cubic,rep=0"].experiments = [f"{m.points['ca=cubic,rep=0'].dir}/results/1"]
     m.save(out)
     write_cube(out, m)
-    for shown in (open_sweep(out)._repr_html_(), SweepResult(out, Manifest.load(out), report=out / "sweep.html")._repr_html_(),
+    result = SweepResult(out, Manifest.load(out), report=out / "sweep.html")
+    for shown in (open_sweep(out)._repr_html_(), result._repr_html_(),
                   Table.from_workdir(out / m.points["ca=cubic,rep=0"].dir / "results")._repr_html_()):
         found = tags(shown)
         assert "script" not in found.tags and "img" not in found.tags and found.handlers == [], shown[:2000]

@@ -6,7 +6,7 @@
 # already active: Debian's own python3 refuses `pip install` outside one (PEP 668).
 
 PYTHON ?= python3
-# gcc, libc6-dev and python3-dev build the engine's optional C loops (netesto/engine/_*.c);
+# gcc, libc6-dev and python3-dev build the engine's optional C loops (netesto/engine/native/*/*.c);
 # python3-venv gives Debian's python3 its venv module.
 APT_PACKAGES = iproute2 iptables iputils-ping ethtool tcpdump iperf3 strace sysstat chromium gcc libc6-dev python3-dev python3-venv zlib1g-dev
 PYTEST_ARGS ?=
@@ -45,5 +45,5 @@ bench: install
 	$(PY) -m bench $(BENCH)
 
 clean:
-	rm -rf build *.egg-info .pytest_cache netesto/engine/_fastloop*.so netesto/engine/_crrloop*.so \
-		netesto/engine/_rrloop*.so
+	rm -rf build *.egg-info .pytest_cache netesto/engine/native/_fastloop*.so netesto/engine/native/_crrloop*.so \
+		netesto/engine/native/_rrloop*.so

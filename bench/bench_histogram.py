@@ -27,7 +27,7 @@ from netesto.engine import histogram
 from netesto.engine.histogram import Histogram
 
 try:
-    from netesto.engine import _fastloop  # type: ignore[attr-defined]
+    from netesto.engine.native import _fastloop  # type: ignore[attr-defined]
 except ImportError:
     _fastloop = None
 

@@ -14,7 +14,7 @@ import socket
 from typing import Any, Callable
 
 from netesto.collectors import tcpinfo
-from netesto.engine import crrfast
+from netesto.engine.native import crrfast
 from netesto.engine import handshake as hs
 from netesto.engine.balance import LoadBoard
 from netesto.engine.flowend import FlowEnd, describe_error, safe_flow_id

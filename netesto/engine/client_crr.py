@@ -12,7 +12,7 @@ from array import array
 from typing import Any
 
 from netesto.collectors import tcpinfo
-from netesto.engine import crrfast, fastloop
+from netesto.engine.native import crrfast, fastloop
 from netesto.engine import handshake as hs
 from netesto.engine.client import ClientFlow
 from netesto.engine.flowrecord import LAT_FOLD

@@ -9,7 +9,7 @@ import time
 from array import array
 from typing import Any
 
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from netesto.engine.client import ClientFlow
 from netesto.engine.flowrecord import LAT_FOLD
 from netesto.engine.loop import ERR, IN, OUT

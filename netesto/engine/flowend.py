@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from netesto.collectors import tcpinfo
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from netesto.engine.flowrecord import LAT_BATCH, FlowRecord
 from netesto.engine.realtime import RealtimeHold
 from netesto.engine.records import GAPS, sample_tick

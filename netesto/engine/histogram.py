@@ -11,7 +11,7 @@ from __future__ import annotations
 from array import array
 from typing import Iterable
 
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from netesto.raw import histogram as raw
 
 # The C counter of an int64 array, or None for the pure-Python path (tests switch it to compare both).

@@ -20,7 +20,7 @@ from array import array
 from typing import Callable
 
 from netesto.collectors import tcpinfo
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from netesto.raw.columns import (
     APP_COLUMNS,
     CC_COLUMNS,

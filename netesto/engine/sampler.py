@@ -33,7 +33,7 @@ import time
 from array import array
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from netesto.engine.records import sample_end, sample_tick
 from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.nflow import FlowWriter

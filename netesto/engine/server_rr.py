@@ -9,7 +9,7 @@ import time
 from array import array
 from typing import Any
 
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from netesto.engine.client_rr import lone_deadline
 from netesto.engine.loop import ERR, IN, OUT
 from netesto.engine.rrgroup import group_of, take_back

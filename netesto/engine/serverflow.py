@@ -15,7 +15,7 @@ import time
 from array import array
 from typing import Any, Callable
 
-from netesto.engine import crrfast
+from netesto.engine.native import crrfast
 from netesto.engine import handshake as hs
 from netesto.engine.balance import LoadBoard
 from netesto.engine.flowend import FlowEnd, Worker, describe_error, io_handler

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from netesto.engine import fastloop, records
+from netesto.engine import records
+from netesto.engine.native import fastloop
 from netesto.engine.flowend import FlowEnd, Worker
 from netesto.engine.loop import Loop
 from netesto.engine.rrgroup import group_of

@@ -16,7 +16,7 @@ from array import array
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from netesto.collectors import tcpinfo
 from netesto.engine.client import StreamClient
 from netesto.engine import records
@@ -30,7 +30,7 @@ from netesto.raw.nflow_format import PREAMBLE
 from netesto.protocol.flowspec import FlowSpec
 from tests.raw.test_nflow_writer import blocks
 
-_ext = pytest.importorskip("netesto.engine._fastloop")
+_ext = pytest.importorskip("netesto.engine.native._fastloop")
 BUILDERS = {"C": _ext.sample_row, "python": sample_row_py}
 LAST = INFO_LEN + 24
 

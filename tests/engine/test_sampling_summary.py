@@ -8,7 +8,8 @@ from array import array
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from netesto.engine import fastloop, flowrecord, records, sampler
+from netesto.engine import flowrecord, records, sampler
+from netesto.engine.native import fastloop
 from netesto.engine.flowrecord import FlowRecord
 from netesto.engine.histogram import Histogram
 from netesto.engine.records import LAT, ZERO_LAT, interval_summary

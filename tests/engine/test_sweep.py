@@ -11,7 +11,8 @@ from array import array
 
 import pytest
 
-from netesto.engine import fastloop, records, sampler
+from netesto.engine import records, sampler
+from netesto.engine.native import fastloop
 from netesto.engine.client import StreamClient
 from netesto.engine.flowend import Worker
 from netesto.engine.loop import Loop

@@ -1,4 +1,4 @@
-/* The TCP_CRR client loop of netesto's flow engine in C, and the module netesto.engine._crrloop (see
+/* The TCP_CRR client loop of netesto's flow engine in C, and the module netesto.engine.native._crrloop (see
  * crrfast.py, CRRClient._run_c). The server side (crr_accept, crr_take: ServerWorker._on_accept) is in
  * _crrloop_accept.c, what both share in _crrloop.h.
  *

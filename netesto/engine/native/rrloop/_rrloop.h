@@ -6,7 +6,7 @@
 #ifndef NETESTO_RRLOOP_H
 #define NETESTO_RRLOOP_H
 
-#include "_loops.h"
+#include "../_loops.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
 #ifndef NETESTO_CRRLOOP_H
 #define NETESTO_CRRLOOP_H
 
-#include "_loops.h"
+#include "../_loops.h"
 
 #define CHUNK 65536
 #define CHECK_EVERY 16 /* transactions between signal checks */

@@ -1,5 +1,5 @@
 /* The sampler's rows of the members of netesto's C loop of many TCP_RR flow ends (module
- * netesto.engine._rrloop: the wait loop and the module are in _rrloop.c, what both share in _rrloop.h).
+ * netesto.engine.native._rrloop: the wait loop and the module are in _rrloop.c, what both share in _rrloop.h).
  *
  * The sampler's rows stay out of the transactions' latencies: every row held
  * the transactions in flight of the other members for its time (a row is

@@ -1,5 +1,5 @@
 /* Many TCP_RR flow ends on one worker in C: an epoll loop over their sockets (see rrgroup.py), and the
- * module netesto.engine._rrloop. A member's step (its read, its request or replies) is in
+ * module netesto.engine.native._rrloop. A member's step (its read, its request or replies) is in
  * _rrloop_steps.c, the members' sampler rows (parked clients, servers' quiet moments, the sweep,
  * holds()) in _rrloop_rows.c, what the files share in _rrloop.h.
  *

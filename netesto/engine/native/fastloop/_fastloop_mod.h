@@ -5,7 +5,7 @@
 #ifndef NETESTO_FASTLOOP_MOD_H
 #define NETESTO_FASTLOOP_MOD_H
 
-#include "_loops.h"
+#include "../_loops.h"
 
 /* A flow end's row taken by a C loop at its idle point (_fastloop.c; what the SAMPLE_API capsule lends the
  * other extensions): see struct sample_api in _loops.h. */

@@ -1,4 +1,4 @@
-/* One member's step in netesto's C loop of many TCP_RR flow ends (module netesto.engine._rrloop, whose
+/* One member's step in netesto's C loop of many TCP_RR flow ends (module netesto.engine.native._rrloop, whose
  * wait loop in _rrloop.c calls serve for each socket ready, or still holding more, in a round): a client's
  * read of its reply and its next request, a server's read of requests and its replies. */
 

@@ -78,7 +78,7 @@ static inline int add_int_constants(PyObject *m, const struct int_constant *c)
 /* acc's fields (Sampler.acc): hot rows' [the probes' own thread CPU ns, rows, written bytes of a block
  * Python must finish, thread CPU ns of the probed rows, probed rows] */
 enum { ACC_NS, ACC_ROWS, ACC_WRITTEN, ACC_PROBED, ACC_PROBED_ROWS, ACC_N };
-#define SAMPLE_API_NAME "netesto.engine._fastloop.SAMPLE_API"
+#define SAMPLE_API_NAME "netesto.engine.native._fastloop.SAMPLE_API"
 #define SAMPLE_API_VERSION 1
 struct sample_api {
     int version;

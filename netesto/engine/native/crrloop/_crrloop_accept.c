@@ -1,4 +1,4 @@
-/* The server side of the TCP_CRR loops in C (module netesto.engine._crrloop; the client loop and the module
+/* The server side of the TCP_CRR loops in C (module netesto.engine.native._crrloop; the client loop and the module
  * are in _crrloop.c, what both share in _crrloop.h).
  *
  * crr_accept accepts the connections waiting on a listener and serves the

@@ -29,7 +29,7 @@ def _load() -> ModuleType | None:
     if time.get_clock_info("perf_counter").implementation != "clock_gettime(CLOCK_MONOTONIC)":
         return None
     try:
-        from netesto.engine import _fastloop  # type: ignore[attr-defined]
+        from netesto.engine.native import _fastloop  # type: ignore[attr-defined]
     except ImportError:
         return None
     return _fastloop
@@ -40,7 +40,7 @@ def _load_rrloop() -> ModuleType | None:
     if ext is None:
         return None
     try:
-        from netesto.engine import _rrloop  # type: ignore[attr-defined]
+        from netesto.engine.native import _rrloop  # type: ignore[attr-defined]
     except ImportError:
         return None
     return _rrloop
@@ -51,7 +51,7 @@ def _load_clockless() -> ModuleType | None:
     if os.environ.get("NETESTO_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from netesto.engine import _fastloop  # type: ignore[attr-defined]
+        from netesto.engine.native import _fastloop  # type: ignore[attr-defined]
     except ImportError:
         return None
     return _fastloop

@@ -6,7 +6,7 @@
 #ifndef NETESTO_FASTLOOP_ROW_H
 #define NETESTO_FASTLOOP_ROW_H
 
-#include "_loops.h"
+#include "../_loops.h"
 
 #include <stdint.h>
 #include <time.h>

@@ -15,7 +15,7 @@ from netesto.collectors import tcpinfo
 from netesto.engine.native import crrfast, fastloop
 from netesto.engine import handshake as hs
 from netesto.engine.client import ClientFlow
-from netesto.engine.flowrecord import LAT_FOLD
+from netesto.engine.sampling.flowrecord import LAT_FOLD
 from netesto.engine.loop import IN, OUT
 from netesto.errors import TrafficError
 

@@ -1,9 +1,9 @@
 """One end of a flow as the engine runs it: moving bytes, begin and end, the summary; the worker it runs in.
 
 :class:`FlowEnd` is the base of every client- and server-side flow; what it
-counts and writes is its base :class:`~netesto.engine.flowrecord.FlowRecord`.
+counts and writes is its base :class:`~netesto.engine.sampling.flowrecord.FlowRecord`.
 :class:`Worker` is what the flow ends of one process share: the loop, the
-:class:`~netesto.engine.sampler.Sampler`, the data dir, the event sink.
+:class:`~netesto.engine.sampling.sampler.Sampler`, the data dir, the event sink.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from netesto.collectors import tcpinfo
 from netesto.engine.native import fastloop
-from netesto.engine.flowrecord import LAT_BATCH, FlowRecord
+from netesto.engine.sampling.flowrecord import LAT_BATCH, FlowRecord
 from netesto.engine.realtime import RealtimeHold
-from netesto.engine.records import GAPS, sample_tick
-from netesto.engine.sampler import Sampler
+from netesto.engine.sampling.records import GAPS, sample_tick
+from netesto.engine.sampling.sampler import Sampler
 from netesto.errors import TrafficError
 from netesto.protocol.flowspec import FlowSpec
 from netesto.protocol.names import is_name
@@ -93,7 +93,7 @@ def check_datadir(datadir: str | os.PathLike[str]) -> None:
 class FlowEnd(FlowRecord):
     """One end of a flow: moves the bytes, begins and ends; subclasses per side and test type.
 
-    What it counts and records is :class:`~netesto.engine.flowrecord.FlowRecord`'s.
+    What it counts and records is :class:`~netesto.engine.sampling.flowrecord.FlowRecord`'s.
     """
 
     def __init__(self, worker: "Worker", spec: FlowSpec) -> None:
@@ -215,7 +215,7 @@ class FlowEnd(FlowRecord):
 
     def hot_point(self) -> None:
         """An idle point of an RR flow end in Python (a client's reply in, a server's reply out: nothing of
-        its own in flight): its row now if one is due (:meth:`~netesto.engine.sampler.Sampler.hot`)."""
+        its own in flight): its row now if one is due (:meth:`~netesto.engine.sampling.sampler.Sampler.hot`)."""
         if self.due_at <= time.monotonic():
             self.worker.sampler.hot(self)
 

@@ -9,7 +9,7 @@ the group's epoll), so the sampler, new connections and every other handler
 run as they would. Counters and latencies are moved into the flow ends
 (``tx``, ``rx``, ``trans``, ``lat_raw``: what the sampler reads) on every
 return, exceptions included. A member whose row is due (its ``due_at``, see
-:mod:`~netesto.engine.sampler`) gets it from the C loop at its idle point (a
+:mod:`~netesto.engine.sampling.sampler`) gets it from the C loop at its idle point (a
 client once its reply is whole, before its next request; a server once its
 replies are out), with the slot's counters and latencies, so the loop need not
 come back to Python for the sampler with every member's transaction held. No
@@ -29,7 +29,7 @@ import select
 from array import array
 from typing import Any, Callable, Protocol
 
-from netesto.engine.flowrecord import LAT_FOLD
+from netesto.engine.sampling.flowrecord import LAT_FOLD
 from netesto.engine.loop import Loop
 
 # A client member whose row is due parks at its idle point (no request out) until no client member of the

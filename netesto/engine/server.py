@@ -97,7 +97,7 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
     ``workers`` processes share the port (SO_REUSEPORT); new flows go to the
     least-loaded one (:class:`~netesto.engine.balance.LoadBoard`); 0 means
     :func:`default_workers`. ``sample_duty`` is for bench_sampling only (see
-    :func:`~netesto.engine.sampler.bench_window_sampled`).
+    :func:`~netesto.engine.sampling.sampler.bench_window_sampled`).
     """
     if workers < 0:
         raise TrafficError(f"workers must be >= 0 (0: one per usable CPU), got {workers}")

@@ -169,7 +169,7 @@ def run_client(
     sample_duty: float = 0.0,
 ) -> int:
     """Run every flow; call ``out(event)`` for each event (default: print JSON lines).
-    ``sample_duty`` is for bench_sampling only (see :func:`~netesto.engine.sampler.bench_window_sampled`).
+    ``sample_duty`` is for bench_sampling only (see :func:`~netesto.engine.sampling.sampler.bench_window_sampled`).
 
     Returns 0 when every flow ended OK, 1 otherwise.
     """

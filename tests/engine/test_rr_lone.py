@@ -14,7 +14,7 @@ from array import array
 
 import pytest
 
-from netesto.engine import records
+from netesto.engine.sampling import records
 from netesto.engine.native import fastloop
 from netesto.engine.flowend import FlowEnd, Worker
 from netesto.engine.loop import Loop

@@ -14,11 +14,11 @@ from array import array
 
 import pytest
 
-from netesto.engine import records
+from netesto.engine.sampling import records
 from netesto.engine.native import fastloop
 from netesto.engine.flowend import FlowEnd, Worker
 from netesto.engine.loop import Loop
-from netesto.engine.records import HEAD, LAT, interval_summary
+from netesto.engine.sampling.records import HEAD, LAT, interval_summary
 from netesto.protocol.flowspec import FlowSpec
 from tests.engine.test_engine import ENGINE, Server, ends, spec
 

@@ -25,9 +25,9 @@ from netesto.errors import RawDataError
 from netesto.collectors import tcpinfo
 from netesto.raw.columns import CC_COLUMNS, FLOW_COLUMNS, LATENCY_COLUMNS, TCP_INFO_COLUMNS
 from netesto.engine.flowend import FlowEnd, Worker
-from netesto.engine.flowrecord import FLUSH_SECONDS
+from netesto.engine.sampling.flowrecord import FLUSH_SECONDS
 from netesto.engine.loop import Loop
-from netesto.engine.sampler import FLUSH_GROUP
+from netesto.engine.sampling.sampler import FLUSH_GROUP
 from netesto.raw.nflow import Column, FlowWriter, RecordLayout, read_flow
 from netesto.protocol.flowspec import FlowSpec
 

@@ -22,7 +22,7 @@ the same sweep (see :meth:`Sampler._first_block`). Stream (and UDP, CRR) ends
 stay in the sweep: a row taken alone costs about twice a row in a batch (cold
 code more than cold data; see docs/raw-format.md). Without the extension the sweep
 samples everything at the grid points through
-:meth:`~netesto.engine.flowrecord.FlowRecord.sample` (the Python twin).
+:meth:`~netesto.engine.sampling.flowrecord.FlowRecord.sample` (the Python twin).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from array import array
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from netesto.engine.native import fastloop
-from netesto.engine.records import sample_end, sample_tick
+from netesto.engine.sampling.records import sample_end, sample_tick
 from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.nflow import FlowWriter
 
@@ -98,7 +98,7 @@ class Sampler:
 
     The sweep (one timer per interval) builds the rows of the flow ends still due in one call of
     the C ``sample_tick`` when the extension is built, and calls
-    :meth:`~netesto.engine.flowrecord.FlowRecord.sample` for those it leaves to Python (RR rows
+    :meth:`~netesto.engine.sampling.flowrecord.FlowRecord.sample` for those it leaves to Python (RR rows
     whose latency part must wait, see ``sample_tick``), or for all of them without the
     extension. :meth:`hot` takes one flow end's row at its idle point (``fastloop.sample_end``;
     the C loops of RR flow ends take theirs themselves, into the same ``acc``).

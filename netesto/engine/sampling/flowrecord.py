@@ -3,7 +3,7 @@
 :class:`FlowRecord` is the base of :class:`~netesto.engine.flowend.FlowEnd`.
 The worker's Sampler calls :meth:`FlowRecord.sample` on a fixed grid; a
 sample appends one fixed-length record (stamps, counters, the raw
-``tcp_info`` bytes, no decoding; see :mod:`netesto.engine.records`) and every
+``tcp_info`` bytes, no decoding; see :mod:`netesto.engine.sampling.records`) and every
 ~0.5 s the buffered records are written as they are, as one ``records`` block
 (the reader splits them into columns, so that costs the sampling host nothing).
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from netesto.collectors import tcpinfo
-from netesto.engine.histogram import Histogram
-from netesto.engine.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, lat_summary, sample_row
+from netesto.engine.sampling.histogram import Histogram
+from netesto.engine.sampling.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, lat_summary, sample_row
 from netesto.protocol.flowspec import FlowSpec
 from netesto.vocab import RR_TESTS
 from netesto.raw.columns import FLOW_COLUMNS
@@ -190,7 +190,7 @@ class FlowRecord:
         and write the block if it is due (it waited for them, out of the tick too).
 
         Each comes from the interval's latencies ranked (sorted in Python, selected in C)
-        (:func:`~netesto.engine.records.lat_summary`: the same bytes as the interval
+        (:func:`~netesto.engine.sampling.records.lat_summary`: the same bytes as the interval
         histogram's at a fraction of the cost); the latencies wait in ``lat_done`` for the flow's
         histogram, which takes them in batches (one dict update per bucket and batch, where each
         tick's few dozen values hit about as many buckets as there are values).

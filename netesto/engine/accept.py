@@ -15,10 +15,10 @@ from typing import Any, Callable
 
 from netesto.collectors import tcpinfo
 from netesto.engine.native import crrfast
-from netesto.engine import handshake as hs
-from netesto.engine.balance import LoadBoard
+from netesto.engine.core import handshake as hs
+from netesto.engine.core.balance import LoadBoard
 from netesto.engine.flowend import FlowEnd, describe_error, safe_flow_id
-from netesto.engine.loop import IN, Loop, Timer
+from netesto.engine.core.loop import IN, Loop, Timer
 from netesto.engine.server_rr import RRServer
 from netesto.engine.server_udp import UDPServer
 from netesto.engine.serverflow import CRRServer, JoinConn, ServerFlow, ServerHost, StreamServer

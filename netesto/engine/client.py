@@ -27,10 +27,10 @@ import time
 from typing import Any
 
 from netesto.collectors import tcpinfo
-from netesto.engine import handshake as hs
+from netesto.engine.core import handshake as hs
 from netesto.engine.clientrun import ClientRun
 from netesto.engine.flowend import Worker, describe_error, io_handler
-from netesto.engine.loop import ERR, IN, OUT, Timer
+from netesto.engine.core.loop import ERR, IN, OUT, Timer
 from netesto.errors import TrafficError
 from netesto.protocol.flowspec import FlowSpec
 

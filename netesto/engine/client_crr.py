@@ -13,10 +13,10 @@ from typing import Any
 
 from netesto.collectors import tcpinfo
 from netesto.engine.native import crrfast, fastloop
-from netesto.engine import handshake as hs
+from netesto.engine.core import handshake as hs
 from netesto.engine.client import ClientFlow
 from netesto.engine.sampling.flowrecord import LAT_FOLD
-from netesto.engine.loop import IN, OUT
+from netesto.engine.core.loop import IN, OUT
 from netesto.errors import TrafficError
 
 _LINGER_0 = struct.pack("ii", 1, 0)  # close() sends a reset: no TIME_WAIT

@@ -12,7 +12,7 @@ from typing import Any
 from netesto.engine.native import fastloop
 from netesto.engine.client import ClientFlow
 from netesto.engine.sampling.flowrecord import LAT_FOLD
-from netesto.engine.loop import ERR, IN, OUT
+from netesto.engine.core.loop import ERR, IN, OUT
 from netesto.engine.rrgroup import group_of, take_back
 
 _IN_ERR = IN | ERR

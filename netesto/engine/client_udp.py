@@ -8,10 +8,10 @@ import struct
 import time
 
 from netesto.collectors import tcpinfo
-from netesto.engine import handshake as hs
+from netesto.engine.core import handshake as hs
 from netesto.engine.client import ClientFlow
 from netesto.engine.flowend import io_handler
-from netesto.engine.loop import ERR, IN, OUT
+from netesto.engine.core.loop import ERR, IN, OUT
 from netesto.errors import TrafficError
 
 UDP_DEFAULT_SIZE = 1472  # one 1500-byte IPv4 packet

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from netesto.collectors import tcpinfo
 from netesto.engine.native import fastloop
 from netesto.engine.sampling.flowrecord import LAT_BATCH, FlowRecord
-from netesto.engine.realtime import RealtimeHold
+from netesto.engine.core.realtime import RealtimeHold
 from netesto.engine.sampling.records import GAPS, sample_tick
 from netesto.engine.sampling.sampler import Sampler
 from netesto.errors import TrafficError
@@ -29,7 +29,7 @@ from netesto.protocol.flowspec import FlowSpec
 from netesto.protocol.names import is_name
 
 if TYPE_CHECKING:
-    from netesto.engine.loop import Loop, Timer
+    from netesto.engine.core.loop import Loop, Timer
 
 SEND_CHUNK = 1 << 19  # 512 KiB: on a veth pair bbr keeps up ~15-20 % better than with 128-256 KiB writes (bench_stream)
 RECV_SIZE = 1 << 18  # a stream receiver's reads (Worker.rxbuf)

@@ -1,6 +1,6 @@
 """Many TCP_RR flow ends of one worker in one C epoll loop (``_rrloop``): the group and its hand-offs.
 
-A flow end that joins the group of its :class:`~netesto.engine.loop.Loop`
+A flow end that joins the group of its :class:`~netesto.engine.core.loop.Loop`
 leaves the loop's epoll for the group's, and the loop waits in
 :meth:`RRGroup.wait` instead of its own epoll while the group has members:
 the C loop serves the members' sockets in turn until the loop's next timer
@@ -30,7 +30,7 @@ from array import array
 from typing import Any, Callable, Protocol
 
 from netesto.engine.sampling.flowrecord import LAT_FOLD
-from netesto.engine.loop import Loop
+from netesto.engine.core.loop import Loop
 
 # A client member whose row is due parks at its idle point (no request out) until no client member of the
 # group has a transaction in flight, then they all take their rows and go on: no transaction waits for a row.

@@ -19,9 +19,9 @@ from typing import Any, Callable, Iterable
 
 from netesto.engine.accept import HANDSHAKE_TIMEOUT, ServerWorker
 from netesto.engine.tokens import TokenSet
-from netesto.engine.balance import LoadBoard
+from netesto.engine.core.balance import LoadBoard
 from netesto.engine.flowend import check_datadir, describe_error, json_line
-from netesto.engine.loop import Loop, stop_on_signals
+from netesto.engine.core.loop import Loop, stop_on_signals
 from netesto.errors import TrafficError
 from netesto.procs import die_with_parent
 
@@ -95,7 +95,7 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
     """Run the server until SIGTERM/SIGINT (flows in progress end with status error).
 
     ``workers`` processes share the port (SO_REUSEPORT); new flows go to the
-    least-loaded one (:class:`~netesto.engine.balance.LoadBoard`); 0 means
+    least-loaded one (:class:`~netesto.engine.core.balance.LoadBoard`); 0 means
     :func:`default_workers`. ``sample_duty`` is for bench_sampling only (see
     :func:`~netesto.engine.sampling.sampler.bench_window_sampled`).
     """

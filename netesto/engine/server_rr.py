@@ -11,7 +11,7 @@ from typing import Any
 
 from netesto.engine.native import fastloop
 from netesto.engine.client_rr import lone_deadline
-from netesto.engine.loop import ERR, IN, OUT
+from netesto.engine.core.loop import ERR, IN, OUT
 from netesto.engine.rrgroup import group_of, take_back
 from netesto.engine.serverflow import ServerFlow
 

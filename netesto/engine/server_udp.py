@@ -8,8 +8,8 @@ import struct
 from typing import Any
 
 from netesto.collectors import tcpinfo
-from netesto.engine import handshake as hs
-from netesto.engine.loop import IN
+from netesto.engine.core import handshake as hs
+from netesto.engine.core.loop import IN
 from netesto.engine.serverflow import ServerFlow
 
 _SEQ = struct.Struct("<Q")

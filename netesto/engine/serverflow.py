@@ -16,10 +16,10 @@ from array import array
 from typing import Any, Callable
 
 from netesto.engine.native import crrfast
-from netesto.engine import handshake as hs
-from netesto.engine.balance import LoadBoard
+from netesto.engine.core import handshake as hs
+from netesto.engine.core.balance import LoadBoard
 from netesto.engine.flowend import FlowEnd, Worker, describe_error, io_handler
-from netesto.engine.loop import ERR, IN, OUT, Loop
+from netesto.engine.core.loop import ERR, IN, OUT, Loop
 from netesto.protocol.flowspec import FlowSpec
 from netesto.vocab import SERVER_SENDS
 

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from netesto.engine import handshake as hs
-from netesto.engine.loop import Loop
+from netesto.engine.core import handshake as hs
+from netesto.engine.core.loop import Loop
 from netesto.engine.accept import ServerWorker
 from netesto.engine.tokens import TokenSet
 

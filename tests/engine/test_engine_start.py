@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from netesto.engine import handshake as hs
+from netesto.engine.core import handshake as hs
 from tests.engine.test_engine import Server, ends, run_client, spec, terminal
 
 pytestmark = pytest.mark.netns
@@ -47,7 +47,7 @@ class HeldFlow:
     """An in-process server worker and a client socket that said hello with ``go``: the server holds the flow."""
 
     def __init__(self, tmp_path, flow: str, test: str, dur: float, go: float) -> None:
-        from netesto.engine.loop import Loop
+        from netesto.engine.core.loop import Loop
         from netesto.engine.accept import ServerWorker, TokenSet
 
         self.events: list[dict] = []
@@ -103,7 +103,7 @@ def test_a_started_flow_runs_past_the_start_marker_timeout(tmp_path, monkeypatch
 def test_realtime_hold_lasts_while_any_flow_holds_it():
     import os
 
-    from netesto.engine.realtime import RealtimeHold
+    from netesto.engine.core.realtime import RealtimeHold
 
     if os.sched_getscheduler(0) != os.SCHED_OTHER:
         pytest.skip("this process already runs under another policy")

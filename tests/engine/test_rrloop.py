@@ -21,7 +21,7 @@ import pytest
 
 from netesto.engine import rrgroup
 from netesto.engine.native import fastloop
-from netesto.engine.loop import IN, Loop
+from netesto.engine.core.loop import IN, Loop
 
 rr = fastloop.rrloop
 fast = fastloop.ext

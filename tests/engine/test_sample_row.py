@@ -24,7 +24,7 @@ from netesto.engine.flowend import FlowEnd, Worker
 from netesto.engine.sampling.flowrecord import LAT_BATCH
 from netesto.engine.sampling.histogram import Histogram
 from netesto.engine.sampling.records import GAPS, HEAD, INFO_LEN, LAT, interval_summary, sample_row_py
-from netesto.engine.loop import Loop
+from netesto.engine.core.loop import Loop
 from netesto.raw.nflow import read_flow
 from netesto.raw.nflow_format import PREAMBLE
 from netesto.protocol.flowspec import FlowSpec

@@ -26,7 +26,7 @@ from netesto.collectors import tcpinfo
 from netesto.raw.columns import CC_COLUMNS, FLOW_COLUMNS, LATENCY_COLUMNS, TCP_INFO_COLUMNS
 from netesto.engine.flowend import FlowEnd, Worker
 from netesto.engine.sampling.flowrecord import FLUSH_SECONDS
-from netesto.engine.loop import Loop
+from netesto.engine.core.loop import Loop
 from netesto.engine.sampling.sampler import FLUSH_GROUP
 from netesto.raw.nflow import Column, FlowWriter, RecordLayout, read_flow
 from netesto.protocol.flowspec import FlowSpec
@@ -196,7 +196,7 @@ def test_a_killed_writer_loses_at_most_one_flush_period(tmp_path):
     code = textwrap.dedent(f"""
         import os, signal, socket
         from netesto.engine.flowend import FlowEnd, Worker
-        from netesto.engine.loop import Loop
+        from netesto.engine.core.loop import Loop
         from netesto.protocol.flowspec import FlowSpec
         lsock = socket.create_server(("127.0.0.1", 0))
         c = socket.create_connection(lsock.getsockname())

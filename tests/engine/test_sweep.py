@@ -15,7 +15,7 @@ from netesto.engine.sampling import records, sampler
 from netesto.engine.native import fastloop
 from netesto.engine.client import StreamClient
 from netesto.engine.flowend import Worker
-from netesto.engine.loop import Loop
+from netesto.engine.core.loop import Loop
 from netesto.engine.sampling.records import HEAD
 from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.nflow import read_flow

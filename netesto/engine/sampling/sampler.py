@@ -39,7 +39,7 @@ from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.nflow import FlowWriter
 
 if TYPE_CHECKING:
-    from netesto.engine.loop import Loop, Timer
+    from netesto.engine.core.loop import Loop, Timer
 
 FILL_CHUNK = 2  # flow ends whose rows get their latency part between two of the loop's handlers
 # The sweep's delay after each grid point where hot flow ends are, as a share of the interval: by then a

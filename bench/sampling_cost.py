@@ -24,8 +24,8 @@ import msgpack
 
 from netesto.collectors import tcpinfo
 from netesto.engine.sampling import sampler as _sampler
-from netesto.engine.client import StreamClient
-from netesto.engine.flowend import FlowEnd, Worker
+from netesto.engine.kinds.client import StreamClient
+from netesto.engine.kinds.flowend import FlowEnd, Worker
 from netesto.engine.core.loop import Loop
 from netesto.engine.sampling import records as _records
 from netesto.engine.sampling.records import HEAD as _HEAD, LAYOUTS as _LAYOUTS, sample_row as _sample_row

@@ -17,11 +17,11 @@ from netesto.collectors import tcpinfo
 from netesto.engine.native import crrfast
 from netesto.engine.core import handshake as hs
 from netesto.engine.core.balance import LoadBoard
-from netesto.engine.flowend import FlowEnd, describe_error, safe_flow_id
+from netesto.engine.kinds.flowend import FlowEnd, describe_error, safe_flow_id
 from netesto.engine.core.loop import IN, Loop, Timer
-from netesto.engine.server_rr import RRServer
-from netesto.engine.server_udp import UDPServer
-from netesto.engine.serverflow import CRRServer, JoinConn, ServerFlow, ServerHost, StreamServer
+from netesto.engine.kinds.server_rr import RRServer
+from netesto.engine.kinds.server_udp import UDPServer
+from netesto.engine.kinds.serverflow import CRRServer, JoinConn, ServerFlow, ServerHost, StreamServer
 from netesto.engine.tokens import TokenSet
 from netesto.errors import TrafficError
 from netesto.policy import MAX_FLOW_SECONDS

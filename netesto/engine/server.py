@@ -3,7 +3,7 @@
 One listening socket per worker process (``--workers N`` > 1 uses
 SO_REUSEPORT so the kernel spreads connections). Connections are accepted
 and handshaken in :mod:`~netesto.engine.accept`, flows served in
-:mod:`~netesto.engine.serverflow` and beside it. Each accepted flow writes
+:mod:`~netesto.engine.kinds.serverflow` and beside it. Each accepted flow writes
 ``<datadir>/<exp>/flows/<flow_id>.server.nflow``.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 from netesto.engine.accept import HANDSHAKE_TIMEOUT, ServerWorker
 from netesto.engine.tokens import TokenSet
 from netesto.engine.core.balance import LoadBoard
-from netesto.engine.flowend import check_datadir, describe_error, json_line
+from netesto.engine.kinds.flowend import check_datadir, describe_error, json_line
 from netesto.engine.core.loop import Loop, stop_on_signals
 from netesto.errors import TrafficError
 from netesto.procs import die_with_parent

@@ -23,11 +23,11 @@ from typing import Any, Callable, Sequence
 
 from netesto.collectors import tcpinfo
 from netesto.engine.core.balance import deal
-from netesto.engine.client import ClientFlow, StreamClient
-from netesto.engine.client_crr import CRRClient
-from netesto.engine.client_rr import RRClient
-from netesto.engine.client_udp import UDPClient
-from netesto.engine.flowend import FlowEnd, Worker, check_datadir, json_line
+from netesto.engine.kinds.client import ClientFlow, StreamClient
+from netesto.engine.kinds.client_crr import CRRClient
+from netesto.engine.kinds.client_rr import RRClient
+from netesto.engine.kinds.client_udp import UDPClient
+from netesto.engine.kinds.flowend import FlowEnd, Worker, check_datadir, json_line
 from netesto.engine.core.loop import Loop, stop_on_signals
 from netesto.errors import TrafficError
 from netesto.procs import die_with_parent, precise_timers

@@ -85,7 +85,7 @@ def test_held_flow_without_marker_ends_with_error(tmp_path):
 def test_a_started_flow_runs_past_the_start_marker_timeout(tmp_path, monkeypatch):
     """The wait for the marker ends once the marker is in: a flow longer than GO_TIMEOUT runs to its end
     (the timer used to end every held flow GO_TIMEOUT after its instant, even a running one)."""
-    from netesto.engine import serverflow
+    from netesto.engine.kinds import serverflow
 
     monkeypatch.setattr(serverflow, "GO_TIMEOUT", 0.2)
     held = HeldFlow(tmp_path, "a-b-2-0", "TCP_STREAM", dur=0.6, go=0.05)

@@ -16,7 +16,7 @@ import pytest
 
 from netesto.engine.sampling import records
 from netesto.engine.native import fastloop
-from netesto.engine.flowend import FlowEnd, Worker
+from netesto.engine.kinds.flowend import FlowEnd, Worker
 from netesto.engine.core.loop import Loop
 from netesto.protocol.flowspec import FlowSpec
 from tests.engine.test_engine import Server, ends, spec

@@ -19,7 +19,7 @@ from array import array
 
 import pytest
 
-from netesto.engine import rrgroup
+from netesto.engine.kinds import rrgroup
 from netesto.engine.native import fastloop
 from netesto.engine.core.loop import IN, Loop
 

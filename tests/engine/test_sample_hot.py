@@ -16,7 +16,7 @@ import pytest
 
 from netesto.engine.sampling import records
 from netesto.engine.native import fastloop
-from netesto.engine.flowend import FlowEnd, Worker
+from netesto.engine.kinds.flowend import FlowEnd, Worker
 from netesto.engine.core.loop import Loop
 from netesto.engine.sampling.records import HEAD, LAT, interval_summary
 from netesto.protocol.flowspec import FlowSpec
@@ -156,7 +156,7 @@ def test_the_c_loop_of_rr_flow_ends_runs_the_sweep_of_its_members(tmp_path):
     """Two members of the C loop of RR flow ends with nothing in flight (stalled: no idle point comes)
     still get a row per interval: the Sampler hands its sweep to the C loop (no timer, no return to
     Python for it) and takes it back when a member leaves."""
-    from netesto.engine.rrgroup import group_of
+    from netesto.engine.kinds.rrgroup import group_of
 
     lsock = socket.create_server(("127.0.0.1", 0))
     a = socket.create_connection(lsock.getsockname())

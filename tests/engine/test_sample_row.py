@@ -18,9 +18,9 @@ from hypothesis import given, settings, strategies as st
 
 from netesto.engine.native import fastloop
 from netesto.collectors import tcpinfo
-from netesto.engine.client import StreamClient
+from netesto.engine.kinds.client import StreamClient
 from netesto.engine.sampling import records
-from netesto.engine.flowend import FlowEnd, Worker
+from netesto.engine.kinds.flowend import FlowEnd, Worker
 from netesto.engine.sampling.flowrecord import LAT_BATCH
 from netesto.engine.sampling.histogram import Histogram
 from netesto.engine.sampling.records import GAPS, HEAD, INFO_LEN, LAT, interval_summary, sample_row_py

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from netesto.engine import flowend
+from netesto.engine.kinds import flowend
 from netesto.engine.core.loop import Loop
 from tests.engine.test_engine import ENGINE, Server, ends, spec, terminal
 

@@ -13,8 +13,8 @@ import pytest
 
 from netesto.engine.sampling import records, sampler
 from netesto.engine.native import fastloop
-from netesto.engine.client import StreamClient
-from netesto.engine.flowend import Worker
+from netesto.engine.kinds.client import StreamClient
+from netesto.engine.kinds.flowend import Worker
 from netesto.engine.core.loop import Loop
 from netesto.engine.sampling.records import HEAD
 from netesto.protocol.flowspec import FlowSpec

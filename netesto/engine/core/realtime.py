@@ -8,7 +8,7 @@ import os
 class RealtimeHold:
     """SCHED_FIFO (priority 1) for this process while any flow is about to start.
 
-    A flow takes the hold :data:`~netesto.engine.client.RT_LEAD` before its
+    A flow takes the hold :data:`~netesto.engine.kinds.client.RT_LEAD` before its
     start instant, so the loop's timer wakes on time on a busy host (a normal
     task's wake-up can be tens of ms late there), and lets go once its start
     marker is out. Without the privilege nothing changes; a policy somebody

@@ -1,5 +1,5 @@
 """The optional C loops for a TCP_RR flow alone in its worker (``_fastloop``) and for many
-(``_rrloop``, ``rrloop`` here: see :mod:`~netesto.engine.rrgroup`), if built and allowed.
+(``_rrloop``, ``rrloop`` here: see :mod:`~netesto.engine.kinds.rrgroup`), if built and allowed.
 
 ``AVAILABLE`` is false when the extension is not built, when
 ``NETESTO_PURE_PYTHON=1`` is set (tests and benches compare both paths),

@@ -1,6 +1,6 @@
 """What a flow end records: its counters, a sample row per tick, the ``.nflow`` file they go to.
 
-:class:`FlowRecord` is the base of :class:`~netesto.engine.flowend.FlowEnd`.
+:class:`FlowRecord` is the base of :class:`~netesto.engine.kinds.flowend.FlowEnd`.
 The worker's Sampler calls :meth:`FlowRecord.sample` on a fixed grid; a
 sample appends one fixed-length record (stamps, counters, the raw
 ``tcp_info`` bytes, no decoding; see :mod:`netesto.engine.sampling.records`) and every

@@ -5,7 +5,7 @@ at its own moment just after each grid point, at its next idle point (**hot**:
 a client once its reply is whole and before its next request, a server once
 its reply is out; the C loops do this themselves): no transaction of its own
 is in flight, and the others wait for one row, not for a whole tick of rows.
-In the C loop of many RR flow ends (:mod:`~netesto.engine.rrgroup`) no
+In the C loop of many RR flow ends (:mod:`~netesto.engine.kinds.rrgroup`) no
 transaction waits for a row at all: clients whose row is due park at their
 idle point and take their rows together once none of them is in flight;
 servers take theirs at a quiet moment (their clients parked).
@@ -57,7 +57,7 @@ GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 class Sampled(Protocol):
-    """What the Sampler reads and sets of a flow end (a :class:`~netesto.engine.flowend.FlowEnd`)."""
+    """What the Sampler reads and sets of a flow end (a :class:`~netesto.engine.kinds.flowend.FlowEnd`)."""
 
     spec: FlowSpec
     is_rr: bool

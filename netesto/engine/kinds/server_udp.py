@@ -10,7 +10,7 @@ from typing import Any
 from netesto.collectors import tcpinfo
 from netesto.engine.core import handshake as hs
 from netesto.engine.core.loop import IN
-from netesto.engine.serverflow import ServerFlow
+from netesto.engine.kinds.serverflow import ServerFlow
 
 _SEQ = struct.Struct("<Q")
 

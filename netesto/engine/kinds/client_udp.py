@@ -9,8 +9,8 @@ import time
 
 from netesto.collectors import tcpinfo
 from netesto.engine.core import handshake as hs
-from netesto.engine.client import ClientFlow
-from netesto.engine.flowend import io_handler
+from netesto.engine.kinds.client import ClientFlow
+from netesto.engine.kinds.flowend import io_handler
 from netesto.engine.core.loop import ERR, IN, OUT
 from netesto.errors import TrafficError
 

@@ -1,5 +1,5 @@
 """The client of TCP_RR: request, reply, repeat; alone in its worker, in a blocking (C or Python) loop;
-with others, in the worker's C loop of RR flow ends (:mod:`~netesto.engine.rrgroup`) or the epoll loop."""
+with others, in the worker's C loop of RR flow ends (:mod:`~netesto.engine.kinds.rrgroup`) or the epoll loop."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from array import array
 from typing import Any
 
 from netesto.engine.native import fastloop
-from netesto.engine.client import ClientFlow
+from netesto.engine.kinds.client import ClientFlow
 from netesto.engine.sampling.flowrecord import LAT_FOLD
 from netesto.engine.core.loop import ERR, IN, OUT
-from netesto.engine.rrgroup import group_of, take_back
+from netesto.engine.kinds.rrgroup import group_of, take_back
 
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
@@ -88,7 +88,7 @@ class RRClient(ClientFlow):
     def _on_event(self, events: int) -> None:
         """A reply's bytes, or room for the rest of a request; the next request goes out as soon as
         a reply is in. Would-block is nothing to do, another OSError fails the flow: what
-        :func:`~netesto.engine.flowend.io_handler` does, inlined (one call less a transaction,
+        :func:`~netesto.engine.kinds.flowend.io_handler` does, inlined (one call less a transaction,
         and the send too: with many flows on one loop the Python per transaction is the cost)."""
         sock = self.sock
         if sock is None:

@@ -1,5 +1,5 @@
 """The server end of TCP_RR: answer every request; alone in its process, in a blocking (C or Python) loop;
-with others, in the process's C loop of RR flow ends (:mod:`~netesto.engine.rrgroup`) or the epoll loop."""
+with others, in the process's C loop of RR flow ends (:mod:`~netesto.engine.kinds.rrgroup`) or the epoll loop."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from array import array
 from typing import Any
 
 from netesto.engine.native import fastloop
-from netesto.engine.client_rr import lone_deadline
+from netesto.engine.kinds.client_rr import lone_deadline
 from netesto.engine.core.loop import ERR, IN, OUT
-from netesto.engine.rrgroup import group_of, take_back
-from netesto.engine.serverflow import ServerFlow
+from netesto.engine.kinds.rrgroup import group_of, take_back
+from netesto.engine.kinds.serverflow import ServerFlow
 
 _IN_ERR = IN | ERR
 WAKE_EVERY = 0.005  # s: how often a lone C loop holding the sampler's sweep back looks for other work (poll)
@@ -38,7 +38,7 @@ class RRServer(ServerFlow):
 
     def _on_event(self, events: int) -> None:
         """Requests' bytes (answered once whole), or room for the rest of a reply. Would-block is
-        nothing to do, another OSError fails the flow: :func:`~netesto.engine.flowend.io_handler`
+        nothing to do, another OSError fails the flow: :func:`~netesto.engine.kinds.flowend.io_handler`
         inlined (one call less a transaction)."""
         conn = self.conn
         try:

@@ -2,8 +2,8 @@
 
 :class:`ServerHost` is what every server flow asks of its server process
 (:class:`~netesto.engine.accept.ServerWorker`, which accepts and
-handshakes). TCP_RR is served in :mod:`~netesto.engine.server_rr`, the UDP
-tests in :mod:`~netesto.engine.server_udp`.
+handshakes). TCP_RR is served in :mod:`~netesto.engine.kinds.server_rr`, the UDP
+tests in :mod:`~netesto.engine.kinds.server_udp`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Callable
 from netesto.engine.native import crrfast
 from netesto.engine.core import handshake as hs
 from netesto.engine.core.balance import LoadBoard
-from netesto.engine.flowend import FlowEnd, Worker, describe_error, io_handler
+from netesto.engine.kinds.flowend import FlowEnd, Worker, describe_error, io_handler
 from netesto.engine.core.loop import ERR, IN, OUT, Loop
 from netesto.protocol.flowspec import FlowSpec
 from netesto.vocab import SERVER_SENDS

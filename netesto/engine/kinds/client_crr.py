@@ -14,7 +14,7 @@ from typing import Any
 from netesto.collectors import tcpinfo
 from netesto.engine.native import crrfast, fastloop
 from netesto.engine.core import handshake as hs
-from netesto.engine.client import ClientFlow
+from netesto.engine.kinds.client import ClientFlow
 from netesto.engine.sampling.flowrecord import LAT_FOLD
 from netesto.engine.core.loop import IN, OUT
 from netesto.errors import TrafficError

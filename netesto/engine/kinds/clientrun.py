@@ -1,6 +1,6 @@
 """A client flow's data phase: begin, progress events, the end, the file that says how it went.
 
-:class:`ClientRun` is the base of :class:`~netesto.engine.client.ClientFlow`
+:class:`ClientRun` is the base of :class:`~netesto.engine.kinds.client.ClientFlow`
 (which connects, handshakes and starts it). The client decides when a flow
 ends: after ``dur`` seconds :meth:`ClientRun.end` half-closes its connection
 (TCP) or sends an end message on the control connection (UDP, CRR), and the
@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from netesto.collectors.tcpinfo import TCP_INFO, TCP_INFO_FIELDS
-from netesto.engine.flowend import FlowEnd, Worker, cpu_seconds, describe_error
+from netesto.engine.kinds.flowend import FlowEnd, Worker, cpu_seconds, describe_error
 from netesto.errors import TrafficError
 from netesto.protocol.flowspec import FlowSpec
 

@@ -2,10 +2,10 @@
 
 Each test type is a :class:`ClientFlow` subclass driven by the worker's
 event loop (non-blocking sockets, level-triggered epoll): :class:`StreamClient`
-here, :class:`~netesto.engine.client_rr.RRClient`,
-:class:`~netesto.engine.client_crr.CRRClient` and
-:class:`~netesto.engine.client_udp.UDPClient` beside it. The data phase and
-its end are :class:`~netesto.engine.clientrun.ClientRun`'s.
+here, :class:`~netesto.engine.kinds.client_rr.RRClient`,
+:class:`~netesto.engine.kinds.client_crr.CRRClient` and
+:class:`~netesto.engine.kinds.client_udp.UDPClient` beside it. The data phase and
+its end are :class:`~netesto.engine.kinds.clientrun.ClientRun`'s.
 
 Scheduled start (``start_at``): the flow connects, sets ca/buffers/pacing
 and handshakes up to :data:`PRESTART_LEAD` ahead; the server holds it. At
@@ -28,8 +28,8 @@ from typing import Any
 
 from netesto.collectors import tcpinfo
 from netesto.engine.core import handshake as hs
-from netesto.engine.clientrun import ClientRun
-from netesto.engine.flowend import Worker, describe_error, io_handler
+from netesto.engine.kinds.clientrun import ClientRun
+from netesto.engine.kinds.flowend import Worker, describe_error, io_handler
 from netesto.engine.core.loop import ERR, IN, OUT, Timer
 from netesto.errors import TrafficError
 from netesto.protocol.flowspec import FlowSpec

@@ -48,7 +48,7 @@ class HeldFlow:
 
     def __init__(self, tmp_path, flow: str, test: str, dur: float, go: float) -> None:
         from netesto.engine.core.loop import Loop
-        from netesto.engine.accept import ServerWorker, TokenSet
+        from netesto.engine.serve.accept import ServerWorker, TokenSet
 
         self.events: list[dict] = []
         self.listener = socket.create_server(("127.0.0.1", 0))

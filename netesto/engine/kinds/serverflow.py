@@ -1,7 +1,7 @@
 """The server end of a flow: the base, TCP_STREAM/MAERTS/BIDIR and TCP_CRR; what the flows see of their process.
 
 :class:`ServerHost` is what every server flow asks of its server process
-(:class:`~netesto.engine.accept.ServerWorker`, which accepts and
+(:class:`~netesto.engine.serve.accept.ServerWorker`, which accepts and
 handshakes). TCP_RR is served in :mod:`~netesto.engine.kinds.server_rr`, the UDP
 tests in :mod:`~netesto.engine.kinds.server_udp`.
 """

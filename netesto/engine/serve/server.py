@@ -2,7 +2,7 @@
 
 One listening socket per worker process (``--workers N`` > 1 uses
 SO_REUSEPORT so the kernel spreads connections). Connections are accepted
-and handshaken in :mod:`~netesto.engine.accept`, flows served in
+and handshaken in :mod:`~netesto.engine.serve.accept`, flows served in
 :mod:`~netesto.engine.kinds.serverflow` and beside it. Each accepted flow writes
 ``<datadir>/<exp>/flows/<flow_id>.server.nflow``.
 """
@@ -17,8 +17,8 @@ import sys
 import traceback
 from typing import Any, Callable, Iterable
 
-from netesto.engine.accept import HANDSHAKE_TIMEOUT, ServerWorker
-from netesto.engine.tokens import TokenSet
+from netesto.engine.serve.accept import HANDSHAKE_TIMEOUT, ServerWorker
+from netesto.engine.serve.tokens import TokenSet
 from netesto.engine.core.balance import LoadBoard
 from netesto.engine.kinds.flowend import check_datadir, describe_error, json_line
 from netesto.engine.core.loop import Loop, stop_on_signals

@@ -22,7 +22,7 @@ from netesto.engine.core.loop import IN, Loop, Timer
 from netesto.engine.kinds.server_rr import RRServer
 from netesto.engine.kinds.server_udp import UDPServer
 from netesto.engine.kinds.serverflow import CRRServer, JoinConn, ServerFlow, ServerHost, StreamServer
-from netesto.engine.tokens import TokenSet
+from netesto.engine.serve.tokens import TokenSet
 from netesto.errors import TrafficError
 from netesto.policy import MAX_FLOW_SECONDS
 from netesto.protocol.flowspec import FlowSpec

@@ -15,11 +15,16 @@ An import is an edge whether it sits at the top of a module or inside a function
 both tie one file to another. The only upward edges allowed are the presentation
 hooks listed in ``PRESENTATION_HOOKS`` (a result that draws itself imports its
 plotting code when it is displayed), each named with its reason.
+
+Inside the engine the parts have walls of their own (``ENGINE_WALLS``, see
+netesto/engine/__init__.py), and its test types import none of each other's
+modules (``TEST_TYPES``).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -96,8 +101,9 @@ PRESENTATION_HOOKS: dict[tuple[str, str], str] = {
 }
 
 
-def _edges() -> list[tuple[str, str, int, str | None]]:
-    return [(m, t, line, func) for m in MODULES for t, line, func in _imports(m)]
+@functools.cache
+def _edges() -> tuple[tuple[str, str, int, str | None], ...]:
+    return tuple((m, t, line, func) for m in MODULES for t, line, func in _imports(m))
 
 
 def _forbidden(sources: tuple[str, ...], targets: tuple[str, ...]) -> list[str]:
@@ -222,6 +228,55 @@ def test_rooms_stay_small():
         if lines > MAX_MODULE_LINES:
             too_big.append(f"{path.relative_to(ROOT)}: {lines} lines")
     assert too_big == []
+
+
+# The engine's parts, highest first: (part, the other parts it may import, why). A part is the folder below
+# netesto/engine/ (``__main__`` the entry point); see netesto/engine/__init__.py.
+ENGINE_WALLS = [
+    ("__main__", {"serve"}, "the entry point starts the processes"),
+    ("serve", {"kinds", "sampling", "core", "native"}, "the processes hand each flow to its test type"),
+    ("kinds", {"sampling", "core", "native"}, "a test type runs in a process; it starts none"),
+    ("sampling", {"native"}, "sampling and records know no test type and no process"),
+    ("core", set(), "the loop, the hello, the load board and the real-time hold stand alone"),
+    ("native", set(), "the C loops' faces load the extensions; they know no flow end"),
+]
+# The bases every test type's ends build on (TCP_STREAM/MAERTS/BIDIR's ends and TCP_CRR's server end live in
+# them), and each other test type's modules in netesto/engine/kinds/.
+KIND_BASES = {"flowend", "clientrun", "client", "serverflow"}
+TEST_TYPES = {"TCP_RR": {"client_rr", "server_rr", "rrgroup"}, "TCP_CRR": {"client_crr"},
+              "UDP_STREAM, UDP_RR": {"client_udp", "server_udp"}}
+
+
+def _engine_part(module: str) -> str | None:
+    """``serve``, ``kinds``, ... for a module of the engine; "" for the package itself, None outside it."""
+    parts = module.split(".")
+    return None if parts[:2] != ["netesto", "engine"] else parts[2] if len(parts) > 2 else ""
+
+
+def test_every_engine_module_is_in_a_part():
+    parts = {part for part, _, _ in ENGINE_WALLS} | {""}
+    assert sorted(m for m in MODULES if _engine_part(m) not in (None, *parts)) == []
+
+
+@pytest.mark.parametrize("part,allowed,why", ENGINE_WALLS, ids=[f"{w[0]}: {w[2]}" for w in ENGINE_WALLS])
+def test_engine_parts_import_only_downward(part, allowed, why):
+    wrong = [f"{m}:{line} imports {t}" for m, t, line, _ in _edges()
+             if _engine_part(m) == part and _engine_part(t) not in (None, part, *allowed)]
+    assert wrong == [], why
+
+
+def test_engine_test_types_import_none_of_each_other():
+    kind_of = {name: kind for kind, names in TEST_TYPES.items() for name in names}
+    kinds = {m.rpartition(".")[2]: m for m in MODULES if _engine_part(m) == "kinds" and m.count(".") == 3}
+    assert sorted(set(kinds) - KIND_BASES - set(kind_of)) == [], "a module of kinds/ in neither KIND_BASES nor TEST_TYPES"
+    wrong = []
+    for m, t, line, _ in _edges():
+        source, target = m.rpartition(".")[2], t.rpartition(".")[2]
+        if m not in kinds.values() or t not in kinds.values() or target in KIND_BASES:
+            continue
+        if source in KIND_BASES or kind_of[source] != kind_of[target]:
+            wrong.append(f"{m}:{line} imports {t}")
+    assert wrong == [], "a test type's module imports the bases and its own test type's modules only"
 
 
 def test_only_the_magics_import_ipython():

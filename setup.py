@@ -29,8 +29,9 @@ setup(
     ext_modules=[
         Extension(
             "netesto.engine.native._fastloop",
-            _in("fastloop", "_fastloop.c", "_fastloop_row.c", "_fastloop_tick.c", "_fastloop_sweep.c",
-                "_fastloop_block.c", "_fastloop_rr.c", "_fastloop_hist.c", "_fastloop_lat.c", "_fastloop_crc.c"),
+            _in("fastloop", "_fastloop.c", "_fastloop_hot.c", "_fastloop_row.c", "_fastloop_tick.c",
+                "_fastloop_sweep.c", "_fastloop_block.c", "_fastloop_rr.c", "_fastloop_hist.c", "_fastloop_lat.c",
+                "_fastloop_crc.c"),
             depends=[*_in("fastloop", "_fastloop.h", "_fastloop_mod.h", "_fastloop_row.h"), *LOOPS_H],
             define_macros=[("NETESTO_ZLIB", "1")] if ZLIB else [],
             libraries=["z"] if ZLIB else [],

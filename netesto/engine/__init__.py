@@ -21,5 +21,5 @@ The parts, highest first; each imports only those below it (``sampling`` and
                  handshake, balance (the server workers' load board), realtime
     native/      the optional C loops, loaded by fastloop and crrfast (None where one is not
                  built: the Python twins run); each extension's sources in a folder of their own
-                 (fastloop/, crrloop/, rrloop/)
+                 (fastloop/, crrloop/, rrloop/), whose files call one way
 """

@@ -111,7 +111,7 @@ class Sampler:
         self.hot_on = sample_end is not None and sample_tick is not None and not AT_TICK
         self.grace = GRACE if self.hot_on else 0.0
         # hot rows' [the probes' own ns, rows, written bytes of a block Python must finish, thread CPU ns of the
-        # probed rows, probed rows] (sample_end, the C loops: see _fastloop.c's end_sample)
+        # probed rows, probed rows] (sample_end, the C loops: see _fastloop_hot.c's end_sample)
         self.acc = array("q", [0] * fastloop.ACC_FIELDS)
         self._swept = 0  # rows the Python sweeps took (the C sweeps': sweep_acc)
         self._cpu_ns = 0

@@ -42,8 +42,6 @@ enum { F_RESET = 1, F_WAIT_EOF = 2, F_NODELAY = 4 };
 /* client state: counters in/out; the open connection out (fd -1: none) */
 enum { C_RX, C_TX, C_TRANS, C_CONNS, C_FD, C_GOT, C_SENT, C_T0, C_CONNECTED, C_NLAT, C_ERRNO, C_N };
 
-NETESTO_HIDDEN char crr_scratch[CHUNK]; /* received payload is discarded (both files) */
-
 /* Wait for events on fd until `until` (ns): 1 ready, 0 the deadline came, -1 an exception is set. */
 static int wait_for(int fd, short events, int64_t until)
 {

@@ -32,6 +32,7 @@ enum { T_SESSION, T_REQ, T_REPLY, T_CLOSE_FIRST, T_RX, T_TX, T_TRANS, T_CONNS, T
 #define ADD(counter, n) __atomic_fetch_add(&(counter), (n), __ATOMIC_RELAXED)
 
 static const char zeros[CHUNK]; /* what replies carry */
+NETESTO_HIDDEN char crr_scratch[CHUNK]; /* received payload is discarded (both files) */
 
 PyDoc_STRVAR(crr_accept_doc,
 "crr_accept(listen_fd, magic, sessions[, deadline[, table]]) -> list of (fd, bytes)\n\n"

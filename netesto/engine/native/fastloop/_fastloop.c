@@ -1,9 +1,10 @@
-/* The _fastloop extension of netesto's flow engine (see fastloop.py): this file has the hot rows of the C
- * loops and the module. sample_end: one flow end's row at its idle point (hot), also lent to the other C
- * loops (SAMPLE_API). The sampler's rows are built in _fastloop_row.c (sample_row, sample_setup), its tick
- * in _fastloop_tick.c (sample_tick, RR rows' latency part: lat_summary, in _fastloop_lat.c), a whole sweep in
- * _fastloop_sweep.c (sweep), the tick's block writes in _fastloop_block.c (with zlib) (what these share: _fastloop_row.h). The lone TCP_RR loops
- * are in _fastloop_rr.c, the histogram's counting in _fastloop_hist.c (_fastloop_mod.h).
+/* The module of netesto's _fastloop extension (see fastloop.py): PyInit__fastloop adds what the other files
+ * lend it, and nothing in them calls back here. The hot rows (sample_end: one flow end's row at its idle
+ * point, also lent to the other C loops as SAMPLE_API) are in _fastloop_hot.c. The sampler's rows are built
+ * in _fastloop_row.c (sample_row, sample_setup), its tick in _fastloop_tick.c (sample_tick, RR rows' latency
+ * part: lat_summary, in _fastloop_lat.c), a whole sweep in _fastloop_sweep.c (sweep), the tick's block writes
+ * in _fastloop_block.c (with zlib) (what these share: _fastloop_row.h). The lone TCP_RR loops are in
+ * _fastloop_rr.c, the histogram's counting in _fastloop_hist.c (_fastloop_mod.h).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -21,129 +22,31 @@
 #define TICK_WRITES 0
 #endif
 
-static PyObject *s_frombytes;
-
-/* Whether a flow end (an instance of sample_setup's class) has a row due at mono (due_at <= mono). */
-static int end_due(PyObject *flow, double mono)
-{
-    if (flow_type == NULL || !PyObject_TypeCheck(flow, flow_type)) return 0;
-    PyObject *at = SLOT(flow, A_DUEAT);
-    return at != NULL && PyFloat_Check(at) && PyFloat_AS_DOUBLE(at) <= mono;
-}
-
-/* A C loop's nlat latencies (ns) of an RR flow end into its lat_raw (array.frombytes). 0, or -1 with an
- * exception set. */
-int end_take_lat(PyObject *flow, const int64_t *lat, Py_ssize_t nlat)
-{
-    if (nlat <= 0) return 0;
-    if (flow_type == NULL || !PyObject_TypeCheck(flow, flow_type) || SLOT(flow, A_LATRAW) == NULL) {
-        PyErr_SetString(PyExc_TypeError, "end_take_lat: not a flow end with lat_raw");
-        return -1;
-    }
-    PyObject *mv = PyMemoryView_FromMemory((char *)lat, nlat * (Py_ssize_t)sizeof(int64_t), PyBUF_READ);
-    if (mv == NULL) return -1;
-    PyObject *r = PyObject_CallMethodOneArg(SLOT(flow, A_LATRAW), s_frombytes, mv);
-    Py_DECREF(mv);
-    if (r == NULL) return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
-#define PROBE_EVERY 8 /* hot rows per one whose thread CPU is read (ACC_PROBED) */
-static int64_t probe_ns = -1; /* what two fl_thread_ns() back to back differ by: the reads' own part */
-
-
-/* One flow end's row now, at its own instant (a hot sample: Sampler.hot, the C loops' idle points): stamps
- * read here, its counters tx, rx, trans from ctr3 (or its slots: NULL). Returns row_one's 0, 1 (*written),
- * 2 or -1. acc (ACC_N int64) counts the row, and for every PROBE_EVERY-th row its thread CPU time (less the
- * two reads' own part, probe_ns) goes into ACC_PROBED (ACC_PROBED_ROWS of them): the Sampler counts every
- * hot row at their mean, and the probes' own reads (ACC_NS, 2 probe_ns each) on top. The clock is a syscall (~1.5 us here): two a row would cost as much as the row;
- * elapsed time (vDSO) would count the time the thread is preempted, 2x the CPU on a CPU shared by two. */
-int end_sample(PyObject *flow, const long long *ctr3, int64_t *acc, Py_ssize_t *written)
-{
-    int probe = acc[ACC_ROWS] % PROBE_EVERY == 0;
-    if (probe && probe_ns < 0) {
-        int64_t best = INT64_MAX;
-        for (int i = 0; i < 16; i++) {
-            int64_t a = fl_thread_ns(), b = fl_thread_ns();
-            best = b - a < best ? b - a : best;
-        }
-        probe_ns = best;
-    }
-    int64_t cpu0 = probe ? fl_thread_ns() : 0;
-    *written = 0;
-    int out;
-    if (flow_type == NULL || !PyObject_TypeCheck(flow, flow_type)) {
-        PyErr_SetString(PyExc_TypeError, "a hot sample of an object that is not a flow end");
-        out = -1;
-    } else {
-        double stamps[2];
-        fl_stamps_at(stamps, now_ns());
-        Py_INCREF(flow);
-        out = fl_row_one(flow, stamps, ctr3, written);
-        Py_DECREF(flow);
-    }
-    acc[ACC_ROWS] += 1;
-    if (probe) {
-        int64_t used = fl_thread_ns() - cpu0 - probe_ns;
-        acc[ACC_PROBED] += used > 0 ? used : 0;
-        acc[ACC_PROBED_ROWS] += 1;
-        acc[ACC_NS] += 2 * probe_ns; /* the probe's own two reads: the sampler's cost too */
-    }
-    return out;
-}
-
-static const struct sample_api sample_api = {SAMPLE_API_VERSION, end_due, end_take_lat, end_sample};
-
-PyDoc_STRVAR(sample_end_doc,
-"sample_end(flow, acc) -> 0, 1 or 2\n\nOne flow end's row now, stamped at its own instant (a hot row: Sampler.hot), the\n"
-"row sample_tick would build for it; its due_at moves past the stamp by due_every. 0: done; 1: its block is due\n"
-"and Python must write it (FlowEnd.flush(acc[2])); 2: Python must build the row (FlowRecord.sample; nothing done).\n"
-"acc (int64 [probes_ns, rows, written, probed_ns, probed_rows]) takes the row, and every PROBE_EVERY-th row's thread\n"
-"CPU and the probe's own: all rows cost probed_ns * rows / probed_rows + probes_ns.");
-
-static PyObject *sample_end_py(PyObject *self, PyObject *args)
-{
-    PyObject *flow, *acc_obj;
-    Py_buffer av;
-    if (!PyArg_ParseTuple(args, "OO", &flow, &acc_obj) || get_state(acc_obj, &av, ACC_N, "acc") < 0) return NULL;
-    int64_t *acc = av.buf;
-    Py_ssize_t written = 0;
-    int out = end_sample(flow, NULL, acc, &written);
-    if (out == 1) acc[ACC_WRITTEN] = written;
-    PyBuffer_Release(&av);
-    return out < 0 ? NULL : PyLong_FromLong(out);
-}
-
-static PyMethodDef methods[] = {
-    {"sample_end", sample_end_py, METH_VARARGS, sample_end_doc},
-    {NULL, NULL, 0, NULL},
-}; /* and those of the other files (PyInit__fastloop adds them) */
-
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_fastloop", "The flow engine's loops and sampler rows in C.", -1, methods,
+    PyModuleDef_HEAD_INIT, "_fastloop", "The flow engine's loops and sampler rows in C.", -1, NULL, /* the files' */
     NULL, NULL, NULL, NULL,
 };
 
 static const struct int_constant constants[] = {
     {"ROW_HEAD", ROW_HEAD}, {"ROW_INFO", ROW_INFO}, {"ROW_CC_SLOT", ROW_CC_SLOT}, {"ROW_LAT", LAT_SIZE},
-    {"TICK_WRITES", TICK_WRITES}, {"ACC_FIELDS", ACC_N}, {"PROBE_EVERY", PROBE_EVERY}, {NULL, 0},
+    {"TICK_WRITES", TICK_WRITES}, {"ACC_FIELDS", ACC_N}, {NULL, 0},
 };
 
 PyMODINIT_FUNC PyInit__fastloop(void)
 {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    if (add_int_constants(m, constants) < 0 || add_int_constants(m, fastloop_rr_constants) < 0
+    if (add_int_constants(m, constants) < 0 || PyModule_AddFunctions(m, fastloop_hot_methods) < 0
+        || add_int_constants(m, fastloop_hot_constants) < 0 || fl_intern(fl_hot_names) < 0
+        || add_int_constants(m, fastloop_rr_constants) < 0
         || add_int_constants(m, fastloop_hist_constants) < 0 || PyModule_AddFunctions(m, fastloop_rr_methods) < 0
         || PyModule_AddFunctions(m, fastloop_hist_methods) < 0 || PyModule_AddFunctions(m, fastloop_row_methods) < 0
         || PyModule_AddFunctions(m, fastloop_tick_methods) < 0 || fl_intern(fl_tick_names) < 0
-        || PyModule_AddFunctions(m, fastloop_sweep_methods) < 0 || add_int_constants(m, fastloop_sweep_constants) < 0
-        || (s_frombytes = PyUnicode_InternFromString("frombytes")) == NULL) {
+        || PyModule_AddFunctions(m, fastloop_sweep_methods) < 0 || add_int_constants(m, fastloop_sweep_constants) < 0) {
         Py_DECREF(m);
         return NULL;
     }
-    PyObject *api = PyCapsule_New((void *)&sample_api, SAMPLE_API_NAME, NULL);
+    PyObject *api = PyCapsule_New((void *)&fastloop_sample_api, SAMPLE_API_NAME, NULL);
     if (api == NULL || PyModule_AddObject(m, "SAMPLE_API", api) < 0) {
         Py_XDECREF(api);
         Py_DECREF(m);

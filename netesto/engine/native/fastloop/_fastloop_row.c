@@ -1,7 +1,7 @@
 /* A sampler row in C (netesto's _fastloop extension, see fastloop.py): build_row puts a flow end's row,
  * sample_row is its Python face (FlowEnd.sample), sample_setup finds the flow ends' slots the tick reads.
- * The tick is in _fastloop_tick.c, its block writes in _fastloop_block.c, the hot rows of the C loops and
- * the module in _fastloop.c; what they share in _fastloop_row.h.
+ * The tick is in _fastloop_tick.c, its block writes in _fastloop_block.c, the hot rows of the C loops in
+ * _fastloop_hot.c, the module in _fastloop.c; what they share in _fastloop_row.h.
  */
 
 #define PY_SSIZE_T_CLEAN

@@ -1,8 +1,9 @@
 /* What the sampler's C files of netesto's _fastloop extension share: _fastloop_row.c (a row: build_row,
  * sample_row, sample_setup and the flow ends' slots it finds), _fastloop_tick.c (the tick: a flow end's row
- * from its slots, row_one, and sample_tick), _fastloop_block.c (the tick's block writes, with zlib) and
- * _fastloop.c (the hot rows of the C loops: end_sample, the SAMPLE_API capsule; the module). The small
- * helpers both row builders call are static inline here (each file its own copy, as when they were one). */
+ * from its slots, row_one, and sample_tick), _fastloop_block.c (the tick's block writes, with zlib),
+ * _fastloop_hot.c (the hot rows of the C loops: end_sample, the SAMPLE_API capsule's functions) and
+ * _fastloop.c (the module). The small helpers both row builders call are static inline here (each file its
+ * own copy, as when they were one). */
 #ifndef NETESTO_FASTLOOP_ROW_H
 #define NETESTO_FASTLOOP_ROW_H
 
@@ -122,6 +123,8 @@ NETESTO_HIDDEN int fl_sock_fd(PyObject *sock);
 /* One flow end's row from its slots (_fastloop_tick.c: see there); the names the tick uses, interned */
 NETESTO_HIDDEN int fl_row_one(PyObject *flow, const double stamps[2], const long long *ctr3, Py_ssize_t *written);
 NETESTO_HIDDEN extern const struct fl_name fl_tick_names[];
+/* The names the hot rows use, interned (_fastloop_hot.c) */
+NETESTO_HIDDEN extern const struct fl_name fl_hot_names[];
 /* The rows of a list of flow ends (all, or those due by due_by), as sample_tick takes them (_fastloop_tick.c) */
 NETESTO_HIDDEN int fl_tick_rows(PyObject *flows, const double stamps[2], double due_by, PyObject *due, PyObject *failed,
                                 PyObject *python, Py_ssize_t *rows);

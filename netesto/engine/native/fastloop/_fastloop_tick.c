@@ -3,8 +3,8 @@
  * due block written (flush_one, in _fastloop_block.c, when zlib is there), fl_row_one does both for one
  * flow end; fl_tick_rows (sample_tick's, and the whole sweep's in _fastloop_sweep.c) takes the rows of many
  * flow ends, their objects prefetched ahead, and then writes their due blocks. The row itself is built in
- * _fastloop_row.c, the hot rows of the C loops (end_sample, which calls fl_row_one too) and the module are in
- * _fastloop.c; shared: _fastloop_row.h.
+ * _fastloop_row.c, the hot rows of the C loops (end_sample, which calls fl_row_one too) in _fastloop_hot.c,
+ * the module in _fastloop.c; shared: _fastloop_row.h.
  */
 
 #define PY_SSIZE_T_CLEAN

@@ -44,8 +44,6 @@
 #define CHECK_EVERY 64 /* steps between signal checks */
 #define PY_SLOT UINT64_MAX /* epoll data of the Python loop's epoll fd */
 
-NETESTO_HIDDEN const char rr_zeros[CHUNK]; /* what requests and replies carry */
-
 /* The slot into the next round's more[] (*at) if its socket may hold more: 1, else 0 (its MORE cleared). */
 static inline int requeue(int64_t *s, Py_ssize_t *at, Py_ssize_t slot)
 {

@@ -1,8 +1,9 @@
 /* What the C files of netesto's _rrloop extension share: _rrloop.c (the wait loop over the group's
  * sockets, the module), _rrloop_steps.c (a member's step: its clients' and servers' reads, requests and
  * replies) and _rrloop_rows.c (the members' sampler rows: at their idle points, the parked clients', the
- * servers' quiet moments, the sweep, and holds()). The small helpers the steps call on every transaction
- * are static inline here. */
+ * servers' quiet moments, the sweep, and holds()). The calls go one way: _rrloop.c into the other two,
+ * _rrloop_steps.c into _rrloop_rows.c. The small helpers the steps call on every transaction are static
+ * inline here. */
 #ifndef NETESTO_RRLOOP_H
 #define NETESTO_RRLOOP_H
 
@@ -27,7 +28,8 @@ enum { M_FULL = 1, M_HUP = 2 };
 /* a slot's status: running, or why Python must take the flow end back */
 enum { S_RUN = 0, S_EOF = 1, S_PARTIAL = 2, S_ERROR = 3 };
 
-NETESTO_HIDDEN extern const char rr_zeros[CHUNK]; /* what requests and replies carry (_rrloop.c) */
+/* what requests and replies carry (_rrloop_rows.c, the file the other two call into) */
+NETESTO_HIDDEN extern const char rr_zeros[CHUNK];
 
 /* Send n zero bytes (non-blocking). 0: all went, 1: a partial send (s[F_LEFT] = what is left), -1: an error. */
 static inline int send_zeros(int64_t *s, int64_t n)

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+NETESTO_HIDDEN const char rr_zeros[CHUNK]; /* what requests and replies carry (send_zeros, for the steps too) */
 NETESTO_HIDDEN int64_t held_ns;
 NETESTO_HIDDEN uint64_t holds[2][HOLD_N];
 NETESTO_HIDDEN int64_t places[P_N][2];

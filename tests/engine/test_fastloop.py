@@ -21,7 +21,8 @@ from tests.engine.test_engine import (Server, ends, run_client, spec, start_clie
 
 needs_ext = pytest.mark.skipif(
     not fastloop.AVAILABLE,
-    reason="netesto.engine.native._fastloop is not built (python3 setup.py build_ext --inplace) or NETESTO_PURE_PYTHON is set",
+    reason="netesto.engine.native._fastloop is not built (python3 setup.py build_ext --inplace) "
+           "or NETESTO_PURE_PYTHON is set",
 )
 INF = float("inf")
 

@@ -159,7 +159,8 @@ def test_pure_python_switch_and_existing_tests_on_both_paths():
     """NETESTO_PURE_PYTHON=1 turns the C counter off; the histogram tests pass that way too."""
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, NETESTO_PURE_PYTHON="1", PYTHONPATH=str(root))
-    probe = subprocess.run([sys.executable, "-c", "from netesto.engine.native import fastloop; from netesto.engine.sampling import histogram; "
+    probe = subprocess.run([sys.executable, "-c", "from netesto.engine.native import fastloop; "
+                            "from netesto.engine.sampling import histogram; "
                             "print(histogram._fast_record is None, fastloop.hist_record is None)"],
                            env=env, capture_output=True, text=True, timeout=60)
     assert probe.stdout.split() == ["True", "True"], probe.stderr

@@ -25,7 +25,8 @@ from netesto.engine.core.loop import IN, Loop
 
 rr = fastloop.rrloop
 fast = fastloop.ext
-pytestmark = pytest.mark.skipif(rr is None, reason="netesto.engine.native._rrloop is not built or NETESTO_PURE_PYTHON is set")
+pytestmark = pytest.mark.skipif(rr is None,
+                                reason="netesto.engine.native._rrloop is not built or NETESTO_PURE_PYTHON is set")
 
 
 def test_the_group_finds_fastloops_sample_api():

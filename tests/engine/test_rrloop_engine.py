@@ -22,7 +22,8 @@ LOOPS = {"C": ("C-group", "C-group"), "python": ("epoll", None)}
 
 
 GROUP_PATHS = [pytest.param("C", marks=pytest.mark.skipif(
-    fastloop.rrloop is None, reason="netesto.engine.native._rrloop is not built or NETESTO_PURE_PYTHON is set")), "python"]
+    fastloop.rrloop is None, reason="netesto.engine.native._rrloop is not built or NETESTO_PURE_PYTHON is set")),
+    "python"]
 
 
 @pytest.fixture(params=GROUP_PATHS)

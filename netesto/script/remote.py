@@ -30,6 +30,7 @@ from netesto.script.actions import (
 from netesto.script.book import COMMON, Book
 from netesto.script.located import Args
 from netesto.script.parser import suggest
+from netesto.script.workload import workload_args
 from netesto.vocab import DRIVERS, STREAM_TESTS, TEST_TYPES
 
 MAX_SECONDS = 7 * 86400.0  # longest WAIT, dur or delay accepted
@@ -39,7 +40,7 @@ ARGS: dict[str, tuple[str, ...] | None] = {
     "DO_CLIENT": COMMON + (
         "server", "ca", "dur", "delay", "instances", "req", "reply", "stats",
         "localBuffer", "remoteBuffer", "test", "group", "driver", "pacing", "rate", "interval",
-        "crr_close",
+        "crr_close", "gap", "arrivals", "load", "bottleneck", "seed",
     ),
     "GET_DATA": COMMON,
     "SET_SYSCTL": None,
@@ -115,13 +116,14 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
     delay = g("delay", "0", lambda s: V.to_float(s, low=0, high=MAX_SECONDS))
     instances = g("instances", "1", lambda s: V.to_int(s, low=1, high=10000))
     test = _test(args)
-    req, req_text = _request(args, test)
-    reply = g("reply", "1", V.to_size)
+    driver = g("driver", "builtin", lambda s: s)
+    drawn = workload_args(args, test, driver, instances)  # docs/workloads.md
+    req, req_text = (drawn.pop("req"), args.raw("req")) if "req" in drawn else _request(args, test)
+    reply = drawn.pop("reply") if "reply" in drawn else g("reply", "1", V.to_size)
     stats = g("stats", "0", lambda s: V.to_int(s, low=0, high=1))
     local_buffer = g("localBuffer", "0", V.to_size)
     remote_buffer = g("remoteBuffer", "0", V.to_size)
     group = g("group", "0", lambda s: V.to_int(s, low=0))
-    driver = g("driver", "builtin", lambda s: s)
     if driver not in DRIVERS:
         raw = args.raw("driver")
         raise args.error_at("driver", f"DO_CLIENT: unknown driver {raw!r}",
@@ -147,7 +149,7 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
         ca=ca, dur=dur, delay=delay, instances=instances, req=req, req_text=req_text,
         reply=reply, stats=stats, local_buffer=local_buffer, remote_buffer=remote_buffer,
         test=test, group=group, driver=driver, pacing=pacing, rate=rate,
-        interval=interval, crr_close=crr_close,
+        interval=interval, crr_close=crr_close, **drawn,
     )
 
 

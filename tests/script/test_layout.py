@@ -15,9 +15,10 @@ import netesto.script
 SCRIPT = Path(netesto.script.__file__).resolve().parent
 # What the language may lean on: its own modules, the error tree, the one policy,
 # the shared vocabulary, the protocol's name rules and the flow spec's value lists
-# (CRR_CLOSES; that module leans on nothing else, checked below).
+# (CRR_CLOSES; that module leans on nothing else, checked below), and the distributions of drawn
+# workloads (netesto.workload: stdlib and the vocabulary, checked below too).
 ALLOWED = ("netesto.script", "netesto.errors", "netesto.policy", "netesto.vocab", "netesto.protocol.names",
-           "netesto.protocol.flowspec")
+           "netesto.protocol.flowspec", "netesto.workload")
 NEVER = ("netesto.engine", "netesto.agent", "netesto.controller", "netesto.results", "netesto.plots",
          "netesto.testbed", "netesto.drivers", "netesto.collectors", "IPython", "xarray", "zmq")
 
@@ -34,9 +35,11 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_every_module_of_the_language_imports_only_what_it_may() -> None:
+    import netesto.workload
     from netesto.protocol import flowspec
 
-    for path in [*sorted(SCRIPT.glob("*.py")), Path(flowspec.__file__)]:
+    workload = sorted(Path(netesto.workload.__file__).parent.glob("*.py"))
+    for path in [*sorted(SCRIPT.glob("*.py")), Path(flowspec.__file__), *workload]:
         for name in _imports(path):
             if name.startswith("netesto"):
                 assert name == "netesto" or name.startswith(ALLOWED), f"{path.name} imports {name}"

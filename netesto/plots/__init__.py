@@ -22,6 +22,13 @@ def latency_cdf(source: Any, **kw: Any) -> Any:
     return build(source, **kw)
 
 
+def fct_slowdown(source: Any, **kw: Any) -> Any:
+    """Flow completion time slowdown by size of drawn workloads (see :func:`netesto.plots.fct.fct_slowdown`)."""
+    from netesto.plots.fct import fct_slowdown as build
+
+    return build(source, **kw)
+
+
 def table(table: Any, x: str, y1: Any, **kw: Any) -> Any:
     """Bars or lines of an analysis table's columns (see :func:`netesto.plots.tables.table_plot`)."""
     from netesto.plots.tables import table_plot
@@ -36,4 +43,4 @@ def save(obj: Any, path: Any, **kw: Any) -> Any:
     return write(obj, path, **kw)
 
 
-__all__ = ["latency_cdf", "save", "table", "timeseries"]
+__all__ = ["fct_slowdown", "latency_cdf", "save", "table", "timeseries"]

@@ -2,7 +2,7 @@
 
 A drawn flow's client writes one row per transaction (``<flow_id>.txn.nflow``,
 docs/workloads.md). :func:`add_transactions` puts every row of every flow on one
-dim ``txn``, with the flow it belongs to (``txn_flow``): when it started, its sizes,
+dim ``txn``, with the flow it belongs to (``txn_flow``; a flow's in the order they were drawn): when it started, its sizes,
 its completion time (``txn_fct``: the request's first byte handed to the kernel to the
 reply's last byte read) and its **slowdown**, ``txn_fct / txn_ideal``, where the ideal
 is what the bottleneck allows an exchange on an empty path::
@@ -116,7 +116,8 @@ def add_transactions(ds: xr.Dataset, raw: ExperimentRaw) -> xr.Dataset:
                                                            "open_loop", "load", "link_bps")}
         n = flow.rows
         offset = raw.clock_offset(str(rec.meta.get("host", "")))
-        c = flow.columns
+        order = np.argsort(np.asarray(flow.columns["seq"]), kind="stable")  # written as they end: in draw order
+        c = {k: np.asarray(v)[order] for k, v in flow.columns.items()}
         cols["flow"].append(np.full(n, rec.flow_id, dtype=object))
         cols["seq"].append(np.asarray(c["seq"], dtype=np.int64))
         for key in ("start", "due"):

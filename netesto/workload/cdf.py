@@ -31,7 +31,10 @@ class CdfError(ValueError):
 
 
 def _number(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
         raise ValueError(f"expected a finite number, got {text!r}")
     return value
@@ -77,7 +80,7 @@ def parse_cdf_text(text: str, source: str) -> Points:
             value = float(parse_size(fields[0])) if fields[0][-1:].isalpha() else _number(fields[0])
             prob = _number(fields[-1])
         except ValueError as exc:
-            raise CdfError(f"{where}: {exc}, got {raw.strip()[:60]!r}") from None
+            raise CdfError(f"{where}: {exc} (the line: {raw.strip()[:60]!r})") from None
         points.append((value, prob, where))
     return check_points(points)
 

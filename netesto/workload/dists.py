@@ -177,8 +177,8 @@ def _value(raw: str, unit: str, kind: str, what: str) -> float:
                 raise ValueError(f"expected a finite number, got {raw!r}")
             return value
         if kind == SIZE:
-            return float(parse_size(raw))
-        return parse_time_ms(raw) / 1000.0
+            return float(parse_size(raw))  # whole bytes
+        return round(parse_time_ms(raw), 6) / 1000.0  # to the nanosecond, as the canonical text writes it
     except ValueError as exc:
         if unit == "1":
             raise DistError(f"{what}: expected a number, got {raw!r}") from None
@@ -216,7 +216,7 @@ def parse(text: str, kind: str, *, read_file: FileReader | None = None) -> Distr
     ``kind`` is :data:`SIZE` or :data:`TIME`; ``read_file`` reads the files of
     ``cdf(file=...)`` (none given: such a CDF is refused). Raises :class:`DistError`.
 
-    >>> parse("exp(10K)", SIZE).text, parse("lognormal(mean=10K,sigma=1)", SIZE).mean
+    >>> parse("exp(10K)", SIZE).text, round(parse("lognormal(mean=10K,sigma=1)", SIZE).mean, 6)
     ('exp(mean=10240)', 10240.0)
     >>> parse("exp(mean=5ms)", TIME).text, parse("2ms", TIME).text
     ('exp(mean=5ms)', 'const(value=2ms)')
@@ -278,9 +278,11 @@ def _family(name: str, kind: str, args: list[str]) -> Distribution:
             if shape <= 1:
                 raise DistError(f"pareto: a mean= needs shape above 1 (shape {shape:g} has no mean)",
                                 "give min= instead")
-            p[alt[1]] = p.pop(alt[0]) * (shape - 1) / shape
+            derived = p.pop(alt[0]) * (shape - 1) / shape
         else:
-            p[alt[1]] = p.pop(alt[0]) / math.gamma(1 + 1 / shape)
+            derived = p.pop(alt[0]) / math.gamma(1 + 1 / shape)
+        # in the units' own steps, as the canonical text writes them: whole bytes, nanoseconds
+        p[alt[1]] = float(max(1, round(derived))) if kind == SIZE else round(derived * 1e3, 6) / 1e3
     missing = [q.name for q in fam.params if q.required and q.name not in p]
     if missing:
         raise DistError(f"{name} needs {', '.join(m + '=' for m in missing)}", f"e.g. {fam.example}")
@@ -363,16 +365,16 @@ def _cdf(args: list[str], kind: str, read_file: FileReader | None) -> Distributi
 
 
 def _cdf_file(name: str, explicit: bool, read_file: FileReader | None) -> tuple[C.Points, str]:
-    if read_file is None:
-        raise DistError(f"cdf: no file can be read here ({name})", "give the CDF's points=")
     try:
+        if read_file is None:
+            raise LookupError(f"no file can be read here ({name})")
         shown, text = read_file(name)
     except LookupError as exc:
         message, _, hint = str(exc.args[0] if exc.args else exc).partition(" | ")
         if not explicit:
             message = f"no packaged CDF named {name!r} and {message}"
             hint = did_you_mean(name, C.PACKAGED) or hint or f"packaged: {', '.join(C.PACKAGED)}"
-        raise DistError(f"cdf: {message}", hint) from None
+        raise DistError(f"cdf: {message}", hint or "give the CDF's points=") from None
     return C.parse_cdf_text(text, shown), os.path.basename(name)
 
 

@@ -57,7 +57,7 @@ class Txn:
     """One transaction's connection: what it sends, what it got, when each step happened."""
 
     __slots__ = ("flow", "seq", "req", "reply", "due", "start", "t0", "t_conn", "t_send", "sock", "fd", "out", "left",
-                 "got", "connected")
+                 "got", "connected", "sent")
 
     def __init__(self, flow: "DrawnCRRClient", seq: int, req: int, reply: int, due: float, sock: socket.socket) -> None:
         self.flow = flow
@@ -67,9 +67,11 @@ class Txn:
         self.t_conn = self.t_send = 0
         self.sock = sock
         self.fd = sock.fileno()
-        self.out = flow.join + HEAD.pack(req, reply)
-        self.left = req
+        first = min(req, CHUNK)  # join, header and the payload's start in one send: one segment for a small one
+        self.out = flow.join + HEAD.pack(req, reply) + PATTERN[:first]
+        self.left = req - first
         self.got = 0
+        self.sent = 0  # bytes of out sent
         self.connected = False
 
     def on_event(self, events: int) -> None:
@@ -93,7 +95,7 @@ class DrawnCRRClient(DrawnClient):
         self.view = self.worker.rxview
         assert self.ctl is not None
         self.loop.register(self.ctl.fileno(), IN, self._on_ctl)  # the control connection only says the end
-        self._next(time.monotonic())
+        self._next(self.start_mono)  # arrivals count from the flow's start instant, as its end does
 
     def _next(self, after: float) -> None:
         """Draw the next transaction; it arrives its gap after ``after`` (monotonic)."""
@@ -172,8 +174,8 @@ class DrawnCRRClient(DrawnClient):
                     if txn.out:
                         n = sock.send(txn.out)
                         txn.out = txn.out[n:]
-                        if not txn.out:
-                            self.tx += HEAD.size
+                        self.tx += max(0, n - max(0, len(self.join) - txn.sent))  # the join is not flow data
+                        txn.sent += n
                     else:
                         n = sock.send(PATTERN[:min(txn.left, CHUNK)])
                         txn.left -= n

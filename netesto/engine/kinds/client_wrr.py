@@ -57,8 +57,9 @@ class DrawnRRClient(DrawnClient):
             return
         seq, req, reply, due, _ = self.cur
         self.cur = (seq, req, reply, due, time.time())
-        self.head = HEAD.pack(req, reply)
-        self.left, self.got, self.want = req, 0, reply
+        first = min(req, CHUNK)  # the header and the payload's start in one send: one segment for a small one
+        self.head = HEAD.pack(req, reply) + PATTERN[:first]
+        self.left, self.got, self.want = req - first, 0, reply
         self.busy = True
         self.t0 = _perf_ns()
         self._pump()

@@ -31,9 +31,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from netesto.errors import RawDataError
-from netesto.raw.nflow import read_flow
-from netesto.results.load import ExperimentRaw, FlowRecord
+from netesto.results.load import ExperimentRaw, FlowRecord, _try_read
 from netesto.results.numerics import num
 from netesto.workload import SIZE, TIME, DistError
 from netesto.workload import parse as parse_dist
@@ -63,17 +61,8 @@ VARS: dict[str, tuple[str, str]] = {
 
 
 def _txn_file(raw: ExperimentRaw, rec: FlowRecord) -> Any:
-    path = raw.path / "flows" / f"{rec.flow_id}.txn.nflow"
-    if not path.exists():
-        return None
-    try:
-        flow = read_flow(path)
-    except RawDataError as exc:
-        raw.errors.append(str(exc))
-        return None
-    if flow.truncated or flow.damaged or flow.summary is None:
-        raw.warnings.append(f"{path}: its writer stopped early (kept {flow.rows} transactions)")
-    return flow
+    """The flow's transaction log (None without one); what cannot be read is said as for its other files."""
+    return _try_read(raw.path / "flows" / f"{rec.flow_id}.txn.nflow", raw)
 
 
 def ideal_params(testbed: Mapping[str, Any], min_rtt_us: np.ndarray) -> dict[str, Any]:

@@ -11,7 +11,9 @@ when all its connections are busy: neither is open loop). At most :func:`max_ope
 connections are open at once; an arrival beyond them is logged ``refused``.
 
 At the flow's end arrivals stop; transactions in flight get :data:`DRAIN` seconds
-to finish, then those still open are logged ``unfinished`` and closed.
+to finish, then those still open are logged ``unfinished`` and closed. A transaction
+that fails is logged ``failed`` and the flow goes on; :data:`MAX_FAILING` in a row
+(the server is gone) fail the flow.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import socket
 import struct
 import time
 
-from netesto.collectors import tcpinfo
 from netesto.engine.core import handshake as hs
 from netesto.engine.core.loop import ERR, IN, OUT, Timer
 from netesto.engine.kinds.flowend import describe_error
@@ -42,6 +43,7 @@ from netesto.errors import TrafficError
 
 DRAIN = 5.0  # s after the flow's end that transactions in flight may take (the watchdog allows 10)
 MAX_OPEN = 2000
+MAX_FAILING = 100  # transactions failing in a row that fail the flow
 _LINGER_0 = struct.pack("ii", 1, 0)
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
@@ -89,6 +91,7 @@ class DrawnCRRClient(DrawnClient):
         self.start_log()
         self.open: dict[int, Txn] = {}
         self.limit = max_open()
+        self.failing = 0  # transactions failed since the last that succeeded
         self.ending = False
         self.arrival: Timer | None = None
         self.drain: Timer | None = None
@@ -120,19 +123,14 @@ class DrawnCRRClient(DrawnClient):
         self._connect(seq, req, reply, due_wall)
 
     def _socket(self) -> tuple[socket.socket, tuple[object, ...]]:
-        spec = self.spec
-        family, addr = self.addrinfo(socket.SOCK_STREAM)
-        sock = socket.socket(family, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
-        try:
-            tcpinfo.set_congestion_control(sock, spec.ca)
-            tcpinfo.set_buffers(sock, spec.local_buffer)
-            tcpinfo.set_pacing(sock, spec.pacing)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.reset:
+        """A non-blocking socket with the flow's options (TCP_NODELAY: a drawn request may span segments)."""
+        sock, addr = self.new_tcp_socket()
+        if self.reset:
+            try:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_0)
-        except BaseException:
-            sock.close()
-            raise
+            except BaseException:
+                sock.close()
+                raise
         return sock, addr
 
     def _connect(self, seq: int, req: int, reply: int, due: float) -> None:
@@ -141,17 +139,14 @@ class DrawnCRRClient(DrawnClient):
         try:
             sock, addr = self._socket()
         except (OSError, TrafficError) as exc:
-            why = exc.message if isinstance(exc, TrafficError) else describe_error(exc)
-            self.log.record(seq, due, start, 0.0, 0.0, req, reply, FAILED, error=why)
-            self._after()
+            self._failed(seq, due, start, req, reply, exc.message if isinstance(exc, TrafficError)
+                         else describe_error(exc))
             return
         txn = Txn(self, seq, req, reply, due, sock)
         err = sock.connect_ex(addr)
         if err not in (0, errno.EINPROGRESS):
             sock.close()
-            self.log.record(seq, due, start, 0.0, 0.0, req, reply, FAILED,
-                            error=f"cannot connect: {os.strerror(err).lower()}")
-            self._after()
+            self._failed(seq, due, start, req, reply, f"cannot connect: {os.strerror(err).lower()}")
             return
         self.open[txn.fd] = txn
         self.sock = sock  # the connection the sampler reads (the newest)
@@ -200,9 +195,17 @@ class DrawnCRRClient(DrawnClient):
             pass  # the socket is full (still polled for OUT) or the reply is not all in (polled for IN)
         except OSError as exc:
             self._drop(txn)
-            assert self.log is not None
-            self.log.record(txn.seq, txn.due, txn.start, 0.0, 0.0, txn.req, txn.reply, FAILED,
-                            error=describe_error(exc))
+            self._failed(txn.seq, txn.due, txn.start, txn.req, txn.reply, describe_error(exc))
+
+    def _failed(self, seq: int, due: float, start: float, req: int, reply: int, why: str) -> None:
+        """A transaction failed: logged; the flow goes on, unless none has succeeded for :data:`MAX_FAILING`
+        in a row (the server is gone: the flow fails saying why)."""
+        assert self.log is not None
+        self.log.record(seq, due, start, 0.0, 0.0, req, reply, FAILED, error=why)
+        self.failing += 1
+        if self.failing >= MAX_FAILING:
+            self.fail(f"{self.failing} transactions in a row failed, the last: {why} ({self.where})")
+        else:
             self._after()
 
     def _complete(self, txn: Txn) -> None:
@@ -214,6 +217,7 @@ class DrawnCRRClient(DrawnClient):
         assert self.log is not None
         self.log.record(txn.seq, txn.due, txn.start, (txn.t_conn - txn.t0) / 1e9, (now - txn.t_send) / 1e9,
                         txn.req, txn.reply, OK, min_rtt)
+        self.failing = 0
         self._after()
 
     def _after(self) -> None:
@@ -275,4 +279,4 @@ class DrawnCRRClient(DrawnClient):
         super().close_sockets()
 
 
-__all__ = ["DRAIN", "DrawnCRRClient", "MAX_OPEN", "Txn", "max_open"]
+__all__ = ["DRAIN", "DrawnCRRClient", "MAX_FAILING", "MAX_OPEN", "Txn", "max_open"]

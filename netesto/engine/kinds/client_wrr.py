@@ -13,7 +13,7 @@ import socket
 import time
 
 from netesto.engine.core.loop import ERR, IN, OUT, Timer
-from netesto.engine.kinds.workload import CHUNK, HEAD, OK, PATTERN, UNFINISHED, DrawnClient
+from netesto.engine.kinds.workload import CHUNK, HEAD, OK, PATTERN, UNFINISHED, DrawnClient, want_out
 
 _IN_ERR = IN | ERR
 _perf_ns = time.perf_counter_ns
@@ -78,13 +78,9 @@ class DrawnRRClient(DrawnClient):
                     self.left -= n
                 self.tx += n
         except BlockingIOError:
-            if not self.out_wait:
-                self.loop.modify(self.fd, IN | OUT)
-                self.out_wait = True
+            self.out_wait = want_out(self, self.fd, True, self.out_wait)
             return
-        if self.out_wait:
-            self.loop.modify(self.fd, IN)
-            self.out_wait = False
+        self.out_wait = want_out(self, self.fd, False, self.out_wait)
 
     def _on_event(self, events: int) -> None:
         sock = self.sock

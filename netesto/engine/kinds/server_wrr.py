@@ -11,8 +11,8 @@ from __future__ import annotations
 import socket
 
 from netesto.engine.core.loop import ERR, IN, OUT
-from netesto.engine.kinds.serverflow import CRRServer, ServerFlow
-from netesto.engine.kinds.workload import CHUNK, PATTERN, Requests
+from netesto.engine.kinds.serverflow import CRRServer, JoinConn, ServerFlow
+from netesto.engine.kinds.workload import CHUNK, PATTERN, Requests, want_out
 
 _IN_ERR = IN | ERR
 
@@ -60,13 +60,9 @@ class DrawnRRServer(ServerFlow):
                 self.tx += n
                 self.owed -= n
         except BlockingIOError:
-            if not self.out_wait:
-                self.loop.modify(self.fd, IN | OUT)
-                self.out_wait = True
+            self.out_wait = want_out(self, self.fd, True, self.out_wait)
             return
-        if self.out_wait:
-            self.loop.modify(self.fd, IN)
-            self.out_wait = False
+        self.out_wait = want_out(self, self.fd, False, self.out_wait)
 
 
 class DrawnCRRServer(CRRServer):
@@ -79,42 +75,23 @@ class DrawnCRRServer(CRRServer):
         DrawnJoin(self, conn, leftover)
 
 
-class DrawnJoin:
-    """One drawn TCP_CRR transaction on the server: its request in, the reply its header asks for out, closed
-    as the flow's ``crr_close`` says (as :class:`~netesto.engine.kinds.serverflow.JoinConn`)."""
+class DrawnJoin(JoinConn):
+    """One drawn TCP_CRR transaction on the server: its request in, the reply its header asks for out, closed as
+    the flow's ``crr_close`` says (as :class:`~netesto.engine.kinds.serverflow.JoinConn`, whose polling it keeps:
+    ``out`` is the part of the reply going out now, a slice of the pattern)."""
 
     def __init__(self, flow: DrawnCRRServer, conn: socket.socket, leftover: bytes) -> None:
-        self.flow = flow
-        self.conn = conn
-        self.fd = conn.fileno()
         self.reqs = Requests()
         self.owed = 0
-        self.done = False
-        self.closed = False
-        self.polled = 0
-        self.close_first = flow.spec.crr_close != "client"
-        flow.begin_server()  # a join may overtake the start marker on the control connection
-        flow.joins.add(self)  # type: ignore[arg-type]
-        flow.conns += 1
-        flow.sock = conn
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if leftover:
-            self._got(memoryview(leftover))
-        if not self.closed:
-            self._poll()
+        self.first: bytes | None = leftover  # what came with the join: JoinConn hands _got its length only
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a reply of many segments goes at once
+        super().__init__(flow, conn, leftover)
 
-    def _poll(self) -> None:
-        want = IN | OUT if self.owed else IN
-        if want != self.polled:
-            if self.polled:
-                self.flow.loop.modify(self.fd, want)
-            else:
-                self.flow.loop.register(self.fd, want, self._on_event)
-            self.polled = want
-
-    def _got(self, data: memoryview) -> None:
+    def _got(self, n: int) -> None:
         flow = self.flow
-        flow.rx += len(data)
+        data = memoryview(self.first) if self.first is not None else flow.worker.rxview[:n]
+        self.first = None
+        flow.rx += n
         if self.done:
             return
         try:
@@ -126,58 +103,24 @@ class DrawnJoin:
             self.done = True
             flow.trans += 1
             self.owed = owed
+            self.out = PATTERN[:min(owed, CHUNK)]
             self._send()
 
     def _send(self) -> None:
         try:
-            while self.owed:
-                n = self.conn.send(PATTERN[:min(self.owed, CHUNK)])
-                self.flow.tx += n
-                self.owed -= n
+            n = self.conn.send(self.out)
         except BlockingIOError:
-            pass
-        except OSError:  # the client reset it
+            n = 0
+        except OSError:  # the client reset it (also while JoinConn's __init__ runs: nobody else would close it)
             self.close()
             return
-        if not self.owed and self.close_first:
+        self.flow.tx += n
+        self.owed -= n
+        self.out = PATTERN[:min(self.owed, CHUNK)]
+        if not self.out and self.close_first:
             self.close()
         else:
             self._poll()
-
-    def _on_event(self, events: int) -> None:
-        if self.closed:
-            return
-        try:
-            if events & OUT and self.owed:
-                self._send()
-                if self.closed:
-                    return
-            if not events & _IN_ERR:
-                return
-            view = self.flow.worker.rxview
-            n = self.conn.recv_into(view)
-        except BlockingIOError:
-            return
-        except OSError:
-            self.close()
-            return
-        if n == 0:
-            self.close()
-            return
-        self._got(view[:n])
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        flow = self.flow
-        flow.joins.discard(self)  # type: ignore[arg-type]
-        if flow.sock is self.conn:
-            flow.read_info()
-            flow.sock = None
-        if self.polled:
-            flow.loop.unregister(self.fd)
-        self.conn.close()
 
 
 __all__ = ["DrawnCRRServer", "DrawnJoin", "DrawnRRServer"]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from netesto.collectors.tcpinfo import TCP_INFO, TCP_INFO_FIELDS
+from netesto.engine.core.loop import IN, OUT
 from netesto.engine.kinds.client import ClientFlow
 from netesto.engine.kinds.flowend import FlowEnd
 from netesto.protocol.flowspec import FlowSpec
@@ -120,6 +121,14 @@ class TxnLog:
         return out
 
 
+def want_out(end: FlowEnd, fd: int, wanted: bool, asked: bool) -> bool:
+    """Poll ``fd`` for EPOLLOUT as well as EPOLLIN when ``wanted`` (a send did not fit), only for IN when not;
+    ``asked`` is what is polled for now. Returns what is polled for then."""
+    if wanted != asked:
+        end.loop.modify(fd, IN | OUT if wanted else IN)
+    return wanted
+
+
 class Requests:
     """A server end's reading of drawn requests: headers and payloads in, the reply bytes owed out."""
 
@@ -194,5 +203,5 @@ class DrawnClient(ClientFlow):
         super().finish(error)
 
 
-__all__ = ["CHUNK", "DrawnClient", "Requests", "FAILED", "HEAD", "MAX_DRAWN", "OK", "PATTERN", "REFUSED", "STATUS", "TXN_COLUMNS", "TxnLog",
+__all__ = ["CHUNK", "DrawnClient", "Requests", "want_out", "FAILED", "HEAD", "MAX_DRAWN", "OK", "PATTERN", "REFUSED", "STATUS", "TXN_COLUMNS", "TxnLog",
            "UNFINISHED", "draws_of", "min_rtt_us", "txn_path"]

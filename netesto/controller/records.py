@@ -7,7 +7,6 @@ without changing the readers.
 
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from netesto.errors import NetestoError, StorageError, UsageError
 from netesto.protocol.flowspec import FlowSpec
 from netesto.protocol.replies import HelloReply
 from netesto.raw.experiment import ExperimentRecord, FlowEntry, short_host
+from netesto.raw.jsontext import dumps
 from netesto.script.actions import DoClient
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ def write_json(e: ExpState, doc: dict[str, Any]) -> Path:
     tmp = path.with_suffix(".json.tmp")
     try:
         e.dir.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(doc, indent=1, default=str))
+        tmp.write_text(dumps(doc, indent=1))  # strict: NaN as null
         tmp.replace(path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

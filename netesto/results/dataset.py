@@ -19,6 +19,7 @@ import xarray as xr
 from netesto.raw.experiment import short_host
 from netesto.results.hostfiles import HostSnapshot
 from netesto.results.load import ExperimentRaw, FlowRecord
+from netesto.results.groups import with_breakdown
 from netesto.results.gridding import Grid, interval_stats, last_in_step, rate_on_grid
 from netesto.results.numerics import (
     col,
@@ -157,8 +158,10 @@ def _grid_flow(rec: FlowRecord, raw: ExperimentRaw, grid: Grid, samples: dict[st
             series[name][i, ks] = merged
 
 
-def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
-    """The experiment Dataset of :mod:`netesto.results.schema` from raw records."""
+def build_dataset(raw: ExperimentRaw, *, steady: str | None = None) -> xr.Dataset:
+    """The experiment Dataset of :mod:`netesto.results.schema` from raw records, with each flow's,
+    group's and congestion control's numbers over the steady window ``steady`` (see
+    :mod:`netesto.results.groups`; none: each flow's whole life)."""
     flows = raw.flows
     grid = _grid(raw)
     t0, interval, n = grid.t0, grid.interval, grid.n
@@ -236,7 +239,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
         data_vars["host_delta"] = (("node", "counter"), after - before, var_attrs("host_delta"))
     ds = xr.Dataset(data_vars, coords=coords, attrs=_attrs(raw, t0, interval))
     ds.attrs["flow_warnings"] = json.dumps(flow_warnings(ds, raw))
-    return ds
+    return with_breakdown(ds, steady)
 
 
 def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:

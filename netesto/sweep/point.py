@@ -64,7 +64,8 @@ def say(text: str) -> None:
 def point_values(rec: PointRecord, worker: Worker, ctx: Context) -> dict[str, Any]:
     """The parameters papermill sets: the point's and the fixed values, checked, and what the sweep supplies."""
     values = {k: checked(k, v, ctx.declared[k]) for k, v in {**ctx.fixed, **rec.params}.items()}
-    supplied = {"lab": worker.lab, "workdir": "results", "seed": rec.seed, "rep": rec.rep, "point": rec.key}
+    supplied = {"lab": worker.lab, "workdir": "results", "seed": rec.seed, "rep": rec.rep, "point": rec.key,
+                "steady": ctx.manifest.steady}
     for name, value in supplied.items():
         if name in ctx.declared and not (name == "lab" and not worker.lab):
             values[name] = value
@@ -139,12 +140,18 @@ def _finish_point(rec: PointRecord, worker: Worker, ctx: Context, out_nb: Path) 
     if out_nb.exists():
         rec.html = _export_html(out_nb, ctx.directory)
     if rec.status == DONE:
-        from netesto.results.cube import point_summary
-
-        rec.summary = point_summary([ctx.directory / e for e in rec.experiments])
-        if ctx.checks:
-            rec.checks = criteria.evaluate(ctx.checks, rec.summary)
+        summarize(rec, ctx.directory, ctx.manifest.steady, ctx.checks)
     ctx.save()
+
+
+def summarize(rec: PointRecord, directory: Path, steady: str, checks: list[str], *, read: bool = True) -> None:
+    """``rec``'s summary and parts over the ``steady`` window (read from its experiments unless ``read``
+    is false and it has them), and its checks' verdicts on them."""
+    from netesto.results.cube import point_summary
+
+    if read or not rec.summary or not rec.parts:
+        rec.summary, rec.parts = point_summary([directory / e for e in rec.experiments], steady or None)
+    rec.checks = criteria.evaluate(checks, criteria.flat(rec.summary, rec.parts)) if checks else {}
 
 
 def _cell_error(out_nb: Path, exc: Any) -> str:
@@ -182,4 +189,5 @@ def _export_html(nb: Path, directory: Path) -> str:
         return ""
 
 
-__all__ = ["Context", "KERNEL_ARGS", "SHAPE_PARAMS", "Worker", "point_values", "recover_stale", "run_point", "say"]
+__all__ = ["Context", "KERNEL_ARGS", "SHAPE_PARAMS", "Worker", "point_values", "recover_stale", "run_point", "say",
+           "summarize"]

@@ -61,6 +61,7 @@ class RunContext:
         cancel: threading.Event | None = None,
         iperf3_port: int = IPERF3_PORT,
         testbed: Mapping[str, Any] | None = None,
+        steady: str | None = None,
     ) -> None:
         self.lab = lab
         self.workdir = Path(workdir)
@@ -73,6 +74,7 @@ class RunContext:
         self.seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
         self.rng = rng or random.Random(self.seed)
         self.defines = dict(defines or {})
+        self.steady = steady  # the warm-up PROCESS_EXP leaves out of the per-flow numbers ("5s", "10rtt")
         # The testbed's bottleneck as a result's parameters (bw, rtt, ...): given, or the lab's.
         self.testbed = dict(testbed if testbed is not None else lab.testbed)
         self.run_id = secrets.token_hex(4)  # names this run to another controller that finds the lab busy

@@ -186,15 +186,16 @@ def start_notices(e: ExpState, host: str | None = None) -> list[str]:
 NO_RESULTS = "results extra not installed: raw data only"
 
 
-def process_results(workdir: Path, e: ExpState, warnings: list[str] | None = None) -> str:
-    """Process ``e``'s stored data; '' or a note saying why only the raw data is there. The flows
-    the results found limited by their hosts' buffers go into ``warnings``."""
+def process_results(workdir: Path, e: ExpState, warnings: list[str] | None = None, steady: str | None = None) -> str:
+    """Process ``e``'s stored data (``steady``: the warm-up left out of its per-flow numbers); '' or a
+    note saying why only the raw data is there. The flows the results found limited by their hosts'
+    buffers go into ``warnings``."""
     try:
         from netesto.report.experiment import process_experiment
     except ImportError:
         return NO_RESULTS
     try:
-        done = process_experiment(workdir, e.exp, desc=e.desc, other=e.other)
+        done = process_experiment(workdir, e.exp, desc=e.desc, other=e.other, steady=steady)
     except NetestoError as exc:
         return f"results processing failed (raw data kept): {exc}"
     except Exception as exc:  # results bugs must not lose the run's data

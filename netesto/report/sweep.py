@@ -66,20 +66,25 @@ def _point_rows(sw: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _hosts(sw: Any, directory: Path) -> list[dict[str, Any]]:
-    """Per host of the sweep's first finished experiment: kernel, tool versions, sysctls that
-    shape TCP, qdiscs (the testbed or lab the points ran on)."""
+def host_facts(sw: Any) -> dict[str, Any]:
+    """``kernels``, ``tools``, ``sysctls`` and ``qdiscs`` per host, as the sweep's first finished
+    experiment recorded them (the testbed or lab the points ran on); {} without one."""
     import netCDF4
 
-    first = next((directory / e / "exp.nc" for r in sw.manifest if r.status == DONE for e in r.experiments), None)
+    first = next((sw.directory / e / "exp.nc" for r in sw.manifest if r.status == DONE for e in r.experiments), None)
     if first is None:
-        return []
+        return {}
     try:
         with netCDF4.Dataset(first) as nc:
-            attrs = {k: json.loads(nc.getncattr(k)) for k in ("kernels", "tools", "sysctls", "qdiscs")
-                     if k in nc.ncattrs()}
+            return {k: json.loads(nc.getncattr(k)) for k in ("kernels", "tools", "sysctls", "qdiscs")
+                    if k in nc.ncattrs()}
     except (OSError, ValueError, RuntimeError):
-        return []
+        return {}
+
+
+def _hosts(sw: Any) -> list[dict[str, Any]]:
+    """Per host: kernel, tool versions, sysctls that shape TCP, qdiscs (:func:`host_facts`)."""
+    attrs = host_facts(sw)
     tcp = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_ecn",
            "net.core.default_qdisc")
     rows = []
@@ -144,7 +149,7 @@ def report_context(directory: str | Path, figures: Any = None) -> dict[str, Any]
         "created": datetime.datetime.fromtimestamp(m.created).isoformat(timespec="seconds"),
         "provenance": m.provenance, "provenance_json": json.dumps(m.provenance, indent=1, default=str),
         "columns": [(label, units) for _, label, units, _ in COLUMNS],
-        "rows": _point_rows(sw), "param_names": list(m.grid), "hosts": _hosts(sw, root),
+        "rows": _point_rows(sw), "param_names": list(m.grid), "hosts": _hosts(sw),
         "bokeh": parts, "figures": captions, "steady": m.steady or "0s (each flow's whole life)",
         "interval": st.attrs.get("interval", ""), "warning": st.attrs.get("warning", ""),
         "cc_columns": [(label, units) for _, label, units, _ in CC_COLUMNS], "means": _mean_rows(st, list(m.grid)),
@@ -162,4 +167,4 @@ def write_report(directory: str | Path, *, templates: str | os.PathLike[str] | N
     return out
 
 
-__all__ = ["REPORT", "report_context", "write_report"]
+__all__ = ["REPORT", "host_facts", "report_context", "write_report"]

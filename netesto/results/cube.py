@@ -224,7 +224,7 @@ class Sweep:
         stacked = picked.stack(cell=list(picked.dims)) if picked.dims else picked.expand_dims(cell=[0])
         for i in range(stacked.sizes["cell"]):
             c = stacked.isel(cell=i)
-            params: dict[str, Any] = {str(d): c[d].item() for d in picked.dims}
+            params: dict[str, Any] = {**sel, **{str(d): c[d].item() for d in picked.dims}}
             for path in self.paths(**params):
                 ds = open_experiment(path)
                 b = breakdown(ds, self.manifest.steady or None)

@@ -75,5 +75,21 @@ def test_a_notebook_without_a_parameters_cell_or_at_all(tmp_path: Path) -> None:
 
 def test_the_shipped_notebooks_declare_what_the_docs_say() -> None:
     root = Path(__file__).parents[2] / "notebooks"
-    assert list(parameters_of(root / "sweep.ipynb")) == ["ca", "bw", "rtt", "buffer", "dur", "flows", "lab", "workdir"]
+    assert list(parameters_of(root / "sweep.ipynb")) == ["ca", "bw", "rtt", "host_rtt", "buffer", "dur", "delay", "flows",
+                                                         "steady", "lab", "workdir"]
     assert list(parameters_of(root / "analysis.ipynb")) == ["sweep_dir"]
+
+
+@pytest.mark.parametrize(("name", "default", "value", "ok"), [
+    ("ca", "cubic", "bbr:2+cubic", True), ("ca", "cubic", "bbr,cubic", False), ("ca", "cubic", "bbr+", False),
+    ("dur", "3", "30+20", True), ("dur", "3", "30s", False), ("delay", "0", "0+-1", False),
+    ("host_rtt", "", "h2:20ms+h3:40ms", True), ("host_rtt", "", "h3", False), ("host_rtt", "", "", True),
+])
+def test_a_mix_its_times_and_host_rtts_are_kinds_of_their_own(name: str, default: str, value: str, ok: bool) -> None:
+    from netesto.sweep.values import checked
+
+    if ok:
+        assert checked(name, value, default) == value
+    else:
+        with pytest.raises(SweepError, match=f"parameter {name}="):
+            checked(name, value, default)

@@ -22,7 +22,7 @@ from netesto.results.manifest import DONE, LEFTOVER, Manifest, PointRecord, insi
 from netesto.sweep.attempts import experiments_in, set_aside
 from netesto.sweep.values import checked
 
-SHAPE_PARAMS = ("bw", "rtt", "buffer", "loss", "jitter")  # applied to a testbed before its point runs
+SHAPE_PARAMS = ("bw", "rtt", "buffer", "loss", "jitter", "host_rtt")  # applied to a testbed before its point runs
 # The kernel's own warnings (e.g. ipykernel's about TCP without encryption, on a
 # loopback the sweep opened itself) would print once per point over the progress bar.
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]

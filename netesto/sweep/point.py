@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import netesto.sweep.checks as criteria
+from netesto.sweep import checks as criteria  # not "import netesto.sweep.checks": netesto.sweep is also a function
 from netesto.errors import NetestoError, clip
 from netesto.results.manifest import DONE, LEFTOVER, Manifest, PointRecord, inside
 from netesto.sweep.attempts import experiments_in, set_aside

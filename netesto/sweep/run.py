@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import netesto.sweep.checks as criteria
+from netesto.sweep import checks as criteria  # not "import netesto.sweep.checks": netesto.sweep is also a function
 from netesto._version import __version__
 from netesto.errors import SweepError
 from netesto.results.manifest import DONE, Manifest, PointRecord

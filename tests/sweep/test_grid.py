@@ -93,3 +93,19 @@ def test_a_mix_its_times_and_host_rtts_are_kinds_of_their_own(name: str, default
     else:
         with pytest.raises(SweepError, match=f"parameter {name}="):
             checked(name, value, default)
+
+
+def test_the_reports_figures_come_from_the_command_line_else_the_notebooks_metadata(tmp_path: Path) -> None:
+    import nbformat
+
+    from netesto.sweep.run import figure_list
+
+    nb = write(tmp_path / "p.ipynb", "ca = 'cubic'", "print(ca)")
+    assert figure_list(None, nb) == []  # nothing chosen: the default
+    data = nbformat.read(nb, as_version=4)
+    data.metadata["netesto"] = {"figures": ["share", "paper:bw"]}
+    nbformat.write(data, nb)
+    assert figure_list(None, nb) == ["share", "paper:bw"]
+    assert figure_list("rate, flows", nb) == ["rate", "flows"]  # the command line wins
+    with pytest.raises(SweepError, match=r"figure 'shares' \(did you mean 'share'\?\): one of share, rate"):
+        figure_list(["shares"], nb)

@@ -196,3 +196,27 @@ def test_a_sweep_of_mixes_interrupted_resumed_reshaped_with_failing_points_and_r
 
     errors, drawn, figures = frames_drawn(export_html(done_nb))
     assert errors == [] and drawn == 1 and len(figures) == 5  # each algorithm's share, and the summary's four
+
+
+def test_the_study_notebook_runs_short_end_to_end(bed, tmp_path: Path) -> None:
+    """notebooks/study_bbr_buffer.ipynb with full=False: a 2-point sweep of bbr against cubic (1 and 8 BDP),
+    its table, its figure and its stated outcome (the full run is by hand: docs/sweeps.md)."""
+    import papermill
+
+    import netesto
+    from netesto.report.notebook import export_html
+
+    done = tmp_path / "study.ipynb"
+    papermill.execute_notebook(str(NOTEBOOKS / "study_bbr_buffer.ipynb"), str(done), cwd=str(tmp_path),
+                               parameters={"testbed": bed.name, "out": str(tmp_path / "study"),
+                                           "point_notebook": str(NOTEBOOKS / "sweep.ipynb")},
+                               progress_bar=False, kernel_name="python3")
+    sw = netesto.open_sweep(tmp_path / "study")
+    assert list(sw.cube.buffer_bdp.values) == [1.0, 8.0] and sorted(map(str, sw.cube.cc.values)) == ["bbr", "cubic"]
+    assert (sw.cube.status == "ok").all() and sw.cube.attrs["steady"] == "1s"
+    text = done.read_text()
+    assert "bbr's share " in text and " at 1 BDP to " in text and "published (Hock et al. 2017)" in text
+    errors, drawn, figures = frames_drawn(export_html(done))
+    assert errors == [] and drawn == 1
+    assert sum(t.startswith("share of the bottleneck") for t in figures) == 1  # and the queueing delay's
+    assert strict_json_files(tmp_path / "study") >= 1 + 2 + 2

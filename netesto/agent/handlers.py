@@ -17,7 +17,7 @@ from netesto.agent.control import HostControl
 from netesto.agent.facts import tool_versions
 from netesto.agent.flows import FlowManager
 from netesto.agent.lease import Lease
-from netesto.agent.owner import Ownership
+from netesto.agent.owner import Ownership, Peer
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError
 from netesto.protocol.codec import CHUNK_SIZE
@@ -37,6 +37,7 @@ from netesto.protocol.commands import (
     SetNetemArgs,
     SetQdiscArgs,
     SetSysctlArgs,
+    ShapeArgs,
     SnapshotArgs,
     StartFlowsArgs,
     StatusArgs,
@@ -61,6 +62,7 @@ from netesto.protocol.replies import (
     ReleaseReply,
     RestoreReply,
     ServerReply,
+    ShapeReply,
     SnapshotReply,
     StartFlowsReply,
     StatusReply,
@@ -86,7 +88,7 @@ class AgentState(Protocol):
     control: HostControl
     flows: FlowManager
     ownership: Ownership
-    peer: bytes
+    peer: Peer
 
 
 class Handlers:
@@ -259,6 +261,13 @@ class Handlers:
 
     def cmd_restore(self, args: RestoreArgs) -> RestoreReply:
         return self.agent.control.restore()
+
+    def cmd_shape(self, args: ShapeArgs) -> ShapeReply:
+        from netesto.agent.shape import shape_of
+
+        if not 0 < len(args.devs) <= 64 or not all(isinstance(d, str) for d in args.devs):
+            raise AgentError("shape: devs must be 1 to 64 device names", kind="UsageError")
+        return ShapeReply({dev: shape_of(dev, self.agent.control.netem_fallback) for dev in args.devs})
 
 
 __all__ = ["AgentState", "Handlers"]

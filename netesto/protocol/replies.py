@@ -360,10 +360,19 @@ class ReleaseReply(CommandReply):
     tool_servers_stopped: list[str] | None = _wire(list, None, omit=True, items=str)
 
 
+@dataclass(frozen=True)
+class ShapeReply(CommandReply):
+    """``shape``: per device, what the kernel says shapes it (rate_bps, buffer_bytes, delay_ms,
+    jitter_ms, loss 0..1: each only when shown) and tc's text."""
+
+    command: ClassVar[str] = "shape"
+    devs: Mapping[str, Any] = _wire(dict)
+
+
 _CLASSES: tuple[type[CommandReply], ...] = (
     HelloReply, TimeReply, HeartbeatReply, SnapshotReply, ServerReply, StartFlowsReply, StatusReply, StopReply,
     FetchListReply, ChunkReply, AckReply, SysctlReply, ModuleParamsReply, QdiscReply, NetemReply,
-    TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply)
+    TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply, ShapeReply)
 # The reply class of each command, in COMMANDS order.
 COMMAND_REPLIES: Mapping[str, type[CommandReply]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -391,6 +400,7 @@ __all__ = [
     "ReleaseReply",
     "RestoreReply",
     "ServerReply",
+    "ShapeReply",
     "SnapshotReply",
     "StartFlowsReply",
     "StatusReply",

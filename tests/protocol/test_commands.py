@@ -43,6 +43,7 @@ SENT = {
     "restore": {},
     "claim": {"run": "20261126-1", "controller": "laptop:1234"},
     "release": {},
+    "shape": {"devs": ["veth0", "r-h1"]},
 }
 
 

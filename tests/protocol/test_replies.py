@@ -56,6 +56,8 @@ SENT = {
     "restore": {"restored": ["net.ipv4.tcp_wmem=4096 16384 4194304"], "errors": []},
     "claim": {"run": "20261126-1", "since": 1764150000.25},
     "release": {"released": True, "tool_servers_stopped": ["iperf3:5201"]},
+    "shape": {"devs": {"r-h1": {"dev": "r-h1", "rate_bps": 20000000, "buffer_bytes": 25000, "delay_ms": 5.0,
+                                "tc": "qdisc htb 1: root ..."}}},
 }
 
 # The other shapes a command's reply takes.

@@ -1,9 +1,18 @@
 """The nfnetlink_queue protocol over a raw ``AF_NETLINK`` socket, standard library only (the delay line's queues).
 
 :class:`NfQueue` binds netfilter queues (``iptables ... -j NFQUEUE --queue-num N``)
-with headers-only copies; :func:`parse_packet_ids` reads the (queue, packet id)
-of each queued packet from a datagram; :func:`verdict_message` builds the
-``NF_ACCEPT``/``NF_DROP`` verdict that releases one (or, batched, every earlier one).
+with headers-only copies; :func:`parse_packets` reads the (queue, packet id,
+kernel timestamp) of each queued packet from a datagram; :func:`verdict_message`
+builds the ``NF_ACCEPT``/``NF_DROP`` verdict that releases one (or, batched,
+every earlier one).
+
+The kernel puts a timestamp (``NFQA_TIMESTAMP``, CLOCK_REALTIME, whole
+microseconds) on a queued packet only while some socket on the machine has
+asked for receive timestamps (the global ``netstamp_needed`` switch): then
+it is the packet's receive stamp, taken as the router's veth received it, or,
+for a packet that carries a sender's departure time instead (TCP's pacing
+stamp, which survives the hop between namespaces), the time it was queued.
+:class:`NfQueue` holds such a socket open (:func:`receive_timestamps_on`).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ NFQNL_CFG_CMD_BIND = 1
 NFQNL_CFG_CMD_UNBIND = 2
 NFQA_PACKET_HDR = 1
 NFQA_VERDICT_HDR = 2
+NFQA_TIMESTAMP = 4
 NFQA_CFG_CMD = 1
 NFQA_CFG_PARAMS = 2
 NFQA_CFG_QUEUE_MAXLEN = 3
@@ -42,10 +52,12 @@ NLMSG_ERROR = 2
 NETLINK_NO_ENOBUFS = 5
 SOL_NETLINK = 270
 SO_RCVBUFFORCE = 33
+SO_TIMESTAMPNS = 35
 
 _NLMSGHDR = struct.Struct("=IHHII")
 _NFGENMSG = struct.Struct("=BBH")  # family, version, res_id (big-endian, packed by hand)
 _NLA = struct.Struct("=HH")
+_STAMP = struct.Struct("!QQ")  # struct nfqnl_msg_packet_timestamp: seconds, microseconds
 COPY_RANGE = 128  # headers only: the verdict needs the packet id, not the payload
 QUEUE_MAXLEN = 65536
 
@@ -67,14 +79,18 @@ def verdict_message(queue: int, packet_id: int, verdict: int, *, batch: bool = F
     return _nfmsg(kind, queue, _nla(NFQA_VERDICT_HDR, struct.pack("!II", verdict, packet_id)))
 
 
-def parse_packet_ids(data: bytes | memoryview, nbytes: int, errors: list[int] | None = None) -> list[tuple[int, int]]:
-    """(queue, packet_id) of every NFQNL_MSG_PACKET message in one datagram.
+def parse_packets(data: bytes | memoryview, nbytes: int, errors: list[int] | None = None) -> list[tuple[int, int, int]]:
+    """(queue, packet_id, stamp) of every NFQNL_MSG_PACKET message in one datagram.
 
+    ``stamp`` is the kernel's timestamp of the packet in CLOCK_REALTIME
+    nanoseconds, rounded UP to the end of its microsecond (the kernel sends
+    whole microseconds, truncated: the true instant is never later than
+    this), or -1 when the message carries none.
     Netlink error replies (a verdict for a packet the kernel already dropped,
     say, when an interface went away) are not fatal: their errno values go to
     ``errors``.
     """
-    out: list[tuple[int, int]] = []
+    out: list[tuple[int, int, int]] = []
     off = 0
     while off + _NLMSGHDR.size <= nbytes:
         length, mtype, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
@@ -83,22 +99,45 @@ def parse_packet_ids(data: bytes | memoryview, nbytes: int, errors: list[int] | 
         if mtype == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET:
             (queue,) = struct.unpack_from("!H", data, off + _NLMSGHDR.size + 2)
             aoff = off + _NLMSGHDR.size + _NFGENMSG.size
-            end = off + length
+            end = min(off + length, nbytes)
+            packet_id = -1
+            stamp = -1
             while aoff + _NLA.size <= end:
                 alen, atype = _NLA.unpack_from(data, aoff)
                 if alen < _NLA.size:
                     break
-                if atype & 0x7FFF == NFQA_PACKET_HDR:
+                atype &= 0x7FFF
+                if atype == NFQA_PACKET_HDR:
                     (packet_id,) = struct.unpack_from("!I", data, aoff + _NLA.size)
-                    out.append((queue, packet_id))
-                    break
+                elif atype == NFQA_TIMESTAMP and alen >= _NLA.size + _STAMP.size:
+                    sec, usec = _STAMP.unpack_from(data, aoff + _NLA.size)
+                    stamp = sec * 1_000_000_000 + usec * 1000 + 999
+                    break  # after the header: nothing further is needed
                 aoff += (alen + 3) & ~3
+            if packet_id >= 0:
+                out.append((queue, packet_id, stamp))
         elif mtype == NLMSG_ERROR and errors is not None:
             (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
             if err:
                 errors.append(-err)
         off += (length + 3) & ~3
     return out
+
+
+def receive_timestamps_on() -> socket.socket | None:
+    """A socket that asks for receive timestamps, so the kernel stamps every packet it receives
+    (machine-wide, about one clock read per packet) and NFQA_TIMESTAMP is sent; keep it open.
+    None if the kernel refuses."""
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError:
+        return None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        sock.close()
+        return None
+    return sock
 
 
 class NfQueue:
@@ -117,6 +156,7 @@ class NfQueue:
         # A full receive buffer must not turn into an error on every later recv.
         self.sock.setsockopt(SOL_NETLINK, NETLINK_NO_ENOBUFS, 1)
         self.sock.bind((0, 0))
+        self.stamper = receive_timestamps_on()
         self._seq = 0
         for queue in self.queues:
             self._config(queue, _nla(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_BIND, 0)))
@@ -158,6 +198,8 @@ class NfQueue:
         except OSError:
             pass
         self.sock.close()
+        if self.stamper is not None:
+            self.stamper.close()
 
 
-__all__ = ["NF_ACCEPT", "NF_DROP", "NfQueue", "parse_packet_ids", "verdict_message"]
+__all__ = ["NF_ACCEPT", "NF_DROP", "NfQueue", "parse_packets", "receive_timestamps_on", "verdict_message"]

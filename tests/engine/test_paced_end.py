@@ -30,10 +30,15 @@ def test_paced_senders_end_on_time_at_the_paced_rate(veth_pair, tmp_path):
     for s in specs:
         cli, srv = ends(tmp_path, s["flow_id"])
         cs, ss = cli.summary, srv.summary
-        rx = cs if s["test"] == "TCP_MAERTS" else ss
-        # it was 1.6-1.9 s; what is left is the last skb: on a path this short the kernel's
-        # TSO autosizing lets a paced skb grow to 64 KiB whatever the rate
-        assert cs["duration"] < 1.45 and ss["duration"] < 1.45, (s["test"], cs["duration"], ss["duration"])
+        rx, tx = (cs, ss) if s["test"] == "TCP_MAERTS" else (ss, cs)
+        # What the sender wrote is the flow's time at the paced rate plus a short backlog: the floor
+        # (PACED_BACKLOG_MIN) and the last skb (on a path this short the kernel's TSO autosizing lets a
+        # paced skb grow to 64 KiB whatever the rate). The uncapped send buffer took megabytes, which
+        # drained at the paced rate after the flow's time was up (1.6-1.9 s for this 1 s flow). A
+        # loaded machine can only make the sender write less, so this holds whatever else runs.
+        backlog = tcpinfo.PACED_BACKLOG_MIN + 64 * 1024
+        assert tx["bytes_tx"] <= RATE / 8 * s["dur"] * 1.1 + backlog, (s["test"], tx["bytes_tx"])
+        assert rx["bytes_rx"] == tx["bytes_tx"]
         assert rx["bytes_rx"] * 8 / rx["duration"] == pytest.approx(RATE, rel=0.25), (s["test"], rx)
     server.events()
 

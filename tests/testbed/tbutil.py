@@ -89,8 +89,10 @@ def ping_rtts(output: str) -> list[float]:
     return [float(m) for m in re.findall(r"time=([\d.]+) ms", output)]
 
 
-def iperf3(client_ns: str, server_ns: str, server_addr: str, seconds: float = 3, ca: str = "cubic", omit: int = 0) -> dict:
-    """One iperf3 TCP run client -> server (a one-off server), its JSON; ``omit`` skips slow start."""
+def iperf3(client_ns: str, server_ns: str, server_addr: str, seconds: float = 3, ca: str = "cubic", omit: int = 0,
+           extra: tuple[str, ...] = ()) -> dict:
+    """One iperf3 TCP run client -> server (a one-off server), its JSON; ``omit`` skips slow start,
+    ``extra`` are more client options."""
     port = 20000 + (os.getpid() + next(_count)) % 20000
     server = ns_popen(server_ns, ["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -98,7 +100,7 @@ def iperf3(client_ns: str, server_ns: str, server_addr: str, seconds: float = 3,
             if f":{port}" in ns_run(server_ns, ["ss", "-ltn"]).stdout:
                 break
             time.sleep(0.05)
-        proc = ns_run(client_ns, ["iperf3", "-c", server_addr, "-p", str(port), "-t", str(seconds), "-O", str(omit), "-C", ca, "-J"], timeout=seconds + 30)
+        proc = ns_run(client_ns, ["iperf3", "-c", server_addr, "-p", str(port), "-t", str(seconds), "-O", str(omit), "-C", ca, "-J", *extra], timeout=seconds + 30)
         data: dict = json.loads(proc.stdout)
         if "error" in data:
             raise AssertionError(f"iperf3: {data['error']}")

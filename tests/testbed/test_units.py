@@ -62,14 +62,14 @@ def _packet_message(queue: int, packet_id: int) -> bytes:
 
 def test_packet_ids_parsed_from_several_messages() -> None:
     data = _packet_message(1, 10) + _packet_message(2, 11)
-    assert nfqueue.parse_packet_ids(data, len(data)) == [(1, 10), (2, 11)]
+    assert nfqueue.parse_packets(data, len(data)) == [(1, 10, -1), (2, 11, -1)]
 
 
 def test_netlink_error_replies_are_counted_not_fatal() -> None:
     error = struct.pack("=IHHII", 16 + 4 + 16, nfqueue.NLMSG_ERROR, 0, 0, 0) + struct.pack("=i", -2) + b"\0" * 16
     data = _packet_message(1, 10) + error + _packet_message(1, 12)
     errors: list[int] = []
-    assert nfqueue.parse_packet_ids(data, len(data), errors) == [(1, 10), (1, 12)]
+    assert nfqueue.parse_packets(data, len(data), errors) == [(1, 10, -1), (1, 12, -1)]
     assert errors == [2]
 
 

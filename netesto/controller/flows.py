@@ -21,6 +21,7 @@ from netesto.raw.experiment import short_host
 from netesto.errors import AgentError, AgentUnreachable, UsageError
 from netesto.policy import MAX_FLOWS_PER_REQUEST, MAX_PORTS_PER_REQUEST
 from netesto.protocol.flowspec import FlowSpec
+from netesto.protocol.text import printable
 from netesto.protocol.replies import PingReply, StatusReply
 from netesto.script.actions import DoClient
 
@@ -234,7 +235,8 @@ def report_failed_flows(r: RunContext, client: str, e: ExpState, st: StatusReply
                 r.interrupted and str(errors.get(flow, "")).startswith("stopped by a stop request")):
             continue
         e.failed_flows.add(flow)
-        text = f"flow {flow} of experiment {e.exp} failed: {errors.get(flow) or 'error'}"
+        # the agent's words: escaped here, as they go into the run's errors (its exit message) too
+        text = f"flow {printable(flow, 200)} of experiment {e.exp} failed: {printable(errors.get(flow) or 'error')}"
         e.errors.append(f"{client}: {text}")
         r.errors.append(f"{client}: {text}")
         if r.first_error is None:

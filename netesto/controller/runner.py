@@ -93,8 +93,11 @@ class Runner(RunContext):
                               interrupted=interrupted))
         if interrupted:
             exps = ", ".join(map(str, result.exps)) or "none"
+            kept = "kept and processed" if not self.hurry.is_set() else (
+                "kept, not processed (a second signal skipped that: netesto.process_experiment(WORKDIR, EXP) "
+                "processes it)")
             err = RunInterrupted(f"interrupted: flows stopped, hosts restored; the data collected so far is "
-                                 f"kept and processed (experiments {exps} in {self.workdir})", result=result)
+                                 f"{kept} (experiments {exps} in {self.workdir})", result=result)
             if signals.first is not None or signals.signals:
                 err.exit_code = exit_status(signals.first or signals.signals[0])
             raise err
@@ -103,9 +106,9 @@ class Runner(RunContext):
         return result
 
     def _signalled(self, signum: int) -> None:
-        """A signal during the cleanup: its waits are skipped, the restore is not."""
+        """A signal during the cleanup: its waits (for flows, for processing) are skipped, the restore is not."""
         self.hurry.set()
-        self.emit(Notice(host="", text="restoring the hosts, please wait (waits for flows skipped)"))
+        self.emit(Notice(host="", text="restoring the hosts, please wait (waits for flows and processing skipped)"))
 
     def _holding(self, e: ExpState) -> list[str]:
         """The hosts of ``e`` that may still hold data of it for us (connected, alive, not another run's)."""
@@ -205,20 +208,28 @@ class Runner(RunContext):
             stored(self, host, e, paths)
 
     def _finish(self, *, interrupted: bool, aborted: bool) -> None:
-        """Stop flows if needed, fetch what is left, restore, release; then experiment.json and results.
+        """Stop flows if needed, restore, fetch what is left, release; then experiment.json and results.
 
-        The hosts are restored before anything local (processing can take long), and a
-        signal here (:meth:`_signalled`) skips the waits for flows, never the restore."""
+        The hosts are restored first: before the data is fetched (an agent keeps it whatever
+        its settings) and before anything local (processing can take long). A signal here
+        (:meth:`_signalled`) skips the waits for flows and the processing, never the restore."""
         if interrupted or aborted:
             for h in self.sessions.live():
                 try:
                     h.client.stop()
                 except NetestoError as exc:
                     self.emit(HostError(host=h.lab.name, error=f"stop: {exc}"))
+        self._restore(interrupted or aborted)
         for e in self.exps.values():
             self._salvage(e, interrupted=interrupted, aborted=aborted)
+        self.sessions.close()
+        for e in self.exps.values():
+            self._record(e, interrupted=interrupted)
+
+    def _restore(self, everywhere: bool) -> None:
+        """Restore every changed host (every connected one with ``everywhere``)."""
         for h in self.hosts.values():
-            if h.client is None or h.dead or not (h.changed or interrupted or aborted):
+            if h.client is None or h.dead or not (h.changed or everywhere):
                 continue
             try:
                 done = h.client.restore()
@@ -227,9 +238,6 @@ class Runner(RunContext):
                 continue
             for error in done.errors:  # what the agent could not put back as it was
                 self.emit(HostError(host=h.lab.name, error=f"restore: {error}"))
-        self.sessions.close()
-        for e in self.exps.values():
-            self._record(e, interrupted=interrupted)
 
     def _salvage(self, e: ExpState, *, interrupted: bool, aborted: bool) -> None:
         """Fetch what ``e``'s hosts still hold (the flows are stopped, or ended)."""
@@ -242,11 +250,12 @@ class Runner(RunContext):
                 pass
 
     def _record(self, e: ExpState, *, interrupted: bool) -> None:
-        """``e``'s experiment.json (and, for a partial experiment, its results)."""
+        """``e``'s experiment.json (and, for a partial experiment, its results unless a second signal
+        asked to be done: processing, exp.html's plots above all, takes seconds)."""
         if e.processed or not e.dir.exists():
             return
         try:
-            if interrupted and e.flows:  # processed, and says it is partial
+            if interrupted and e.flows and not self.hurry.is_set():  # processed, and says it is partial
                 process_stored(self, e)
             else:
                 self.write_json(e)

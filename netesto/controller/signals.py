@@ -6,8 +6,8 @@ raises KeyboardInterrupt: the runner stops the flows, fetches what exists,
 restores the hosts and raises RunInterrupted with the exit status of the signal
 (130, 143, 129). During the cleanup a signal never raises: it calls the
 runner's ``later`` callback, which says "restoring the hosts, please wait" and
-makes the cleanup skip its waits (and what would come after them) - but never
-the restore. The first signal switches the phase inside the handler itself, so
+makes the cleanup skip its waits for flows and the processing of what was
+fetched (the raw data and experiment.json stay) - but never the restore. The first signal switches the phase inside the handler itself, so
 a burst of Ctrl-C cannot land a second KeyboardInterrupt in the cleanup.
 """
 
@@ -82,20 +82,23 @@ class RunSignals:
 def signals_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP raise KeyboardInterrupt in the block, so a run they stop takes the
     same path as Ctrl-C: flows stopped, hosts restored, data kept (the command-line's choice;
-    the library leaves process-wide handlers alone)."""
+    the library leaves process-wide handlers alone). After the block every stop signal is
+    ignored: the run is over and the command line only reports and exits, and a third Ctrl-C
+    that came after the run's end killed it there (status -2 instead of 130)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    old: dict[int, Any] = {}
-    if _main_thread():
+    main = _main_thread()
+    if main:
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            old[sig] = signal.signal(sig, handler)
+            signal.signal(sig, handler)
     try:
         yield
     finally:
-        for num, handler_was in old.items():
-            signal.signal(num, handler_was)
+        if main:
+            for num in STOP_SIGNALS:
+                signal.signal(num, signal.SIG_IGN)
 
 
 __all__ = ["RunSignals", "STOP_SIGNALS", "exit_status", "signals_interrupt"]

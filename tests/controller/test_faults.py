@@ -78,8 +78,8 @@ def test_a_signal_while_the_run_waits_for_its_last_flows_restores_within_seconds
     assert rc == 128 + getattr(signal, signals[0]), out + err
     assert restored and restored[0] - sent[0] < 2.0, (restored, sent)  # the sysctl was put back at once
     # the exit comes once the partial experiment is processed (exp.nc, exp.html: ~7 s on a loaded machine),
-    # not at the flow's end (30 s) or 600 s later
-    assert ended - sent[0] < 28, ended - sent[0]
+    # not at the flow's end (30 s) or 600 s later; a second signal skips the processing too
+    assert ended - sent[0] < (28 if len(signals) == 1 else 4), ended - sent[0]
     assert "interrupted" in err and _ecn(veth_pair) == before
     meta = json.loads((tmp_path / "work" / "1" / "experiment.json").read_text())
     assert meta["interrupted"] is True

@@ -137,7 +137,8 @@ def _start_host(r: RunContext, c: str, targets: list[Target], t_common: float) -
         e.flows.extend(mine)
         e.waited.discard(c)
         dur = max(rec.spec.dur + rec.action.delay for rec in mine)
-        r.emit(FlowsScheduled(exp=exp_n, host=c, flows=tuple(sorted(ids)), start_at=t_common, dur=dur))
+        r.emit(FlowsScheduled(exp=exp_n, host=c, flows=tuple(sorted(ids)), start_at=t_common, dur=dur,
+                              spans=tuple((rec.action.dur, rec.action.delay) for rec in mine)))
         for a, server, _ in targets:
             if a.exp == exp_n and (c, server) not in e.pings:
                 target = r.lab.resolve(server).test_address

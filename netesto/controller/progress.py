@@ -70,7 +70,8 @@ class FlowsScheduled(ProgressEvent):
     host: str
     flows: tuple[str, ...]
     start_at: float  # controller time
-    dur: float
+    dur: float  # from start_at to the end of the last of them
+    spans: tuple[tuple[float, float], ...] = ()  # each flow's (dur, delay) as the script wrote them
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,18 @@ class RecordingProgress(Progress):
             return [e for e in self.events if isinstance(e, cls)]
 
 
+def _flow_lengths(e: FlowsScheduled) -> str:
+    """The flows' lengths as written, delays apart: ``1 flow(s) of 10 s from 5 s``
+    (not the 15 s until the last one ends, which a delay would have looked like)."""
+    if not e.spans:
+        return f"{len(e.flows)} flow(s) of {e.dur:g} s"
+    counts: dict[tuple[float, float], int] = {}
+    for span in e.spans:
+        counts[span] = counts.get(span, 0) + 1
+    return ", ".join(f"{n} flow(s) of {dur:g} s" + (f" from {delay:g} s" if delay else "")
+                     for (dur, delay), n in counts.items())
+
+
 class ConsoleProgress(Progress):
     """One plain-text line per event (flow progress only when ``verbose``)."""
 
@@ -193,7 +206,7 @@ class ConsoleProgress(Progress):
             self._line(f"{e.kind} {e.host} failed: {e.error}")
 
     def on_flows_scheduled(self, e: FlowsScheduled) -> None:
-        self._line(f"  {e.host}: {len(e.flows)} flow(s) of {e.dur:g} s in exp {e.exp}")
+        self._line(f"  {e.host}: {_flow_lengths(e)} in exp {e.exp}")
 
     def on_flow_progress(self, e: FlowProgress) -> None:
         if not e.flow:

@@ -78,7 +78,11 @@ class Evaluator:
         return Location(line.file, line.lineno, node.col, line.text, frame.stack)
 
     def sub(self, text: str, frame: Frame, line: Line, col: int) -> str:
-        """``text`` with its ``$names`` expanded (an unknown one stays as written)."""
+        """``text`` (which stands at column ``col``) with its ``$names`` expanded.
+
+        A name that is not defined is an error at its own column: nothing is
+        left as written for a later command to take for something else.
+        """
         first = text.find("$")
         if first < 0:
             return text
@@ -91,7 +95,7 @@ class Evaluator:
             args = frame.args
             value = args[name] if args is not None and name in args else self.variables.get(name)
             if value is None:
-                return text
+                raise self.undefined_at(name, frame, line, col + first)
             if "$" not in value:
                 if len(value) + len(text) > self.max_expansion:
                     raise self.err(frame, line, col,
@@ -100,11 +104,11 @@ class Evaluator:
                 return text[:first] + value + text[m.end():]
         budget = [self.max_expansion]
 
-        def expand(m: "re.Match[str]", seen: tuple[str, ...]) -> str:
+        def expand(m: "re.Match[str]", seen: tuple[str, ...], at: int) -> str:
             name = m.group(1)
             value = self.lookup(name, frame)
             if value is None:
-                return m.group(0)
+                raise self.undefined_at(name, frame, line, at, seen)
             if name in seen:
                 cycle = " -> ".join("$" + n for n in seen + (name,))
                 raise self.err(frame, line, col, f"variable ${name} refers to itself ({cycle})",
@@ -113,7 +117,7 @@ class Evaluator:
                 inner = seen + (name,)
                 if len(inner) > self.max_depth:
                     raise self.err(frame, line, col, "variables nest too deeply")
-                value = VAR.sub(lambda mm: expand(mm, inner), value)
+                value = VAR.sub(lambda mm: expand(mm, inner, at), value)
             budget[0] -= len(value)
             if budget[0] < 0:
                 raise self.err(frame, line, col,
@@ -121,17 +125,41 @@ class Evaluator:
                                "values that repeat other variables grow exponentially")
             return value
 
-        return VAR.sub(lambda m: expand(m, ()), text)
+        return VAR.sub(lambda m: expand(m, (), col + m.start()), text)
+
+    def undefined_at(self, name: str, frame: Frame, line: Line, col: int,
+                     within: tuple[str, ...] = ()) -> ScriptError:
+        """The error for ``$name`` undefined at ``line``:``col``.
+
+        Inside a macro that takes ``name`` as a parameter, the RUN did not give
+        it: the error stands at that RUN, naming the argument to pass there.
+        """
+        macro, call, parent = frame.macro, frame.call, frame.parent
+        if not within and macro is not None and call is not None and parent is not None \
+                and macro.takes(name):
+            where = f"{line.file}:{line.lineno}:{col}"
+            if macro.params is None:
+                hint = f"{macro.name} reads ${name} at {where}: pass {name}=... to RUN, or SET {name} first"
+            else:
+                decl = macro.line
+                hint = (f"pass {name}=... to RUN, or SET {name} first ({macro.name}, "
+                        f"{decl.file}:{decl.lineno}, declares {name}? and reads it at {where})")
+            return self.err(parent, call[0], call[1], f"RUN {macro.name}: missing argument {name}", hint)
+        message = f"undefined variable ${name}"
+        if within:
+            message += f" (in the value of ${within[-1]})"
+        known = list(self.variables) + list(frame.args or ())
+        hint = suggest(name, known) or (f"SET it before RUN {macro.name}" if macro is not None else "SET it first")
+        return self.err(frame, line, col, message, hint)
 
     def undefined(self, value: str, frame: Frame, line: Line, col: int) -> None:
-        """Refuse ``value`` if a ``$name`` in it is still unexpanded."""
+        """Refuse ``value`` if a ``$name`` in it is still unexpanded (one that expansion
+        put together from pieces: ``sub`` refuses the others where they stand)."""
         if "$" not in value:
             return
         m = VAR.search(value)
         if m:
-            known = list(self.variables) + list(frame.args or ())
-            raise self.err(frame, line, col, f"undefined variable ${m.group(1)}",
-                           suggest(m.group(1), known) or "SET it first, or pass it to RUN")
+            raise self.undefined_at(m.group(1), frame, line, col)
 
     def tokens(self, node: Command, frame: Frame) -> list[Token]:
         """``node``'s argument words, expanded (a value with spaces makes several words)."""
@@ -151,10 +179,10 @@ class Evaluator:
 
     @staticmethod
     def truthy(value: str) -> bool:
-        """IF's truth: a number is true unless 0; other text is true; empty or ``$undefined`` false."""
+        """IF's truth: a number is true unless 0; other text is true; empty is false."""
         value = value.strip()
-        if not value or VAR.search(value):
-            return False  # undefined variable (still $name) is false
+        if not value:
+            return False
         try:
             return float(value) != 0
         except ValueError:

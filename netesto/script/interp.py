@@ -8,8 +8,10 @@ depth, variable expansion, statements and actions), so no script can hang.
 The rooms: :mod:`~netesto.script.evaluator` (variables, ``$name`` expansion,
 located errors), :mod:`~netesto.script.located` (a command's arguments with
 where each stands), :mod:`~netesto.script.book` (which experiment and host a
-command means), one builder per command in :mod:`~netesto.script.local` and
-:mod:`~netesto.script.remote`; this module runs the blocks (FOR, IF, IF_DEF,
+command means), :mod:`~netesto.script.params` and :mod:`~netesto.script.call`
+(a macro's parameters, and RUN's arguments checked against them), one builder
+per command in :mod:`~netesto.script.local` and :mod:`~netesto.script.remote`;
+this module runs the blocks (FOR, IF, IF_DEF,
 macros and RUN, SOURCE, END) and hands each command to its builder.
 """
 
@@ -26,6 +28,7 @@ from netesto.script import local, remote
 from netesto.script import validate as V
 from netesto.script.actions import Action, Echo, Location
 from netesto.script.book import Book
+from netesto.script.call import bind
 from netesto.script.evaluator import MAX_DEPTH, MAX_EXPANSION, VAR, VARNAME, Evaluator
 from netesto.script.frame import Frame
 from netesto.script.lexer import Token
@@ -193,7 +196,7 @@ class Interpreter(Evaluator):
             elif type(node) is For:
                 yield from self._for(node, frame)
             elif type(node) is If:
-                if self.truthy(self.sub(node.cond.text, frame, node.line, node.cond.col)):
+                if self._if(node, frame):
                     yield from self._block((node.body,), frame)
             elif type(node) is IfDef:
                 yield from self._ifdef(node, frame)
@@ -206,6 +209,17 @@ class Interpreter(Evaluator):
     def _too_many_steps(self, node: Node, frame: Frame) -> ScriptError:
         return self.err(frame, node.line, node.col, f"script ran more than {self.max_steps} commands",
                         "an endless loop? raise max_steps if this is intended")
+
+    def _if(self, node: If, frame: Frame) -> bool:
+        """IF's condition. ``IF $flag:`` with no ``flag`` defined is false (the
+        original's switch: SET tcpDump=500 turns a capture on); any other
+        undefined ``$name`` in a condition is an error, as everywhere."""
+        cond = node.cond.text
+        if cond[:1] == "$":
+            m = VAR.fullmatch(cond)
+            if m is not None and self.lookup(m.group(1), frame) is None:
+                return False
+        return self.truthy(self.sub(cond, frame, node.line, node.cond.col))
 
     def _ifdef(self, node: IfDef, frame: Frame) -> Iterator[Action]:
         name = node.name.text
@@ -282,9 +296,8 @@ class Interpreter(Evaluator):
         try:
             key, display, text = self.loader.load(toks[0].text, frame.base_dir)
         except LookupError as exc:
-            searched = ", ".join(self.loader.searched(frame.base_dir))
             raise self.err(frame, node.line, toks[0].col, f"SOURCE: {exc.args[0]}",
-                           f"searched: {searched}") from None
+                           _source_hint(self.loader, toks[0].text, frame.base_dir)) from None
         if key in self.sourced:
             return
         if not _opens_like_a_script(text):
@@ -294,7 +307,7 @@ class Interpreter(Evaluator):
         self.sourced.add(key)
         nodes = parse(text, display)
         base = str(Path(display).parent) if not display.startswith("<") and "/" in display else frame.base_dir
-        yield from self._block(nodes, Frame(frame.args, frame.stack, base))
+        yield from self._block(nodes, frame.moved(base))
 
     def _run_macro(self, node: Command, frame: Frame) -> Iterator[Action]:
         toks = self.tokens(node, frame)
@@ -313,14 +326,17 @@ class Interpreter(Evaluator):
                 hint = ("defined macros: " + ", ".join(sorted(self.macros))
                         if self.macros else "no macros defined; SOURCE inlib first?")
             raise self.err(frame, node.line, head.col, f"RUN: unknown macro {name!r}", hint)
-        args = self._macro_args(name, toks[1:], node, frame)
+        given = self._macro_args(name, toks[1:], node, frame)
+        args = bind(self, macro, given, frame, node.line, head.col)
         depth = len(frame.stack) + 1
         if depth > self.max_depth:
             raise self.err(frame, node.line, node.col, f"RUN {name}: macros nested more than {self.max_depth} deep",
                            "a macro that RUNs itself?")
-        cas = [c for c in args.get("ca", "").split(",") if c] if "ca" in args else []
+        # Only a ca list the RUN gives splits the run, not one a default reads.
+        cas = [c for c in given["ca"][0].split(",") if c] if "ca" in given else []
         where = f"RUN {name} at {node.line.file}:{node.line.lineno}"
         base = str(Path(macro.line.file).parent) if not macro.line.file.startswith("<") else frame.base_dir
+        call = (node.line, head.col)
         for _ in range(reps):
             for ca in (cas if len(cas) > 1 else [None]):
                 self.steps += 1
@@ -329,27 +345,29 @@ class Interpreter(Evaluator):
                 call_args = dict(args)
                 if ca is not None:
                     call_args["ca"] = ca
-                yield from self._block(macro.body, Frame(call_args, frame.stack + (where,), base))
+                yield from self._block(macro.body, Frame(call_args, frame.stack + (where,), base,
+                                                         macro, call, frame))
 
-    def _macro_args(self, name: str, toks: list[Token], node: Command, frame: Frame) -> dict[str, str]:
-        """RUN's ``key=value`` words: the macro's arguments."""
-        args: dict[str, str] = {}
-        seen: dict[str, int] = {}
+    def _macro_args(self, name: str, toks: list[Token], node: Command,
+                    frame: Frame) -> dict[str, tuple[str, Token]]:
+        """RUN's ``key=value`` words: ``key -> (value, word)``, as given."""
+        args: dict[str, tuple[str, Token]] = {}
         for tok in toks:
             key, eq, value = tok.text.partition("=")
             if not eq or not VARNAME.match(key):
                 raise self.err(frame, node.line, tok.col, f"RUN {name}: expected key=value, got {tok.text!r}")
-            if key in seen:
+            if key in args:
                 raise self.err(frame, node.line, tok.col, f"RUN {name}: {key} given twice",
-                               f"the first is at column {seen[key]}")
-            seen[key] = tok.col
-            if value.startswith("$") and VAR.fullmatch(value):
-                # An undefined variable passed on (instances=$instances) counts as
-                # not passed: inside the macro $instances then means the global, and
-                # is reported as undefined only if the macro really uses it.
-                continue
-            args[key] = value
+                               f"the first is at column {args[key][1].col}")
+            args[key] = (value, tok)
         return args
+
+
+def _source_hint(loader: Loader, name: str, base_dir: str | None) -> str:
+    """SOURCE's hint: a close file name ("did you mean inlib?") and the directories searched."""
+    searched = "searched: " + ", ".join(loader.searched(base_dir))
+    close = suggest(name, loader.names(base_dir))
+    return f"{close}\n    {searched}" if close else searched
 
 
 def _opens_like_a_script(text: str) -> bool:

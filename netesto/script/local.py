@@ -67,13 +67,11 @@ def host_suffix(site: Site, book: Book) -> None:
 
 
 def desc(site: Site, book: Book) -> None:
-    node = site.node
-    book.desc = site.ev.sub(node.rest, site.frame, node.line, node.col)
+    book.desc = site.rest()
 
 
 def other(site: Site, book: Book) -> None:
-    node = site.node
-    text = site.ev.sub(node.rest, site.frame, node.line, node.col).strip()
+    text = site.rest().strip()
     pairs: list[tuple[str, str]] = []
     for item in filter(None, (p.strip() for p in text.split(","))):
         key, eq, value = item.partition("=")
@@ -108,7 +106,7 @@ def rand_wait(site: Site, book: Book) -> Iterator[Action]:
 
 def echo(site: Site, book: Book) -> Iterator[Action]:
     node = site.node
-    text = site.ev.sub(node.rest, site.frame, node.line, node.col)
+    text = site.rest()
     site.ev.undefined(text, site.frame, node.line, node.col)
     yield Echo(loc=site.loc, text=text)
 

@@ -50,6 +50,15 @@ class Site:
         return self.ev.err(self.frame, self.node.line, col if col is not None else self.node.col,
                            message, hint)
 
+    def rest(self) -> str:
+        """The text after the command word (DESC, OTHER, ECHO keep it whole), expanded."""
+        node = self.node
+        text = node.line.text
+        start = node.col - 1
+        after = start + len(text[start:].split(None, 1)[0]) if text[start:].strip() else start
+        col = text.find(node.rest, after) + 1 if node.rest else 0
+        return self.ev.sub(node.rest, self.frame, node.line, col if col > 0 else node.col)
+
     def convert(self, key: str, raw: str, col: int, conv: Callable[[str], _T]) -> _T:
         """``conv(raw)``, its ValueError a ScriptError ``NAME: bad key: ...`` at ``col``."""
         self.ev.undefined(raw, self.frame, self.node.line, col)

@@ -14,6 +14,7 @@ from typing import Union
 
 from netesto.errors import ScriptError
 from netesto.script.lexer import Line, Token, logical_lines, tokenize
+from netesto.script.params import Param, parse_params, uses
 
 SIMPLE_COMMANDS = (
     "SET",
@@ -90,10 +91,28 @@ class For(Located):
 
 @dataclass(frozen=True, slots=True)
 class Macro(Located):
-    """``BEGIN name`` ... ``END name``: defines the macro when executed."""
+    """``BEGIN name [params]`` ... ``END name``: defines the macro when executed.
+
+    ``params`` are those the BEGIN line declares (None: it declares none), ``uses``
+    every variable the body reads (the parameters of a macro that declares none).
+    """
 
     name: str
     body: tuple["Node", ...]
+    params: tuple[Param, ...] | None = None
+    uses: frozenset[str] = frozenset()
+
+    def takes(self, name: str) -> bool:
+        """Whether RUN may pass ``name`` to this macro."""
+        if self.params is None:
+            return name in self.uses
+        return any(p.name == name for p in self.params)
+
+    def accepted(self) -> list[str]:
+        """The argument names RUN may pass, in declaration order (sorted when inferred)."""
+        if self.params is None:
+            return sorted(self.uses)
+        return [p.name for p in self.params]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,17 +153,20 @@ def _unknown_command(line: Line, tokens: tuple[Token, ...]) -> ScriptError:
 
 
 class _Block:
-    __slots__ = ("kind", "line", "col", "name", "var", "items", "body")
+    __slots__ = ("kind", "line", "col", "name", "var", "items", "body", "params", "lines")
 
     def __init__(self, kind: str, line: Line, col: int, name: str = "",
-                 var: str = "", items: Token | None = None) -> None:
+                 var: str = "", items: Token | None = None,
+                 params: tuple[Param, ...] | None = None) -> None:
         self.kind = kind
         self.line = line
         self.col = col
         self.name = name
         self.var = var
         self.items = items
+        self.params = params
         self.body: list[Node] = []
+        self.lines: list[Line] = []  # a macro's body lines: what it reads
 
 
 _VARNAME = re.compile(r"^[A-Za-z0-9_]+$")
@@ -212,6 +234,8 @@ def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
         first = tokens[0]
         word = first.text
         target = stack[-1].body if stack else top
+        if stack and stack[0].kind == "macro" and not (word == "END" and len(tokens) >= 2):
+            stack[0].lines.append(line)
         if word == "FOR":
             if len(tokens) != 5 or tokens[2].text.upper() != "IN" or tokens[4].text.upper() != "DO":
                 raise error_at(line, first.col, "malformed FOR",
@@ -241,8 +265,9 @@ def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
                 what = f"FOR (line {inner.line.lineno})" if inner.kind == "for" else f"BEGIN {inner.name}"
                 raise error_at(line, first.col, f"BEGIN cannot be nested inside {what}",
                                "define macros at the top level of a file")
-            if len(tokens) != 2:
-                raise error_at(line, first.col, "BEGIN takes exactly one macro name")
+            if len(tokens) < 2:
+                raise error_at(line, first.col, "BEGIN takes a macro name",
+                               "BEGIN name [param param=default param?=default ...]")
             name = tokens[1].text
             if name in COMMANDS:
                 raise error_at(line, tokens[1].col, f"macro name {name!r} is a command name")
@@ -250,7 +275,8 @@ def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
                 # RUN reads "name,reps" and substitutes $variables: it could never call it.
                 raise error_at(line, tokens[1].col, f"bad macro name {name!r}",
                                "no ',' or '$' in macro names")
-            stack.append(_Block("macro", line, first.col, name=name))
+            params = parse_params(line, tokens[2:]) if len(tokens) > 2 else None
+            stack.append(_Block("macro", line, first.col, name=name, params=params))
             continue
         if word == "END" and len(tokens) >= 2:
             macro = stack[0] if stack and stack[0].kind == "macro" else None
@@ -266,7 +292,8 @@ def parse(text: str, file: str = "<script>") -> tuple[Node, ...]:
             if len(tokens) > 2:
                 raise error_at(line, tokens[2].col, "END name takes no further arguments")
             stack.pop()
-            top.append(Macro(macro.line, macro.col, macro.name, tuple(macro.body)))
+            top.append(Macro(macro.line, macro.col, macro.name, tuple(macro.body), macro.params,
+                             uses(macro.lines)))
             continue
         node = _parse_single(line, tokens)
         target.append(node)

@@ -16,6 +16,7 @@ from netesto.protocol.names import inside
 
 # A SOURCEd file larger than this is not a macro library (the packaged ones are ~30 KB).
 MAX_SOURCE_BYTES = 1 << 20
+MAX_LISTED = 10_000  # names read per directory for a "did you mean" after a SOURCE typo
 
 
 def parse_defines(items: list[str] | None) -> dict[str, str]:
@@ -59,6 +60,8 @@ class Loader(Protocol):
 
     def searched(self, base_dir: str | None) -> list[str]: ...
 
+    def names(self, base_dir: str | None) -> list[str]: ...
+
 
 def packaged_inlib_dirs() -> list[Path]:
     """The macro-library directories: the installed ``netesto.inlib``, else the checkout's ``inlib/``."""
@@ -101,10 +104,33 @@ class FileLoader:
         dirs.extend(self.search_dirs)
         if self.packaged:
             dirs.extend(packaged_inlib_dirs())
-        return dirs
+        # Once each: a script in the working directory has it as its own folder too.
+        seen: set[Path] = set()
+        unique: list[Path] = []
+        for d in dirs:
+            key = d.resolve()
+            if key not in seen:
+                seen.add(key)
+                unique.append(d)
+        return unique
 
     def searched(self, base_dir: str | None) -> list[str]:
         return [str(d) for d in self._candidates(base_dir)]
+
+    def names(self, base_dir: str | None) -> list[str]:
+        """The file names in the directories SOURCE reads (for "did you mean")."""
+        out: set[str] = set()
+        for d in self._candidates(base_dir):
+            try:
+                with os.scandir(d) as entries:
+                    for i, entry in enumerate(entries):
+                        if i >= MAX_LISTED:
+                            break  # a huge folder: its first names suffice for a hint
+                        if entry.is_file() and not entry.name.startswith("."):
+                            out.add(entry.name)
+            except OSError:
+                continue
+        return sorted(out)
 
     def load(self, name: str, base_dir: str | None) -> tuple[str, str, str]:
         roots = self._candidates(base_dir)
@@ -154,6 +180,9 @@ class MemoryLoader:
 
     def searched(self, base_dir: str | None) -> list[str]:
         return ["<memory: " + ", ".join(sorted(self.files)) + ">"]
+
+    def names(self, base_dir: str | None) -> list[str]:
+        return sorted(self.files)
 
     def load(self, name: str, base_dir: str | None) -> tuple[str, str, str]:
         if name not in self.files:

@@ -58,11 +58,12 @@ def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
 
 def test_defines_progress_and_quiet(loopback_lab: Path, tmp_path: Path) -> None:
     script = tmp_path / "s.script"
-    script.write_text(SCRIPT)
+    script.write_text(SCRIPT.replace("ca=cubic", "ca=cubic delay=0.5"))
     work = tmp_path / "work"
     done = cli(str(script), "--lab", str(loopback_lab), "--workdir", str(work), "-D", "dur=1")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "flows of 1 s" in done.stdout and "h1: 1 flow(s) of 1 s in exp 1" in done.stdout
+    # the flow's length and delay as written (it read "of 1.5 s": the two added up)
+    assert "flows of 1 s" in done.stdout and "h1: 1 flow(s) of 1 s from 0.5 s in exp 1" in done.stdout
     assert "stored" in done.stdout and "done in" in done.stdout
     doc = json.loads((work / "1" / "experiment.json").read_text())
     assert doc["flows"][0]["dur"] == 1.0 and doc["flows"][0]["flow_id"] == "h1-h2-1-0"

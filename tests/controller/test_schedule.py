@@ -64,3 +64,17 @@ def test_console_and_recording_progress() -> None:
     assert "lab tb (h1, h2)" in out and "hello" in out and "ERROR h2: gone (host dropped)" in out
     assert [e.name for e in rec.events] == ["run_started", "echo_text", "host_error"]
     assert rec.of(HostError)[0].host == "h2"
+
+
+@pytest.mark.parametrize("spans, text", [
+    # DO_CLIENT h3 dur=10.0 delay=5.0 used to read "1 flow(s) of 15 s" (delay and dur added up)
+    (((10.0, 5.0),), "h3: 1 flow(s) of 10 s from 5 s in exp 4"),
+    (((10.0, 0.0), (10.0, 0.0), (2.5, 1.5)), "h3: 2 flow(s) of 10 s, 1 flow(s) of 2.5 s from 1.5 s in exp 4"),
+    ((), "h3: 1 flow(s) of 15 s in exp 4"),  # an event without spans: the time until the last ends
+])
+def test_console_prints_flow_lengths_as_written(spans: tuple, text: str) -> None:
+    from netesto.controller.progress import FlowsScheduled
+
+    buf = io.StringIO()
+    ConsoleProgress(buf)(FlowsScheduled(exp=4, host="h3", flows=("f",), start_at=0.0, dur=15.0, spans=spans))
+    assert buf.getvalue().rstrip().endswith("  " + text)

@@ -221,10 +221,10 @@ def test_two_flow_base_rr_and_stream():
 
 
 def test_three_flow_base_stream_and_rr():
-    for macro in ("ThreeFlowBaseStream", "ThreeFlowBaseRR"):
+    for macro, req in (("ThreeFlowBaseStream", ""), ("ThreeFlowBaseRR", " req=1M")):
         (exp,) = experiments(plan(
             f"SOURCE inlib\nRUN {macro} server=s client1=a client2=b client3=c expName=x "
-            "ca1=reno ca2=cubic ca3=bbr dur1=60 dur2=40 dur3=20 delay2=13 delay3=25 req=1M\n"))
+            f"ca1=reno ca2=cubic ca3=bbr dur1=60 dur2=40 dur3=20 delay2=13 delay3=25{req}\n"))
         assert [(c.host, c.ca, c.dur, c.delay) for c in exp.clients] == [
             ("a", "reno", 60.0, 0.0), ("b", "cubic", 40.0, 13.0), ("c", "bbr", 20.0, 25.0)]
         assert len(exp.of(A.RandWait)) == 2
@@ -248,8 +248,9 @@ def test_one_flow_macros():
     assert (c.host, c.server, c.test, c.req, c.reply, c.instances) == ("c", "s", "TCP_RR",
                                                                        64 * K, 8, 1)
     # without req, the RR macros use DO_CLIENT's own default request size
-    for macro in ("OneFlowRR server=s client=c", "TwoFlowBaseRR server=s client1=a client2=b delay2=1"):
-        (exp,) = experiments(plan(f"SOURCE inlib\nRUN {macro} ca=cubic dur=5 ca1=reno ca2=bbr dur1=5 dur2=5\n"))
+    for macro in ("OneFlowRR server=s client=c ca=cubic dur=5",
+                  "TwoFlowBaseRR server=s client1=a client2=b delay2=1 ca1=reno ca2=bbr dur1=5 dur2=5"):
+        (exp,) = experiments(plan(f"SOURCE inlib\nRUN {macro}\n"))
         assert {(c.test, c.req, c.reply) for c in exp.clients} == {("TCP_RR", 1024 * K, 1)}
     (st,) = experiments(plan("SOURCE inlib\nRUN OneFlowStream server=s client=c ca=bbr "
                              "dur=5 instances=2\n"))

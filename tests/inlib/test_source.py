@@ -36,7 +36,8 @@ def test_source_from_an_unrelated_directory(tmp_path, monkeypatch, lib):
 def test_a_users_inlib_in_the_cwd_takes_precedence(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "inlib").write_text(
-        "BEGIN MServerStream\nECHO my own $servers\nEND MServerStream\n", encoding="utf-8")
+        "BEGIN MServerStream servers clients ca dur\nECHO my own $servers\nEND MServerStream\n",
+        encoding="utf-8")
     actions = plan("SOURCE inlib\n" + RUN_STREAM, loader=FileLoader())
     assert [(a.kind, a.text) for a in actions] == [("ECHO", "my own s")]
 
@@ -44,7 +45,8 @@ def test_a_users_inlib_in_the_cwd_takes_precedence(tmp_path, monkeypatch):
 def test_other_libraries_keep_a_users_inlib(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "inlib").write_text(
-        "BEGIN MServerRR\nECHO mine $expName\nEND MServerRR\n", encoding="utf-8")
+        "BEGIN MServerRR servers clients expName ca dur instances reqs reply\n"
+        "ECHO mine $expName\nEND MServerRR\n", encoding="utf-8")
     actions = plan("SOURCE inlib\nSOURCE inlib.rateTest\nSET servers1=s\nSET clients1=c\n"
                    "SET ca=reno\nSET dur=1\nSET rate1r=1\nRUN ExpRate\n", loader=FileLoader())
     assert [(a.kind, a.text) for a in actions] == [("ECHO", "mine 1s1c01.fr")]

@@ -129,8 +129,8 @@ MISC = """\
 BEGIN_COMMENT
 free text ignored
 END_COMMENT
-DESC sweep of $bw
 SET bw=100mbit
+DESC sweep of $bw
 OTHER bw=$bw,netem=10
 SET_QDISC host=router qdisc=tbf rate=$bw burst=32k limit=100kb
 SET_NETEM host=router netem_delay=10 loss=0.1

@@ -169,7 +169,7 @@ def test_desc_and_other_reach_process_exp() -> None:
         ("GET_DATA host=h exp=PREV", 17, "no previous experiment", ""),
         ("SOURCE nosuchfile_xyz", 8, "not found", "searched"),
         ("RUN", 1, "RUN needs a macro name", ""),
-        ("ECHO $nosuch", 1, "undefined variable $nosuch", ""),
+        ("ECHO $nosuch", 6, "undefined variable $nosuch", ""),
         ("CLOSE hots=a", 7, "unknown argument", "host"),
     ],
 )

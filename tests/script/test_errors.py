@@ -16,14 +16,15 @@ def error_of(text: str, **kw: object) -> ScriptError:
 
 
 def test_error_inside_macro_names_the_run_chain() -> None:
-    lib = "BEGIN outer\nRUN inner x=$y\nEND outer\nBEGIN inner\n  DO_CLIENT host=a server=b ca=$x dur=$nope\nEND inner\n"
+    # inner declares x: $nope is not a parameter it lacks but a global nobody SET.
+    lib = "BEGIN outer\nRUN inner x=$y\nEND outer\nBEGIN inner x\n  DO_CLIENT host=a server=b ca=$x dur=$nope\nEND inner\n"
     err = error_of("SOURCE lib\nSET y=cubic\nRUN outer", loader=MemoryLoader({"lib": lib}), file="main.nts")
-    assert (err.file, err.line, err.column) == ("lib", 5, 35)
+    assert (err.file, err.line, err.column) == ("lib", 5, 39)  # at $nope
     assert err.message == "undefined variable $nope"
     assert "called from RUN inner at lib:2 <- RUN outer at main.nts:3" in err.hint
     text = err.format_message()
-    assert text.splitlines()[0] == "lib:5:35: error: undefined variable $nope"
-    assert text.splitlines()[2].index("^") == 4 + 34
+    assert text.splitlines()[0] == "lib:5:39: error: undefined variable $nope"
+    assert text.splitlines()[2].index("^") == 4 + 38
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,7 @@ def test_variables_are_expanded_and_undefined_ones_refused_where_they_stand() ->
     assert args("DO_CLIENT dur=$d", ev=ev).get("dur", "20", V.to_float) == 7.0
     with pytest.raises(ScriptError) as err:
         args("DO_CLIENT host=h dur=$nope", ev=ev).get("dur", "20", V.to_float)
-    assert err.value.message == "undefined variable $nope" and err.value.column == 18
+    assert err.value.message == "undefined variable $nope" and err.value.column == 22  # at the $
 
 
 def test_errors_inside_a_macro_carry_the_run_chain() -> None:

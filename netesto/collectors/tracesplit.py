@@ -167,7 +167,8 @@ class Decoder:
             if how is None:
                 self.out.other_types += 1
                 continue
-            key = page[off + how.key[0]: off + how.key[1]]
+            # the event's type, then its addresses and ports (two types may lay those out alike)
+            key = page[off: off + 2] + page[off + how.key[0]: off + how.key[1]]
             target = seen.get(key)
             if target is None:
                 target = seen[key] = self._target(how, page, off)

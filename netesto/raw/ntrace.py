@@ -11,6 +11,7 @@ needed: the agent writes these.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import zlib
@@ -78,6 +79,17 @@ def write_trace(path: str | os.PathLike[str], tables: Mapping[str, Mapping[str, 
     tmp = target + ".tmp"
     header = dict(meta, type="header", kind=KIND, format=list(FORMAT), byteorder=sys.byteorder,
                   tables={name: [[c.name, c.typecode, c.unit] for c in cols] for name, cols in TABLES.items()})
+    try:
+        _write(tmp, tables, header, summary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.replace(tmp, target)
+
+
+def _write(tmp: str, tables: Mapping[str, Mapping[str, Sequence[Any]]], header: dict[str, Any],
+           summary: Mapping[str, Any], target: str) -> None:
     with open(tmp, "wb") as fh:
         fh.write(PREAMBLE.pack(MAGIC, *FORMAT))
         _block(fh, header)
@@ -93,7 +105,6 @@ def write_trace(path: str | os.PathLike[str], tables: Mapping[str, Mapping[str, 
                 packed = {c.name: _packed(c, values[c.name], lo, hi) for c in cols}
                 _block(fh, {"type": "events", "table": name, "n": hi - lo, "cols": packed})
         _block(fh, dict(summary, type="summary"))
-    os.replace(tmp, target)
 
 
 def _packed(col: Column, values: Sequence[Any], lo: int, hi: int) -> bytes:

@@ -31,6 +31,7 @@ from netesto.results.numerics import (
     start_time,
     times,
 )
+from netesto.results.trace import add_traces
 from netesto.results.schema import (
     FLOW_COORDS,
     FLOW_SUMMARIES,
@@ -205,7 +206,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
         data_vars["host_after"] = (("node", "counter"), after, var_attrs("host_after"))
         data_vars["host_delta"] = (("node", "counter"), after - before, var_attrs("host_delta"))
     ds = xr.Dataset(data_vars, coords=coords, attrs=_attrs(raw, t0, interval))
-    return ds
+    return add_traces(ds, raw)  # the flows' kernel traces, if any: event axes beside the grid
 
 
 def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import itertools
 import os
 import socket
 import struct
+import subprocess
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
@@ -39,8 +40,6 @@ TCP_STATES = {1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5:
               7: "CLOSE", 8: "CLOSE_WAIT", 9: "LAST_ACK", 10: "LISTEN", 11: "CLOSING", 12: "NEW_SYN_RECV"}
 # Sockets with a whole tcp_info: not listeners, not TIME_WAIT or request minisocks.
 SAMPLED_STATES = sum(1 << s for s in (1, 2, 4, 5, 8, 9, 11))
-# A FIN takes a sequence number: bytes_acked of a socket whose FIN went out counts it once.
-FIN_SENT_STATES = frozenset((4, 5, 9, 11))
 _NLMSG = struct.Struct("=IHHII")
 _REQ = struct.Struct("=BBBB48sII")  # struct inet_diag_req (compat)
 # struct inet_diag_msg (72 bytes): family, state, (timer, retrans), sockid's ports and addresses,
@@ -334,10 +333,31 @@ class SockDiag:
         self.close()
 
 
+CGROUP_MOUNT = "/sys/fs/cgroup"
+
+
+def cgroup_root(mount: bool = True) -> str:
+    """Where the cgroup v2 hierarchy is mounted, mounting it at :data:`CGROUP_MOUNT` if it is not (a
+    process under ``ip netns exec`` gets a fresh /sys without it; root only)."""
+    def mounted() -> str | None:
+        with open("/proc/self/mounts") as fh:
+            return next((p[1] for p in (line.split() for line in fh) if len(p) > 2 and p[2] == "cgroup2"), None)
+
+    where = mounted()
+    if where is None and mount and os.path.isdir(CGROUP_MOUNT):
+        subprocess.run(["mount", "-t", "cgroup2", "none", CGROUP_MOUNT], capture_output=True)
+        where = mounted()
+    if where is None:
+        raise TrafficError(f"no cgroup v2 hierarchy is mounted (as root: mount -t cgroup2 none {CGROUP_MOUNT})")
+    return where
+
+
 def cgroup_id(path: str) -> int:
-    """The cgroup v2 id of a cgroup directory (``/sys/fs/cgroup/...``, or relative to it):
-    the inode number, as the kernel's filter compares it."""
-    full = path if path.startswith("/") else os.path.join("/sys/fs/cgroup", path)
+    """The cgroup v2 id of a cgroup (``/sys/fs/cgroup/a/b``, or ``a/b`` under the hierarchy's root): the
+    inode number of its directory, as the kernel's filter compares it."""
+    root = cgroup_root()
+    rel = path[len(CGROUP_MOUNT):] if path.startswith(CGROUP_MOUNT + "/") or path == CGROUP_MOUNT else path
+    full = os.path.join(root, rel.lstrip("/"))
     try:
         return os.stat(full).st_ino
     except OSError as exc:
@@ -345,12 +365,12 @@ def cgroup_id(path: str) -> int:
 
 
 def process_cgroup(pid: int) -> str:
-    """The cgroup v2 path of process ``pid`` (``/proc/PID/cgroup``'s ``0::`` line)."""
+    """The cgroup v2 path of process ``pid`` under the hierarchy's root (``/proc/PID/cgroup``'s ``0::``)."""
     try:
         with open(f"/proc/{pid}/cgroup") as fh:
             for line in fh:
                 if line.startswith("0::"):
-                    return "/sys/fs/cgroup" + line[3:].strip()
+                    return line[3:].strip()
     except OSError as exc:
         raise TrafficError(f"process {pid}: {exc.strerror}") from exc
     raise TrafficError(f"process {pid} is in no cgroup v2 hierarchy")
@@ -397,12 +417,12 @@ def descendants(pid: int) -> list[int]:
 
 __all__ = [
     "DiagSocket",
-    "FIN_SENT_STATES",
     "SAMPLED_STATES",
     "SockDiag",
     "SocketFilter",
     "TCP_STATES",
     "cgroup_id",
+    "cgroup_root",
     "descendants",
     "dump_request",
     "parse_messages",

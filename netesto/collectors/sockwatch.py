@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from netesto.collectors.sockdiag import (
-    FIN_SENT_STATES,
     DiagSocket,
     SockDiag,
     descendants,
@@ -41,28 +40,37 @@ from netesto.procs import precise_timers
 from netesto.raw.columns import FLOW_COLUMNS
 from netesto.raw.nflow import FlowWriter, RecordLayout
 
-FIN_RECEIVED_STATES = frozenset((7, 8, 9, 11))  # CLOSE, CLOSE_WAIT, LAST_ACK, CLOSING: the peer's FIN counted
-FIN_OUT_STATES = FIN_SENT_STATES | {2, 7}  # and SYN_SENT's SYN; CLOSE: a socket destroyed after its FIN
+# CLOSE_WAIT, LAST_ACK, CLOSING, and CLOSE (a socket destroyed after the peer's FIN, or reset: the rows
+# never go back, so a reset socket's last row keeps the count before it): the peer's FIN counted
+FIN_RECEIVED_STATES = frozenset((7, 8, 9, 11))
+FIN_QUEUED_STATES = frozenset((4, 7, 9, 11))  # FIN_WAIT1, CLOSE, LAST_ACK, CLOSING: this end's FIN may be unsent
 _HEAD = struct.Struct("=ddQQ")  # t_wall, t_mono, app_bytes_tx, app_bytes_rx
 _INFO_AT, _CC_AT, RECORD_LEN = 32, 32 + TCP_INFO_LEN, 32 + TCP_INFO_LEN + 24
 LAYOUT = RecordLayout(RECORD_LEN, (("t_wall", 0), ("t_mono", 8), ("app_bytes_tx", 16), ("app_bytes_rx", 24))
                       + tuple((n, _INFO_AT + off) for n, (off, _) in TCP_INFO_FIELDS.items())
                       + tuple((n, _CC_AT + off) for n, (off, _) in CC_INFO_FIELDS.items()))
-_BYTES_ACKED, _BYTES_RECEIVED = TCP_INFO_FIELDS["bytes_acked"][0], TCP_INFO_FIELDS["bytes_received"][0]
+_BYTES_SENT, _BYTES_RETRANS = TCP_INFO_FIELDS["bytes_sent"][0], TCP_INFO_FIELDS["bytes_retrans"][0]
+_BYTES_RECEIVED = TCP_INFO_FIELDS["bytes_received"][0]
+_NOTSENT = 144  # tcpi_notsent_bytes (not a column)
 INET_DIAG_BBRINFO = 16
 GONE_TICKS = 3  # a socket missing from this many dumps in a row is closed without its last counters
 
 
 def app_bytes(sock: DiagSocket) -> tuple[int, int]:
-    """(written, read) by the application: ``bytes_acked`` + unacknowledged and unsent bytes,
-    ``bytes_received`` - unread bytes, each less the FIN's sequence number once one counted (a
-    socket reset before its FIN reads a byte short at its very end)."""
+    """(written, read) by the application, from the kernel's counters: data bytes sent the first time
+    (``bytes_sent`` - ``bytes_retrans``) plus those not sent yet (``notsent_bytes``); ``bytes_received``
+    less what waits unread, and less the peer's FIN, which takes a sequence number (``bytes_acked``
+    would count the connecting end's SYN and its own FIN too)."""
     info = sock.info
-    acked = int.from_bytes(info[_BYTES_ACKED:_BYTES_ACKED + 8], "little") if len(info) >= 128 else 0
-    received = int.from_bytes(info[_BYTES_RECEIVED:_BYTES_RECEIVED + 8], "little") if len(info) >= 136 else 0
-    tx = acked + sock.wqueue - (1 if sock.state in FIN_OUT_STATES else 0)
-    rx = received - sock.rqueue - (1 if sock.state in FIN_RECEIVED_STATES and received else 0)
-    return max(0, tx), max(0, rx)
+    if len(info) < _BYTES_RETRANS + 8:
+        return 0, 0
+    sent, retrans, received = (int.from_bytes(info[o:o + 8], "little")
+                               for o in (_BYTES_SENT, _BYTES_RETRANS, _BYTES_RECEIVED))
+    notsent = int.from_bytes(info[_NOTSENT:_NOTSENT + 4], "little")
+    if notsent and sock.state in FIN_QUEUED_STATES:  # the FIN waits behind the data, counted in write_seq
+        notsent -= 1
+    fin = 1 if sock.state in FIN_RECEIVED_STATES and received else 0
+    return max(0, sent - retrans + notsent), max(0, received - sock.rqueue - fin)
 
 
 class Series:
@@ -88,6 +96,7 @@ class Series:
 
     def add(self, sock: DiagSocket, t_wall: float, t_mono: float) -> None:
         tx, rx = app_bytes(sock)
+        tx, rx = max(tx, self.last_bytes[0]), max(rx, self.last_bytes[1])  # cumulative: never back
         row = _HEAD.pack(t_wall, t_mono, tx, rx) + sock.info[:TCP_INFO_LEN].ljust(TCP_INFO_LEN, b"\0")
         row += (sock.cc_info if sock.cc_kind == INET_DIAG_BBRINFO else b"")[:24].ljust(24, b"\0")
         self.buf += row

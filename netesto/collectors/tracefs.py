@@ -185,10 +185,12 @@ class Instance:
 
 
 def leftover_instances(owner: str, root: Path | None = None) -> list[str]:
-    """Instances named ``netesto-<owner>-...`` (a collector killed before its cleanup left them)."""
+    """Instances named ``netesto-<owner>-...`` (every ``netesto-`` one for owner ""): a collector killed
+    before its cleanup left them."""
+    prefix = INSTANCE_PREFIX + (f"{owner}-" if owner else "")
     try:
-        base = (root or tracefs_root(mount=False)) / "instances"
-        return sorted(p.name for p in base.iterdir() if p.name.startswith(f"{INSTANCE_PREFIX}{owner}-"))
+        base = (root or tracefs_root(mount=os.geteuid() == 0)) / "instances"
+        return sorted(p.name for p in base.iterdir() if p.name.startswith(prefix))
     except (OSError, TrafficError):
         return []
 

@@ -168,7 +168,7 @@ def _report(r: RunContext, host: str, obs: dict[str, Any]) -> None:
         r.emit(HostError(host=host, error=f"{obs.get('kind')} {obs.get('name')}: {obs.get('error') or 'failed'}"))
     elif obs.get("kind") == "trace":
         dropped = int(summary.get("host_dropped", 0)) + int(summary.get("host_missed_in_pages", 0))
-        events = sum(int(v) for v in (summary.get("events") or {}).values())
+        events = sum(int(v) for v in (summary.get("events") or {}).values()) - int(summary.get("foreign_events", 0))
         text = f"trace: {events} events in {len(summary.get('files', []))} files"
         text += f"; {dropped} events DROPPED (the ring buffer was full: DO_TRACE buffer=)" if dropped else ""
         r.emit(Notice(host=host, text=text))

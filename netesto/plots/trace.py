@@ -21,7 +21,8 @@ import numpy as np
 
 from netesto.plots.page import bokeh_backend
 
-PAGE_POINTS = 8000  # per page panel, all its lines together (float32 pairs: ~86 KB of page)
+PAGE_POINTS = 8000  # per page panel, all its lines together
+PAGE_BYTES = 120_000  # what the overview adds to a page at most (two panels; 80-95 KB measured, docs/traces.md)
 MAX_PAGE_ENDS = 4  # traced flow ends on a page (the notebook shows any)
 PANELS = {
     "cwnd": ("Congestion window at each ACK", ("probe_cwnd", "probe_ssthresh"), "packets", 1.0),
@@ -175,5 +176,5 @@ def page_panels(ds: Any, *, width: int = 900, height: int = 260) -> list[tuple[s
     return out
 
 
-__all__ = ["MAX_PAGE_ENDS", "PAGE_POINTS", "PANELS", "event_envelope", "page_panels", "trace_plot", "traced_ends",
+__all__ = ["MAX_PAGE_ENDS", "PAGE_BYTES", "PAGE_POINTS", "PANELS", "event_envelope", "page_panels", "trace_plot", "traced_ends",
            "zoomable"]

@@ -161,8 +161,8 @@ class ClientRun(FlowEnd):
                 # and no CPU yet: what the process spent before is not this flow's
                 self.cpu0 = cpu_seconds()
                 self.sampling_cpu0 = self.worker.sampler.cpu_ns
-            try:
-                self.open_writer(self.worker.datadir)
+            try:  # (no data phase: results name the flow as one that never started)
+                self.open_writer(self.worker.datadir, {"started": False})
             except OSError:
                 pass
         super().finish(error)

@@ -246,7 +246,9 @@ class FlowEnd(FlowRecord):
             except OSError:
                 pass
         self.is_bbr = self.ca == "bbr"
-        self.open_writer(self.worker.datadir, self.header_extra())
+        # the sampler's grid, so that results can tell each row's scheduled instant (docs/raw-format.md)
+        extra = {"tick_epoch": self.worker.sampler.grid_point(self.spec.interval), **self.header_extra()}
+        self.open_writer(self.worker.datadir, extra)
         self.worker.sampler.add(self)
 
     def header_extra(self) -> dict[str, Any]:

@@ -128,6 +128,7 @@ class Sampler:
         self.sweeps: dict[float, int] = {}  # each interval's sweeps that took rows so far (see _first_block)
         self.armed: dict[float, float] = {}  # when each interval's sweep timer is due (not when handed: _arm)
         self.handed: dict[float, Any] = {}  # intervals whose sweep the loop's C loop of RR flow ends runs
+        self.planned: dict[float, float] = {}  # the first grid point of an interval with no group yet (grid_point)
         self.filling: list[Sampled] = []  # flow ends whose rows wait for their latency part (_fill)
         self.fill_timer: Timer | None = None
         # bench_sampling's within-run comparison only (``--sample-duty W``): ticks sample in one
@@ -163,7 +164,7 @@ class Sampler:
             group = self.groups[interval] = []
             self.fast[interval], self.hot_ends[interval], self.slow[interval] = [], [], []
             self.sweeps[interval] = 0
-            when = time.monotonic() + interval
+            when = self.planned.pop(interval, None) or time.monotonic() + interval
             self.next[interval] = when
             self._timer(interval, when + self._grace(flow) * interval)
         group.append(flow)
@@ -175,6 +176,18 @@ class Sampler:
         if hot:
             flow.due_every = interval
             flow.due_at = self.next[interval]  # its first row: at its first idle point past the next grid point
+
+    def grid_point(self, interval: float) -> float:
+        """The grid point (monotonic) the next sweep of ``interval`` serves: the first row a flow end that
+        joins now takes after its baseline is due there, each later one at the first grid point past the
+        row before it (a sweep that fell behind skips the points it missed). Its file's header records it
+        (``tick_epoch``), so results know every row's scheduled instant. Without a group yet, the grid
+        :meth:`add` will start."""
+        if interval in self.handed:  # the C loop of RR flow ends keeps the grid meanwhile: the timer's again
+            self.handed[interval].give_back_sweep()
+        if interval in self.groups:
+            return self.next[interval]
+        return self.planned.setdefault(interval, time.monotonic() + interval)
 
     def _first_block(self, flow: Sampled, interval: float, hot: bool) -> int:
         """The rows of ``flow``'s first block, so that the flow ends of an interval write their blocks FLUSH_GROUP

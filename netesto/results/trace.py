@@ -33,8 +33,8 @@ import xarray as xr
 from netesto.errors import RawDataError
 from netesto.raw.ntrace import SUFFIX, RawTrace, read_trace
 from netesto.results.load import ExperimentRaw
+from netesto.results.schema import END_ATTRS, ENDS
 
-ENDS = ("client", "server")
 INFINITE_SSTHRESH = 0x7FFFFFFF
 CA_STATES = ("open", "disorder", "cwr", "recovery", "loss")
 PROBE_VARS: dict[str, tuple[str, str]] = {
@@ -169,14 +169,17 @@ def add_traces(ds: xr.Dataset, raw: ExperimentRaw) -> xr.Dataset:
         counts["trace_dropped"][i, k] = float(summary.get("host_dropped", math.nan)) + float(
             summary.get("host_missed_in_pages", 0))
     data: dict[str, Any] = {}
+    coords: dict[str, Any] = {"flow": ds.flow, "end": ds["end"] if "end" in ds.coords else
+                              ("end", np.array(ENDS, dtype=object), END_ATTRS)}
     for dim, group in (("probe", probe), ("retx", retx), ("ca_event", cstate)):
         n = max((v.size for v in next(iter(group.values())).values()), default=0)
+        coords[dim] = (dim, np.arange(n), {"long_name": _DIMS[dim]})
         for name, per_end in group.items():
             units, long_name = PROBE_VARS[name] if name in PROBE_VARS else _OTHER[name]
             data[name] = (("flow", "end", dim), _padded(per_end, nf, n), {"units": units, "long_name": long_name})
     for name, values in counts.items():
         data[name] = (("flow", "end"), values, {"units": "1", "long_name": _COUNTS[name]})
-    extra = xr.Dataset(data, coords={"flow": ds.flow, "end": ("end", list(ENDS))})
+    extra = xr.Dataset(data, coords=coords)
     out = ds.merge(extra, join="left", compat="override")
     out.attrs.update(ds.attrs)
     return out
@@ -187,6 +190,11 @@ _OTHER = {
     "retx_err": ("1", "0: the retransmission went out; a negative errno: it failed"),
     "ca_time": ("s", "time of a congestion-state change, seconds after the experiment start"),
     "ca_state": ("1", "the new congestion state: 0 open, 1 disorder, 2 cwr, 3 recovery, 4 loss"),
+}
+_DIMS = {
+    "probe": "tcp_probe event of the flow end (0 = its first)",
+    "retx": "retransmission of the flow end (0 = its first)",
+    "ca_event": "congestion-state change of the flow end (0 = its first)",
 }
 _COUNTS = {
     "trace_events": "tcp_probe events of this end",

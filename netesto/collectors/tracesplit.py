@@ -252,11 +252,21 @@ def is_local(address: str, cache: dict[str, bool]) -> bool:
 
 
 def conn_tables(decoded: Decoded, ev: ConnEvents, clock: Clock) -> dict[str, dict[str, Any]]:
-    """A connection's tables with their times: ``t_mono`` in s, ``t_wall`` on the wall clock."""
+    """A connection's tables in time order, with their times: ``t_mono`` in s, ``t_wall`` on the wall clock.
+
+    Each CPU has a buffer of its own, and a socket's segments are handled on more than one (its softirq
+    on one, its backlog where the application runs): the spool holds each CPU's events in order, so a
+    connection's are merged by their stamps here."""
     out: dict[str, dict[str, Any]] = {}
     for table in TABLES:
-        mono = array("d", (t / 1e9 for t in ev.ns[table]))
-        out[table] = dict(decoded.columns(ev, table), t_mono=mono, t_wall=array("d", map(clock.wall, mono)))
+        ns = ev.ns[table]
+        cols = decoded.columns(ev, table)
+        if any(ns[i] > ns[i + 1] for i in range(len(ns) - 1)):
+            order = sorted(range(len(ns)), key=ns.__getitem__)  # stable: a CPU's own order kept on ties
+            ns = array("Q", (ns[i] for i in order))
+            cols = {name: array(col.typecode, (col[i] for i in order)) for name, col in cols.items()}
+        mono = array("d", (t / 1e9 for t in ns))
+        out[table] = dict(cols, t_mono=mono, t_wall=array("d", map(clock.wall, mono)))
     return out
 
 

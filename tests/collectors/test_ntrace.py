@@ -97,3 +97,27 @@ def test_events_go_to_the_flow_end_whose_header_names_their_addresses(tmp_path: 
     assert trace.rows("retransmit") == 1 and trace.summary["events"]["probe"] == trace.rows("probe")
     t_wall, t_mono = trace.tables["probe"]["t_wall"], trace.tables["probe"]["t_mono"]
     assert all(abs(w - m - 1000.0) < 1e-6 for w, m in zip(t_wall, t_mono))
+
+
+def test_a_connection_s_events_from_several_cpus_come_out_in_time_order() -> None:
+    from array import array as arr
+
+    from netesto.collectors.tracesplit import conn_tables
+
+    names = ("tcp_probe", "tcp_retransmit_skb", "tcp_cong_state_set")
+    dec = Decoder(PageLayout.parse((DATA / "header_page").read_text()),
+                  {n: EventFormat.parse((DATA / f"{n}.format").read_text()) for n in names})
+    with open(DATA / "pages.spool", "rb") as fh:
+        for _cpu, page in spool_pages(fh):
+            dec.page(page)
+    ev = dec.out.conns[("127.0.0.1", 55754, "127.0.0.1", 47021)]
+    size = dec.out.layouts["probe"].size
+    whole = bytes(ev.raw["probe"])
+    n = ev.count("probe")
+    want = list(dec.out.columns(ev, "probe")["snd_una"])
+    # the second half as if another CPU's buffer gave it first: the spool's order, not the time's
+    half = n // 2
+    ev.raw["probe"] = bytearray(whole[half * size:] + whole[: half * size])
+    ev.ns["probe"] = arr("Q", list(ev.ns["probe"][half:]) + list(ev.ns["probe"][:half]))
+    got = conn_tables(dec.out, ev, Clock(((0.0, 0.0), (1.0, 1.0))))["probe"]
+    assert list(got["t_mono"]) == sorted(got["t_mono"]) and list(got["snd_una"]) == want

@@ -56,6 +56,8 @@ def observing(e: ExpState) -> Observing:
 def _extra(r: RunContext, host: str, what: str, call: Any) -> Any:
     """An agent call for a trace or watch: a refusal is reported and the run goes on."""
     def run(h: Any) -> Any:
+        if not hasattr(h.client, "call"):  # a stand-in client of the runner's own tests
+            return None
         try:
             return call(h)
         except AgentUnreachable:

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from bench.diag_cost import CHILD_EHASH, CHILD_SYSCTL
+from bench.diag_cost import CHILD_EHASH, small_hash_namespace
 from bench.sampling_cost import connections
 
 TARGET_US = 2.3
@@ -128,25 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("bench_sockdiag needs root (a namespace of its own)")
         return 2
-    ns = f"nbsd{os.getpid()}"
-    before = CHILD_SYSCTL.read_text()
-    try:
-        CHILD_SYSCTL.write_text(str(CHILD_EHASH))
-        try:
-            subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
-        finally:
-            CHILD_SYSCTL.write_text(before)
-        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True, capture_output=True)
+    with small_hash_namespace(f"nbsd{os.getpid()}") as ns:
         proc = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-m", "bench.bench_sockdiag", "--inside",
                                "--sizes", args.sizes, "--ticks", str(args.ticks)], capture_output=True, text=True,
                               timeout=1800, cwd=Path(__file__).resolve().parents[1])
-        if proc.returncode != 0:
-            print(proc.stderr[-2000:])
-            return 1
-        sys.stderr.write(proc.stderr)
-        result = json.loads(proc.stdout)
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    if proc.returncode != 0:
+        print(proc.stderr[-2000:])
+        return 1
+    sys.stderr.write(proc.stderr)
+    result = json.loads(proc.stdout)
     names = ["watch tick", "dump", "batched lookups", "getsockopt", "getsockopt warm", "engine row warm"]
     print(f"# us of thread CPU per socket-sample, ticks 10 ms apart, in a namespace with its own {CHILD_EHASH}-bucket "
           f"hash; the engine's target: {TARGET_US} us a row")

@@ -15,16 +15,12 @@ TIME_WAIT). On SIGTERM the watcher closes the rest and hands the files to
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import signal
 import struct
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from netesto.collectors.sockdiag import (
     DiagSocket,
@@ -32,11 +28,11 @@ from netesto.collectors.sockdiag import (
     descendants,
     process_inodes,
 )
+from netesto.collectors.procmain import collector_main
 from netesto.collectors.sockfiles import finish
 from netesto.collectors.tcpinfo import CC_INFO_FIELDS, TCP_INFO_FIELDS, TCP_INFO_LEN
 from netesto.collectors.watchspec import WatchSpec
-from netesto.errors import NetestoError, TrafficError
-from netesto.procs import precise_timers
+from netesto.errors import TrafficError
 from netesto.raw.columns import FLOW_COLUMNS
 from netesto.raw.nflow import FlowWriter, RecordLayout
 
@@ -234,41 +230,25 @@ class Watcher:
                 "us_per_dump": self.cpu_ns / 1e3 / self.dumps if self.dumps else None, "late_ticks": self.late}
 
 
-_stopping = False
-
-
-def _on_signal(*_: Any) -> None:
-    global _stopping
-    _stopping = True
+def watch(text: str, ready: Callable[[], None], stopping: Callable[[], bool]) -> dict[str, Any]:
+    """A watch from its spec's JSON until ``stopping()``, its flow ends made; the watch's summary."""
+    spec = WatchSpec.from_json(text)
+    watcher = Watcher(spec)
+    watcher.tick()  # a refused filter fails here, before "ready"
+    ready()
+    try:
+        watcher.run(stopping)
+    finally:
+        watcher.close()
+    return finish(spec, watcher.closed, watcher.cost())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m netesto.collectors.sockwatch",
-                                     description="sample the TCP sockets a filter matches until SIGTERM")
-    parser.add_argument("--spec", required=True, help="a WatchSpec as JSON (a file)")
-    args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    precise_timers()
-    try:
-        spec = WatchSpec.from_json(Path(args.spec).read_text())
-        watcher = Watcher(spec)
-        watcher.tick()  # a refused filter fails here, before "ready"
-        print(json.dumps({"event": "ready", "pid": os.getpid()}), flush=True)
-        try:
-            watcher.run(lambda: _stopping)
-        finally:
-            watcher.close()
-        summary = finish(spec, watcher.closed, watcher.cost())
-    except (NetestoError, OSError, ValueError, TypeError, KeyError) as exc:
-        message = exc.message if isinstance(exc, NetestoError) else f"{type(exc).__name__}: {exc}"
-        print(json.dumps({"event": "error", "message": message}), flush=True)
-        return 1
-    print(json.dumps({"event": "done", "summary": summary}), flush=True)
-    return 0
+    return collector_main(argv, "netesto.collectors.sockwatch", "sample the TCP sockets a filter matches until "
+                          "SIGTERM", watch)
 
 
-__all__ = ["LAYOUT", "Series", "Watcher", "app_bytes", "main"]
+__all__ = ["LAYOUT", "Series", "Watcher", "app_bytes", "main", "watch"]
 
 if __name__ == "__main__":
     sys.exit(main())

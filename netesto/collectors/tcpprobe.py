@@ -16,21 +16,19 @@ and ``<exp>/traces/<host>.json``, its summary, which it also prints.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
-import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+from netesto.collectors.procmain import collector_main
 from netesto.collectors.tracefs import EventSpec, Instance
 from netesto.collectors.tracesplit import SPOOL_RECORD, Clock, Decoder, read_clock_pair, spool_pages, write_split
-from netesto.errors import NetestoError, TrafficError
-from netesto.procs import precise_timers
+from netesto.errors import TrafficError
 
 DEFAULT_EVENTS = ("tcp_probe", "tcp_retransmit_skb", "tcp_cong_state_set")
 MAX_PORTS = 32
@@ -163,23 +161,16 @@ class Recorder:
             self.instance.remove()
 
 
-_stopping = False
-
-
-def _on_signal(*_: Any) -> None:
-    global _stopping
-    _stopping = True
-
-
-def record(spec: TraceSpec, *, ready: Any = None) -> dict[str, Any]:
-    """Record until SIGTERM/SIGINT, then split; the summary (also ``<exp>/traces/<host>.json``)."""
+def record(spec: TraceSpec, stopping: Callable[[], bool], *,
+           ready: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Record until ``stopping()``, then split; the summary (also ``<exp>/traces/<host>.json``)."""
     rec = Recorder(spec)
     t0, cpu0 = time.monotonic(), _cpu_seconds()
     rec.start()
     if ready is not None:
         ready()
     try:
-        while not _stopping:
+        while not stopping():
             rec.drain()
             time.sleep(spec.poll)
         counters = rec.stop()
@@ -210,30 +201,12 @@ def record(spec: TraceSpec, *, ready: Any = None) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m netesto.collectors.tcpprobe",
-                                     description="record tcp:tcp_probe events of some ports until SIGTERM")
-    parser.add_argument("--spec", required=True, help="a TraceSpec as JSON (a file)")
-    args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    precise_timers()
-
-    def ready() -> None:
-        print(json.dumps({"event": "ready", "pid": os.getpid()}), flush=True)
-
-    try:
-        spec = TraceSpec.from_json(Path(args.spec).read_text())
-        summary = record(spec, ready=ready)
-    except (NetestoError, OSError, ValueError, TypeError, KeyError) as exc:
-        message = exc.message if isinstance(exc, NetestoError) else f"{type(exc).__name__}: {exc}"
-        print(json.dumps({"event": "error", "message": message}), flush=True)
-        return 1
-    print(json.dumps({"event": "done", "summary": summary}), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return collector_main(argv, "netesto.collectors.tcpprobe",
+                          "record tcp:tcp_probe events of some ports until SIGTERM",
+                          lambda text, ready, stopping: record(TraceSpec.from_json(text), stopping, ready=ready))
 
 
 __all__ = ["DEFAULT_EVENTS", "Recorder", "TraceSpec", "main", "port_filter", "record"]
+
+if __name__ == "__main__":
+    sys.exit(main())

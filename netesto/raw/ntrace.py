@@ -23,7 +23,7 @@ import msgpack
 
 from netesto.errors import RawDataError
 from netesto.raw.nflow_format import BLOCK, ITEMSIZE, MAGIC, PREAMBLE, Column
-from netesto.raw.nflow_reader import _split_blocks
+from netesto.raw.nflow_reader import _split_blocks, read_bytes
 
 SUFFIX = ".ntrace"
 KIND = "ntrace"
@@ -123,11 +123,7 @@ def read_trace(path: str | os.PathLike[str]) -> RawTrace:
     """Decode a ``.ntrace`` file (a cut or damaged block loses only itself; a bad header raises
     :class:`RawDataError` naming the file)."""
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise RawDataError(f"cannot read: {exc.strerror}", path=path) from exc
+    data = read_bytes(path)
     if len(data) < PREAMBLE.size or PREAMBLE.unpack_from(data)[0] != MAGIC:
         raise RawDataError("not a netesto trace file (bad magic)", path=path)
     _, major, minor = PREAMBLE.unpack_from(data)

@@ -18,6 +18,17 @@ from netesto.raw.ntrace import BLOCK_ROWS, TABLES, read_trace, write_trace
 DATA = Path(__file__).resolve().parents[1] / "data" / "trace"
 
 
+def decoded() -> Decoder:
+    """The captured pages (tests/data/trace) through a decoder."""
+    names = ("tcp_probe", "tcp_retransmit_skb", "tcp_cong_state_set")
+    dec = Decoder(PageLayout.parse((DATA / "header_page").read_text()),
+                  {n: EventFormat.parse((DATA / f"{n}.format").read_text()) for n in names})
+    with open(DATA / "pages.spool", "rb") as fh:
+        for _cpu, page in spool_pages(fh):
+            dec.page(page)
+    return dec
+
+
 def tables(n: int) -> dict[str, dict[str, array]]:
     out: dict[str, dict[str, array]] = {}
     for name, cols in TABLES.items():
@@ -77,12 +88,7 @@ def test_not_a_trace_is_named(tmp_path: Path) -> None:
 
 
 def test_events_go_to_the_flow_end_whose_header_names_their_addresses(tmp_path: Path) -> None:
-    names = ("tcp_probe", "tcp_retransmit_skb", "tcp_cong_state_set")
-    dec = Decoder(PageLayout.parse((DATA / "header_page").read_text()),
-                  {n: EventFormat.parse((DATA / f"{n}.format").read_text()) for n in names})
-    with open(DATA / "pages.spool", "rb") as fh:
-        for _cpu, page in spool_pages(fh):
-            dec.page(page)
+    dec = decoded()
     exp = tmp_path / "1"
     (exp / "flows").mkdir(parents=True)
     # the client end of a flow: its header's addresses, v4-mapped as a dual-stack socket reports them
@@ -104,12 +110,7 @@ def test_a_connection_s_events_from_several_cpus_come_out_in_time_order() -> Non
 
     from netesto.collectors.tracesplit import conn_tables
 
-    names = ("tcp_probe", "tcp_retransmit_skb", "tcp_cong_state_set")
-    dec = Decoder(PageLayout.parse((DATA / "header_page").read_text()),
-                  {n: EventFormat.parse((DATA / f"{n}.format").read_text()) for n in names})
-    with open(DATA / "pages.spool", "rb") as fh:
-        for _cpu, page in spool_pages(fh):
-            dec.page(page)
+    dec = decoded()
     ev = dec.out.conns[("127.0.0.1", 55754, "127.0.0.1", 47021)]
     size = dec.out.layouts["probe"].size
     whole = bytes(ev.raw["probe"])

@@ -48,6 +48,7 @@ BBR = """DO_CLIENT host=h1 server=h2 test=TCP_STREAM ca=bbr dur=2 stats=1
 WAIT 2
 GET_DATA host=h2
 GET_DATA host=h1
+PROCESS_EXP
 """
 
 
@@ -85,6 +86,18 @@ def test_a_bbr_flow_s_trace_holds_every_ack_at_the_samples_state(bed, tmp_path) 
     assert t_ev[-1] <= t_rows[-1] + 0.01
     # the server's end was not asked for
     assert float(ds.trace_events.sel(flow=flow, end="server").fillna(0)) == 0
+    # the page shows the trace's overview, within its budget of points, in a real browser
+    from netesto.plots.trace import PAGE_POINTS
+    from tests.plots.browser import show
+
+    shown = show(Path(exp.path) / "exp.html", tmp_path / "exp.png")
+    assert shown.errors == []
+    figs = {f["title"]: f for f in shown.figures}
+    cwnd = figs["Congestion window at each ACK"]
+    assert "Smoothed RTT at each ACK" in figs
+    assert 0 < sum(g["n"] for g in cwnd["glyphs"] if g["type"] == "Line") <= PAGE_POINTS
+    assert any(g["type"] == "Scatter" or "retransmits" in g["name"] for g in cwnd["glyphs"]) == bool(
+        ds.trace_retransmits.sel(flow=flow, end="client"))
 
 
 def _clock_offset(ds, host: str) -> float:

@@ -11,7 +11,8 @@ read per sub-buffer, not work per event. On SIGTERM it turns the events off,
 drains what is left, reads each CPU's ``stats`` (``dropped events``: the
 events a full buffer refused), removes the instance, then decodes the spool
 and writes each flow end's ``.ntrace`` (:mod:`netesto.collectors.tracesplit`)
-and ``<exp>/traces/<host>.json``, its summary, which it also prints.
+and ``<exp>/traces/<host>.json`` (``<host>-2.json`` for a second trace of the experiment), its summary,
+which it also prints.
 """
 
 from __future__ import annotations
@@ -196,7 +197,11 @@ def record(spec: TraceSpec, stopping: Callable[[], bool], *,
                "duration": t1 - t0, "cpu_read_seconds": cpu_read,
                "cpu_decode_seconds": _cpu_seconds() - cpu0 - cpu_read, **split}
     (exp_dir / "traces").mkdir(parents=True, exist_ok=True)
-    (exp_dir / "traces" / f"{spec.host}.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
+    target, k = exp_dir / "traces" / f"{spec.host}.json", 1
+    while target.exists():  # an earlier trace of the experiment on this host (other ports)
+        k += 1
+        target = exp_dir / "traces" / f"{spec.host}-{k}.json"
+    target.write_text(json.dumps(summary, indent=1, sort_keys=True))
     return summary
 
 

@@ -22,12 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from netesto.collectors.sockdiag import (
-    DiagSocket,
-    SockDiag,
-    descendants,
-    process_inodes,
-)
+from netesto.collectors.sockdiag import DiagSocket, SockDiag
+from netesto.collectors.sockowner import descendants, process_inodes
 from netesto.collectors.procmain import collector_main
 from netesto.collectors.sockfiles import finish
 from netesto.collectors.tcpinfo import CC_INFO_FIELDS, TCP_INFO_FIELDS, TCP_INFO_LEN

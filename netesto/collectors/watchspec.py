@@ -6,7 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from netesto.collectors.sockdiag import DiagSocket, SocketFilter, cgroup_id
+from netesto.collectors.sockdiag import DiagSocket, SocketFilter
+from netesto.collectors.sockowner import cgroup_id
 from netesto.errors import TrafficError
 from netesto.protocol.names import check_name
 

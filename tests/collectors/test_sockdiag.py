@@ -14,7 +14,8 @@ pytestmark = pytest.mark.netns
 # side), IPv6 and to the second listener; each filter's dump is compared with the filter run in Python.
 DUMPS = """
 import json, os, socket
-from netesto.collectors.sockdiag import SockDiag, SocketFilter, cgroup_id, process_cgroup
+from netesto.collectors.sockdiag import SockDiag, SocketFilter
+from netesto.collectors.sockowner import cgroup_id, process_cgroup
 l6 = socket.socket(socket.AF_INET6); l6.bind(("::", 47100)); l6.listen()
 l2 = socket.create_server(("127.0.0.2", 47200))
 conns = [socket.create_connection(a) for a in (("127.0.0.1", 47100), ("::1", 47100), ("127.0.0.2", 47200))]

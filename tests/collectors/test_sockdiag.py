@@ -120,3 +120,29 @@ def test_a_watched_transfer_is_sampled_from_outside_to_its_last_byte(veth_pair, 
     assert client[5] == server[5].replace(".server.", ".client.")  # both ends name the flow alike
     assert "destroyed" in (client[4], server[4])
     assert out["left"] == [] and out["cost"]["socket_samples"] >= 60
+
+
+OWNED = """
+import json, socket, subprocess, sys, time
+from netesto.collectors.watchspec import WatchSpec
+from netesto.collectors.sockwatch import Watcher
+srv = socket.create_server(("127.0.0.1", 47310))
+child = subprocess.Popen([sys.executable, "-c", "import socket, time; s = socket.create_connection(('127.0.0.1', "
+                          "47310)); print(s.getsockname()[1], flush=True); time.sleep(30)"], stdout=subprocess.PIPE,
+                         text=True)
+child_port = int(child.stdout.readline())
+mine = socket.create_connection(("127.0.0.1", 47310))
+peers = [srv.accept()[0], srv.accept()[0]]
+w = Watcher(WatchSpec(exp="1", datadir=%(dir)r, host="h1", name="own", ports=(47310,), pid=child.pid))
+w.tick(); w.tick()
+seen = sorted(s.sock.local[1] for s in w.live.values())
+w.close()
+child.kill()
+print(json.dumps({"seen": seen, "child": child_port, "mine": mine.getsockname()[1]}))
+"""
+
+
+def test_a_watch_of_a_process_samples_only_its_sockets(veth_pair, tmp_path) -> None:
+    out = run_in_ns(veth_pair.a, OWNED % {"dir": str(tmp_path)})
+    # four sockets on the port (two connections, both ends here): the child process holds one
+    assert out["seen"] == [out["child"]]

@@ -2,9 +2,10 @@
 
 * :func:`trace_plot` (notebooks): cwnd, ssthresh and srtt at every ACK of one
   or more flow ends, with the retransmissions marked. Each line is a
-  :func:`zoomable` curve: in a live notebook, a zoom or pan redraws the range
-  in view from the dataset (per pixel column its lowest and highest value),
-  down to single ACKs, so a million events stay quick.
+  :func:`zoomable` curve: shown live, a zoom or pan redraws the range in view
+  from the dataset (per pixel column its lowest and highest value), down to
+  single ACKs, so a million events stay quick; ``window=`` draws a range whole
+  for static pages (``show``, HTML exports).
 * :func:`page_panels` (exp.html): the same panels from a fixed budget of
   points, :data:`PAGE_POINTS` per panel whatever the number of events (each
   line keeps its lowest and highest value of each time bin: a collapse or a
@@ -114,10 +115,12 @@ def _retransmits(ds: Any, flow: str, end: str, bins: int | None) -> list[Any]:
 
 
 def _panel(ds: Any, ends: Sequence[tuple[str, str]], panel: str, bins: int | None, width: int,
-           height: int) -> Any:
+           height: int, window: tuple[float, float] | None = None) -> Any:
     import holoviews as hv
 
     title, variables, unit, factor = PANELS[panel]
+    if window is not None:
+        title += f", {window[0]:.3f}-{window[1]:.3f} s"
     elements = []
     for flow, end in ends:
         for var in variables:
@@ -125,15 +128,20 @@ def _panel(ds: Any, ends: Sequence[tuple[str, str]], panel: str, bins: int | Non
                 continue
             t, y = _series(ds, flow, end, var)
             ok = np.isfinite(t) & np.isfinite(y)
+            if window is not None:
+                ok &= (t >= window[0]) & (t <= window[1])
             if not ok.any():
                 continue
             label = f"{flow} {end} {var[6:]}"
-            if bins is None:  # full detail, thinned per view as the user zooms
+            if window is not None:  # a window drawn whole: every event when it holds fewer than 2 x width
+                ts, ys = event_envelope(t[ok], y[ok] / factor, width)
+                elements.append(hv.Curve((ts, ys), "time", "value", label=label))
+            elif bins is None:  # full detail, thinned per view as the user zooms
                 elements.append(zoomable(t[ok], y[ok] / factor, label, width))
             else:
                 ts, ys = event_envelope(t[ok], y[ok] / factor, bins)
                 elements.append(hv.Curve((ts, ys), "time", "value", label=label))
-        if panel == "cwnd":
+        if panel == "cwnd" and window is None:
             elements += _retransmits(ds, flow, end, bins)
     if not elements:
         return None
@@ -143,9 +151,15 @@ def _panel(ds: Any, ends: Sequence[tuple[str, str]], panel: str, bins: int | Non
 
 
 def trace_plot(ds: Any, flows: Sequence[str] | str | None = None, *, ends: Sequence[str] | None = None,
-               panels: Sequence[str] = ("cwnd", "srtt"), width: int = 900, height: int = 280) -> Any:
+               panels: Sequence[str] = ("cwnd", "srtt"), width: int = 900, height: int = 280,
+               window: tuple[float, float] | None = None) -> Any:
     """The per-ACK panels of some flow ends (default: every traced end), full detail, time axes
-    linked (see the module docstring). ``panels`` from :data:`PANELS`: cwnd, srtt, inflight, rate."""
+    linked (see the module docstring). ``panels`` from :data:`PANELS`: cwnd, srtt, inflight, rate.
+
+    Shown live (holoviews' own notebook display), each line redraws the range a zoom or pan brings into
+    view; a static page (:func:`netesto.plots.notebook.show`, an HTML export) keeps what it was drawn with,
+    so ``window=(t0, t1)`` (seconds of the experiment) draws that range whole: every ACK of it, up to
+    ``2 * width`` a line."""
     import holoviews as hv
 
     bokeh_backend()
@@ -153,7 +167,7 @@ def trace_plot(ds: Any, flows: Sequence[str] | str | None = None, *, ends: Seque
     pairs = [(f, e) for f, e in traced_ends(ds) if (chosen is None or f in chosen) and (ends is None or e in ends)]
     if not pairs:
         raise ValueError("no traced flow end to plot (DO_CLIENT trace=, DO_TRACE or --trace record them)")
-    built = [p for p in (_panel(ds, pairs, name, None, width, height) for name in panels) if p is not None]
+    built = [p for p in (_panel(ds, pairs, name, None, width, height, window) for name in panels) if p is not None]
     return hv.Layout(built).cols(1).opts(shared_axes=True)
 
 

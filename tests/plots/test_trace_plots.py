@@ -73,3 +73,12 @@ def test_plots_of_a_dataset_without_traces_say_so() -> None:
         trace_plot(ds)
     layout = trace_plot(traced(1000, 10))
     assert len(layout) == 2
+
+
+def test_a_window_is_drawn_with_every_ack_in_it() -> None:
+    ds = traced(1_000_000, 10)
+    layout = trace_plot(ds, window=(5.0, 5.001))  # 1 ms: ~100 ACKs
+    cwnd = layout.values()[0]
+    (line,) = [el for el in cwnd.values() if type(el).__name__ == "Curve" and "cwnd" in el.label]
+    t = ds.probe_time.sel(flow="h1-h2-1-0", end="client").values
+    assert len(line) == int(((t >= 5.0) & (t <= 5.001)).sum())

@@ -20,8 +20,10 @@ says what went where and what the watch cost.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
+from array import array
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -72,6 +74,7 @@ def _driver_end(spec: WatchSpec, flow: FlowMatch, path: Path, summary: dict[str,
         aside.parent.mkdir(parents=True, exist_ok=True)
         os.replace(target, aside)
     if tool is not None:
+        carry_tool_rows(sampled, tool)
         header = {k: v for k, v in tool.header.items() if k not in ("type", "format", "columns", "byteorder")}
         header.update(_sampled_header(sampled), tool_file=f"tool/{target.name}", tool_interval=tool.header.get(
             "interval"))
@@ -85,6 +88,34 @@ def _driver_end(spec: WatchSpec, flow: FlowMatch, path: Path, summary: dict[str,
     write_end(target, sampled, header, out)
     path.unlink()
     return str(target.relative_to(exp_dir))
+
+
+CARRIED = ("transactions", "connections")  # cumulative counts only the tool knows
+PER_ROW = ("lat_count", "lat_min", "lat_mean", "lat_max", "lat_p50", "lat_p90", "lat_p99", "lat_p999")
+
+
+def carry_tool_rows(sampled: RawFlow, tool: RawFlow) -> None:
+    """What only the tool counted into the sampled rows: its cumulative transactions as they stood at
+    each sampled row, and each of its latency rows onto the first sampled row at or after it (so the
+    latencies are counted once, on the 10 ms rows)."""
+    t_rows, t_tool = sampled.columns["t_mono"], tool.columns.get("t_mono")
+    if t_tool is None or not len(t_tool) or not any(any(tool.columns.get(c, ())) for c in CARRIED + PER_ROW):
+        return
+    at = [bisect.bisect_right(t_tool, t) - 1 for t in t_rows]  # the tool's last row at or before each
+    for name in CARRIED:
+        src = tool.columns.get(name)
+        if src is not None and any(src):
+            sampled.columns[name] = array(src.typecode, (src[k] if k >= 0 else 0 for k in at))
+    for name in PER_ROW:
+        src = tool.columns.get(name)
+        if src is None or not any(src):
+            continue
+        out = array(src.typecode, bytes(len(t_rows) * src.itemsize))
+        for k, t in enumerate(t_tool):
+            row = bisect.bisect_left(t_rows, t)
+            if row < len(out):
+                out[row] = src[k]
+        sampled.columns[name] = out
 
 
 def watched_id(name: str, local: Sequence[Any], remote: Sequence[Any]) -> str:

@@ -107,7 +107,7 @@ def start_batch(r: RunContext, per_host: dict[str, list[Target]]) -> None:
             hosts |= {h for h in (client, server) if h in st.trace_hosts}
             for host in hosts:
                 traces.setdefault((e.exp, host), set()).update(_ports(port))
-            if a.driver in DRIVERS_WATCHED:
+            if a.driver in DRIVERS_WATCHED and a.test.startswith("TCP"):  # sock_diag samples TCP sockets
                 _driver_watch(r, a, client, server, port, watches, moves)
     for (exp, host), ports in sorted(traces.items()):
         st = observing(r.exps[exp])

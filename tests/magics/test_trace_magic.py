@@ -20,7 +20,17 @@ PROCESS_EXP
 """
 
 
-def test_the_cell_s_flows_are_traced_on_the_ends_asked_for(shell, loopback_bed, tmp_path) -> None:  # noqa: F811
+@pytest.fixture
+def own_lab(shell):  # noqa: F811
+    """The shell is shared with test_magics: its lab and workdir are put back after the test."""
+    magics = shell.magics_manager.registry["NetestoMagics"]
+    saved = (magics.lab, magics.lab_path, magics.workdir)
+    yield
+    magics.lab, magics.lab_path, magics.workdir = saved
+
+
+def test_the_cell_s_flows_are_traced_on_the_ends_asked_for(shell, loopback_bed, tmp_path,  # noqa: F811
+                                                            own_lab) -> None:
     shell.run_line_magic("netesto", f"lab {loopback_bed.lab}")
     shell.run_line_magic("netesto", f"workdir {tmp_path / 'res'}")
     with capture_output():

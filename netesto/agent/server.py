@@ -18,6 +18,7 @@ from netesto.agent.control import HostControl
 from netesto.agent.flows import FlowManager
 from netesto.agent.handlers import Handlers
 from netesto.agent.lease import Lease
+from netesto.agent.observe import Observers
 from netesto.agent.owner import Ownership
 from netesto.agent.store import DataStore
 from netesto.errors import AgentError, NetestoError, ProtocolError, UsageError, VersionMismatch
@@ -60,6 +61,7 @@ class Agent:
                                    netem_fallback=config.netem_fallback)
         self.flows = FlowManager(self.store, config.name, self.push, test_bind=config.test_bind,
                                  flow_port=config.flow_port)
+        self.observers = Observers(self.store, config.name)
         self.handlers = Handlers(self)
         self.ownership = Ownership(self.lease)
         self.peer = b""  # the identity of the request being handled (claim/release need it)
@@ -192,6 +194,7 @@ class Agent:
             stopped = self.flows.stop(reason=f"stopped: the controller's lease expired (no request for "
                                              f"{self.lease.seconds:g} s)")
             dumps = self.control.tcpdump_stop().stopped
+            self.observers.stop_all()
             self.flows.stop_tool_servers()
             restored = self.control.restore()
             log.warning("lease expired (no controller request for %.1f s): stopped %d flow(s) and %d tcpdump(s), "
@@ -292,6 +295,7 @@ class Agent:
 
     def shutdown(self) -> None:
         self.flows.shutdown()
+        self.observers.stop_all()
         self.control.tcpdump_stop()
         self.control.restore()  # a clean stop leaves the host as it found it (data stays)
         if self.socket is not None:

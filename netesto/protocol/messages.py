@@ -36,6 +36,10 @@ COMMANDS = (
     "restore",
     "claim",
     "release",
+    "trace_start",
+    "trace_stop",
+    "watch_start",
+    "watch_stop",
 )
 
 # Pushed events (agent -> controller between replies).

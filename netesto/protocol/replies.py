@@ -360,10 +360,39 @@ class ReleaseReply(CommandReply):
     tool_servers_stopped: list[str] | None = _wire(list, None, omit=True, items=str)
 
 
+@dataclass(frozen=True)
+class ObserverReply(CommandReply):
+    """``trace_*``/``watch_*``: the experiment's collectors of that kind, each a map (``kind``, ``name``,
+    ``pid``, ``state``: running/stopping/done/error, ``summary`` once done, ``error``), and ``done``: all
+    of them have finished (a stop asks again until then)."""
+
+    command: ClassVar[str] = ""
+    exp: str = _wire(str)
+    done: bool = _wire(bool)
+    observers: list[Any] = _wire(list, factory=list)
+
+
+class TraceStartReply(ObserverReply):
+    command = "trace_start"
+
+
+class TraceStopReply(ObserverReply):
+    command = "trace_stop"
+
+
+class WatchStartReply(ObserverReply):
+    command = "watch_start"
+
+
+class WatchStopReply(ObserverReply):
+    command = "watch_stop"
+
+
 _CLASSES: tuple[type[CommandReply], ...] = (
     HelloReply, TimeReply, HeartbeatReply, SnapshotReply, ServerReply, StartFlowsReply, StatusReply, StopReply,
     FetchListReply, ChunkReply, AckReply, SysctlReply, ModuleParamsReply, QdiscReply, NetemReply,
-    TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply)
+    TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply,
+    TraceStartReply, TraceStopReply, WatchStartReply, WatchStopReply)
 # The reply class of each command, in COMMANDS order.
 COMMAND_REPLIES: Mapping[str, type[CommandReply]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -386,6 +415,7 @@ __all__ = [
     "HelloReply",
     "ModuleParamsReply",
     "NetemReply",
+    "ObserverReply",
     "PingReply",
     "QdiscReply",
     "ReleaseReply",
@@ -399,4 +429,8 @@ __all__ = [
     "TcpdumpStartReply",
     "TcpdumpStopReply",
     "TimeReply",
+    "TraceStartReply",
+    "TraceStopReply",
+    "WatchStartReply",
+    "WatchStopReply",
 ]

@@ -18,6 +18,7 @@ from netesto.agent.control import HostControl
 from netesto.agent.flows import FlowManager
 from netesto.agent.handlers import Handlers
 from netesto.agent.lease import Lease
+from netesto.agent.observe import Observers
 from netesto.agent.owner import Ownership, Peer
 from netesto.agent.store import DataStore
 from netesto.errors import AgentError, NetestoError, ProtocolError, UsageError, VersionMismatch
@@ -61,6 +62,7 @@ class Agent:
                                    netem_fallback=config.netem_fallback)
         self.flows = FlowManager(self.store, config.name, self.push, test_bind=config.test_bind,
                                  flow_port=config.flow_port)
+        self.observers = Observers(self.store, config.name)
         self.handlers = Handlers(self)
         self.ownership = Ownership(self.lease)
         self.peer = Peer(b"")  # who sent the request being handled (claim/release need it)
@@ -200,6 +202,7 @@ class Agent:
                    else f"the lease expired for {lapsed.describe()}")
             stopped = self.flows.stop(reason=f"stopped: {why} (no request for {self.lease.seconds:g} s)")
             dumps = self.control.tcpdump_stop().stopped
+            self.observers.stop_all()
             self.flows.stop_tool_servers()
             restored = self.control.restore()
             log.warning("%s (no request for %.1f s): stopped %d flow(s) and %d tcpdump(s), "
@@ -312,6 +315,7 @@ class Agent:
 
     def shutdown(self) -> None:
         self.flows.shutdown()
+        self.observers.stop_all()
         self.control.tcpdump_stop()
         self.control.restore()  # a clean stop leaves the host as it found it (data stays)
         if self.socket is not None:

@@ -49,6 +49,9 @@ def check_out(out: str) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from netesto.sweep.grid import count, parse_grid
+
+    count(parse_grid(args.params), args.reps)  # the size limit, before the heavy imports below
     from netesto.sweep.run import sweep
 
     check_out(args.out)

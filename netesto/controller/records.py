@@ -83,6 +83,7 @@ class ExpState:
     desc: str = ""
     other: tuple[tuple[str, str], ...] = ()
     processed: bool = False
+    observing: Any = None  # its traces and watches (netesto.controller.observe.Observing)
     shape: dict[str, dict[str, Any]] | None = None  # short host -> what shaped its path at the first flows
     measured: dict[str, Any] = field(default_factory=dict)  # the testbed values those readings give
 

@@ -39,6 +39,10 @@ COMMANDS = (
     "restore",
     "claim",
     "release",
+    "trace_start",
+    "trace_stop",
+    "watch_start",
+    "watch_stop",
     "shape",
 )
 

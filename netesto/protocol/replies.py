@@ -361,6 +361,34 @@ class ReleaseReply(CommandReply):
 
 
 @dataclass(frozen=True)
+class ObserverReply(CommandReply):
+    """``trace_*``/``watch_*``: the experiment's collectors of that kind, each a map (``kind``, ``name``,
+    ``pid``, ``state``: running/stopping/done/error, ``summary`` once done, ``error``), and ``done``: all
+    of them have finished (a stop asks again until then)."""
+
+    command: ClassVar[str] = ""
+    exp: str = _wire(str)
+    done: bool = _wire(bool)
+    observers: list[Any] = _wire(list, factory=list)
+
+
+class TraceStartReply(ObserverReply):
+    command = "trace_start"
+
+
+class TraceStopReply(ObserverReply):
+    command = "trace_stop"
+
+
+class WatchStartReply(ObserverReply):
+    command = "watch_start"
+
+
+class WatchStopReply(ObserverReply):
+    command = "watch_stop"
+
+
+@dataclass(frozen=True)
 class ShapeReply(CommandReply):
     """``shape``: per device, what the kernel says shapes it (rate_bps, buffer_bytes, delay_ms,
     jitter_ms, loss 0..1: each only when shown) and tc's text."""
@@ -372,7 +400,8 @@ class ShapeReply(CommandReply):
 _CLASSES: tuple[type[CommandReply], ...] = (
     HelloReply, TimeReply, HeartbeatReply, SnapshotReply, ServerReply, StartFlowsReply, StatusReply, StopReply,
     FetchListReply, ChunkReply, AckReply, SysctlReply, ModuleParamsReply, QdiscReply, NetemReply,
-    TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply, ShapeReply)
+    TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply,
+    TraceStartReply, TraceStopReply, WatchStartReply, WatchStopReply, ShapeReply)
 # The reply class of each command, in COMMANDS order.
 COMMAND_REPLIES: Mapping[str, type[CommandReply]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -395,6 +424,7 @@ __all__ = [
     "HelloReply",
     "ModuleParamsReply",
     "NetemReply",
+    "ObserverReply",
     "PingReply",
     "QdiscReply",
     "ReleaseReply",
@@ -409,4 +439,8 @@ __all__ = [
     "TcpdumpStartReply",
     "TcpdumpStopReply",
     "TimeReply",
+    "TraceStartReply",
+    "TraceStopReply",
+    "WatchStartReply",
+    "WatchStopReply",
 ]

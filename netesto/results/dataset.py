@@ -31,6 +31,7 @@ from netesto.results.numerics import (
     times,
 )
 from netesto.results.samples import ends, sample_layout
+from netesto.results.trace import add_traces
 from netesto.results.schema import (
     END_ATTRS,
     ENDS,
@@ -236,7 +237,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
         data_vars["host_delta"] = (("node", "counter"), after - before, var_attrs("host_delta"))
     ds = xr.Dataset(data_vars, coords=coords, attrs=_attrs(raw, t0, interval))
     ds.attrs["flow_warnings"] = json.dumps(flow_warnings(ds, raw))
-    return ds
+    return add_traces(ds, raw)  # the flows' kernel traces, if any: event axes beside the samples and the grid
 
 
 def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:

@@ -40,6 +40,8 @@ SIMPLE_COMMANDS = (
     "SET_NETEM",
     "SET_QDISC",
     "DO_TCPDUMP",
+    "DO_TRACE",
+    "DO_WATCH",
     "CLOSE",
     "EXIT",
 )

@@ -43,6 +43,10 @@ SENT = {
     "restore": {},
     "claim": {"run": "20261126-1", "controller": "laptop:1234"},
     "release": {},
+    "trace_start": {"exp": 3, "ports": [12867], "buffer_kb": 4096},
+    "trace_stop": {"exp": 3},
+    "watch_start": {"exp": 3, "name": "app", "interval": 0.01, "ports": [5000], "cgroup": "", "pid": 0},
+    "watch_stop": {"exp": 3, "name": "app"},
     "shape": {"devs": ["veth0", "r-h1"]},
 }
 

@@ -77,9 +77,14 @@ def test_a_signal_while_the_run_waits_for_its_last_flows_restores_within_seconds
     assert sent, out + err
     assert rc == 128 + getattr(signal, signals[0]), out + err
     assert restored and restored[0] - sent[0] < 2.0, (restored, sent)  # the sysctl was put back at once
-    # the exit comes once the partial experiment is processed (exp.nc, exp.html: ~7 s on a loaded machine),
-    # not at the flow's end (30 s) or 600 s later; a second signal skips the processing too
-    assert ended - sent[0] < (28 if len(signals) == 1 else 4), ended - sent[0]
+    # the exit comes once the partial experiment is processed (exp.nc, exp.html: 7-18 s on a loaded machine),
+    # not 600 s later; a second signal skips the processing too (about 2 s, unloaded)
+    assert ended - sent[0] < (60 if len(signals) == 1 else 8), ended - sent[0]
+    if delay == 0:  # the 30 s flow was stopped, not sat out
+        from netesto.raw.nflow import read_flow
+
+        flow = read_flow(tmp_path / "work" / "1" / "flows" / "h1-h2-1-0.client.nflow").summary
+        assert flow["status"] == "error" and flow["duration"] < 15, flow
     assert "interrupted" in err and _ecn(veth_pair) == before
     meta = json.loads((tmp_path / "work" / "1" / "experiment.json").read_text())
     assert meta["interrupted"] is True

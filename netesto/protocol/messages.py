@@ -36,6 +36,8 @@ COMMANDS = (
     "restore",
     "claim",
     "release",
+    "link_schedule",
+    "link_stop",
 )
 
 # Pushed events (agent -> controller between replies).

@@ -251,6 +251,8 @@ class DelayLine:
         ``"file": null`` makes it a plain delay link again. Packets already held keep their due times."""
         settings = replace(link.settings, jitter_ms=0.0)
         if req.get("file") is None:
+            if not isinstance(link, TraceLink):
+                return {"ok": True, "settings": link.describe()}  # not a trace link: as it is
             self.links[queue] = plain = Link(replace(settings, ordered=False), self.rng)
             plain.stats = link.stats
             self._gso(queue, True)

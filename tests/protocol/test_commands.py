@@ -43,6 +43,11 @@ SENT = {
     "restore": {},
     "claim": {"run": "20261126-1", "controller": "laptop:1234"},
     "release": {},
+    "link_schedule": {"exp": 3, "dev": "r-h1", "t0": 1764150000.25, "until": 1764150004.5,
+                      "steps": [[0.0, "rate", 50e6], [2.0, "rate", 10e6]],
+                      "trace": {"name": "cellular", "text": "1\n", "limit_bytes": 0, "limit_packets": 100},
+                      "host": "router"},
+    "link_stop": {"exp": 3},
 }
 
 

@@ -56,6 +56,8 @@ SENT = {
     "restore": {"restored": ["net.ipv4.tcp_wmem=4096 16384 4194304"], "errors": []},
     "claim": {"run": "20261126-1", "since": 1764150000.25},
     "release": {"released": True, "tool_servers_stopped": ["iperf3:5201"]},
+    "link_schedule": {"dev": "r-h1", "base": {"rate": 100000000, "delay": 10.0}, "steps": 2, "trace": "ab12"},
+    "link_stop": {"stopped": ["r-h1"], "errors": []},
 }
 
 # The other shapes a command's reply takes.

@@ -47,6 +47,7 @@ log = logging.getLogger("netesto.agent.links")
 MAX_SPAN = 7 * 86400.0  # s from t0 to until
 JOIN_S = 25.0  # a backend call may take a tc's 20 s timeout
 SWITCH_S = 0.0005  # the GIL's switch interval while a schedule runs (Python's 5 ms would delay a step by up to that)
+RT_PRIORITY = 5  # SCHED_FIFO of a schedule's thread and its tc children (the delay line's loop has 10)
 
 
 class LinkBackend(Protocol):
@@ -92,6 +93,16 @@ def _steps(raw: list[Any]) -> list[tuple[float, str, float]]:
     return sorted(out, key=lambda s: s[0])
 
 
+def realtime() -> str:
+    """Run this thread (and the processes it starts) at SCHED_FIFO :data:`RT_PRIORITY` when allowed: on a
+    machine whose CPUs are busy, an ordinary thread waits tens of ms for one after its instant."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))  # 0: this thread only
+    except (OSError, AttributeError) as exc:
+        return f"normal priority ({exc})"
+    return f"SCHED_FIFO {RT_PRIORITY}"
+
+
 class LinkRun:
     """One link's schedule: a thread that applies its steps at their instants, then puts the link back."""
 
@@ -132,6 +143,7 @@ class LinkRun:
         self.write()
 
     def _run(self) -> None:
+        realtime()
         try:
             groups: dict[float, list[tuple[float, str, float]]] = {}
             for step in self.steps:
@@ -291,4 +303,4 @@ class LinkShaper:
         return done
 
 
-__all__ = ["LinkBackend", "LinkRun", "LinkShaper", "load_backend"]
+__all__ = ["LinkBackend", "LinkRun", "LinkShaper", "load_backend", "realtime"]

@@ -89,16 +89,20 @@ def set_link(args: Args, book: Book) -> Iterator[Action]:
         if param == "buffer" and trace:
             continue
         try:
-            steps = parse_shape(param, text, 0.0 if split_shape(text) else at)
+            shaped = split_shape(text) is not None
+            steps = parse_shape(param, text, 0.0 if shaped else at)
         except ValueError as exc:
             raise args.error_at(param, f"SET_LINK: {exc}") from None
+        if shaped and "at" in args:
+            raise args.error_at("at", f"SET_LINK: {param}={text}: a shape carries its own times; at= is for values")
         last = lb.times.get((host, param))
         times = [s.at for s in steps]
         if last is not None:
             try:
                 check_forward([last[0], *times], f"{param} toward {host}")
             except ValueError as exc:
-                raise args.error_at(param, f"SET_LINK: {exc}", f"its time before is set at {last[1]}") from None
+                where_at = "at" if not shaped and "at" in args else param
+                raise args.error_at(where_at, f"SET_LINK: {exc}", f"its time before is set at {last[1]}") from None
         lb.times[(host, param)] = (times[-1], where)
     if "rate" in texts:
         lb.rates[host] = where

@@ -112,6 +112,8 @@ class LinkRun:
         self.t0, self.until = float(args.t0), float(args.until)
         self.steps = _steps(args.steps)
         self.stopping = threading.Event()
+        self.ended = threading.Event()  # the link has its shape back (or could not get it)
+        self.on_end: Callable[[], None] = lambda: None
         self.why = "until"
         self.doc: dict[str, Any] = {"dev": dev, "exp": exp, "host": args.host or host,
                                     "clock": f"{args.host or host}'s time.time()", "t0": self.t0,
@@ -179,6 +181,8 @@ class LinkRun:
             self.write()
         except OSError as exc:
             log.error("link schedule on %s: cannot write %s: %s", self.dev, self.path, exc)
+        self.ended.set()
+        self.on_end()
 
     def stop(self, why: str) -> list[str]:
         """End the schedule now (or once the backend call in progress returns); what could not be put back."""
@@ -201,6 +205,7 @@ class LinkShaper:
         self.spec = os.environ.get("NETESTO_LINK_BACKEND", "") if spec is None else spec
         self.runs: dict[str, LinkRun] = {}
         self.journal = store.private / "links.json"
+        self.lock = threading.Lock()  # the journal is written from the schedules' threads too
 
     def _factory(self) -> Callable[[str], LinkBackend]:
         if not self.spec:
@@ -209,8 +214,11 @@ class LinkShaper:
         return load_backend(self.spec)
 
     def _journal(self) -> None:
-        entries = {dev: {"exp": r.exp, "base": r.doc["base"]} for dev, r in self.runs.items() if r.thread.is_alive()}
-        self.store.write_private_json(self.journal.name, json.dumps(entries))
+        """The shapes to put back if this agent dies: those of the links whose schedules have not ended."""
+        with self.lock:
+            entries = {dev: {"exp": r.exp, "base": r.doc["base"]} for dev, r in list(self.runs.items())
+                       if not r.ended.is_set() and r.doc["base"]}
+            self.store.write_private_json(self.journal.name, json.dumps(entries))
 
     def start(self, args: LinkScheduleArgs, exp: str) -> LinkScheduleReply:
         """Start a schedule on ``args.dev`` (one already there ends first, its link put back)."""
@@ -228,6 +236,7 @@ class LinkShaper:
         try:
             run = LinkRun(exp, dev, args, backend, folder / f"{dev}.json", self.name)
             base = run.doc["base"] = backend.read()
+            run.on_end = self._journal
             self.runs[dev] = run
             self._journal()
             if args.trace is not None:

@@ -66,7 +66,7 @@ def _num(value: Any) -> float:
 
 def change_rows(docs: list[dict[str, Any]], offsets: dict[str, float], t0: float) -> list[dict[str, Any]]:
     """One row per change, times in seconds after ``t0`` (controller clock), ordered by time."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for doc in docs:
         shift = offsets.get(str(doc.get("host", "")), 0.0) + t0
         start = _num(doc.get("t0"))

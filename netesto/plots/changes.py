@@ -6,6 +6,7 @@ parameter and its new value (``rate 10mbit``); a run of changes of one
 parameter of one link closer than :data:`RAMP_GAP` apart (a ramp, a square
 wave at a short period) is one shaded band labelled with its first and last
 values; the link's return to its shape at the schedule's end is a grey line.
+On the goodput panel, a trace link's offered rate is a dashed grey line.
 """
 
 from __future__ import annotations
@@ -78,4 +79,20 @@ def change_marks(ds: Any, top: float, right: float = np.inf) -> list[Any]:
     return out
 
 
-__all__ = ["RAMP_GAP", "change_marks"]
+def trace_lines(ds: Any, factor: float) -> list[Any]:
+    """The rate each trace link's trace offered (``trace_rate``, divided by ``factor``), a dashed grey line a
+    link, for the goodput panel; [] without one."""
+    if "trace_rate" not in ds:
+        return []
+    import holoviews as hv
+
+    time = np.asarray(ds["time"].values, dtype=float)
+    out = []
+    for link in ds["link"].values:
+        rate = np.asarray(ds["trace_rate"].sel(link=link).values, dtype=float) / factor
+        out.append(hv.Curve((time, rate), "time", "goodput", label=f"trace {link} (offered)").opts(
+            color="grey", line_dash="dashed", line_width=1))
+    return out
+
+
+__all__ = ["RAMP_GAP", "change_marks", "trace_lines"]

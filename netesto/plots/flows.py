@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from netesto.plots.changes import change_marks
+from netesto.plots.changes import change_marks, trace_lines
 from netesto.plots.display import envelope, first_per_bin
 from netesto.plots.page import bokeh_backend
 from netesto.results.series import SMOOTH_SECONDS, pick_unit, rolling_mean, sample_interval
@@ -75,7 +75,7 @@ def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900,
         names = [labels[i] for i in shown]
         elements = [_flow_lines(ts, vs, names, var, unit, per_flow=len(shown) <= per_flow_max)]
         if var == "goodput":
-            elements += _goodput_extras(ds, time, data / factor, labels, bins)
+            elements += _goodput_extras(ds, time, data / factor, labels, bins) + trace_lines(ds, factor)
         elements += change_marks(ds, float(np.nanmax(vs)), float(time[-1]) if time.size else np.inf)  # SET_LINK
         panel = hv.Overlay(elements).opts(title=title, width=width, height=height, xlabel="time (s)",
                                           ylabel=f"{source} ({unit})", legend_position="right",

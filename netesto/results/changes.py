@@ -17,7 +17,9 @@ and the coordinates ``change_param`` (rate, delay, jitter, loss, buffer),
 ``change_unit`` (bit/s, ms, %, bytes), ``change_link`` (the router's
 device) and ``change_kind`` (``step`` or ``end``). A link that followed a
 trace says so in the attribute ``links`` (JSON: per link its shape before,
-its trace's name, sha256, opportunities and mean rate, and why it ended).
+its trace's name, sha256, opportunities and mean rate, and why it ended),
+and ``trace_rate`` (link, time) is what its trace offered, in bit/s over the
+:data:`TRACE_WINDOW` before each instant, while it was on (NaN elsewhere).
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ import numpy as np
 import xarray as xr
 
 from netesto.linkshape import PARAMS
+from netesto.linktrace import bytes_between, read_trace
+
+TRACE_WINDOW = 0.1  # s
 
 CHANGE_VARS = {
     "change_time": ("s", "instant the change was in force, seconds after the experiment start"),
@@ -111,10 +116,42 @@ def with_changes(ds: xr.Dataset, exp_dir: Path, offsets: dict[str, float]) -> xr
     data = {name: ("change", np.array([r[name.removeprefix("change_")] for r in rows], dtype=float),
                    {"units": units, "long_name": long} if units else {"long_name": long})
             for name, (units, long) in CHANGE_VARS.items()}
-    out = ds.assign_coords(coords).assign(data)
+    out = ds.assign_coords(coords).assign(data) if rows else ds
+    offered = trace_rates(docs, Path(exp_dir), offsets, float(ds.attrs.get("start_wall", 0.0)),
+                          np.asarray(ds["time"].values, dtype=float) if "time" in ds else np.array([]))
+    if offered:
+        out = out.assign_coords(link=("link", np.array(list(offered), dtype=object))).assign(
+            trace_rate=(("link", "time"), np.array(list(offered.values())),
+                        {"units": "bit/s", "long_name": f"rate the link's trace offered over the "
+                                                        f"{TRACE_WINDOW * 1000:g} ms before"}))
     out.attrs["links"] = json.dumps([{k: doc.get(k) for k in ("host", "dev", "base", "trace", "ended")} for doc in docs],
                                     default=str)
     return out
 
 
-__all__ = ["CHANGE_VARS", "change_rows", "read_links", "with_changes"]
+def trace_rates(docs: list[dict[str, Any]], exp_dir: Path, offsets: dict[str, float], t0: float,
+                times: np.ndarray) -> dict[str, np.ndarray]:
+    """Per trace link, what its trace offered at each of ``times`` (s after ``t0``) while it was on."""
+    out = {}
+    for doc in docs:
+        info = doc.get("trace") or {}
+        path = exp_dir / str(info.get("file", ""))
+        if not info or not path.is_file():
+            continue
+        try:
+            trace = read_trace(path)
+        except ValueError:
+            continue
+        shift = offsets.get(str(doc.get("host", "")), 0.0) + t0
+        epoch = _num(doc.get("t0")) - shift
+        on, off = _num(info.get("set")) - shift, _num((doc.get("ended") or {}).get("restored_at")) - shift
+        rate = np.full(times.size, np.nan)
+        for i, t in enumerate(times):
+            if on + TRACE_WINDOW <= t <= (off if math.isfinite(off) else math.inf):
+                ms = (t - epoch) * 1000
+                rate[i] = bytes_between(trace, ms - TRACE_WINDOW * 1000, ms) * 8 / TRACE_WINDOW
+        out[str(doc.get("dev", doc["_file"]))] = rate
+    return out
+
+
+__all__ = ["CHANGE_VARS", "TRACE_WINDOW", "change_rows", "read_links", "trace_rates", "with_changes"]

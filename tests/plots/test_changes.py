@@ -72,3 +72,17 @@ def test_the_marks_are_drawn_on_the_page(dataset: xr.Dataset, tmp_path: Path) ->
     assert shown.errors == []
     assert has_colour(tmp_path / "changes.png", (0x7B, 0x32, 0x94))  # the marks' purple
     assert "rate 10mbit" in page.read_text()
+
+
+def test_a_trace_links_offered_rate_is_a_dashed_line_on_the_goodput_panel(dataset: xr.Dataset) -> None:
+    import holoviews as hv
+
+    import netesto.plots
+
+    offered = np.full((1, dataset.time.size), 12e6)
+    with_trace = dataset.assign_coords(link=["r-h1"]).assign(trace_rate=(("link", "time"), offered))
+    layout = netesto.plots.timeseries(with_trace, ("goodput", "cwnd"))
+    curves = [c for c in layout.traverse(lambda e: e, [hv.Curve]) if c.label == "trace r-h1 (offered)"]
+    assert len(curves) == 1  # the goodput panel only
+    shown = curves[0].dimension_values("goodput")
+    assert np.allclose(shown * 1e9, 12e6)  # in the panel's unit: these flows run at Gbit/s

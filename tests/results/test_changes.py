@@ -27,9 +27,9 @@ def record(**extra) -> dict:
             "ended": {"at": t0 + 4.5, "why": "until", "restored_at": t0 + 4.52, "shape": {"rate": 100e6}}, **extra}
 
 
-def dataset() -> xr.Dataset:
-    return xr.Dataset({"goodput": (("flow", "time"), np.zeros((1, 3)))},
-                      coords={"flow": ["h2-h1-1-0"], "time": [0.0, 0.01, 0.02]},
+def dataset(times: list[float] | np.ndarray = (0.0, 0.01, 0.02)) -> xr.Dataset:
+    return xr.Dataset({"goodput": (("flow", "time"), np.zeros((1, len(times))))},
+                      coords={"flow": ["h2-h1-1-0"], "time": list(times)},
                       attrs={"start_wall": T0, "warnings": "[]"})
 
 
@@ -54,3 +54,19 @@ def test_no_records_no_dimension_and_a_broken_one_is_a_warning(tmp_path) -> None
     (tmp_path / "links" / "r-h2.json").write_text("{not json")
     ds = with_changes(dataset(), tmp_path, {})
     assert "change" not in ds.dims and "r-h2.json" in json.loads(ds.attrs["warnings"])[0]
+
+
+def test_a_trace_links_offered_rate_on_the_time_grid(tmp_path) -> None:
+    """``trace_rate``: what the trace offered over the 100 ms before each instant, from its epoch (the
+    flows' start), while it was on."""
+    (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "r-h1.trace").write_text("".join(f"{ms}\n" for ms in range(1, 1001) for _ in range(2)))
+    t0 = T0 + OFFSET  # the trace's epoch: the dataset's 0
+    doc = record(steps=[], trace={"name": "x", "file": "links/r-h1.trace", "set": t0 - 1.0},
+                 ended={"restored_at": t0 + 0.5, "why": "until"})
+    doc["t0"] = t0
+    (tmp_path / "links" / "r-h1.json").write_text(json.dumps(doc))
+    ds = with_changes(dataset(np.arange(0, 1.0, 0.05)), tmp_path, {"router": OFFSET})
+    assert "change" not in ds.dims and list(ds.link.values) == ["r-h1"]
+    rate = ds.trace_rate.sel(link="r-h1").values
+    assert np.allclose(rate[:11], 24e6) and np.isnan(rate[11:]).all()  # 2 x 1500 B a ms; off after 0.5 s

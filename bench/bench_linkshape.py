@@ -11,7 +11,10 @@ has no netem), then in the same run:
   trace's start against what the trace offers (:func:`netesto.linktrace.bytes_between`).
   A window is followed when within 3 packets or 3 % (the tolerance
   ``tests/testbed/test_linkshape.py`` holds the lab to); R is followed when
-  every window from 0.5 s on is.
+  every window from 0.5 s on is. A second capture, on the router's link
+  from h1, says what the sender offered: a window into which it sent less
+  than the link was to deliver is the sender's shortfall, not the link's,
+  and is counted apart ("short"), not judged.
 * schedules: ``netesto run`` of ``SET_LINK host=h2 rate=step(R,R/2,at=1.5)``
   with an iperf3 UDP flood at 1.25 R (the router agent applies the step);
   each 100 ms window's bytes against the rate in force (htb counts each
@@ -77,18 +80,25 @@ class Meter:
                 100 * (busy - self.m[0]) / max(1, total - self.m[1]))
 
 
-def _capture(ns: str, dev: str, path: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", dev, "-n", "-s", "64", "-B", "16384",
-                             "-w", str(path), "udp"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    assert proc.stderr is not None
-    proc.stderr.readline()
-    return proc
+class Captures:
+    """tcpdump of the UDP flood where it enters the router (from h1) and where it leaves (toward h2)."""
 
+    def __init__(self, st: dict[str, Any], tmp: Path, tag: str) -> None:
+        h1, h2 = st["links"][:2]
+        self.paths = {"in": tmp / f"{tag}.in.pcap", "out": tmp / f"{tag}.out.pcap"}
+        self.procs = []
+        for side, dev in (("in", h1["router_dev"]), ("out", h2["router_dev"])):
+            proc = subprocess.Popen(["ip", "netns", "exec", st["router_ns"], "tcpdump", "-i", dev, "-n", "-s", "64",
+                                     "-B", "16384", "-w", str(self.paths[side]), "udp and dst", h2["addr"]],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            assert proc.stderr is not None
+            proc.stderr.readline()  # listening
+            self.procs.append(proc)
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    os.killpg(proc.pid, signal.SIGINT)
-    proc.wait(timeout=20)
+    def stop(self) -> None:
+        for proc in self.procs:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=20)
 
 
 def _left(path: Path, t0: float) -> list[tuple[float, int]]:
@@ -106,14 +116,21 @@ def _windows(left: list[tuple[float, int]], seconds: float) -> list[float]:
     return out
 
 
-def _judge(sent: Sequence[float], want: Sequence[float], keep: list[int]) -> tuple[int, int, float]:
-    """(windows followed, windows judged, worst error in % of the window's bytes)."""
-    ok, worst = 0, 0.0
+def _judge(sent: Sequence[float], want: Sequence[float], offered: Sequence[float],
+           keep: list[int]) -> tuple[int, int, int, float]:
+    """(windows followed, windows judged, windows the sender left short, worst error in % of a window's bytes).
+    A window is the sender's shortfall when it sent less into the router over it and the window before
+    than the link was to deliver over the window."""
+    ok, n, short, worst = 0, 0, 0, 0.0
     for k in keep:
+        if offered[k] + offered[k - 1] < want[k]:
+            short += 1
+            continue
         err = abs(sent[k] - want[k])
         ok += err <= max(3 * MTU, 0.03 * want[k])
+        n += 1
         worst = max(worst, 100 * err / max(want[k], MTU))
-    return ok, len(keep), worst
+    return ok, n, short, worst
 
 
 def _iperf_udp(st: dict[str, Any], rate_bps: float, seconds: float) -> None:
@@ -136,31 +153,34 @@ def trace_case(st: dict[str, Any], tmp: Path, trace: Trace, path: Path, seconds:
     h2 = st["links"][1]
     shaping.change_rate(st["router_ns"], h2["router_dev"], 10_000_000_000)
     epoch = time.monotonic_ns() + 300_000_000
-    send_control(st["delayline_control"], {"op": "trace", "queue": h2["queue"], "file": str(path), "name": trace.name,
-                                           "epoch_ns": epoch, "limit_packets": 1000})
+    reply = send_control(st["delayline_control"], {"op": "trace", "queue": h2["queue"], "file": str(path),
+                                                   "name": trace.name, "epoch_ns": epoch, "limit_packets": 1000})
+    hold = float(reply["settings"]["delay_ms"]) / 1000  # type: ignore[index]  # packets leave after it
     t0 = time.time() + (epoch - time.monotonic_ns()) / 1e9
-    pcap = tmp / f"{path.stem}.pcap"
-    dump = _capture(st["router_ns"], h2["router_dev"], pcap)
+    cap = Captures(st, tmp, path.stem)
     meter = Meter(pid)
     try:
         _iperf_udp(st, 1.25 * trace.peak_bps(), seconds)
     finally:
         cpu, machine = meter.read()
-        _stop(dump)
+        cap.stop()
         send_control(st["delayline_control"], {"op": "trace", "queue": h2["queue"], "file": None})
-    sent = _windows(_left(pcap, t0), seconds)
+    sent = _windows(_left(cap.paths["out"], t0 + hold), seconds)
+    offered = _windows(_left(cap.paths["in"], t0), seconds)
     want = [bytes_between(trace, k * 100, (k + 1) * 100) for k in range(len(sent))]
-    ok, n, worst = _judge(sent, want, list(range(int(SKIP / WINDOW), len(sent) - 2)))
-    got = sum(sent[int(SKIP / WINDOW):-2]) / max(1, sum(want[int(SKIP / WINDOW):-2]))
-    return (f"  {trace.name:<16} {trace.mean_bps / 1e6:7.1f} {trace.peak_bps() / 1e6:7.1f}   {ok:3d}/{n:<3d} "
-            f"{worst:7.1f} %  {got:6.3f}   {cpu:5.1f} %   {machine:5.1f} %"), ok == n
+    skip = int(SKIP / WINDOW)
+    ok, n, short, worst = _judge(sent, want, offered, list(range(skip, len(sent) - 2)))
+    got = sum(sent[skip:-2]) / max(1, sum(want[skip:-2]))
+    return (f"  {trace.name:<16} {trace.mean_bps / 1e6:7.1f} {trace.peak_bps() / 1e6:7.1f}   {ok:3d}/{n:<3d} {short:5d} "
+            f"{worst:7.1f} %  {got:6.3f}   {cpu:5.1f} %   {machine:5.1f} %"), ok == n and n > 0
 
 
 def traces(st: dict[str, Any], tmp: Path, rates: list[float], seconds: float, pid: int) -> None:
     print(f"traces: UDP at 1.25 x the peak into a trace link; bytes per {WINDOW * 1000:g} ms on the router's egress")
-    print(f"  {'trace':<16} {'mean':>7} {'peak':>7}   {'windows':>7} {'worst':>9}  {'sent/':>6}   {'delay line':>9}  "
-          f"{'machine':>7}")
-    print(f"  {'':<16} {'Mbit/s':>7} {'Mbit/s':>7}   {'followed':>7} {'error':>9}  {'offer':>6}   {'CPU':>9}   {'busy':>7}")
+    print(f"  {'trace':<16} {'mean':>7} {'peak':>7}   {'windows':>7} {'short':>5} {'worst':>9}  {'sent/':>6}   "
+          f"{'delay line':>9}  {'machine':>7}")
+    print(f"  {'':<16} {'Mbit/s':>7} {'Mbit/s':>7}   {'followed':>7} {'':>5} {'error':>9}  {'trace':>6}   {'CPU':>9}   "
+          f"{'busy':>7}")
     followed = 0.0
     for rate in rates:
         path = tmp / f"const{rate:g}.trace"
@@ -181,7 +201,8 @@ def schedules(st: dict[str, Any], lab: Path, tmp: Path, rates: list[float], seco
 
     print(f"\nschedules: netesto run, SET_LINK host=h2 rate=step(R,R/2,at=1.5), iperf3 UDP at 1.25 R, "
           f"bytes per {WINDOW * 1000:g} ms on the router's egress")
-    print(f"  {'R Mbit/s':>9} {'windows':>8} {'worst':>8}  {'step late':>9}  {'delay line':>10}  {'machine':>7}")
+    print(f"  {'R Mbit/s':>9} {'windows':>8} {'short':>5} {'worst':>8}  {'step late':>9}  {'delay line':>10}  "
+          f"{'machine':>7}")
     followed = 0.0
     dev = st["links"][1]["router_dev"]
     for rate in rates:
@@ -190,27 +211,28 @@ def schedules(st: dict[str, Any], lab: Path, tmp: Path, rates: list[float], seco
                   "DO_SERVER host=h2 exp=COUNTER start=1\n"
                   f"DO_CLIENT host=h1 server=h2 test=UDP_STREAM driver=iperf3 rate={rate * 1.25:g}mbit dur={seconds:g}\n"
                   "GET_DATA host=h1\nGET_DATA host=h2\n")
-        pcap = tmp / f"step{rate:g}.pcap"
-        dump = _capture(st["router_ns"], dev, pcap)
+        cap = Captures(st, tmp, f"step{rate:g}")
         meter = Meter(pid)
         try:
             result = run(script, lab=lab, workdir=work)
         finally:
             cpu, machine = meter.read()
-            _stop(dump)
+            cap.stop()
         record = json.loads(next(work.glob(f"*/links/{dev}.json")).read_text())
         t0 = record["t0"]
         steps = {s["at"]: s for s in record["steps"]}
         late_ms = (steps[1.5]["applied"] - t0 - 1.5) * 1000
-        left = _left(pcap, t0)
+        left = _left(cap.paths["out"], t0)  # htb's rate at an instant is what leaves then
         size = statistics.median(b for _, b in left) if left else 1500
         sent = _windows(left, seconds)
+        hold = float(record["base"]["delay"]) / 1000  # the delay line holds them before htb
+        offered = _windows(_left(cap.paths["in"], t0 - hold), seconds)
         want = [(rate if k * WINDOW < 1.5 else rate / 2) * 1e6 / 8 * WINDOW * size / (size + 14) for k in range(len(sent))]
         keep = [k for k in range(int(SKIP / WINDOW), len(sent) - 2) if abs(k * WINDOW - 1.5) > 0.15]
-        ok, n, worst = _judge(sent, want, keep)
-        print(f"  {rate:9g} {ok:4d}/{n:<3d} {worst:7.1f} %  {late_ms:7.2f} ms  {cpu:8.1f} %  {machine:6.1f} %"
+        ok, n, short, worst = _judge(sent, want, offered, keep)
+        print(f"  {rate:9g} {ok:4d}/{n:<3d} {short:5d} {worst:7.1f} %  {late_ms:7.2f} ms  {cpu:8.1f} %  {machine:6.1f} %"
               f"{'' if result.ok else '  run errors: ' + '; '.join(result.errors)}", flush=True)
-        if ok == n and rate > followed:
+        if ok == n and n > 0 and rate > followed:
             followed = rate
     print(f"  followed (every window within 3 packets or 3 %) up to {followed:g} Mbit/s")
 

@@ -16,22 +16,22 @@ from typing import Any, Sequence
 from netesto._version import __version__
 from netesto.errors import NetestoError, RunInterrupted, ScriptError
 
-# name -> (module, one-line help). Order is the order shown by --help.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("netesto.commands.demo", "bring up a testbed, run a two-flow experiment, report"),
-    "plan": ("netesto.commands.plan", "print the resolved plan of a script (no network)"),
-    "run": ("netesto.commands.run", "run a script on a lab of netesto-agents"),
-    "testbed": ("netesto.commands.testbed", "a lab on this machine: up, down, status"),
-    "flow": ("netesto.commands.flow", "run the built-in flow engine without agents"),
-    "keys": ("netesto.commands.keys", "create CURVE key pairs for agents and controllers"),
-    "table": ("netesto.commands.table", "run an exp.py-style table/plot script over exp.csv"),
-    "sweep": ("netesto.commands.sweep", "run a notebook once per point of a parameter grid (papermill)"),
-    "report": ("netesto.commands.report", "HTML reports: a sweep, two sweeps compared, a workdir's index"),
+# name -> (module, one-line help, the extra it needs: "" for the core). Order is the order shown by --help.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "demo": ("netesto.commands.demo", "bring up a testbed, run a two-flow experiment, report", ""),
+    "plan": ("netesto.commands.plan", "print the resolved plan of a script (no network)", ""),
+    "run": ("netesto.commands.run", "run a script on a lab of netesto-agents", ""),
+    "testbed": ("netesto.commands.testbed", "a lab on this machine: up, down, status", ""),
+    "flow": ("netesto.commands.flow", "run the built-in flow engine without agents", ""),
+    "keys": ("netesto.commands.keys", "create CURVE key pairs for agents and controllers", ""),
+    "table": ("netesto.commands.table", "run an exp.py-style table/plot script over exp.csv", "report"),
+    "sweep": ("netesto.commands.sweep", "run a notebook once per point of a parameter grid (papermill)", "sweep"),
+    "report": ("netesto.commands.report", "HTML reports: a sweep, two sweeps compared, a workdir's index", "report"),
 }
 
 
 def _top_parser() -> argparse.ArgumentParser:
-    lines = [f"  {name:<9} {text}" for name, (_, text) in COMMANDS.items()]
+    lines = [f"  {name:<9} {text}" for name, (_, text, _) in COMMANDS.items()]
     parser = argparse.ArgumentParser(
         prog="netesto",
         description="Multi-host TCP experiments: the Netesto script language, agents, results.",
@@ -43,21 +43,21 @@ def _top_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Third-party packages a command may need -> the extra that installs them.
-EXTRAS = {
-    "numpy": "results", "pandas": "results", "xarray": "results", "netCDF4": "results",
-    "holoviews": "plots", "bokeh": "plots", "jinja2": "report",
-    "IPython": "notebook", "ipywidgets": "notebook", "ipykernel": "notebook",
-    "papermill": "sweep", "nbclient": "sweep", "nbformat": "sweep", "nbconvert": "sweep", "dask": "sweep",
-    "tqdm": "sweep",
-}
+def command_parser(name: str) -> argparse.ArgumentParser:
+    """The parser of ``netesto NAME`` (imports the command's module)."""
+    module_name, text, _ = COMMANDS[name]
+    parser = argparse.ArgumentParser(prog=f"netesto {name}", description=text)
+    importlib.import_module(module_name).add_arguments(parser)
+    return parser
 
 
-def missing_extra(exc: ModuleNotFoundError) -> str | None:
-    """The pip command that installs what ``exc`` says is missing, if an extra of ours has it."""
-    top = (exc.name or "").split(".")[0]
-    extra = EXTRAS.get(top)
-    return f"pip install 'netesto[{extra}]'" if extra else None
+def missing_extra(exc: ModuleNotFoundError, command: str = "") -> str | None:
+    """What installs the module ``exc`` says is missing (the extra ``command`` needs, when that
+    has it), from pyproject's extras; None if no extra of ours has it."""
+    from netesto.extras import install_hint
+
+    needs = COMMANDS[command][2] if command in COMMANDS else None
+    return install_hint(exc.name or "", needs or None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -76,18 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"netesto: unknown command {name!r}{hint}\ncommands: {', '.join(COMMANDS)}  "
               "('netesto --help' says what each does)", file=sys.stderr)
         return 2
-    module_name, text = COMMANDS[name]
     try:
-        module = importlib.import_module(module_name)
-        parser = argparse.ArgumentParser(prog=f"netesto {name}", description=text)
-        module.add_arguments(parser)
-        args = parser.parse_args(rest)
-        return _run(name, module, args)
+        args = command_parser(name).parse_args(rest)
+        return _run(name, importlib.import_module(COMMANDS[name][0]), args)
     except ModuleNotFoundError as exc:
-        fix = missing_extra(exc)
+        fix = missing_extra(exc, name)
         if fix is None:
             raise
-        print(f"netesto {name}: needs {exc.name}, which this install lacks: {fix}", file=sys.stderr)
+        print(f"netesto {name}: needs {exc.name}, which this install lacks; {fix}", file=sys.stderr)
         return 1
 
 

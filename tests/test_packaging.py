@@ -48,8 +48,8 @@ def test_importing_netesto_is_light():
 
 def test_the_agent_and_its_engine_stay_free_of_the_pydata_stack():
     """A lab host runs the agent with pyzmq and msgpack: no xarray, no plotting, no notebook."""
-    mods = _imported_after("import netesto.agent.cli, netesto.agent.server, netesto.engine.workers, "
-                           "netesto.engine.server, netesto.drivers.iperf3, netesto.drivers.netperf, "
+    mods = _imported_after("import netesto.agent.cli, netesto.agent.server, netesto.engine.serve.workers, "
+                           "netesto.engine.serve.server, netesto.drivers.iperf3, netesto.drivers.netperf, "
                            "netesto.collectors.ping, netesto.collectors.hoststats")
     for heavy in ("xarray", "IPython", "ipywidgets", "bokeh", "holoviews", "pandas", "numpy", "jinja2"):
         assert heavy not in mods, heavy
@@ -63,10 +63,14 @@ def test_the_systemd_unit_starts_the_agent_its_install_lines_install() -> None:
     venv = re.search(r"python3 -m venv (\S+)", unit).group(1)
     exec_start = re.search(r"^ExecStart=(\S+)", unit, re.M).group(1)
     assert exec_start == f"{venv}/bin/netesto-agent"
-    assert f"{venv}/bin/pip install netesto" in unit
+    assert f"{venv}/bin/pip install ./netesto-*.whl" in unit  # no package index has netesto: the wheel of a clone
+    assert "pip install netesto " not in unit and "pip install netesto\n" not in unit
 
 
-def test_environment_yml_names_conda_forge_packages() -> None:
-    text = (Path(__file__).resolve().parents[1] / "environment.yml").read_text()
-    assert "- iperf3" not in text and "- iperf " in text  # conda-forge publishes iperf3 as "iperf"
-    assert "- jupyterlab" in text
+def test_no_doc_installs_netesto_from_a_package_index() -> None:
+    # README and docs/agents.md said `pip install netesto`: no index has it (a clone, or its wheel)
+    import re
+
+    for doc in [ROOT / "README.md", ROOT / "contrib" / "netesto-agent.service", *sorted((ROOT / "docs").glob("*.md"))]:
+        found = re.findall(r"pip install (?:-[a-zA-Z-]+ )*'?netesto(?:\[[a-z,]+\])?'?(?![-\w./])", doc.read_text())
+        assert found == [], f"{doc.name}: {found}"

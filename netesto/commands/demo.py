@@ -188,7 +188,8 @@ def _run_experiment(result: DemoResult, up: UpResult, *, dur1: int, dur2: int, d
             result.files[rel] = (result.workdir / rel).exists()
     absent = [f for f, ok in result.files.items() if not ok]
     if absent:
-        result.missing.append(f"not written (results/report layer missing or failed): {', '.join(absent)}")
+        result.missing.append(f"not written (results/report layer missing or failed): {', '.join(absent)}"
+                              f"{missing_report_modules()}")
     try:
         from netesto.results.expcsv import read_rows
     except ImportError:  # the results extra is not installed: no exp.csv either
@@ -196,6 +197,24 @@ def _run_experiment(result: DemoResult, up: UpResult, *, dur1: int, dur2: int, d
     else:
         result.rows = read_rows(result.workdir / "exp.csv", result.exps)
     result.ok = bool(result.exps) and run_result.ok
+
+
+def missing_report_modules() -> str:
+    """``"; it lacks xarray: the 'report' extra has it: pip ..."`` when a module that the results
+    and their pages need is not installed (pyproject's 'report' extra says which), else ``""``."""
+    from importlib.util import find_spec
+
+    from netesto.extras import import_name, install_hint, provides
+
+    for dist in provides("report"):
+        module = import_name(dist)
+        try:
+            found = find_spec(module) is not None
+        except (ImportError, ValueError):  # a finder that refuses it, or a broken install
+            found = False
+        if not found:
+            return f"; this install lacks {module}: {install_hint(module, 'report')}"
+    return ""
 
 
 def demo_progress(bar: ProgressBar, errors: list[str], notes: list[str]) -> Callable[[object], None]:
@@ -283,4 +302,4 @@ def main(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-__all__ = ["DEMO_SCRIPT", "DemoResult", "ProgressBar", "add_arguments", "demo_progress", "main", "report", "run_demo"]
+__all__ = ["DEMO_SCRIPT", "DemoResult", "ProgressBar", "add_arguments", "demo_progress", "main", "missing_report_modules", "report", "run_demo"]

@@ -20,7 +20,9 @@ PORT = 12867  # the flow server's default test port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    srv, cli = _engine_arguments(parser, datadir=DATADIR)
+    srv, cli = _engine_arguments(parser, datadir=DATADIR,
+                                 client_help="run flows to a flow server: -H HOST [-t TEST -l SECONDS -P N ...], "
+                                             "or those of a JSON spec file (--specs)")
     for where in (parser, srv, cli):  # before or after the role: SUPPRESS keeps the role's from resetting it
         where.add_argument("--json", action="store_true", default=False if where is parser else argparse.SUPPRESS,
                            help="print the raw JSON event lines instead of a summary")
@@ -141,8 +143,10 @@ def format_event(event: dict[str, Any]) -> str | None:
             lines.append(f"    udp sent {summary['udp_sent']} lost {summary.get('udp_lost', 0)} "
                          f"reordered {summary.get('udp_reordered', 0)}")
         cpu = summary.get("cpu", {})
-        lines.append(f"    cpu {cpu.get('seconds', 0):.2f} s ({cpu.get('percent', 0):.0f} % of a core, "
-                     f"{cpu.get('scope', '')}), {summary.get('samples', 0)} samples")
+        # A failed flow's share is of the moments it lived (99 % of a core for a refused connect): none shown.
+        share = f"{cpu.get('percent', 0):.0f} % of a core, " if kind == "done" else ""
+        lines.append(f"    cpu {cpu.get('seconds', 0):.2f} s ({share}{cpu.get('scope', '')}), "
+                     f"{summary.get('samples', 0)} samples")
         return "\n".join(lines)
     if kind in ("dropped", "refused"):
         return f"{kind} a connection: {event.get('reason', '')}"
@@ -187,12 +191,12 @@ def main(args: argparse.Namespace) -> int:
             print(text, flush=True)
 
     if args.role == "server":
-        from netesto.engine.server import serve
+        from netesto.engine.serve.server import serve
 
         return serve(args.bind, args.port, args.datadir, tokens=args.token,
                      token_file=args.token_file, workers=args.workers,
                      handshake_timeout=args.handshake_timeout, emit=out)
-    from netesto.engine.workers import load_specs, run_client
+    from netesto.engine.serve.workers import load_specs, run_client
 
     if (args.specs is None) == (args.host is None):
         raise UsageError("give the flows with --specs FILE or -H HOST, not both or neither")

@@ -7,14 +7,17 @@ import argparse
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="what", required=True, metavar="sweep|compare|index")
-    sweep = sub.add_parser("sweep", help="(re)write DIR/sweep.html of a sweep directory")
-    sweep.add_argument("dir")
-    compare = sub.add_parser("compare", help="sweep B against sweep A, point by point: deltas with 95 %% CIs")
+    sweep_help = "(re)write DIR/sweep.html of a sweep directory (and its cube, sweep.nc)"
+    sweep = sub.add_parser("sweep", help=sweep_help, description=sweep_help)
+    sweep.add_argument("dir", help="the sweep directory (netesto sweep --out)")
+    compare_help = "sweep B against sweep A, point by point: deltas with 95 % CIs"
+    compare = sub.add_parser("compare", help=compare_help.replace("%", "%%"), description=compare_help)
     compare.add_argument("a", help="the baseline sweep directory")
     compare.add_argument("b", help="the sweep compared with it")
     compare.add_argument("--out", "-o", help="the page to write (default B/compare.html)")
-    index = sub.add_parser("index", help="WORKDIR/index.html: every experiment of a working directory")
-    index.add_argument("workdir")
+    index_help = "(re)write WORKDIR/index.html: every experiment of a working directory, linked to its exp.html"
+    index = sub.add_parser("index", help=index_help, description=index_help)
+    index.add_argument("workdir", help="a working directory of experiments (netesto run --workdir)")
     for p in (sweep, compare, index):
         p.add_argument("--templates", metavar="DIR", help="a directory of Jinja2 templates replacing netesto's")
 

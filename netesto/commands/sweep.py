@@ -40,6 +40,9 @@ def _fixed(items: list[str]) -> dict[str, str]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from netesto.sweep.grid import count, parse_grid
+
+    count(parse_grid(args.params), args.reps)  # the size limit, before the heavy imports below
     from netesto.sweep.run import sweep
 
     try:

@@ -10,7 +10,8 @@ from netesto.errors import TestbedError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="up|down|status")
-    up = sub.add_parser("up", help="create the namespaces, bottleneck and agents; write the lab file")
+    up_help = "create the namespaces, bottleneck and agents; write the lab file"
+    up = sub.add_parser("up", help=up_help, description=up_help + " (its path is printed; `netesto run --lab` takes it)")
     up.add_argument("--name", default="tb", help="testbed name, prefixes everything (default tb)")
     up.add_argument("--hosts", type=int, default=3, help="number of hosts h1..hN (default 3)")
     up.add_argument("--bw", default="100mbit", help="bottleneck rate toward each host (default 100mbit)")
@@ -22,11 +23,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--dir", help="where the lab file, keys, logs and agent data go (default ~/.netesto/testbeds)")
     up.add_argument("--no-agents", action="store_true", help="do not start agents (network only)")
     up.add_argument("--loopback", action="store_true", help="agents on 127.0.0.1 only: no namespaces, no shaping")
-    down = sub.add_parser("down", help="remove everything a testbed created")
-    down.add_argument("--name", default=None, help="testbed name (default: the only one up, or tb)")
+    down = sub.add_parser("down", help="remove everything a testbed created",
+                          description="remove everything a testbed created: namespaces, qdiscs, agents, its lab "
+                                      "file and keys. Without --name, the only testbed up, if it is yours and no "
+                                      "other owner has one up.")
+    down.add_argument("--name", default=None,
+                      help="testbed name (default: the only one up, if it is yours and no one else has one up)")
     down.add_argument("--all", action="store_true", help="take every testbed down")
-    status = sub.add_parser("status", help="testbeds, hosts, addresses, shaping, processes")
-    status.add_argument("--name", default=None)
+    status_help = "testbeds, owners, hosts, addresses, shaping, processes"
+    status = sub.add_parser("status", help=status_help, description=status_help)
+    status.add_argument("--name", default=None, help="only this testbed (default: every one up)")
     status.add_argument("--json", action="store_true", help="the raw state as JSON")
 
 
@@ -72,24 +78,35 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _names(lifecycle: object, name: str | None, *, every: bool) -> list[str]:
-    from netesto.testbed.state import list_states
+    """The testbeds ``down`` takes: ``name``, every one, or the only one up, which must be this
+    owner's (on a shared machine "the only one up" was another user's)."""
+    from netesto.testbed.state import list_states, owned_by_me, owner_text
 
     if name:
         return [name]
-    names = [s["name"] for s in list_states()]
+    states = list_states()
     if every:
-        return names
-    if len(names) == 1:
-        return names
-    if not names:
+        return [s["name"] for s in states]
+    mine = [s["name"] for s in states if owned_by_me(s)]
+    others = [f"{s['name']} of {owner_text(s)}" for s in states if not owned_by_me(s)]
+    if others:
+        yours = f"; yours: {', '.join(mine)}" if mine else "; none is yours"
+        raise TestbedError(f"testbeds of other owners are up: {', '.join(others)}{yours}. "
+                           "Say which to take down with --name")
+    if len(mine) == 1:
+        return mine
+    if not mine:
         raise TestbedError("no testbeds are up")
-    raise TestbedError(f"several testbeds are up ({', '.join(names)}): say which with --name, or --all")
+    raise TestbedError(f"several testbeds are up ({', '.join(mine)}): say which with --name, or --all")
 
 
 def format_status(st: dict) -> str:
     """A human summary of one testbed's state."""
+    from netesto.testbed.state import owner_text
+
     cfg = st.get("config", {})
-    lines = [f"testbed {st['name']} [{st.get('mode')}, {st.get('status')}] lab {st.get('lab', '-')}"]
+    lines = [f"testbed {st['name']} [{st.get('mode')}, {st.get('status')}] lab {st.get('lab', '-')}",
+             f"  owner {owner_text(st)}"]
     if st.get("mode") == "netns":
         lines.append(
             f"  bottleneck {cfg.get('bw_bps', 0) / 1e6:g} Mbit/s, rtt {cfg.get('rtt_ms')} ms, "

@@ -18,8 +18,15 @@ from typing import Any, Callable, Mapping
 from netesto.controller.lab import Lab
 from netesto.controller.links import RunLinks
 from netesto.controller.plan import FlowKey
-from netesto.controller.progress import ExperimentStarted, FlowProgress, HostError, ProgressCallback, ProgressEvent
-from netesto.controller.records import ExpState, RunFacts, experiment_json, write_json
+from netesto.controller.progress import (
+    ExperimentStarted,
+    FlowProgress,
+    HostError,
+    Notice,
+    ProgressCallback,
+    ProgressEvent,
+)
+from netesto.controller.records import ExpState, RunFacts, experiment_json, start_notices, write_json
 from netesto.controller.schedule import start_skew
 from netesto.controller.session import ClientFactory, HostSession, Sessions, default_client_factory
 from netesto.errors import AgentError, AgentUnreachable, NetestoError, StorageError
@@ -177,6 +184,8 @@ class RunContext:
                     for rec in e.flows:
                         if rec.spec.flow_id == flow and rec.host == host and rec.start_skew is None:
                             rec.start_skew = start_skew(float(t), rec.start_agent)
+                    for text in start_notices(e, host):  # a late start, said as it happens
+                        self.emit(Notice(host=host, text=text))
         try:
             exp = int(exp) if exp is not None else None
         except (TypeError, ValueError):

@@ -14,7 +14,7 @@ from netesto.controller import links
 from netesto.controller.context import RunContext
 from netesto.controller.flows import prepare_server, wait_flows
 from netesto.controller.progress import DataStored, EchoText, ExperimentProcessed, Notice
-from netesto.controller.records import NO_RESULTS, ExpState, process_results, skews_from_files
+from netesto.controller.records import NO_RESULTS, ExpState, process_results, skews_from_files, start_notices
 from netesto.raw.experiment import short_host
 from netesto.controller.session import HostSession
 from netesto.errors import StorageError
@@ -88,6 +88,8 @@ def get_data(r: RunContext, name: str, e: ExpState, *, salvage: bool = False) ->
         e.fetched[host] = e.generation.get(host, 0)
     stored(r, host, e, paths)
     skews_from_files(e, host)
+    for text in start_notices(e, host):  # those no started event said during the run
+        r.emit(Notice(host=host, text=text))
 
 
 def stored(r: RunContext, host: str, e: ExpState, paths: Iterable[Any]) -> None:
@@ -99,9 +101,12 @@ def stored(r: RunContext, host: str, e: ExpState, paths: Iterable[Any]) -> None:
 
 def run_processing(r: RunContext, e: ExpState) -> str:
     """Process ``e``'s stored data; '' or a note saying why only the raw data is there."""
-    note = process_results(r.workdir, e)
+    limited: list[str] = []
+    note = process_results(r.workdir, e, limited)
     if note and note != NO_RESULTS:
         r.emit(Notice(host="", text=note))
+    for text in limited:
+        r.emit(Notice(host="", text=f"experiment {e.exp}: {text}"))
     return note
 
 

@@ -38,10 +38,23 @@ class FlowRecord:
     start_ctrl: float  # scheduled start (delay included), controller time
     start_agent: float  # the same instant in the client agent's time
     start_skew: float | None = None
+    never_started: bool = False  # its client's file says its data phase never began
 
     @property
     def end_ctrl(self) -> float:
         return self.start_ctrl + self.spec.dur
+
+    def start_notice(self) -> str:
+        """The run's line for a flow that began more than one sampling interval after its scheduled
+        instant, or never began ('' for one that began in time, or whose start is not known yet)."""
+        where = f"flow {self.spec.flow_id} on {self.host}"
+        if self.never_started:
+            return f"{where} never started (its data phase never began)"
+        interval = self.spec.interval
+        if self.start_skew is None or self.start_skew <= interval:
+            return ""
+        return (f"{where} started {self.start_skew * 1e3:.0f} ms after its scheduled instant (more than "
+                f"one sampling interval, {interval * 1e3:g} ms)")
 
 
 @dataclass
@@ -66,6 +79,7 @@ class ExpState:
     actions: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     failed_flows: set[str] = field(default_factory=set)  # reported already
+    starts_noted: set[str] = field(default_factory=set)  # flows whose late (or missing) start was said
     desc: str = ""
     other: tuple[tuple[str, str], ...] = ()
     processed: bool = False
@@ -138,7 +152,8 @@ def write_json(e: ExpState, doc: dict[str, Any]) -> Path:
 
 
 def skews_from_files(e: ExpState, host: str) -> None:
-    """Start skews of ``host``'s flows that no event gave, from their fetched client files."""
+    """Start skews of ``host``'s flows that no event gave, from their fetched client files (and
+    which of them never began: the engine's file of such a flow says ``started: false``)."""
     from netesto.raw.nflow import read_flow
 
     for r in e.flows:
@@ -148,28 +163,44 @@ def skews_from_files(e: ExpState, host: str) -> None:
         if not path.is_file():
             continue
         try:
-            start = read_flow(path).header.get("start_wall")
+            header = read_flow(path).header
         except NetestoError:
             continue
-        if isinstance(start, (int, float)):
+        start = header.get("start_wall")
+        if header.get("started") is False:
+            r.never_started = True
+        elif isinstance(start, (int, float)):
             r.start_skew = start_skew(float(start), r.start_agent)
+
+
+def start_notices(e: ExpState, host: str | None = None) -> list[str]:
+    """The run's lines for the flows (of client ``host``, or all) that started late or never, each once."""
+    out = []
+    for r in e.flows:
+        if (host is None or r.host == host) and r.spec.flow_id not in e.starts_noted and (text := r.start_notice()):
+            e.starts_noted.add(r.spec.flow_id)
+            out.append(text)
+    return out
 
 
 NO_RESULTS = "results extra not installed: raw data only"
 
 
-def process_results(workdir: Path, e: ExpState) -> str:
-    """Process ``e``'s stored data; '' or a note saying why only the raw data is there."""
+def process_results(workdir: Path, e: ExpState, warnings: list[str] | None = None) -> str:
+    """Process ``e``'s stored data; '' or a note saying why only the raw data is there. The flows
+    the results found limited by their hosts' buffers go into ``warnings``."""
     try:
         from netesto.report.experiment import process_experiment
     except ImportError:
         return NO_RESULTS
     try:
-        process_experiment(workdir, e.exp, desc=e.desc, other=e.other)
+        done = process_experiment(workdir, e.exp, desc=e.desc, other=e.other)
     except NetestoError as exc:
         return f"results processing failed (raw data kept): {exc}"
     except Exception as exc:  # results bugs must not lose the run's data
         return f"results processing failed (raw data kept): {type(exc).__name__}: {exc}"
+    if warnings is not None:
+        warnings += getattr(done, "host_limited", [])
     return ""
 
 
@@ -190,5 +221,6 @@ __all__ = [
     "make_workdir",
     "process_results",
     "skews_from_files",
+    "start_notices",
     "write_json",
 ]

@@ -27,14 +27,16 @@ WORKERS = int_within(0, None, "0 or more (0 = automatic)")
 
 
 def add_arguments(
-    parser: argparse.ArgumentParser, datadir: str | None = None
+    parser: argparse.ArgumentParser, datadir: str | None = None, client_help: str = "run the flows of a JSON spec file"
 ) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The ``server`` and ``client`` subcommands (shared with ``netesto flow``); returns their
-    parsers. ``datadir``: a default for ``--datadir`` (None: the option is required, as agents give it).
+    parsers. ``datadir``: a default for ``--datadir`` (None: the option is required, as agents give it);
+    ``client_help``: what ``client`` does (``netesto flow``'s also takes flows from its command line).
     """
     sub = parser.add_subparsers(dest="role", required=True, metavar="server|client")
     where = {"default": datadir} if datadir else {"required": True}
-    srv = sub.add_parser("server", help="serve flows of every test type (the netserver)")
+    server_help = "serve flows of every test type (the netserver)"
+    srv = sub.add_parser("server", help=server_help, description=server_help)
     srv.add_argument("--bind", default="0.0.0.0", help="address to listen on (default all)")
     srv.add_argument("--port", type=PORT, default=12867, help="test port (0 = any, printed)")
     srv.add_argument("--datadir", **where, help="raw files go to DATADIR/<exp>/flows/")
@@ -45,7 +47,7 @@ def add_arguments(
                           "(default 0: one per usable CPU, at most 8)")
     srv.add_argument("--handshake-timeout", type=float, default=5.0,
                      help="seconds a new connection has to complete its handshake")
-    cli = sub.add_parser("client", help="run the flows of a JSON spec file")
+    cli = sub.add_parser("client", help=client_help, description=client_help)
     cli.add_argument("--specs", required=datadir is None, help="JSON list of FlowSpec dicts")
     cli.add_argument("--datadir", **where, help="raw files go to DATADIR/<exp>/flows/")
     cli.add_argument("--workers", type=WORKERS, default=None, help="worker processes (default min(2, flows))")
@@ -56,12 +58,12 @@ def add_arguments(
 
 def run(args: argparse.Namespace) -> int:
     if args.role == "server":
-        from netesto.engine.server import serve
+        from netesto.engine.serve.server import serve
 
         return serve(args.bind, args.port, args.datadir, tokens=args.token,
                      token_file=args.token_file, workers=args.workers,
                      handshake_timeout=args.handshake_timeout, sample_duty=args.sample_duty)
-    from netesto.engine.workers import load_specs, run_client
+    from netesto.engine.serve.workers import load_specs, run_client
 
     return run_client(load_specs(args.specs), args.datadir, workers=args.workers, sample_duty=args.sample_duty)
 

@@ -9,7 +9,8 @@ import numpy as np
 from netesto.plots.changes import change_marks, trace_lines
 from netesto.plots.display import envelope, first_per_bin
 from netesto.plots.page import bokeh_backend
-from netesto.results.series import SMOOTH_SECONDS, pick_unit, rolling_mean, sample_interval
+from netesto.results.series import pick_unit
+from netesto.results.smoothing import SMOOTH_SECONDS, goodput_smooth
 
 # variable -> (panel title, unit choices as (factor, label) from small to large)
 PANELS: dict[str, tuple[str, tuple[tuple[float, str], ...]]] = {
@@ -52,7 +53,6 @@ def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900,
 
     bokeh_backend()
     time = np.asarray(ds["time"].values, dtype=float)
-    interval = sample_interval(ds)
     flows = [str(f) for f in ds["flow"].values]
     cas = [str(v) for v in ds["ca"].values] if "ca" in ds.coords else [""] * len(flows)
     # the flow id names client, server, group and instance: with the ca, the hover says it all
@@ -66,8 +66,9 @@ def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900,
         data = np.asarray(ds[source].transpose("flow", "time").values, dtype=float)
         if not np.isfinite(data).any():
             continue
-        if var == "goodput":
-            data = rolling_mean(data, max(1, round(SMOOTH_SECONDS / interval)))
+        if var == "goodput":  # the dataset's smoothing, inside each flow's life (results.smoothing)
+            smooth, total = goodput_smooth(ds)
+            data = np.asarray(smooth.transpose("flow", "time").values, dtype=float)
         title, units = PANELS[var]
         factor, unit = pick_unit(float(np.nanmax(np.abs(data))), units)
         shown = [i for i in range(len(flows)) if np.isfinite(data[i]).any()]  # not streams in a latency panel
@@ -75,7 +76,8 @@ def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900,
         names = [labels[i] for i in shown]
         elements = [_flow_lines(ts, vs, names, var, unit, per_flow=len(shown) <= per_flow_max)]
         if var == "goodput":
-            elements += _goodput_extras(ds, time, data / factor, labels, bins) + trace_lines(ds, factor)
+            elements += _goodput_extras(ds, time, data / factor, np.asarray(total.values) / factor, labels, bins)
+            elements += trace_lines(ds, factor)
         elements += change_marks(ds, float(np.nanmax(vs)), float(time[-1]) if time.size else np.inf)  # SET_LINK
         panel = hv.Overlay(elements).opts(title=title, width=width, height=height, xlabel="time (s)",
                                           ylabel=f"{source} ({unit})", legend_position="right",
@@ -147,14 +149,15 @@ def _flow_lines(ts: np.ndarray, vs: np.ndarray, names: list[str], var: str, unit
     return hv.Curve(span, "time", var, label=label).opts(hooks=[draw])
 
 
-def _goodput_extras(ds: Any, time: np.ndarray, goodput: np.ndarray, flows: list[str], bins: int) -> list[Any]:
-    """The sum of the flows' goodputs, and a red mark where a flow's retransmit counter rose
-    (on long series, the first rise of each flow in each display bin)."""
+def _goodput_extras(ds: Any, time: np.ndarray, goodput: np.ndarray, summed: np.ndarray, flows: list[str],
+                    bins: int) -> list[Any]:
+    """The sum of the flows' goodputs (the dataset's), and a red mark where a flow's retransmit counter
+    rose (on long series, the first rise of each flow in each display bin)."""
     import holoviews as hv
 
     out = []
     if len(flows) > 1:
-        t, total = envelope(time, np.nansum(goodput, axis=0), bins)
+        t, total = envelope(time, summed, bins)
         out.append(hv.Curve((t[0], total[0]), "time", "goodput", label="sum").opts(color="black", line_dash="dashed"))
     if "retransmits" in ds:
         counter = np.asarray(ds["retransmits"].transpose("flow", "time").values, dtype=float)

@@ -21,6 +21,7 @@ import xarray as xr
 from netesto.errors import SweepError
 from netesto.plots.summary import LABELS, MEASURES
 from netesto.report.render import render
+from netesto.report.sweep import href
 from netesto.results.cube import open_sweep, t95
 
 REPORT = "compare.html"
@@ -90,8 +91,8 @@ def write_compare(a_dir: str | os.PathLike[str], b_dir: str | os.PathLike[str], 
         rows.append({"params": [str(c[d].values) for d in dims], "cells": cells})
     figures = {"delta": sweep_figures(diff, measures)} if rows else {}
 
-    def rel(p: Path) -> str:
-        return os.path.relpath(p, dest.parent)
+    def rel(p: Path) -> str:  # relative to the page, percent-encoded: never a scheme
+        return href(Path(os.path.relpath(p, dest.parent)).as_posix())
 
     context = {
         "title": f"netesto sweeps compared: {sb.directory.name} against {sa.directory.name}",

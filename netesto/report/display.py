@@ -56,8 +56,11 @@ def _plots(datasets: Sequence[Any]) -> tuple[str, str, list[str]]:
     try:
         import bokeh  # noqa: F401
         import holoviews  # noqa: F401
-    except ImportError:
-        return "", "", ["<p>Plots need holoviews and bokeh: pip install 'netesto[plots]'.</p>"] * len(datasets)
+    except ImportError as exc:
+        from netesto.extras import install_hint
+
+        note = html.escape(f"Plots need holoviews and bokeh; {install_hint(exc.name or 'holoviews')}.")
+        return "", "", [f"<p>{note}</p>"] * len(datasets)
     from netesto.plots.flows import timeseries
     from netesto.plots.page import embed
 

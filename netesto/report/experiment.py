@@ -26,6 +26,25 @@ CDF_CAPTION = ("The share of request/response transactions that took at most the
                "from every transaction's time as the engine recorded it (RR and CRR flows only).")
 FOLDED = frozenset({"goodput_raw"})  # shown one click away (a <details> on the page)
 NEXT_MARK = "<!--netesto:next-->"
+UP_LINK = '<a href="../index.html" title="every experiment of this working directory">Up</a>'
+# exp.out key -> (the unit shown beside it, what its value is divided by to be in that unit).
+# RTTs are recorded in us and shown in ms, as the terminal's rate table shows them; transaction
+# latencies stay in us, as `netesto flow` prints them.
+RTT_MS = ("ms", 1000.0)
+KEY_UNITS: dict[str, tuple[str, float]] = {
+    "dur": ("s", 1.0), "delay": ("s", 1.0), "req": ("bytes", 1.0), "reply": ("bytes", 1.0),
+    **{k: ("Mbit/s", 1.0) for k in ("rate", "rateMin", "rateMax")},
+    **{f"{k}Latency": ("us", 1.0) for k in ("min", "mean", "max", "p50", "p90", "p99", "p999")},
+    "localCpu": ("% of a core", 1.0), "remoteCpu": ("% of a core", 1.0),
+    "cwnd": ("packets", 1.0), "rtt": RTT_MS, "pingRtt": RTT_MS,
+    "tcpRmem": ("bytes", 1.0), "tcpWmem": ("bytes", 1.0), "rx-frames": ("frames", 1.0), "tx-frames": ("frames", 1.0),
+    **{k: ("packets", 1.0) for k in ("localRetrans", "remoteRetrans", "lost", "retrans_total", "packetsSent",
+                                       "client-rx-packets", "client-tx-packets")},
+    **{k: ("bytes", 1.0) for k in ("client-rx-bytes", "client-tx-bytes", "client-tx-packet-len",
+                                     "client-rx-packet-len")},
+}
+# keys whose numbers are counts, indices or names, with no unit to state (retransPkts% says its own)
+NO_UNIT = frozenset({"exp", "group", "instances", "kernel", "adaptive-rx", "jain"})
 
 
 @dataclass(frozen=True)
@@ -46,8 +65,10 @@ def page_plots(ds: Any, raw: Any = None) -> PagePlots:
     try:
         import bokeh  # noqa: F401
         import holoviews  # noqa: F401
-    except ImportError:
-        return PagePlots(note="Plots need holoviews and bokeh: pip install 'netesto[plots]'.")
+    except ImportError as exc:
+        from netesto.extras import install_hint
+
+        return PagePlots(note=f"Plots need holoviews and bokeh; {install_hint(exc.name or 'holoviews')}.")
     from netesto.plots.flows import PANELS, timeseries
     from netesto.plots.page import embed, figures
 
@@ -78,6 +99,28 @@ def page_plots(ds: Any, raw: Any = None) -> PagePlots:
     return PagePlots(Markup(emb.head), Markup(emb.script), plots)
 
 
+def in_unit(key: str, text: str) -> str:
+    """An exp.out value in the unit :data:`KEY_UNITS` shows it in (text that is no number unchanged).
+
+    >>> in_unit("rtt", "32918.8"), in_unit("pingRtt", "527"), in_unit("rate", "94.1"), in_unit("rtt", "")
+    ('32.9', '0.527', '94.1', '')
+    """
+    _, divisor = KEY_UNITS.get(key, ("", 1.0))
+    if divisor == 1.0:
+        return text
+    try:
+        value = float(text) / divisor
+    except ValueError:
+        return text
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}" if abs(value) >= 1 else f"{value:.3f}"
+
+
+def labelled(key: str) -> str:
+    """``rtt (ms)``: a key with its unit, if it has one."""
+    unit = KEY_UNITS.get(key, ("", 1.0))[0]
+    return f"{key} ({unit})" if unit else key
+
+
 def render_page(ds: Any, groups: Sequence[Any], all_items: Sequence[tuple[str, str]], *, exp: int,
                 directory: Path, errors: Sequence[str] = (), warnings: Sequence[str] = (),
                 raw: Any = None) -> str | None:
@@ -102,15 +145,21 @@ def render_page(ds: Any, groups: Sequence[Any], all_items: Sequence[tuple[str, s
                 keys.append(k)
     exp = int(ds.attrs.get("exp", exp))
     plots = page_plots(ds, raw)
+    from markupsafe import Markup
+
+    from netesto.results.health import page_context
+
     return jinja2.Environment(autoescape=True).from_string(text).render(
+        **page_context(ds),  # the sampling, limits and flow-warnings blocks
         plots=plots.plots,
         bokeh_head=plots.head,
         bokeh_script=plots.script,
         plots_note=plots.note,
         exp=exp,
         exp_name=ds.attrs.get("exp_name", ""),
-        groups=[{"hsn": g.hsn, "values": g.as_dict()} for g in groups],
+        groups=[{"hsn": g.hsn, "values": {k: in_unit(k, str(v)) for k, v in g.as_dict().items()}} for g in groups],
         keys=keys,
+        labels={k: labelled(k) for k in keys},
         overall=dict(all_items),
         errors=list(errors),
         warnings=list(warnings),
@@ -119,6 +168,7 @@ def render_page(ds: Any, groups: Sequence[Any], all_items: Sequence[tuple[str, s
         prev_exp=exp - 1 if (directory.parent / str(exp - 1) / "exp.html").is_file() else None,
         next_exp=exp + 1 if (directory.parent / str(exp + 1) / "exp.html").is_file() else None,
         next_mark=NEXT_MARK,
+        up_link=Markup(UP_LINK),
         has_latency=any(str(v.get("meanLatency", "")).strip() for v in values),
         hosts=json.loads(ds.attrs.get("hosts", "{}") or "{}"),
     )
@@ -137,12 +187,21 @@ def link_next(previous: Path, exp: int) -> bool:
 
 
 def write_page(done: Processed) -> Path | None:
-    """Write ``<exp>/exp.html`` for a processed experiment and link the previous page to it;
-    None without Jinja2 (the page writer :func:`process_experiment` passes to the results)."""
+    """Write ``<exp>/exp.html`` for a processed experiment and link the previous page to it, and
+    the working directory's ``index.html`` (the page's Up) again, with this experiment in it (the
+    original appended a line to ``ExpList.html``); None without Jinja2 (the page writer
+    :func:`process_experiment` passes to the results)."""
     page = render_page(done.ds, done.groups, done.all_items, exp=done.exp, directory=done.directory,
                        errors=done.errors, warnings=done.warnings, raw=done.raw)
     if page is None:
         return None
+    from netesto.errors import NetestoError
+    from netesto.report.index import write_index
+
+    try:
+        write_index(done.directory.parent)
+    except (NetestoError, OSError):  # no index: the page's Up goes nowhere, so it has none
+        page = page.replace(UP_LINK, "")
     path = done.directory / "exp.html"
     write_text_atomic(path, page)
     link_next(done.directory.parent / str(done.exp - 1) / "exp.html", done.exp)
@@ -157,5 +216,5 @@ def process_experiment(workdir: str | os.PathLike[str], exp: int | str, *, html:
     return process_data(workdir, exp, page=write_page if html else None, **options)
 
 
-__all__ = ["FOLDED", "PLOTS", "PagePlots", "link_next", "page_plots", "process_experiment", "render_page",
-           "write_page"]
+__all__ = ["FOLDED", "KEY_UNITS", "NO_UNIT", "PLOTS", "PagePlots", "in_unit", "labelled", "link_next", "page_plots",
+           "process_experiment", "render_page", "write_page"]

@@ -13,6 +13,7 @@ import math
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from netesto.report.render import render
 from netesto.results.manifest import DONE
@@ -20,6 +21,14 @@ from netesto.results.manifest import DONE
 REPORT = "sweep.html"
 COLUMNS = (("rate", "goodput", "Mbit/s", 2), ("mean_rtt", "sRTT", "us", 0), ("retrans_pkts_pct", "retrans", "%", 3),
            ("jain", "Jain", "", 3))
+
+
+def href(path: str) -> str:
+    """A link to ``path``, a file of the sweep (relative, checked when the manifest was read):
+    percent-encoded, so no part of it can read as a scheme (``javascript:``) or leave the URL."""
+    if path.startswith(("http://", "https://")):
+        return path
+    return quote(path)
 
 
 def _num(v: Any, decimals: int) -> str:
@@ -42,9 +51,11 @@ def _point_rows(sw: Any) -> list[dict[str, Any]]:
             values = [_num(cell[k].values, d) for k, _, _, d in COLUMNS]
         except (KeyError, ValueError):
             values = [""] * len(COLUMNS)
-        links = [{"text": "notebook", "href": rec.html}] if rec.html else []
-        links += [{"text": f"exp {Path(e).name}", "href": f"{e}/exp.html"} for e in rec.experiments
+        links = [{"text": "notebook", "href": href(rec.html)}] if rec.html else []
+        links += [{"text": f"exp {Path(e).name}", "href": href(f"{e}/exp.html")} for e in rec.experiments
                   if (sw.directory / e / "exp.html").exists()]
+        links += [{"text": f"attempt {a.n} ({a.status})", "href": href(f"{a.dir}/notebook.html")} for a in rec.attempts
+                  if (sw.directory / a.dir / "notebook.html").exists()]
         rows.append({
             "key": rec.key, "params": rec.params, "rep": rec.rep, "status": rec.status, "error": rec.error,
             "seconds": _num(rec.seconds, 1), "checks": rec.checks, "links": links, "values": values,

@@ -293,7 +293,9 @@ class Table:
             import bokeh  # noqa: F401
             import holoviews  # noqa: F401
         except ImportError as exc:
-            raise ResultsError(f"plots need holoviews and bokeh (pip install 'netesto[plots]'): {exc}") from None
+            from netesto.extras import install_hint
+
+            raise ResultsError(f"plots need holoviews and bokeh ({exc}); {install_hint(exc.name or 'holoviews')}") from None
         from netesto.plots.tables import table_plot
 
         return table_plot(self, x, y1, y2=y2, series=series, kind=kind, title=title, **opts)

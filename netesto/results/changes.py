@@ -14,7 +14,7 @@ so does the link's return to its shape when the schedule ended (kind
 ``change_readback``       the value the link reported after the change (tc, the delay line)
 
 and the coordinates ``change_param`` (rate, delay, jitter, loss, buffer),
-``change_unit`` (bit/s, ms, %, bytes), ``change_link`` (the router's
+``change_unit`` (bit/s, ms, percent, bytes), ``change_link`` (the router's
 device) and ``change_kind`` (``step`` or ``end``). A link that followed a
 trace says so in the attribute ``links`` (JSON: per link its shape before,
 its trace's name, sha256, opportunities and mean rate, and why it ended),
@@ -36,6 +36,7 @@ from netesto.linkshape import PARAMS
 from netesto.linktrace import bytes_between, read_trace
 
 TRACE_WINDOW = 0.1  # s
+UDUNITS = {"%": "percent"}  # the dataset's spelling of a parameter's unit (bit/s, ms and bytes are already)
 
 CHANGE_VARS = {
     "change_time": ("s", "instant the change was in force, seconds after the experiment start"),
@@ -107,7 +108,8 @@ def with_changes(ds: xr.Dataset, exp_dir: Path, offsets: dict[str, float]) -> xr
     coords = {
         "change": ("change", np.arange(len(rows))),
         "change_param": ("change", np.array([r["param"] for r in rows], dtype=object), {"long_name": "link parameter"}),
-        "change_unit": ("change", np.array([PARAMS[r["param"]].unit for r in rows], dtype=object),
+        "change_unit": ("change", np.array([UDUNITS.get(PARAMS[r["param"]].unit, PARAMS[r["param"]].unit)
+                                            for r in rows], dtype=object),
                         {"long_name": "unit of change_value and change_readback"}),
         "change_link": ("change", np.array([r["link"] for r in rows], dtype=object), {"long_name": "router device"}),
         "change_kind": ("change", np.array([r["kind"] for r in rows], dtype=object),

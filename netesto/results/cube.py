@@ -13,6 +13,7 @@ the per-flow time series only when asked, lazily through dask::
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import xarray as xr
 
 from netesto.errors import SweepError
 from netesto.results.storage import open_experiment
-from netesto.results.manifest import DONE, Manifest
+from netesto.results.manifest import DONE, Manifest, relative
 from netesto.results.sweep import SUMMARY_UNITS, experiment_summary
 from netesto.vocab import parse_rate, parse_time_ms
 
@@ -169,7 +170,14 @@ class Sweep:
         picked = self.cube["experiments"].sel(**sel) if sel else self.cube["experiments"]
         out = []
         for cell in np.atleast_1d(picked.values).ravel():
-            out += [self.directory / e / "exp.nc" for e in str(cell).split(";") if e]
+            for e in str(cell).split(";"):
+                if not e:
+                    continue
+                try:  # sweep.nc is a file like any other: its paths stay inside the sweep
+                    relative(e, "experiment")
+                except ValueError as exc:
+                    raise SweepError(f"{self.directory / CUBE}: {exc}; refused") from None
+                out.append(self.directory / e / "exp.nc")
         return out
 
     def flows(self, **sel: Any) -> xr.Dataset:
@@ -188,7 +196,8 @@ class Sweep:
         return self.cube[[c for c in cols if c in self.cube]].to_dataframe().reset_index()
 
     def _repr_html_(self) -> str:
-        return f"<p>netesto sweep <code>{self.directory}</code></p>" + self.cube._repr_html_()
+        # xarray's own repr escapes the cube's values; the directory is text too
+        return f"<p>netesto sweep <code>{html.escape(str(self.directory))}</code></p>" + self.cube._repr_html_()
 
 
 def open_sweep(directory: str | Path) -> Sweep:

@@ -1,8 +1,9 @@
 """Per-flow records -> the experiment :class:`xarray.Dataset` (schema in schema.py; the numbers in numerics.py).
 
-Every flow's samples are put on one time grid: the controller-clock time of a
-sample is ``t_wall - clock_offset(host)``; the experiment starts at the
-earliest such time ``t0``; the grid step is the smallest sampling interval.
+Every row of every flow end is kept as it was taken (samples.py), and put on
+one time grid (gridding.py): the controller-clock time of a row is ``t_wall -
+clock_offset(host)``; the experiment starts at the earliest such time ``t0``;
+the grid step is the smallest sampling interval.
 """
 
 from __future__ import annotations
@@ -19,27 +20,32 @@ from netesto.raw.experiment import short_host
 from netesto.results.changes import with_changes
 from netesto.results.hostfiles import HostSnapshot
 from netesto.results.load import ExperimentRaw, FlowRecord
+from netesto.results.gridding import Grid, interval_stats, last_in_step, rate_on_grid
 from netesto.results.numerics import (
-    INFINITE_SSTHRESH,
-    Grid,
     col,
+    delivered_series,
     flow_summary,
-    goodput_on_grid,
     goodput_series,
     host_of,
     num,
-    place,
     start_time,
     times,
 )
+from netesto.results.samples import ends, sample_layout
 from netesto.results.schema import (
+    END_ATTRS,
+    ENDS,
     FLOW_COORDS,
     FLOW_SUMMARIES,
+    SAMPLE_ATTRS,
+    SAMPLE_VARS,
     SCHEMA_VERSION,
     TIME_ATTRS,
     TIME_SERIES,
     var_attrs,
 )
+from netesto.results.smoothing import smooth_attrs, smoothed_goodput
+from netesto.results.health import flow_warnings
 from netesto.vocab import RR_TESTS
 
 def _port(rec: FlowRecord, which: str) -> int:
@@ -79,102 +85,119 @@ def _host_arrays(snaps: dict[str, HostSnapshot], nodes: list[str], counters: lis
     return out
 
 
-def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
-    """The experiment Dataset of :mod:`netesto.results.schema` from raw records."""
-    flows = raw.flows
-    intervals = [
-        num(side.header.get("interval"))
-        for rec in flows
-        for side in (rec.client, rec.server)
-        if side is not None
-    ]
+def _grid(raw: ExperimentRaw) -> Grid:
+    """The experiment's grid: from the earliest row (or start) of any end, the smallest interval."""
+    intervals = [num(side.header.get("interval")) for rec in raw.flows for side in ends(rec) if side is not None]
     intervals = [i for i in intervals if math.isfinite(i) and i > 0]
     interval = min(intervals) if intervals else 0.01
-    starts = []
-    ends = []
-    for rec in flows:
-        for side in (rec.client, rec.server):
+    starts, last = [], []
+    for rec in raw.flows:
+        for side in ends(rec):
             t = times(raw, side, host_of(rec, side))
             if t.size:
                 starts.append(t[0])
-                ends.append(t[-1])
+                last.append(t[-1])
                 st = start_time(raw, rec, side)
                 if math.isfinite(st) and st < t[0]:
                     starts.append(st)
     t0 = min(starts) if starts else 0.0
-    n = int(math.ceil((max(ends) - t0) / interval - 1e-9)) + 1 if ends else 0
-    grid = Grid(t0, interval, n)
+    n = int(math.ceil((max(last) - t0) / interval - 1e-9)) + 1 if last else 0
+    return Grid(t0, interval, n)
+
+
+def _ping_lines(raw: ExperimentRaw, grid: Grid) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Each ping pair's RTT on the grid (each probe held until the next) and its mean."""
+    lines: dict[str, np.ndarray] = {}
+    means: dict[str, float] = {}
+    n = grid.n
+    for key, ping in raw.pings.items():
+        t = times(raw, ping, _ping_client(raw, key))
+        r = col(ping, "rtt")
+        ok = np.isfinite(r)
+        line = np.full(n, np.nan)
+        if n and ok.any():
+            ks, held = last_in_step(grid.index(t[ok]), r[ok])
+            line[ks] = held
+            line[ks[-1]:] = held[-1]
+        lines[key] = line
+        means[key] = float(np.nanmean(r)) if ok.any() else math.nan
+    return lines, means
+
+
+STATE = ("bytes_acked", "cwnd", "ssthresh", "rtt", "rttvar", "min_rtt", "retransmits", "lost", "unacked",
+         "delivery_rate", "pacing_rate")  # from the sender's rows: sample_<name>
+LATENCY = ("lat_mean", "lat_p50", "lat_p90", "lat_p99", "lat_p999")
+
+
+def _grid_flow(rec: FlowRecord, raw: ExperimentRaw, grid: Grid, samples: dict[str, np.ndarray],
+               series: dict[str, np.ndarray], delivered: np.ndarray, i: int) -> None:
+    """Flow ``rec``'s row ``i`` of every (flow, time) series, from all of its rows (the sample layout's;
+    see gridding.py)."""
+    gp = goodput_series(rec, raw)
+    ks, rate = rate_on_grid(gp[0], gp[1], grid)
+    series["goodput"][i, ks] = rate * 8.0
+    tcp = delivered_series(rec, raw)  # what goodput_smooth smooths (see smoothing.py)
+    ks, rate = rate_on_grid(tcp[0], tcp[1], grid)
+    delivered[i, ks] = rate * 8.0
+    j = ENDS.index("server" if rec.test == "TCP_MAERTS" else "client")
+    sent = np.isfinite(samples["sample_time"][i, j])
+    if rec.sender is not None and sent.any():
+        idx = grid.index(samples["sample_time"][i, j, sent] + grid.t0)
+        for name in STATE:
+            ks, held = last_in_step(idx, samples[f"sample_{name}"][i, j, sent])
+            series[name][i, ks] = held
+    client = rec.client
+    if client is not None and client.rows and rec.test in RR_TESTS:
+        tc = samples["sample_time"][i, 0, :client.rows] + grid.t0
+        ks, tps = rate_on_grid(tc, samples["sample_transactions"][i, 0, :client.rows], grid)
+        series["transactions"][i, ks] = tps
+        ic = grid.index(tc)
+        counts = samples["sample_lat_count"][i, 0, :client.rows]
+        for name in LATENCY:
+            ks, merged = interval_stats(ic, counts, samples[f"sample_{name}"][i, 0, :client.rows])
+            series[name][i, ks] = merged
+
+
+def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
+    """The experiment Dataset of :mod:`netesto.results.schema` from raw records."""
+    flows = raw.flows
+    grid = _grid(raw)
+    t0, interval, n = grid.t0, grid.interval, grid.n
     nf = len(flows)
     series = {v.name: np.full((nf, n), np.nan, dtype=v.dtype) for v in TIME_SERIES}
     summaries = {v.name: np.full(nf, np.nan) for v in FLOW_SUMMARIES}
     starts_rel = np.full(nf, np.nan)
-    ping_grid: dict[str, np.ndarray] = {}
-    ping_mean: dict[str, float] = {}
-    for key, ping in raw.pings.items():
-        host = _ping_client(raw, key)
-        t = times(raw, ping, host)
-        r = col(ping, "rtt")
-        line = np.full(n, np.nan)
-        ok = np.isfinite(r)
-        if n and ok.any():
-            idx = np.clip(grid.index(t[ok]), 0, n - 1)
-            line[idx] = r[ok]
-            # Hold each probe's value until the next one (a step function).
-            filled = np.where(np.isfinite(line), np.arange(n), -1)
-            np.maximum.accumulate(filled, out=filled)
-            line = np.where(filled >= 0, line[np.maximum(filled, 0)], np.nan)
-        ping_grid[key] = line
-        ping_mean[key] = float(np.nanmean(r)) if ok.any() else math.nan
+    delivered = np.full((nf, n), np.nan)
+    ping_grid, ping_mean = _ping_lines(raw, grid)
+    samples = sample_layout(raw, t0)
     for i, rec in enumerate(flows):
         snd = rec.sender
         ts = times(raw, snd, host_of(rec, snd))
-        idx = grid.index(ts)
         first = snd if ts.size else rec.receiver
         tf = ts if ts.size else times(raw, first, host_of(rec, first))
         if tf.size:
             st = start_time(raw, rec, first)
             starts_rel[i] = (st if math.isfinite(st) and st < tf[0] else tf[0]) - t0
-        gp = goodput_series(rec, raw)
-        ks, rate = goodput_on_grid(gp[0], gp[1], grid)
-        series["goodput"][i, ks] = rate
-        place(series["bytes_acked"], i, idx, col(snd, "bytes_acked"), n)
-        place(series["cwnd"], i, idx, col(snd, "snd_cwnd"), n)
-        ss = col(snd, "snd_ssthresh")
-        place(series["ssthresh"], i, idx, np.where(ss >= INFINITE_SSTHRESH, np.nan, ss), n)
-        for name, src in (("rtt", "rtt"), ("rttvar", "rttvar"), ("min_rtt", "min_rtt"),
-                          ("retransmits", "total_retrans"), ("lost", "lost"), ("unacked", "unacked")):
-            place(series[name], i, idx, col(snd, src), n)
-        for name in ("delivery_rate", "pacing_rate"):
-            v = col(snd, name)
-            # ~0 (u64 max) means "no pacing limit".
-            place(series[name], i, idx, np.where(v >= 2.0**63, np.nan, v * 8.0), n)
-        client = rec.client
-        if client is not None and client.rows and rec.test in RR_TESTS:
-            tc = times(raw, client, host_of(rec, client))
-            ic = grid.index(tc)
-            tr = col(client, "transactions")
-            with np.errstate(invalid="ignore", divide="ignore"):
-                dt = np.diff(tc, prepend=np.nan)
-                tps = np.diff(tr, prepend=np.nan) / dt
-            place(series["transactions"], i, ic, tps, n)
-            has = col(client, "lat_count") > 0
-            for name in ("lat_mean", "lat_p50", "lat_p90", "lat_p99", "lat_p999"):
-                place(series[name], i, ic, np.where(has, col(client, name), np.nan), n)
+        _grid_flow(rec, raw, grid, samples, series, delivered, i)
         key = _ping_key(rec)
         if key in ping_grid and ts.size:
-            lo, hi = max(0, int(idx[0])), min(n, int(idx[-1]) + 1)
+            idx = grid.index(ts)
+            lo, hi = int(idx[0]), int(idx[-1]) + 1
             series["ping_rtt"][i, lo:hi] = ping_grid[key][lo:hi]
-        s = flow_summary(rec, raw, gp)
+        s = flow_summary(rec, raw, goodput_series(rec, raw))
         s["ping_rtt_mean"] = ping_mean.get(key, math.nan)
         for k, val in s.items():
             summaries[k][i] = val
     coords: dict[str, Any] = {
         "flow": ("flow", np.array([r.flow_id for r in flows], dtype=object)),
         "time": ("time", np.arange(n) * interval, TIME_ATTRS),
+        "end": ("end", np.array(ENDS, dtype=object), END_ATTRS),
         "start": ("flow", starts_rel, var_attrs("start")),
+        "data_sender": ("flow", np.array(["server" if r.test == "TCP_MAERTS" else "client" for r in flows],
+                                         dtype=object), var_attrs("data_sender")),
     }
     for spec in FLOW_COORDS:
-        if spec.name == "start":
+        if spec.name in ("start", "data_sender"):
             continue
         values: list[Any]
         if spec.name in ("local_port", "remote_port"):
@@ -193,6 +216,13 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
     data_vars: dict[str, Any] = {}
     for spec in TIME_SERIES:
         data_vars[spec.name] = (("flow", "time"), series[spec.name], var_attrs(spec.name))
+    per, total = smoothed_goodput(delivered, interval)
+    window = smooth_attrs(interval)
+    data_vars["goodput_smooth"] = (("flow", "time"), per, {**var_attrs("goodput_smooth"), **window})
+    data_vars["goodput_sum_smooth"] = (("time",), total, {**var_attrs("goodput_sum_smooth"), **window})
+    coords["sample"] = ("sample", np.arange(samples["sample_time"].shape[-1]), SAMPLE_ATTRS)
+    for spec in SAMPLE_VARS:
+        data_vars[spec.name] = (("flow", "end", "sample"), samples[spec.name], var_attrs(spec.name))
     for spec in FLOW_SUMMARIES:
         data_vars[spec.name] = ("flow", summaries[spec.name], var_attrs(spec.name))
     nodes = sorted(set(raw.before) | set(raw.after))
@@ -206,6 +236,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
         data_vars["host_after"] = (("node", "counter"), after, var_attrs("host_after"))
         data_vars["host_delta"] = (("node", "counter"), after - before, var_attrs("host_delta"))
     ds = xr.Dataset(data_vars, coords=coords, attrs=_attrs(raw, t0, interval))
+    ds.attrs["flow_warnings"] = json.dumps(flow_warnings(ds, raw))
     offsets = {h: raw.clock_offset(h) for h in raw.record.hosts}
     return with_changes(ds, raw.path, offsets)  # SET_LINK's changes, when a router recorded some
 
@@ -237,6 +268,7 @@ def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:
         "seed": rec.seed if rec.seed is not None else -1,
         "flows_resolved": json.dumps([f.to_json() for f in rec.flows], default=str),
         "start_wall": t0,
+        "start_time": _dt.datetime.fromtimestamp(t0, _dt.timezone.utc).isoformat(timespec="microseconds"),
         "interval": interval,
         "start_skew_max": max(skews) if skews else 0.0,
         "errors": json.dumps(raw.errors),

@@ -64,7 +64,7 @@ def parse_fields(text: str, *, source: str = "fields.txt") -> tuple[Field, ...]:
 
 
 def default_fields_text() -> str:
-    """The shipped default fields.txt (58 fields, the original's order)."""
+    """The shipped default fields.txt: the original's 58 fields in its order, then netesto's limit shares."""
     return resources.files("netesto").joinpath("data/fields.txt").read_text()
 
 
@@ -305,20 +305,29 @@ def read_rows(path: str | os.PathLike[str], exps: Iterable[int] | None = None) -
 
 
 def rate_table(rows: Iterable[Mapping[str, str]]) -> list[str]:
-    """The headline lines of exp.csv rows: experiment, host, ca, rate, rtt, retransmits.
+    """The headline lines of exp.csv rows: experiment, host, ca, rate, rtt, retransmits, and what
+    limited the flows when it was their hosts (the receiver's window or the send buffer, from
+    ``rwndLimited%``/``sndbufLimited%``, at :data:`~netesto.results.limits.HOST_LIMIT_PERCENT` or more).
 
-    >>> print("\\n".join(rate_table([{"exp": "1.0", "host": "h2", "ca": "cubic", "rate": "46.5", "rtt": "30500"}])))
-      exp    host  ca          rate(Mbit/s)  rtt(ms)  retrans
-      1.0    all   cubic               46.5     30.5  
+    >>> print("\\n".join(rate_table([{"exp": "1.0", "host": "h2", "ca": "cubic", "rate": "46.5", "rtt": "30500",
+    ...                                "sndbufLimited%": "31.2", "rwndLimited%": "0.4"}])))
+      exp    host  ca          rate(Mbit/s)  rtt(ms)  retrans  host-limited
+      1.0    all   cubic               46.5     30.5           sndbuf 31%
     """
-    out = ["  exp    host  ca          rate(Mbit/s)  rtt(ms)  retrans"]
+    from netesto.results.limits import HOST_LIMIT_PERCENT
+
+    out = ["  exp    host  ca          rate(Mbit/s)  rtt(ms)  retrans  host-limited"]
     for row in rows:
         exp = row.get("exp") or ""
         host = "all" if exp.endswith(".0") else row.get("host") or ""
         rtt = parse_number(row.get("rtt") or "")
         rtt_ms = f"{rtt / 1000:.1f}" if rtt is not None else "-"
         retrans = row.get("retrans_total") or row.get("localRetrans") or ""
-        out.append(f"  {exp:<6} {host:<5} {row.get('ca') or '':<11} {row.get('rate') or '':>12}  {rtt_ms:>7}  {retrans}")
+        limits = [(name, parse_number(row.get(key) or "")) for name, key in (("sndbuf", "sndbufLimited%"),
+                                                                           ("rwnd", "rwndLimited%"))]
+        limited = " ".join(f"{name} {v:.0f}%" for name, v in limits if v is not None and v >= HOST_LIMIT_PERCENT)
+        out.append(f"  {exp:<6} {host:<5} {row.get('ca') or '':<11} {row.get('rate') or '':>12}  {rtt_ms:>7}  "
+                   f"{retrans:<7}  {limited}".rstrip())
     return out
 
 __all__ = [

@@ -1,8 +1,8 @@
-"""The numbers of one flow: raw columns as arrays, the common time grid, goodput, per-flow summaries.
+"""The numbers of one flow: raw columns as arrays, controller-clock times, goodput, per-flow summaries.
 
 A sample's controller-clock time is ``t_wall - clock_offset(host)``; the grid
-starts at the experiment's earliest such time with the smallest sampling
-interval as its step (:class:`Grid`).
+(:class:`~netesto.results.gridding.Grid`) starts at the experiment's earliest
+such time with the smallest sampling interval as its step.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import numpy as np
 
 from netesto.vocab import RR_TESTS
 from netesto.raw.nflow import RawFlow
+from netesto.results.limits import limit_shares
 from netesto.results.load import ExperimentRaw, FlowRecord
+from netesto.results.ticks import tick_stats
 
 INFINITE_SSTHRESH = 0x7FFFFFFF
-RATE_WINDOW = 1.0  # seconds: window of the per-flow rate_min / rate_max
+RATE_WINDOW = 1.0  # seconds: window of the per-flow rate_window_min / rate_window_max
 
 
 def col(flow: RawFlow | None, name: str) -> np.ndarray:
@@ -35,14 +37,6 @@ def num(value: Any, default: float = math.nan) -> float:
     except (TypeError, ValueError):
         return default
     return out
-
-
-class Grid:
-    def __init__(self, t0: float, interval: float, n: int) -> None:
-        self.t0, self.interval, self.n = t0, interval, n
-
-    def index(self, t: np.ndarray) -> np.ndarray:
-        return np.rint((t - self.t0) / self.interval).astype(np.int64)
 
 
 def times(raw: ExperimentRaw, flow: RawFlow | None, host: str) -> np.ndarray:
@@ -76,40 +70,12 @@ def _sampling_cpu(flow: RawFlow | None) -> float:
     return num(cpu.get("sampling_percent")) if isinstance(cpu, dict) else math.nan
 
 
-def sampling_jitter(flow: RawFlow | None) -> tuple[float, float]:
-    """(mean, max) in us of how late the engine's sampler ticks came for one flow end: the gaps
-    between its samples minus its sampling interval (a tick that skipped grid points counts with
-    the whole gap). The last row is left out (the flow's end, not a tick); the first row (the
-    flow joining the sampler) is an interval before the first tick. NaN for files the built-in
-    engine did not write and for fewer than two ticks.
-
-    >>> from netesto.raw.nflow import RawFlow
-    >>> t_mono = array("d", [0.0, 0.010, 0.022, 0.032, 0.035])  # the second tick 2 ms late; the end
-    >>> f = RawFlow("f.nflow", {"engine": "builtin", "interval": 0.01}, {"t_mono": t_mono})
-    >>> [round(v, 1) for v in sampling_jitter(f)]
-    [666.7, 2000.0]
-    """
-    if flow is None or flow.header.get("engine") != "builtin":
-        return math.nan, math.nan
-    interval = num(flow.header.get("interval"))
-    t = col(flow, "t_mono")[:-1]
-    if t.size < 3 or not interval > 0:
-        return math.nan, math.nan
-    late = (np.diff(t) - interval) * 1e6
-    return float(late.mean()), float(late.max())
-
-
 def _latency(flow: RawFlow | None) -> dict[str, Any] | None:
     s = _summary(flow)
     for key in ("latency_us", "latency"):
         if isinstance(s.get(key), dict):
             return s[key]
     return None
-
-
-def place(out: np.ndarray, row: int, idx: np.ndarray, values: np.ndarray, n: int) -> None:
-    ok = (idx >= 0) & (idx < n)
-    out[row, idx[ok]] = values[ok]  # duplicate indices: the later sample wins
 
 
 def _data_side(rec: FlowRecord) -> tuple[RawFlow | None, str]:
@@ -130,8 +96,13 @@ def goodput_series(rec: FlowRecord, raw: ExperimentRaw) -> tuple[np.ndarray, np.
     """(times, cumulative bytes) in the data direction, starting with
     (flow start, 0) when the header records the start."""
     side, name = _data_side(rec)
+    return _from_start(rec, raw, side, col(side, name))
+
+
+def _from_start(rec: FlowRecord, raw: ExperimentRaw, side: RawFlow | None,
+                b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(times, ``b``) of ``side``'s rows, with (its start, 0) first when its header records a start before them."""
     t = times(raw, side, host_of(rec, side))
-    b = col(side, name)
     if t.size == 0:
         return t, b
     start = start_time(raw, rec, side)
@@ -141,21 +112,16 @@ def goodput_series(rec: FlowRecord, raw: ExperimentRaw) -> tuple[np.ndarray, np.
     return t, b
 
 
-def goodput_on_grid(t: np.ndarray, b: np.ndarray, grid: "Grid") -> tuple[np.ndarray, np.ndarray]:
-    """Goodput (bit/s) per grid step: cumulative bytes interpolated at the
-    grid times, differenced. Integrates exactly to the bytes delivered,
-    whatever the sampling jitter."""
-    if t.size < 2:
-        return np.empty(0, dtype=np.int64), np.empty(0)
-    # Grid points from just before the first sample to just after the last:
-    # np.interp holds the end values outside, so nothing delivered is lost.
-    k0 = max(0, int(math.floor((t[0] - grid.t0) / grid.interval + 1e-9)))
-    k1 = min(grid.n - 1, int(math.ceil((t[-1] - grid.t0) / grid.interval - 1e-9)))
-    if k1 <= k0:
-        return np.empty(0, dtype=np.int64), np.empty(0)
-    ks = np.arange(k0, k1 + 1)
-    cum = np.interp(grid.t0 + ks * grid.interval, t, b)
-    return ks[1:], np.diff(cum) * 8.0 / grid.interval
+def delivered_series(rec: FlowRecord, raw: ExperimentRaw) -> tuple[np.ndarray, np.ndarray]:
+    """(times, cumulative bytes) the receiving TCP got in order (its socket's tcp_info ``bytes_received``,
+    from its first row), starting with (flow start, 0) as :func:`goodput_series`: what the network
+    delivered, whenever the application read it. The application's own count (:func:`goodput_series`)
+    where the receiver's file has no such column (drivers, UDP)."""
+    side = rec.receiver
+    b = col(side, "bytes_received")
+    if side is None or b.size < 2 or not b[-1] > b[0]:
+        return goodput_series(rec, raw)
+    return _from_start(rec, raw, side, b - b[0])
 
 
 def _window_rates(t: np.ndarray, b: np.ndarray, window: float) -> np.ndarray:
@@ -184,8 +150,8 @@ def flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.n
     out["bytes"] = total
     out["rate"] = total * 8.0 / elapsed / 1e6 if elapsed and elapsed > 0 else math.nan
     wr = _window_rates(t, b, RATE_WINDOW)
-    out["rate_min"] = float(wr.min()) if wr.size else out["rate"]
-    out["rate_max"] = float(wr.max()) if wr.size else out["rate"]
+    out["rate_window_min"] = float(wr.min()) if wr.size else out["rate"]
+    out["rate_window_max"] = float(wr.max()) if wr.size else out["rate"]
     rtt = col(snd, "rtt")
     cwnd = col(snd, "snd_cwnd")
     live = rtt > 0
@@ -245,9 +211,39 @@ def flow_summary(rec: FlowRecord, raw: ExperimentRaw, gp: tuple[np.ndarray, np.n
     out["local_sampling_cpu"] = _sampling_cpu(client)
     out["remote_sampling_cpu"] = _sampling_cpu(server)
     for where, end in (("local", client), ("remote", server)):
-        out[f"{where}_sampling_jitter_mean"], out[f"{where}_sampling_jitter_max"] = sampling_jitter(end)
+        ticks = tick_stats(end)
+        out[f"{where}_tick_late_p50"], out[f"{where}_tick_late_p99"] = ticks.p50, ticks.p99
+        out[f"{where}_tick_late_max"], out[f"{where}_ticks_missed"] = ticks.max, ticks.missed
+    out["start_late"] = start_late(rec)
+    out.update(limit_shares(snd, rec.test))
     return out
 
 
-__all__ = ["Grid", "INFINITE_SSTHRESH", "RATE_WINDOW", "col", "flow_summary", "goodput_on_grid", "goodput_series",
-           "host_of", "num", "place", "sampling_jitter", "start_time", "times"]
+def start_late(rec: FlowRecord) -> float:
+    """ms from the flow's scheduled instant (its spec's ``start_at``) to the start of its client's
+    data phase (``start_wall``; both in the client agent's clock); NaN without a scheduled instant or
+    when the client never began (its file says ``started: false``).
+
+    >>> from netesto.raw.nflow import RawFlow
+    >>> end = RawFlow("f.nflow", {"start_wall": 100.062, "flow": {"start_at": 100.0}})
+    >>> round(start_late(FlowRecord("f", {}, end)), 3)
+    62.0
+    """
+    header = rec.client.header if rec.client is not None else {}
+    if header.get("started") is False:
+        return math.nan
+    at = num((header.get("flow") or {}).get("start_at"))
+    wall = num(header.get("start_wall"))
+    if not (at > 0 and wall > 0):
+        return math.nan
+    return (wall - at) * 1e3
+
+
+def never_started(rec: FlowRecord) -> bool:
+    """Whether the flow's client never began its data phase (its file says so: see docs/raw-format.md)."""
+    return rec.client is not None and rec.client.header.get("started") is False
+
+
+__all__ = ["INFINITE_SSTHRESH", "RATE_WINDOW", "col", "delivered_series", "flow_summary", "goodput_series", "host_of",
+           "never_started",
+           "num", "start_late", "start_time", "times"]

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable
 from netesto.errors import ResultsError
 from netesto.results.dataset import build_dataset
 from netesto.results.expcsv import aggregate, append_rows, load_fields, parse_other
+from netesto.results.limits import host_limited
 from netesto.results.load import ExperimentRaw, load_experiment
 from netesto.results.storage import write_netcdf
 from netesto.results.summaries import GroupSummary, all_summary, group_summaries, render, write_text_atomic
@@ -47,6 +48,8 @@ class ProcessResult:
     rows: list[dict[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # flows their hosts' buffers limited (limits.HOST_LIMIT_PERCENT of their life or more): the run says them
+    host_limited: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -104,6 +107,7 @@ def process_experiment(
     ds.attrs["desc"] = desc
     ds.attrs["other"] = json.dumps([list(p) for p in other_pairs])
     result.files.append(write_netcdf(ds, expdir / "exp.nc"))
+    result.host_limited = host_limited(ds)
     groups = group_summaries(ds, raw)
     for old in expdir.glob("*.exp.out"):
         if old.name != "all.exp.out" and old.name[: -len(".exp.out")] not in {g.hsn for g in groups}:

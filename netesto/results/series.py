@@ -1,32 +1,10 @@
-"""Time-series helpers over an experiment Dataset: sampling interval, trailing mean, display units."""
+"""Time-series helpers over an experiment Dataset: sampling interval, display units (smoothing: smoothing.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-
-SMOOTH_SECONDS = 0.2  # the goodput shown first: a 10 ms sample of application bytes is bursty
-
-
-def rolling_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """Trailing mean over ``window`` samples along the last axis, ignoring NaN (all-NaN -> NaN).
-
-    >>> rolling_mean(np.array([1.0, 3.0, np.nan, 5.0]), 2).tolist()
-    [1.0, 2.0, 3.0, 5.0]
-    """
-    if window <= 1:
-        return values
-    ok = np.isfinite(values)
-    pad = [(0, 0)] * (values.ndim - 1) + [(1, 0)]
-    sums = np.cumsum(np.pad(np.where(ok, values, 0.0), pad), axis=-1)
-    counts = np.cumsum(np.pad(ok.astype(float), pad), axis=-1)
-    n = values.shape[-1]
-    lo = np.maximum(np.arange(1, n + 1) - window, 0)
-    total = sums[..., 1:] - sums[..., lo]
-    count = counts[..., 1:] - counts[..., lo]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def pick_unit(peak: float, choices: tuple[tuple[float, str], ...]) -> tuple[float, str]:
@@ -48,4 +26,4 @@ def sample_interval(ds: Any) -> float:
     return float(ds.attrs.get("interval", 0.0) or 0.0) or (float(np.median(np.diff(time))) if len(time) > 1 else 1.0)
 
 
-__all__ = ["SMOOTH_SECONDS", "pick_unit", "rolling_mean", "sample_interval"]
+__all__ = ["pick_unit", "sample_interval"]

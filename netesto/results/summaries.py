@@ -7,6 +7,10 @@ cwnd and rtt, min/max/count-weighted means for latencies) instead of "the
 last instance wins"; ``retransPkts%`` is ``100 x retransmitted packets /
 packets sent`` from the flows' own TCP counters (never the constant 0.00);
 ``adaptive-rx`` is numeric (on=1, off=0). Missing inputs give blank values.
+``rate`` is the group's summed goodput and ``rateMin``/``rateMax`` its slowest and
+fastest flow's rate (the original's meaning: the dataset's per-flow
+``rate_window_min``/``rate_window_max`` are another thing, 1-second windows of one
+flow). netesto adds ``rwndLimited%``, ``sndbufLimited%`` and ``netLimited%``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from netesto.results.hostfiles import HostSnapshot, nic_counter, offload, tcp_me
 from netesto.results.load import ExperimentRaw
 
 SEPARATOR = "-----"
+# all.exp.out's (and exp.csv's, after the original's 58 fields) limit shares, percent: netesto's own keys
+LIMIT_KEYS = (("rwndLimited%", "rwnd_limited_share"), ("sndbufLimited%", "sndbuf_limited_share"),
+              ("netLimited%", "network_limited_share"))
 # Keys of a group file that all.exp.out recomputes over the whole experiment.
 _EXPERIMENT_WIDE = ("retransPkts%", "jain")
 
@@ -236,6 +243,10 @@ def group_summaries(ds: xr.Dataset, raw: ExperimentRaw) -> list[GroupSummary]:
             ("lost", fmt(_nanfn(np.sum, g.lost_max.values), 0)),
             ("retrans_total", fmt(retrans, 0)),
             ("packetsSent", fmt(packets, 0)),
+            # netesto's: the share of the flows' lives (mean over the group) their senders were limited by
+            # the receiver's window, their own send buffer, the network (limits.py)
+            *((key, fmt(_nanfn(np.mean, g[var].values) if var in g else math.nan))
+              for key, var in LIMIT_KEYS),
             ("retransPkts%", fmt(retrans_percent(retrans, packets), 2)),
             ("jain", fmt(jain_index(rates), 3)),
         ]
@@ -306,6 +317,7 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 __all__ = [
     "GroupSummary",
+    "LIMIT_KEYS",
     "SEPARATOR",
     "all_summary",
     "fmt",

@@ -22,6 +22,11 @@ from netesto.errors import SweepError
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
 RESERVED = frozenset({"rep", "point", "exp"})  # dims and coordinates of the sweep cube
+# Limits, checked before anything is expanded: each point costs a kernel and an experiment
+# (seconds at least), so 10,000 is days of runs; a manifest of them is a few MB.
+MAX_POINTS = 10_000  # grid cells times repetitions
+MAX_VALUES = 1_000  # values of one parameter
+MAX_PARAMS = 32
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,11 @@ def parse_grid(items: Iterable[str] | Mapping[str, Any]) -> dict[str, list[Any]]
             name, sep, values = str(item).partition("=")
             if not sep:
                 raise SweepError(f"-p {item!r}: expected NAME=VALUE[,VALUE...], e.g. ca=cubic,bbr")
+            if values.count(",") >= MAX_VALUES:  # counted before the text is split
+                raise SweepError(f"-p {name.strip()}: {values.count(',') + 1} values (at most {MAX_VALUES})")
             pairs.append((name.strip(), [v.strip() for v in values.split(",")]))
+    if len(pairs) > MAX_PARAMS:
+        raise SweepError(f"{len(pairs)} parameters (at most {MAX_PARAMS})")
     for name, values in pairs:
         if not _NAME.match(name):
             raise SweepError(f"parameter name {name!r}: letters, digits and _ (a Python name)")
@@ -72,6 +81,8 @@ def parse_grid(items: Iterable[str] | Mapping[str, Any]) -> dict[str, list[Any]]
             raise SweepError(f"parameter name {name!r} is taken by the sweep itself ({', '.join(sorted(RESERVED))})")
         if name in grid:
             raise SweepError(f"parameter {name!r} given twice: give its values once, comma-separated")
+        if isinstance(values, (list, tuple)) and len(values) > MAX_VALUES:
+            raise SweepError(f"parameter {name!r}: {len(values)} values (at most {MAX_VALUES})")
         vals = list(values) if isinstance(values, (list, tuple)) else [values]
         if not vals or any(v == "" for v in vals):
             raise SweepError(f"parameter {name!r} has an empty value")
@@ -81,12 +92,30 @@ def parse_grid(items: Iterable[str] | Mapping[str, Any]) -> dict[str, list[Any]]
     return grid
 
 
-def points(grid: Mapping[str, Sequence[Any]], reps: int = 1) -> list[Point]:
-    """Every grid cell (the product of the values, in the order given) times ``reps``."""
+def count(grid: Mapping[str, Sequence[Any]], reps: int = 1) -> int:
+    """The number of points (cells times ``reps``), from the counts alone: a SweepError past
+    :data:`MAX_POINTS`, before any point is made.
+
+    >>> count({"ca": ["cubic", "bbr"], "bw": ["10mbit", "100mbit", "1gbit"]}, reps=3)
+    18
+    """
     if reps < 1:
         raise SweepError(f"--reps {reps}: at least 1")
     if not grid:
         raise SweepError("the grid is empty: give at least one parameter (-p NAME=VALUE[,VALUE...])")
+    total = reps
+    for values in grid.values():
+        total *= len(values)
+        if total > MAX_POINTS:  # stop multiplying: the product of huge counts is itself huge
+            sizes = " x ".join(str(len(v)) for v in grid.values())
+            raise SweepError(f"the grid has {sizes} cells x {reps} repetition(s): more than {MAX_POINTS} points; "
+                             "sweep fewer values, or split the sweep")
+    return total
+
+
+def points(grid: Mapping[str, Sequence[Any]], reps: int = 1) -> list[Point]:
+    """Every grid cell (the product of the values, in the order given) times ``reps``."""
+    count(grid, reps)
     names = list(grid)
     out = []
     for i, combo in enumerate(itertools.product(*(grid[n] for n in names))):
@@ -95,30 +124,4 @@ def points(grid: Mapping[str, Sequence[Any]], reps: int = 1) -> list[Point]:
     return out
 
 
-def typed(value: Any, default: Any, name: str) -> Any:
-    """A command-line value as the type of the notebook's default (int, float, bool, str).
-
-    >>> typed("3", 10, "dur"), typed("0.5", 1.0, "x"), typed("yes", False, "on"), typed("bbr", "cubic", "ca")
-    (3, 0.5, True, 'bbr')
-    """
-    if not isinstance(value, str) or default is None or isinstance(default, str):
-        return value
-    try:
-        if isinstance(default, bool):
-            low = value.lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(value)
-        if isinstance(default, int):
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
-    except ValueError:
-        raise SweepError(f"parameter {name}={value!r}: the notebook's default is {type(default).__name__} "
-                         f"({default!r}); give a value of that type") from None
-    return value
-
-
-__all__ = ["Point", "RESERVED", "parse_grid", "points", "typed"]
+__all__ = ["MAX_PARAMS", "MAX_POINTS", "MAX_VALUES", "Point", "RESERVED", "count", "parse_grid", "points"]

@@ -42,7 +42,11 @@ def parameters_of(path: str | Path) -> dict[str, Any]:
 
 
 def check_names(path: str | Path, declared: Mapping[str, Any], given: Mapping[str, Any]) -> None:
-    """Every swept or fixed name must be a parameter of the notebook."""
+    """Every swept or fixed name must be a parameter of the notebook, and not one the sweep fills in."""
+    mine = [n for n in given if n in SUPPLIED]
+    if mine:
+        raise SweepError(f"{', '.join(mine)}: set by the sweep itself for each point (the lab comes from "
+                         "--lab or --testbed); sweep or fix the notebook's other parameters")
     unknown = [n for n in given if n not in declared]
     if unknown:
         import difflib

@@ -4,9 +4,11 @@ Each point runs in its own directory ``<out>/<point.dirname>/`` (the kernel's
 working directory): the executed notebook, its HTML export and whatever the
 notebook wrote (its experiments). ``manifest.json`` records every point as it
 ends, so a failed point is kept with its error while the others go on, and
-``resume=True`` runs only the points that are missing, failed or interrupted.
-At the end the points' experiments are combined into ``sweep.nc`` (the cube)
-and ``sweep.html`` (the report).
+``resume=True`` runs only the points that are missing, failed or interrupted,
+each earlier attempt set aside under ``attempts/`` (:mod:`netesto.sweep.attempts`).
+Before a lab's points, a dead run's claim is waited out and data its agents still
+hold is fetched apart (:mod:`netesto.sweep.recover`). At the end the points'
+experiments are combined into ``sweep.nc`` (the cube) and ``sweep.html`` (the report).
 """
 
 from __future__ import annotations
@@ -16,77 +18,20 @@ import platform
 import queue
 import sys
 import threading
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import netesto.sweep.checks as criteria
 from netesto._version import __version__
-from netesto.errors import NetestoError, SweepError, clip
+from netesto.errors import SweepError
 from netesto.results.manifest import DONE, Manifest, PointRecord
-from netesto.sweep.grid import Point, parse_grid, points, typed
+from netesto.sweep.grid import Point, count, parse_grid, points
 from netesto.sweep.notebook import check_names, parameters_of
+from netesto.sweep.point import Context, Worker, recover_stale, run_point, say
+from netesto.sweep.result import SweepResult
+from netesto.sweep.values import checked
 
-SHAPE_PARAMS = ("bw", "rtt", "buffer", "loss", "jitter")  # applied to a testbed before its point runs
 KERNEL = "python3"
-# The kernel's own warnings (e.g. ipykernel's about TCP without encryption, on a
-# loopback the sweep opened itself) would print once per point over the progress bar.
-KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
-
-
-@dataclass(frozen=True)
-class Worker:
-    """Where points run: a lab file (and the testbed behind it, if it is one), or nothing
-    (the notebook brings up its own lab)."""
-
-    lab: str = ""
-    testbed: str = ""
-
-
-@dataclass
-class SweepResult:
-    """The sweep directory, its manifest and what it produced."""
-
-    directory: Path
-    manifest: Manifest
-    report: Path | None = None
-    cube: Path | None = None
-    ran: list[str] = field(default_factory=list)  # keys of the points run this time
-
-    @property
-    def failed(self) -> list[PointRecord]:
-        return [r for r in self.manifest if r.status != DONE]
-
-    @property
-    def check_failures(self) -> list[PointRecord]:
-        return [r for r in self.manifest if r.checks and not all(r.checks.values())]
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed and not self.check_failures
-
-    def open(self) -> Any:
-        """The sweep as a :class:`netesto.results.cube.Sweep` (the cube, lazily the flows)."""
-        from netesto.results.cube import open_sweep
-
-        return open_sweep(self.directory)
-
-    def _repr_html_(self) -> str:
-        import html
-
-        c = self.manifest.counts()
-        rows = "".join(f"<tr><td>{html.escape(r.key)}</td><td>{r.status}</td><td>{html.escape(r.error)}</td></tr>"
-                       for r in self.manifest if r.status != DONE or (r.checks and not all(r.checks.values())))
-        report = f' <a href="{html.escape(str(self.report))}">report</a>' if self.report else ""
-        return (f"<p>netesto sweep <code>{html.escape(str(self.directory))}</code>: {c[DONE]} of "
-                f"{len(self.manifest.points)} points ok, {len(self.ran)} run now{report}</p>"
-                + (f"<table><tr><th>point</th><th>status</th><th>error</th></tr>{rows}</table>" if rows else ""))
-
-    def __repr__(self) -> str:
-        c = self.manifest.counts()
-        return (f"<SweepResult {self.directory}: {c[DONE]} ok, {c['failed']} failed, {c['interrupted']} interrupted, "
-                f"{len(self.check_failures)} failing checks>")
 
 
 def _workers(labs: Sequence[str | Path], testbeds: Sequence[str]) -> list[Worker]:
@@ -139,8 +84,9 @@ def plan(notebook: str | Path, params: Mapping[str, Any] | Sequence[str], *, rep
     """Check a sweep before anything runs: the notebook's declared parameters
     and the grid's points (a SweepError for an unknown name, an empty grid,
     a value of the wrong type, a check that does not parse)."""
-    declared = parameters_of(notebook)
     grid = parse_grid(params)
+    count(grid, reps)  # the limit, before the notebook is read or any point made
+    declared = parameters_of(notebook)
     fixed = dict(fixed or {})
     both = sorted(set(grid) & set(fixed))
     if both:
@@ -148,9 +94,9 @@ def plan(notebook: str | Path, params: Mapping[str, Any] | Sequence[str], *, rep
     check_names(notebook, declared, {**grid, **fixed})
     for name, values in grid.items():
         for v in values:
-            typed(v, declared[name], name)
+            checked(name, v, declared[name])
     for name, v in fixed.items():
-        typed(v, declared[name], name)
+        checked(name, v, declared[name])
     for text in checks:
         criteria.parse(text)
     return declared, points(grid, reps)
@@ -197,46 +143,44 @@ def sweep(
     manifest.save(directory)
     todo = [r for r in manifest if r.status != DONE]
     result = SweepResult(directory, manifest)
-    lock = threading.Lock()
+    ctx = Context(nb_path, directory, declared, dict(fixed or {}), kernel_name, timeout, list(checks), manifest,
+                  threading.Lock(), threading.Event())
     bar = _progress(progress, len(manifest.points), len(manifest.points) - len(todo))
     jobs: queue.Queue[PointRecord] = queue.Queue()
     for r in todo:
         jobs.put(r)
-    stop = threading.Event()
     errors: list[BaseException] = []
 
-    def work(worker: Worker) -> None:
-        while not stop.is_set():
-            try:
-                rec = jobs.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                _run_point(rec, worker, nb_path, directory, declared, dict(fixed or {}), kernel_name, timeout,
-                           list(checks), manifest, lock, stop)
-            except BaseException as exc:  # noqa: BLE001 - handed to the main thread
-                errors.append(exc)
-                stop.set()
-                return
-            result.ran.append(rec.key)
-            bar(rec)
+    ended = [threading.Event() for _ in workers]
 
-    threads = [threading.Thread(target=work, args=(w,), name=f"sweep-{i}", daemon=True) for i, w in enumerate(workers)]
+    def work(worker: Worker, done: threading.Event) -> None:
+        try:
+            # what a killed run or a restarted agent left on this lab, before its first point here
+            recover_stale(worker, ctx, _last_on(manifest, worker.lab))
+            while not ctx.stop.is_set():
+                try:
+                    rec = jobs.get_nowait()
+                except queue.Empty:
+                    return
+                run_point(rec, worker, ctx)
+                result.ran.append(rec.key)
+                bar(rec)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            errors.append(exc)
+            ctx.stop.set()
+        finally:
+            done.set()
+
+    threads = [threading.Thread(target=work, args=(w, e), name=f"sweep-{i}", daemon=True)
+               for i, (w, e) in enumerate(zip(workers, ended))]
     try:
         for t in threads:
             t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.2)
+        _wait(ended)
     except KeyboardInterrupt:
-        # Kernels run in sessions of their own (jupyter_client): the running points end
-        # normally, and no new one starts.
-        stop.set()
-        print("netesto sweep: stopping after the point(s) running now", file=sys.stderr, flush=True)
-        for t in threads:
-            t.join()
-        with lock:
-            manifest.save(directory)
+        _interrupted(ended, ctx)
+        for exc in errors:  # a worker's own failure is not lost behind the Ctrl-C
+            say(f"netesto sweep: while stopping: {type(exc).__name__}: {exc}")
         raise
     finally:
         bar(None)
@@ -245,6 +189,38 @@ def sweep(
     if report:
         _finish(result)
     return result
+
+
+def _wait(ended: list[threading.Event]) -> None:
+    """Until every worker has ended. Not Thread.join: a join that a Ctrl-C interrupts can leave
+    its thread looking dead while it still runs (CPython 3.11), and the sweep would exit under
+    a point that is still being recorded; an Event's flag stays true to what the worker said."""
+    for e in ended:
+        while not e.wait(0.2):
+            pass
+
+
+def _interrupted(ended: list[threading.Event], ctx: Context) -> None:
+    """Ctrl-C: the running points end normally (their kernels run in sessions of their own,
+    jupyter_client's) and are recorded; no new one starts. A second Ctrl-C stops the wait:
+    the points still running are recorded as interrupted."""
+    ctx.stop.set()
+    say("netesto sweep: stopping after the point(s) running now (Ctrl-C again: stop now, "
+        "recording them as interrupted)")
+    try:
+        _wait(ended)
+    except KeyboardInterrupt:
+        with ctx.lock:
+            for rec in ctx.manifest.points.values():
+                if rec.status == "running":
+                    rec.status, rec.error = "interrupted", "interrupted (Ctrl-C twice) while it ran"
+    ctx.save()
+
+
+def _last_on(manifest: Manifest, lab: str) -> PointRecord | None:
+    """The point that ran last on ``lab`` in this sweep (stale data on its agents is that attempt's)."""
+    ran = [r for r in manifest.points.values() if lab and r.lab == lab and r.started is not None]
+    return max(ran, key=lambda r: r.started or 0.0) if ran else None
 
 
 def _open_manifest(directory: Path, nb: Path, grid: dict[str, list[Any]], reps: int, fixed: dict[str, Any],
@@ -282,95 +258,6 @@ def _progress(progress: bool | Callable[[PointRecord], None], total: int, done: 
         bar.update(1)
 
     return update
-
-
-def _run_point(rec: PointRecord, worker: Worker, nb: Path, directory: Path, declared: dict[str, Any],
-               fixed: dict[str, Any], kernel_name: str, timeout: float | None, checks: list[str],
-               manifest: Manifest, lock: threading.Lock, stop: threading.Event | None = None) -> None:
-    import papermill
-
-    pdir = directory / rec.dir
-    pdir.mkdir(parents=True, exist_ok=True)
-    values = {k: typed(v, declared[k], k) for k, v in {**fixed, **rec.params}.items()}
-    supplied = {"lab": worker.lab, "workdir": "results", "seed": rec.seed, "rep": rec.rep, "point": rec.key}
-    for name, value in supplied.items():
-        if name in declared and not (name == "lab" and not worker.lab):
-            values[name] = value
-    out_nb = pdir / "notebook.ipynb"
-    rec.status, rec.error, rec.lab, rec.started = "running", "", worker.lab, time.time()
-    rec.notebook, rec.html, rec.experiments = out_nb.relative_to(directory).as_posix(), "", []
-    rec.checks, rec.summary = {}, {}
-    with lock:
-        manifest.save(directory)
-    t0 = time.monotonic()
-    try:
-        if worker.testbed:
-            _shape(worker.testbed, {**{k: declared[k] for k in SHAPE_PARAMS if k in declared}, **values})
-        # The kernel starts in the point's directory (nbclient's resources path), not through
-        # papermill's cwd=, which chdirs the whole process: points run in parallel threads.
-        papermill.execute_notebook(str(nb), str(out_nb), parameters=values, kernel_name=kernel_name,
-                                   progress_bar=False, log_output=False, execution_timeout=timeout,
-                                   extra_arguments=KERNEL_ARGS, resources={"metadata": {"path": str(pdir)}})
-        rec.status = DONE
-    except KeyboardInterrupt:
-        rec.status, rec.error = "interrupted", "interrupted (Ctrl-C)"
-        raise
-    except papermill.PapermillExecutionError as exc:
-        rec.status, rec.error = "failed", f"In [{exc.exec_count}]: {_cell_error(out_nb, exc)}"
-    except NetestoError as exc:
-        rec.status, rec.error = "failed", exc.format_message()
-    except Exception as exc:  # noqa: BLE001 - a kernel that died, a bad notebook: recorded, the sweep goes on
-        rec.status, rec.error = "failed", f"{type(exc).__name__}: {exc}"
-    finally:
-        if rec.status == "failed" and stop is not None and stop.is_set():
-            rec.status = "interrupted"  # it failed because the sweep was being stopped
-        rec.seconds = round(time.monotonic() - t0, 3)
-        if out_nb.exists():
-            rec.html = _export_html(out_nb, directory)
-        rec.experiments = sorted(p.parent.relative_to(directory).as_posix() for p in pdir.rglob("exp.nc"))
-        if rec.status == DONE and rec.experiments:
-            from netesto.results.cube import point_summary
-
-            rec.summary = point_summary([directory / e for e in rec.experiments])
-        if rec.status == DONE and checks:
-            rec.checks = criteria.evaluate(checks, rec.summary)
-        with lock:
-            manifest.save(directory)
-
-
-def _cell_error(out_nb: Path, exc: Any) -> str:
-    """What the failed cell said. A magic's UsageError reaches papermill with no text
-    (IPython prints it on stderr instead of raising it): then the cell's last stderr lines."""
-    if exc.evalue:
-        return f"{exc.ename}: {exc.evalue}"
-    try:
-        import nbformat
-
-        nb = nbformat.read(out_nb, as_version=4)
-        cell = next(c for c in nb.cells if c.get("execution_count") == exc.exec_count)
-        text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stderr")
-    except (OSError, ValueError, StopIteration):
-        text = ""
-    lines = [line for line in text.splitlines() if line.strip()]
-    error = next((line for line in reversed(lines) if "rror" in line), lines[-1] if lines else exc.ename)
-    return clip(error, 600)
-
-
-def _shape(testbed: str, values: Mapping[str, Any]) -> None:
-    from netesto.testbed import reshape
-
-    reshape(testbed, **{k: str(values[k]) for k in SHAPE_PARAMS if k in values})
-
-
-def _export_html(nb: Path, directory: Path) -> str:
-    """The executed notebook as HTML beside it (nbconvert; nothing loaded from the network)."""
-    from netesto.report.notebook import export_html
-
-    try:
-        return export_html(nb).relative_to(directory).as_posix()
-    except Exception as exc:  # noqa: BLE001 - the point's own record says it; the sweep goes on
-        print(f"netesto sweep: {nb}: no HTML export: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return ""
 
 
 def _finish(result: SweepResult) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from netesto.errors import TestbedError
 from netesto.labfile import update_testbed
 from netesto.testbed import shaping
+from netesto.testbed.buffers import size_buffers
 from netesto.testbed.config import parse_loss
 from netesto.testbed.delayline import send_control
 from netesto.testbed.state import load_state, machine_lock, save_state, state_path
@@ -45,6 +46,8 @@ def reshape(name: str, *, bw: str | int | None = None, rtt: str | float | None =
         loss_p = parse_loss(loss) if loss is not None else float(cfg["loss"])
         jitter_ms = shaping.parse_time_ms(jitter) if jitter is not None else float(cfg["jitter_ms"])
         _apply(state, bw_bps, buffer_bytes, rtt_ms / 2, jitter_ms / 2, loss_p)
+        for lk in state["links"]:  # the hosts' socket buffers follow the new bottleneck
+            state["socket_buffers"] = size_buffers(lk["ns"], bw_bps, rtt_ms, buffer_bytes)
         cfg.update(bw_bps=bw_bps, rtt_ms=rtt_ms, buffer_bytes=buffer_bytes, loss=loss_p, jitter_ms=jitter_ms)
         state["bw_bps"] = bw_bps
         save_state(path, state)

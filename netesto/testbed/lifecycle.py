@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 from netesto.errors import TestbedError
 from netesto.labfile import LabFile, LabHost, write_lab
-from netesto.testbed import agents, loopback, shaping, topology
+from netesto.testbed import agents, buffers, loopback, shaping, topology
 from netesto.testbed.config import WANTED_CC, TestbedConfig, UpResult
 from netesto.testbed.state import (
     list_states,
@@ -214,6 +214,9 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
     topology.build(topo, rec)
     for lk in topo.links:
         topology.sysctl_ns(lk.ns, {"net.ipv4.tcp_congestion_control": config.ca, "net.ipv4.tcp_no_metrics_save": "1"})
+        state["socket_buffers"] = buffers.size_buffers(lk.ns, config.bw_bps, config.rtt_ms, config.buffer_bytes)
+    say(f"socket buffers: up to {buffers.ceiling(config.bw_bps, config.rtt_ms, config.buffer_bytes)} bytes "
+        f"({buffers.HEADROOM} x bandwidth x (RTT + queue)): {state['socket_buffers']}")
 
     step("shaping")
     say(f"bottleneck: htb {config.bw_bps / 1e6:g} Mbit/s, bfifo {config.buffer_bytes} bytes per router link")

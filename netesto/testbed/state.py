@@ -7,7 +7,8 @@ root, else ``$XDG_RUNTIME_DIR/netesto/testbeds`` or ``/tmp/netesto-<uid>``;
 ``NETESTO_STATE_DIR`` overrides it.
 
 Processes are recorded with their kernel start time, so a recycled PID is
-never signalled by mistake.
+never signalled by mistake. Each state records its owner (:func:`current_owner`),
+so that ``netesto testbed down`` without a name never takes another user's testbed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
 import shutil
 import signal
 import time
@@ -54,7 +56,60 @@ def load_state(path: Path) -> dict[str, Any]:
     return data
 
 
+UNSET_ID = 4294967295  # (uid_t)-1 in /proc/self/loginuid and sessionid: no login recorded
+
+
+def _login_id(name: str) -> int | None:
+    """/proc/self/loginuid or sessionid: set by pam_loginuid at login and kept across sudo and su
+    (None where nothing logged in: a service, a container without pam_loginuid)."""
+    try:
+        value = int(Path(f"/proc/self/{name}").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if value == UNSET_ID else value
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def current_owner() -> dict[str, Any]:
+    """Who is making a testbed: the user who logged in (the login uid the kernel keeps across
+    sudo and su), and for a login as root, which login session; without a login uid, sudo's
+    SUDO_UID, else the effective uid."""
+    uid, login = os.geteuid(), _login_id("loginuid")
+    sudo = os.environ.get("SUDO_UID", "")
+    owner: dict[str, Any] = {"uid": uid, "login_uid": login, "session": _login_id("sessionid") if login == 0 else None,
+                             "sudo_uid": int(sudo) if sudo.isdigit() else None}
+    if login is not None:
+        key = f"login {login}" + (f" session {owner['session']}" if login == 0 else "")
+        who = f"{_user(login)} (login uid {login}" + (f", session {owner['session']})" if login == 0 else ")")
+    elif owner["sudo_uid"] is not None:
+        key, who = f"sudo {owner['sudo_uid']}", f"{_user(owner['sudo_uid'])} (through sudo)"
+    else:  # no login uid: every session of this uid is one owner
+        key, who = f"uid {uid}", f"{_user(uid)} (uid {uid})"
+    owner.update(key=key, who=who)
+    return owner
+
+
+def owned_by_me(state: dict[str, Any]) -> bool:
+    """Whether ``state`` was made by :func:`current_owner` (a state without an owner: no)."""
+    owner = state.get("owner")
+    return isinstance(owner, dict) and owner.get("key") == current_owner()["key"]
+
+
+def owner_text(state: dict[str, Any]) -> str:
+    owner = state.get("owner")
+    return str(owner.get("who", owner.get("key"))) if isinstance(owner, dict) else "an unknown owner (no owner recorded)"
+
+
 def save_state(path: Path, state: dict[str, Any]) -> None:
+    # A testbed's first save records who made it; later saves (a reshape by anyone) keep that.
+    if not path.exists():
+        state.setdefault("owner", current_owner())
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
     tmp.replace(path)
@@ -149,9 +204,12 @@ def remove_lab_files(state: dict[str, Any]) -> None:
         shutil.rmtree(keys, ignore_errors=True)
 
 __all__ = [
+    "current_owner",
     "list_states",
     "load_state",
     "machine_lock",
+    "owned_by_me",
+    "owner_text",
     "proc_alive",
     "proc_start_time",
     "remove_lab_files",

@@ -343,7 +343,7 @@ def test_garbage_on_the_test_port_does_not_disturb_flows(veth_pair, tmp_path):
         None,
         b"RANDOM",
     )
-    from netesto.engine import handshake as hs
+    from netesto.engine.core import handshake as hs
 
     script = (
         "import os, socket, sys, time\n"

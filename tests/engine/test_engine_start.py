@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from netesto.engine import handshake as hs
+from netesto.engine.core import handshake as hs
 from tests.engine.test_engine import Server, ends, run_client, spec, terminal
 
 pytestmark = pytest.mark.netns
@@ -47,8 +47,8 @@ class HeldFlow:
     """An in-process server worker and a client socket that said hello with ``go``: the server holds the flow."""
 
     def __init__(self, tmp_path, flow: str, test: str, dur: float, go: float) -> None:
-        from netesto.engine.loop import Loop
-        from netesto.engine.accept import ServerWorker, TokenSet
+        from netesto.engine.core.loop import Loop
+        from netesto.engine.serve.accept import ServerWorker, TokenSet
 
         self.events: list[dict] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -85,7 +85,7 @@ def test_held_flow_without_marker_ends_with_error(tmp_path):
 def test_a_started_flow_runs_past_the_start_marker_timeout(tmp_path, monkeypatch):
     """The wait for the marker ends once the marker is in: a flow longer than GO_TIMEOUT runs to its end
     (the timer used to end every held flow GO_TIMEOUT after its instant, even a running one)."""
-    from netesto.engine import serverflow
+    from netesto.engine.kinds import serverflow
 
     monkeypatch.setattr(serverflow, "GO_TIMEOUT", 0.2)
     held = HeldFlow(tmp_path, "a-b-2-0", "TCP_STREAM", dur=0.6, go=0.05)
@@ -103,7 +103,7 @@ def test_a_started_flow_runs_past_the_start_marker_timeout(tmp_path, monkeypatch
 def test_realtime_hold_lasts_while_any_flow_holds_it():
     import os
 
-    from netesto.engine.realtime import RealtimeHold
+    from netesto.engine.core.realtime import RealtimeHold
 
     if os.sched_getscheduler(0) != os.SCHED_OTHER:
         pytest.skip("this process already runs under another policy")

@@ -14,9 +14,10 @@ from array import array
 
 import pytest
 
-from netesto.engine import fastloop, records
-from netesto.engine.flowend import FlowEnd, Worker
-from netesto.engine.loop import Loop
+from netesto.engine.sampling import records
+from netesto.engine.native import fastloop
+from netesto.engine.kinds.flowend import FlowEnd, Worker
+from netesto.engine.core.loop import Loop
 from netesto.protocol.flowspec import FlowSpec
 from tests.engine.test_engine import Server, ends, spec
 from tests.engine.test_sample_hot import _client
@@ -66,7 +67,7 @@ def test_rr_server_takes_a_due_row_itself_and_goes_on(tmp_path):
         b.close()
 
 
-@pytest.mark.skipif(fastloop.ext is None, reason="netesto.engine._fastloop is not built")
+@pytest.mark.skipif(fastloop.ext is None, reason="netesto.engine.native._fastloop is not built")
 @pytest.mark.parametrize("readable", [False, True])
 def test_rr_server_comes_back_when_its_wake_fd_is_readable(readable):
     """wake_fd (the loop's epoll fd in the engine) readable: rr_server returns DEADLINE at its next check

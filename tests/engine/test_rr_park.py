@@ -12,10 +12,11 @@ import time
 
 import pytest
 
-from netesto.engine import fastloop, records
-from netesto.engine.flowend import FlowEnd, Worker
-from netesto.engine.loop import Loop
-from netesto.engine.rrgroup import group_of
+from netesto.engine.sampling import records
+from netesto.engine.native import fastloop
+from netesto.engine.kinds.flowend import FlowEnd, Worker
+from netesto.engine.core.loop import Loop
+from netesto.engine.kinds.rrgroup import group_of
 from netesto.protocol.flowspec import FlowSpec
 from tests.engine.test_engine import ENGINE, Server, ends, spec
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from netesto.raw.nflow import read_flow
 from tests.engine.test_engine import ENGINE, Server, ends, spec, terminal, wait_for_summary, wait_started
 from tests.engine.test_fastloop import use_path
@@ -22,7 +22,8 @@ LOOPS = {"C": ("C-group", "C-group"), "python": ("epoll", None)}
 
 
 GROUP_PATHS = [pytest.param("C", marks=pytest.mark.skipif(
-    fastloop.rrloop is None, reason="netesto.engine._rrloop is not built or NETESTO_PURE_PYTHON is set")), "python"]
+    fastloop.rrloop is None, reason="netesto.engine.native._rrloop is not built or NETESTO_PURE_PYTHON is set")),
+    "python"]
 
 
 @pytest.fixture(params=GROUP_PATHS)

@@ -14,10 +14,11 @@ from array import array
 
 import pytest
 
-from netesto.engine import fastloop, records
-from netesto.engine.flowend import FlowEnd, Worker
-from netesto.engine.loop import Loop
-from netesto.engine.records import HEAD, LAT, interval_summary
+from netesto.engine.sampling import records
+from netesto.engine.native import fastloop
+from netesto.engine.kinds.flowend import FlowEnd, Worker
+from netesto.engine.core.loop import Loop
+from netesto.engine.sampling.records import HEAD, LAT, interval_summary
 from netesto.protocol.flowspec import FlowSpec
 from tests.engine.test_engine import ENGINE, Server, ends, spec
 
@@ -150,12 +151,12 @@ def test_rr_ends_take_their_rows_at_their_own_idle_points(veth_pair, tmp_path, f
 
 
 @hot
-@pytest.mark.skipif(fastloop.rrloop is None, reason="netesto.engine._rrloop is not built")
+@pytest.mark.skipif(fastloop.rrloop is None, reason="netesto.engine.native._rrloop is not built")
 def test_the_c_loop_of_rr_flow_ends_runs_the_sweep_of_its_members(tmp_path):
     """Two members of the C loop of RR flow ends with nothing in flight (stalled: no idle point comes)
     still get a row per interval: the Sampler hands its sweep to the C loop (no timer, no return to
     Python for it) and takes it back when a member leaves."""
-    from netesto.engine.rrgroup import group_of
+    from netesto.engine.kinds.rrgroup import group_of
 
     lsock = socket.create_server(("127.0.0.1", 0))
     a = socket.create_connection(lsock.getsockname())

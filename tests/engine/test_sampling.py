@@ -24,10 +24,10 @@ import pytest
 from netesto.errors import RawDataError
 from netesto.collectors import tcpinfo
 from netesto.raw.columns import CC_COLUMNS, FLOW_COLUMNS, LATENCY_COLUMNS, TCP_INFO_COLUMNS
-from netesto.engine.flowend import FlowEnd, Worker
-from netesto.engine.flowrecord import FLUSH_SECONDS
-from netesto.engine.loop import Loop
-from netesto.engine.sampler import FLUSH_GROUP
+from netesto.engine.kinds.flowend import FlowEnd, Worker
+from netesto.engine.sampling.flowrecord import FLUSH_SECONDS
+from netesto.engine.core.loop import Loop
+from netesto.engine.sampling.sampler import FLUSH_GROUP
 from netesto.raw.nflow import Column, FlowWriter, RecordLayout, read_flow
 from netesto.protocol.flowspec import FlowSpec
 
@@ -195,8 +195,8 @@ def test_a_killed_writer_loses_at_most_one_flush_period(tmp_path):
     """The child samples 2.5 flush periods' worth of rows through the real Sampler, then is SIGKILLed."""
     code = textwrap.dedent(f"""
         import os, signal, socket
-        from netesto.engine.flowend import FlowEnd, Worker
-        from netesto.engine.loop import Loop
+        from netesto.engine.kinds.flowend import FlowEnd, Worker
+        from netesto.engine.core.loop import Loop
         from netesto.protocol.flowspec import FlowSpec
         lsock = socket.create_server(("127.0.0.1", 0))
         c = socket.create_connection(lsock.getsockname())

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from netesto.engine import flowend
-from netesto.engine.loop import Loop
+from netesto.engine.kinds import flowend
+from netesto.engine.core.loop import Loop
 from tests.engine.test_engine import ENGINE, Server, ends, spec, terminal
 
 pytestmark = pytest.mark.netns

@@ -13,10 +13,13 @@ F = parse_fields(
 )
 
 
-def test_default_fields_txt_has_the_original_58() -> None:
+def test_default_fields_txt_has_the_original_58_then_the_limit_shares() -> None:
     fields = parse_fields(default_fields_text())
-    assert len(fields) == 58
-    assert fields[0].name == "exp" and fields[-1].name == "client-rx-packet-len"
+    assert len(fields) == 61
+    assert fields[0].name == "exp" and fields[57].name == "client-rx-packet-len"
+    # netesto's own after the original's, so an exp.csv reader that counts columns from the left still works
+    assert [(f.name, f.op) for f in fields[58:]] == [("rwndLimited%", "avg"), ("sndbufLimited%", "avg"),
+                                                    ("netLimited%", "avg")]
     ops = {f.name: f.op for f in fields}
     assert ops["rate"] == "sumRateDur" and ops["ca"] == "all" and ops["cwnd"] == "avg"
     assert load_fields(None) == fields

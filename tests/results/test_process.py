@@ -78,7 +78,7 @@ def test_exp_csv_rows_match_dataset(workdir: Path) -> None:
     rows = _rows(workdir / "exp.csv")
     assert [r["exp"] for r in rows] == ["1.0", "1.1", "1.2", "1.3", "2.0"]
     header = next(csv.reader(open(workdir / "exp.csv")))
-    assert len(header) == 58 and header[:3] == ["exp", "expName", "group"]
+    assert len(header) == 61 and header[:3] == ["exp", "expName", "group"]
     agg = rows[0]
     ds = open_experiment(workdir / "1")
     assert agg["desc"] == 'a "quoted", comma desc'

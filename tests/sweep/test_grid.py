@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from netesto.errors import SweepError
-from netesto.sweep.grid import parse_grid, points, typed
+from netesto.sweep.grid import parse_grid, points
 from netesto.sweep.notebook import check_names, parameters_of
+from netesto.sweep.values import checked
 
 from .nbfiles import write
 
@@ -48,10 +49,10 @@ def test_an_empty_grid_and_no_reps_are_refused() -> None:
 
 
 def test_values_take_the_type_of_the_notebooks_default() -> None:
-    assert typed("2", 3, "dur") == 2 and typed("2.5", 3.0, "x") == 2.5 and typed("off", True, "on") is False
-    assert typed("bbr", "cubic", "ca") == "bbr" and typed(5, "x", "n") == 5
+    assert checked("dur", "2", 3) == 2 and checked("x", "2.5", 3.0) == 2.5 and checked("on", "off", True) is False
+    assert checked("ca", "bbr", "cubic") == "bbr" and checked("n", 5, "x") == "5"
     with pytest.raises(SweepError, match=r"dur='fast'.*int"):
-        typed("fast", 3, "dur")
+        checked("dur", "fast", 3)
 
 
 def test_parameters_are_read_from_the_tagged_cell(tmp_path: Path) -> None:

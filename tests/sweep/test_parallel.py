@@ -14,10 +14,11 @@ from netesto.testbed.config import TestbedConfig
 from ..testbed import tbutil
 from .nbfiles import write
 
-BODY = '''import json, time
+BODY = '''import json, shutil, time
 t0 = time.time()
 time.sleep(1.5)
-open("span.json", "w").write(json.dumps({"lab": lab, "start": t0, "end": time.time()}))'''
+open("span.json", "w").write(json.dumps({"lab": lab, "start": t0, "end": time.time()}))
+shutil.copytree(src, "results/1")  # a recorded experiment: a point without one fails'''
 
 
 @pytest.fixture
@@ -33,9 +34,10 @@ def labs(tmp_path: Path):
             lifecycle.down(u.name)
 
 
-def test_two_labs_share_the_points_one_at_a_time_each(labs: list[str], tmp_path: Path) -> None:
-    nb = write(tmp_path / "p.ipynb", 'x = 0\nlab = ""', BODY)
-    res = sweep(nb, {"x": [1, 2, 3, 4]}, out=tmp_path / "out", labs=labs, progress=False, report=False)
+def test_two_labs_share_the_points_one_at_a_time_each(labs: list[str], processed: Path, tmp_path: Path) -> None:
+    nb = write(tmp_path / "p.ipynb", 'x = 0\nlab = ""\nsrc = ""', BODY)
+    res = sweep(nb, {"x": [1, 2, 3, 4]}, fixed={"src": str(processed / "1")}, out=tmp_path / "out", labs=labs,
+                progress=False, report=False)
     assert not res.failed
     spans = [json.loads((res.directory / r.dir / "span.json").read_text()) for r in res.manifest]
     assert sorted({s["lab"] for s in spans}) == sorted(str(Path(lab).resolve()) for lab in labs)

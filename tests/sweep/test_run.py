@@ -15,27 +15,35 @@ from netesto.sweep.run import sweep
 from .nbfiles import write
 from .pages import broken_links
 
-BODY = '''import os, pathlib
+BODY = '''import os, pathlib, shutil
 pathlib.Path(f"ran-{x}-{name}.txt").write_text(str(seed))
 if os.path.exists(fail_if) and x == 3:
     raise ValueError(f"x is {x}")
+if src:  # a recorded experiment stands for the point's own (no lab here)
+    shutil.copytree(src, "results/1")
 print("point", x, name)'''
 
 
 @pytest.fixture
 def notebook(tmp_path: Path) -> Path:
-    return write(tmp_path / "point.ipynb", 'x = 1\nname = "a"\nfail_if = ""\nseed = 0', BODY)
+    return write(tmp_path / "point.ipynb", 'x = 1\nname = "a"\nfail_if = ""\nsrc = ""\nseed = 0', BODY)
+
+
+@pytest.fixture
+def src(processed: Path) -> str:
+    return str(processed / "1")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "netesto", "sweep", *args], capture_output=True, text=True, timeout=300)
 
 
-def test_points_run_a_failed_one_is_kept_and_resume_runs_only_it(notebook: Path, tmp_path: Path) -> None:
+def test_points_run_a_failed_one_is_kept_and_resume_runs_only_it(notebook: Path, src: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     flag = tmp_path / "fail"
     flag.write_text("")
-    first = cli(str(notebook), "-p", "x=1,2,3", "--set", "name=b", "--set", f"fail_if={flag}", "--out", str(out), "-q")
+    first = cli(str(notebook), "-p", "x=1,2,3", "--set", "name=b", "--set", f"fail_if={flag}", "--set", f"src={src}",
+                "--out", str(out), "-q")
     assert first.returncode == 1, first.stdout + first.stderr
     assert "2 of 3 points ok" in first.stdout and "failed x=3,rep=0: In [3]: ValueError: x is 3" in first.stdout
     m = json.loads((out / "manifest.json").read_text())
@@ -49,8 +57,8 @@ def test_points_run_a_failed_one_is_kept_and_resume_runs_only_it(notebook: Path,
     before = {r["dir"]: (out / r["notebook"]).stat().st_mtime_ns for r in recs}
     assert "point 1 b" in ok_html.read_text()
     flag.unlink()
-    again = cli(str(notebook), "-p", "x=1,2,3", "--set", "name=b", "--set", f"fail_if={flag}", "--out", str(out),
-                "-q", "--resume")
+    again = cli(str(notebook), "-p", "x=1,2,3", "--set", "name=b", "--set", f"fail_if={flag}", "--set", f"src={src}",
+                "--out", str(out), "-q", "--resume")
     assert again.returncode == 0, again.stdout + again.stderr
     assert "3 of 3 points ok (1 run now)" in again.stdout
     after = {r["dir"]: (out / r["notebook"]).stat().st_mtime_ns for r in json.loads((out / "manifest.json").read_text())["points"].values()}
@@ -58,12 +66,15 @@ def test_points_run_a_failed_one_is_kept_and_resume_runs_only_it(notebook: Path,
     assert broken_links(out / "sweep.html") == []
 
 
-def test_the_api_returns_the_result_and_checks_need_experiments(notebook: Path, tmp_path: Path) -> None:
-    res = sweep(notebook, {"x": [1]}, out=tmp_path / "o", checks=["rate > 0"], progress=False)
-    assert res.ran == ["x=1,rep=0"] and not res.failed
-    # no experiment in the point: the check cannot pass (a gate must not pass on no data)
-    assert [r.key for r in res.check_failures] == ["x=1,rep=0"] and not res.ok
-    assert res.open().cube.status.sel(x=1, rep=0).item() == "ok"
+def test_the_api_returns_the_result_and_a_point_without_an_experiment_fails(notebook: Path, src: str,
+                                                                           tmp_path: Path) -> None:
+    res = sweep(notebook, {"x": [1]}, fixed={"src": src}, out=tmp_path / "o", checks=["rate > 0"], progress=False)
+    assert res.ran == ["x=1,rep=0"] and res.ok and res.open().cube.status.sel(x=1, rep=0).item() == "ok"
+    # a notebook that ran without making an experiment: failed, not ok (and no check can pass it)
+    res = sweep(notebook, {"x": [1, 2]}, out=tmp_path / "none", checks=["rate > 0"], progress=False)
+    assert [r.status for r in res.manifest] == ["failed", "failed"] and not res.ok
+    assert all("without an experiment" in r.error for r in res.manifest)
+    assert list(res.open().cube.status.sel(rep=0).values) == ["failed", "failed"]
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -108,3 +119,32 @@ def test_a_notebook_without_parameters_and_a_sweep_dir_in_use(notebook: Path, tm
     (tmp_path / "o3" / "mine.txt").write_text("")
     with pytest.raises(SweepError, match="not a sweep directory"):
         sweep(notebook, ["x=1"], out=tmp_path / "o3", progress=False)
+
+
+def test_ctrl_c_lets_the_running_point_finish_and_records_it_finished(src: str, tmp_path: Path) -> None:
+    import os
+    import signal
+    import time
+
+    nb = write(tmp_path / "slow.ipynb", 'x = 1\nsrc = ""', 'import shutil, time\ntime.sleep(4)\nshutil.copytree(src, "results/1")')
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "netesto", "sweep", str(nb), "-p", "x=1,2", "--set", f"src={src}",
+                             "--out", str(out), "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and '"running"' not in ((out / "manifest.json").read_text()
+                                                                   if (out / "manifest.json").exists() else ""):
+            time.sleep(0.1)
+        time.sleep(1.0)  # inside the point's sleep
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C as a terminal sends it
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    recs = sorted(json.loads((out / "manifest.json").read_text())["points"].values(), key=lambda r: r["index"])
+    # the point that was running when Ctrl-C came ran to its end and is recorded so, with its summary and pages
+    assert recs[0]["status"] == "ok" and recs[0]["summary"]["rate"] > 0 and (out / recs[0]["html"]).is_file(), recs[0]
+    assert recs[1]["status"] == "pending"

@@ -1,0 +1,185 @@
+"""One point of a sweep: its notebook run by papermill in the point's directory, and its record.
+
+The point's values reach the notebook only as papermill's parameters cell (Python
+literals, each checked against its kind by :mod:`netesto.sweep.values`); the
+shipped notebook hands them to the script as variables (``netesto.run(...,
+defines=...)``), never as text of an option line. A notebook that ends without an
+experiment (no ``exp.nc`` under the point's directory) fails its point.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import netesto.sweep.checks as criteria
+from netesto.errors import NetestoError, clip
+from netesto.results.manifest import DONE, LEFTOVER, Manifest, PointRecord, inside
+from netesto.sweep.attempts import experiments_in, set_aside
+from netesto.sweep.values import checked
+
+SHAPE_PARAMS = ("bw", "rtt", "buffer", "loss", "jitter")  # applied to a testbed before its point runs
+# The kernel's own warnings (e.g. ipykernel's about TCP without encryption, on a
+# loopback the sweep opened itself) would print once per point over the progress bar.
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
+
+
+@dataclass(frozen=True)
+class Worker:
+    """Where points run: a lab file (and the testbed behind it, if it is one), or nothing
+    (the notebook brings up its own lab)."""
+
+    lab: str = ""
+    testbed: str = ""
+
+
+@dataclass
+class Context:
+    """What every point of one sweep shares."""
+
+    nb: Path
+    directory: Path
+    declared: dict[str, Any]
+    fixed: dict[str, Any]
+    kernel_name: str
+    timeout: float | None
+    checks: list[str]
+    manifest: Manifest
+    lock: threading.Lock
+    stop: threading.Event
+
+    def save(self) -> None:
+        with self.lock:
+            self.manifest.save(self.directory)
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def point_values(rec: PointRecord, worker: Worker, ctx: Context) -> dict[str, Any]:
+    """The parameters papermill sets: the point's and the fixed values, checked, and what the sweep supplies."""
+    values = {k: checked(k, v, ctx.declared[k]) for k, v in {**ctx.fixed, **rec.params}.items()}
+    supplied = {"lab": worker.lab, "workdir": "results", "seed": rec.seed, "rep": rec.rep, "point": rec.key}
+    for name, value in supplied.items():
+        if name in ctx.declared and not (name == "lab" and not worker.lab):
+            values[name] = value
+    return values
+
+
+def recover_stale(worker: Worker, ctx: Context, rec: PointRecord | None) -> None:
+    """Fetch what the worker's agents still hold into ``rec``'s attempt (its ``leftover/``), or
+    into the sweep's ``leftover/`` when no attempt of this sweep ran on the lab."""
+    from netesto.sweep.recover import recover
+
+    if not worker.lab:
+        return
+    rel = f"{rec.dir}/{LEFTOVER}" if rec is not None else f"{LEFTOVER}/{time.strftime('%Y%m%dT%H%M%S')}"
+    found = recover(worker.lab, inside(ctx.directory, rel), say)
+    if not found:
+        return
+    names = [p.relative_to(ctx.directory).as_posix() for p in found]
+    with ctx.lock:
+        target = rec.leftover if rec is not None else ctx.manifest.leftover
+        target.extend(n for n in names if n not in target)
+        ctx.manifest.save(ctx.directory)
+
+
+def run_point(rec: PointRecord, worker: Worker, ctx: Context) -> None:
+    """Run ``rec``'s next attempt; its record saved when it starts, when its notebook ends, when all is read."""
+    import papermill
+
+    set_aside(rec, ctx.directory)
+    pdir = inside(ctx.directory, rec.dir)
+    pdir.mkdir(parents=True, exist_ok=True)
+    values = point_values(rec, worker, ctx)
+    out_nb = pdir / "notebook.ipynb"
+    rec.status, rec.error, rec.lab, rec.started = "running", "", worker.lab, time.time()
+    rec.notebook = out_nb.relative_to(ctx.directory).as_posix()
+    ctx.save()
+    t0 = time.monotonic()
+    try:
+        if worker.testbed:
+            _shape(worker.testbed, {**{k: ctx.declared[k] for k in SHAPE_PARAMS if k in ctx.declared}, **values})
+        # The kernel starts in the point's directory (nbclient's resources path), not through
+        # papermill's cwd=, which chdirs the whole process: points run in parallel threads.
+        papermill.execute_notebook(str(ctx.nb), str(out_nb), parameters=values, kernel_name=ctx.kernel_name,
+                                   progress_bar=False, log_output=False, execution_timeout=ctx.timeout,
+                                   extra_arguments=KERNEL_ARGS, resources={"metadata": {"path": str(pdir)}})
+        rec.status = DONE
+    except papermill.PapermillExecutionError as exc:
+        rec.status, rec.error = "failed", f"In [{exc.exec_count}]: {_cell_error(out_nb, exc)}"
+    except NetestoError as exc:
+        rec.status, rec.error = "failed", exc.format_message()
+    except Exception as exc:  # noqa: BLE001 - a kernel that died, a bad notebook: recorded, the sweep goes on
+        rec.status, rec.error = "failed", f"{type(exc).__name__}: {exc}"
+    finally:
+        if rec.status == "failed" and ctx.stop.is_set():
+            rec.status = "interrupted"  # it failed because the sweep was being stopped
+        rec.seconds = round(time.monotonic() - t0, 3)
+        rec.experiments, rec.leftover = experiments_in(ctx.directory, rec.dir)
+        if rec.status == DONE and not rec.experiments:
+            rec.status = "failed"
+            rec.error = (f"the notebook ended without an experiment (no exp.nc under {rec.dir}/): "
+                         "did its run go to another workdir?")
+        ctx.save()  # the point is recorded as it ended before anything slower (a second Ctrl-C) can stop us
+    _finish_point(rec, worker, ctx, out_nb)
+
+
+def _finish_point(rec: PointRecord, worker: Worker, ctx: Context, out_nb: Path) -> None:
+    """The slower part of a point's end: stale agent data fetched, HTML export, summary, checks."""
+    try:
+        recover_stale(worker, ctx, rec)
+    except NetestoError as exc:  # the next point's own check says it again if it still matters
+        say(f"netesto sweep: after {rec.key}: {exc.format_message()}")
+    if out_nb.exists():
+        rec.html = _export_html(out_nb, ctx.directory)
+    if rec.status == DONE:
+        from netesto.results.cube import point_summary
+
+        rec.summary = point_summary([ctx.directory / e for e in rec.experiments])
+        if ctx.checks:
+            rec.checks = criteria.evaluate(ctx.checks, rec.summary)
+    ctx.save()
+
+
+def _cell_error(out_nb: Path, exc: Any) -> str:
+    """What the failed cell said. A magic's UsageError reaches papermill with no text
+    (IPython prints it on stderr instead of raising it): then the cell's last stderr lines."""
+    if exc.evalue:
+        return f"{exc.ename}: {exc.evalue}"
+    try:
+        import nbformat
+
+        nb = nbformat.read(out_nb, as_version=4)
+        cell = next(c for c in nb.cells if c.get("execution_count") == exc.exec_count)
+        text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stderr")
+    except (OSError, ValueError, StopIteration):
+        text = ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    error = next((line for line in reversed(lines) if "rror" in line), lines[-1] if lines else exc.ename)
+    return clip(error, 600)
+
+
+def _shape(testbed: str, values: Mapping[str, Any]) -> None:
+    from netesto.testbed import reshape
+
+    reshape(testbed, **{k: str(values[k]) for k in SHAPE_PARAMS if k in values})
+
+
+def _export_html(nb: Path, directory: Path) -> str:
+    """The executed notebook as HTML beside it (nbconvert; nothing loaded from the network)."""
+    from netesto.report.notebook import export_html
+
+    try:
+        return export_html(nb).relative_to(directory).as_posix()
+    except Exception as exc:  # noqa: BLE001 - the point's own record says it; the sweep goes on
+        say(f"netesto sweep: {nb}: no HTML export: {type(exc).__name__}: {exc}")
+        return ""
+
+
+__all__ = ["Context", "KERNEL_ARGS", "SHAPE_PARAMS", "Worker", "point_values", "recover_stale", "run_point", "say"]

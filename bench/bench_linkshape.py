@@ -39,25 +39,19 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from bench.common import guard
+from bench.common import cpu_seconds, delayline_testbed
 from netesto.linktrace import MTU, Trace, bytes_between, find_trace, read_trace
-from netesto.testbed import lifecycle, shaping
+from netesto.testbed import shaping
 from netesto.testbed.delaycontrol import send_control
 from netesto.testbed.tracegen import opportunities, text
 from tests.testbed.holds import read_pcap
 
 WINDOW = 0.1  # s
 SKIP = 0.5  # s of each case left out at its start
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _machine() -> tuple[float, float]:
@@ -71,12 +65,12 @@ class Meter:
     """The delay line's CPU seconds and the machine's busy share over a case."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.t, self.cpu, self.m = pid, time.monotonic(), _cpu_s(pid), _machine()
+        self.pid, self.t, self.cpu, self.m = pid, time.monotonic(), cpu_seconds(pid), _machine()
 
     def read(self) -> tuple[float, float]:
         busy, total = _machine()
         seconds = time.monotonic() - self.t
-        return (100 * (_cpu_s(self.pid) - self.cpu) / seconds,
+        return (100 * (cpu_seconds(self.pid) - self.cpu) / seconds,
                 100 * (busy - self.m[0]) / max(1, total - self.m[1]))
 
 
@@ -243,28 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="12,24,48,96,192,384", help="constant traces, Mbit/s")
     parser.add_argument("--step-rates", default="50,100,200,400,800", help="schedule steps from R to R/2, Mbit/s")
     args = parser.parse_args(argv)
-    ok, why = lifecycle.namespaces_supported()
-    if not ok:
-        print(f"bench_linkshape: skipped: {why}")
-        return 0
-    guard()
-    name = f"bls{os.getpid() % 10000}"
-    with tempfile.TemporaryDirectory() as tmpdir:
-        tmp = Path(tmpdir)
-        cfg = lifecycle.TestbedConfig.parse(name=name, hosts=2, bw="10gbit", rtt="20ms", buffer="1M", dir=tmp)
-        res = lifecycle.up(cfg)
-        try:
-            st = res.state
-            if st["delay_mode"] != "delayline":
-                print("netem is available here: the testbed uses it, not the delay line; nothing to measure")
-                return 0
-            pid = next(p["pid"] for p in st["processes"] if p["kind"] == "delayline")
-            print(f"link shape benchmark (peer Mahimahi: not installed; the reference is the trace / the schedule); "
-                  f"{os.cpu_count()} CPUs, load {Path('/proc/loadavg').read_text().split()[0]} at start\n")
-            traces(st, tmp, [float(r) for r in args.rates.split(",")], args.seconds, pid)
-            schedules(st, res.lab, tmp, [float(r) for r in args.step_rates.split(",")], args.seconds, pid)
-        finally:
-            lifecycle.down(name)
+    with delayline_testbed("bench_linkshape", "bls", bw="10gbit", rtt="20ms", buffer="1M") as bed:
+        if bed is None:
+            return 0
+        res, tmp = bed
+        st = res.state
+        pid = next(p["pid"] for p in st["processes"] if p["kind"] == "delayline")
+        print(f"link shape benchmark (peer Mahimahi: not installed; the reference is the trace / the schedule); "
+              f"{os.cpu_count()} CPUs, load {Path('/proc/loadavg').read_text().split()[0]} at start\n")
+        traces(st, tmp, [float(r) for r in args.rates.split(",")], args.seconds, pid)
+        schedules(st, res.lab, tmp, [float(r) for r in args.step_rates.split(",")], args.seconds, pid)
     return 0
 
 

@@ -82,7 +82,8 @@ class DelayLine:
         self.nfq = nfq
         self.spin = spin if spin is not None else SpinBudget()
         self.rng = random.Random(seed)
-        self.links = {q: Link(s, self.rng) for q, s in settings.items()}
+        self.links: dict[int, Link] = {q: Link(s, self.rng) for q, s in settings.items()}
+        self.sized: set[int] = set()  # queues whose packets' lengths matter (trace links)
         # (due ns, packet id, queue, its NF_ACCEPT verdict): built as the packet is read, while
         # that code is warm; built at the release it cost 15-30 us of cold caches after a sleep.
         self.heap: list[tuple[int, int, int, bytes]] = []
@@ -125,7 +126,7 @@ class DelayLine:
             except BlockingIOError:
                 return
             read_at = mono()  # after the packet was in the socket: an upper bound on its arrival
-            for queue, packet_id, stamp, size in parse_sized(self.view, n, self.errors):
+            for queue, packet_id, stamp, size in parse_sized(self.view, n, self.errors, self.sized):
                 self.received += 1
                 link = links.get(queue) or self._link(queue)
                 if stamp < 0:
@@ -255,6 +256,7 @@ class DelayLine:
                 return {"ok": True, "settings": link.describe()}  # not a trace link: as it is
             self.links[queue] = plain = Link(replace(settings, ordered=False), self.rng)
             plain.stats = link.stats
+            self.sized.discard(queue)
             self._gso(queue, True)
             return {"ok": True, "settings": plain.describe()}
         times = load_times(str(req["file"]))
@@ -263,6 +265,7 @@ class DelayLine:
                           name=str(req.get("name", req["file"])), stats=link.stats)
         trace.last_due = link.last_due
         self.links[queue] = trace
+        self.sized.add(queue)
         self._gso(queue, False)
         return {"ok": True, "settings": trace.describe()}
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import socket
 import struct
-import threading
 import time
 from types import SimpleNamespace
 
@@ -20,7 +19,7 @@ from netesto.testbed.delaycontrol import send_control
 from netesto.testbed.delaylinks import LinkSettings, TraceLink
 from netesto.testbed.delayloop import DelayLine
 
-from .test_delayline_loop import verdicts
+from .test_delayline_loop import running, verdicts
 from .test_delayline_units import packet_message
 
 MS = 1_000_000
@@ -143,10 +142,8 @@ def test_a_queue_becomes_a_trace_link_through_the_control_socket(tmp_path) -> No
     control = str(tmp_path / "control.sock")
     line = DelayLine(nfq, {1: LinkSettings()}, control=control)  # type: ignore[arg-type]
     ours.setblocking(False)
-    thread = threading.Thread(target=line.run)
-    thread.start()
     got: dict[int, int] = {}
-    try:
+    with running(line, kernel):
         epoch = time.monotonic_ns()
         reply = send_control(control, {"op": "trace", "queue": 1, "file": str(trace), "epoch_ns": epoch,
                                        "limit_packets": 5, "name": "t"})
@@ -161,12 +158,6 @@ def test_a_queue_becomes_a_trace_link_through_the_control_socket(tmp_path) -> No
         for _q, pid, verdict in verdicts(kernel.recv(65536)):
             got[pid] = verdict
         read = send_control(control, {"op": "settings", "queue": 1})
-    finally:
-        line.running = False
-        line.wake_w.send(b"\0")
-        thread.join(timeout=10)
-        line.close()
-        kernel.close()
     left = [got[p] for p in range(1, 6)]
     # one an opportunity, each never before its own (the k-th after the first's); how late depends on
     # this process getting a CPU (no real-time priority)

@@ -142,3 +142,20 @@ def test_plan_lines_show_file_line_and_what_was_written(tmp_path) -> None:
     first = json.loads(js.stdout)["actions"][0]
     assert first["action"] == "SET_LINK" and first["rate"] == "step(50mbit,10mbit,at=2)"
     assert first["loc"].endswith("step.nts:1")
+
+
+def test_shapes_pass_a_sweeps_parameter_checks_and_plan_as_each_points_define() -> None:
+    """docs/links.md's sweep: -p shape=... values (one word each), typed by the notebook's default, then
+    handed to the script as -D shape=...: each point's SET_LINK is its shape."""
+    from netesto.sweep.grid import parse_grid
+    from netesto.sweep.values import checked
+
+    grid = parse_grid(["shape=step:50mbit:10mbit:at=2,ramp:50mbit:10mbit:at=1:to=3:every=1"])
+    default = "step:100mbit:100mbit:at=0"  # the notebook's parameters cell
+    script = "SET_LINK host=h1 rate=$shape\n" + FLOWS
+    got = []
+    for value in grid["shape"]:
+        (link,) = [a for a in plan(script, defines={"shape": checked("shape", value, default)})
+                   if isinstance(a, SetLink)]
+        got.append([(s.at, s.value) for s in link.steps()])
+    assert got == [[(0.0, 50e6), (2.0, 10e6)], [(0.0, 50e6), (2.0, 30e6), (3.0, 10e6)]]

@@ -176,3 +176,24 @@ def test_ctrl_c_mid_schedule_leaves_the_bottleneck_as_configured(bed, tmp_path) 
     assert record["ended"]["why"] == "the run was stopped" and record["ended"]["errors"] == []
     assert [s["at"] for s in record["steps"]][:4] == [0.0, 0.0, 0.0, 0.0]  # the ramp did not run to its end
     assert max(s["at"] for s in record["steps"]) < 5
+
+
+def test_a_run_aborted_by_an_error_mid_schedule_leaves_the_bottleneck_as_configured(bed, tmp_path) -> None:
+    """1 s into the flows a SET_SYSCTL the host's kernel refuses (net.core.wmem_max is read-only inside a
+    namespace) aborts the run: its stop ends the schedule at once (the 3 s step never comes) and the
+    link is back as configured."""
+    from netesto.controller import run
+    from netesto.errors import NetestoError
+
+    script = ("SET_LINK host=h1 rate=steps(20mbit,5mbit@3) delay=steps(30,50@3)\n"
+              "DO_SERVER host=h1 exp=COUNTER start=1\n"
+              "DO_CLIENT host=h2 server=h1 test=TCP_STREAM ca=cubic dur=6\n"
+              "WAIT 1\nSET_SYSCTL host=h2 net.core.wmem_max=4194304\n"
+              "GET_DATA host=h1\nGET_DATA host=h2\nPROCESS_EXP\n")
+    before = configured(bed.state, "r-h1")
+    with pytest.raises(NetestoError, match="net.core.wmem_max"):
+        run(script, lab=bed.lab, workdir=tmp_path)
+    assert configured(bed.state, "r-h1") == before
+    record = json.loads(next(tmp_path.glob("*/links/r-h1.json")).read_text())
+    assert record["ended"]["why"] == "the run was stopped"
+    assert sorted(s["at"] for s in record["steps"]) == [0.0, 0.0]

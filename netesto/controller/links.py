@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from netesto.controller.progress import Notice
 from netesto.errors import AgentError, LabError
-from netesto.linktrace import read_trace
+from netesto.linktrace import parse_trace
 from netesto.script.actions import DoClient, SetLink
 from netesto.vocab import parse_size
 
@@ -66,7 +66,7 @@ def _trace(a: SetLink, default_buffer: int) -> dict[str, Any]:
     """The trace as the agent takes it: its text (read again now: the file the plan checked) and queue."""
     try:
         text = Path(a.trace_file).read_text(encoding="ascii")
-        read_trace(Path(a.trace_file))
+        parse_trace(text, a.trace_file)  # the file the plan checked may have changed since
     except (OSError, ValueError) as exc:
         raise LabError(f"{a.loc}: SET_LINK trace {a.trace}: {exc}") from None
     packets = int(a.buffer[:-3]) if a.buffer.endswith("pkt") else 0

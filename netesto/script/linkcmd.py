@@ -35,7 +35,8 @@ ARGS = COMMON + ("at", *PARAMS, "trace")
 
 def _trace_file(args: Args) -> str:
     word = args.defined("trace")
-    args.check("trace", lambda s: V.word(s.replace("/", "_").replace("~", "_"), "trace name"))
+    if not word or len(word) > 4096 or "\0" in word:
+        raise args.error_at("trace", f"SET_LINK: bad trace {word[:40]!r}: a shipped trace's name or a file's path")
     dirs = [Path(d) for d in (args.frame.base_dir, os.getcwd()) if d]
     try:
         path = find_trace(word, dirs)

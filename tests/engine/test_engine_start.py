@@ -100,6 +100,23 @@ def test_a_started_flow_runs_past_the_start_marker_timeout(tmp_path, monkeypatch
     assert last["bytes_rx"] == 3000
 
 
+def test_a_server_end_held_off_the_cpu_dates_the_start_from_the_markers_arrival(tmp_path):
+    """The server end reads the start marker 0.3 s after it came (a loaded host held it off the CPU): the
+    flow's start is the marker's arrival (the kernel's stamp), so a client that ran its whole time is not
+    judged to have ended early (it read 'client ... ended the flow after 0.3 s of 0.6 s')."""
+    held = HeldFlow(tmp_path, "a-b-3-0", "TCP_STREAM", dur=0.6, go=0.05)
+    assert held.reply["go"] is True
+    time.sleep(0.1)  # (the kernel turns receive stamps on a moment after the first socket asks)
+    sent = time.time()
+    held.theirs.sendall(hs.GO)
+    time.sleep(0.3)  # the server's loop does not run: its end cannot read the marker
+    held.worker.loop.call_at(time.monotonic() + sent + 0.65 - time.time(), held.theirs.close)  # past dur
+    flow = held.worker.flows[0]
+    last = held.run()
+    assert last["event"] == "done", last
+    assert flow.start_wall == pytest.approx(sent, abs=0.05)
+
+
 def test_realtime_hold_lasts_while_any_flow_holds_it():
     import os
 

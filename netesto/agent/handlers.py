@@ -17,6 +17,7 @@ from netesto.agent.control import HostControl
 from netesto.agent.facts import tool_versions
 from netesto.agent.flows import FlowManager
 from netesto.agent.lease import Lease
+from netesto.agent.observe import ObserveHandlers, Observers
 from netesto.agent.links import LinkShaper
 from netesto.agent.owner import Ownership
 from netesto.agent.store import DataStore, exp_name
@@ -92,10 +93,11 @@ class AgentState(Protocol):
     flows: FlowManager
     links: LinkShaper
     ownership: Ownership
+    observers: Observers
     peer: bytes
 
 
-class Handlers:
+class Handlers(ObserveHandlers):
     """``cmd_<type>(payload) -> reply``, the payload read by its :mod:`netesto.protocol.commands` class,
     the reply one of :mod:`netesto.protocol.replies`; errors are NetestoErrors the server turns into replies."""
 
@@ -193,6 +195,7 @@ class Handlers:
     def cmd_stop(self, args: StopArgs) -> StopReply:
         exp = args.exp
         stopped = self.agent.flows.stop(exp)
+        self.agent.observers.signal(None if exp is None else exp_name(exp))
         self.agent.links.stop(None if exp is None else exp_name(exp), "the run was stopped")
         return StopReply(stopped, self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp)).stopped)
 
@@ -206,6 +209,7 @@ class Handlers:
         self.listed[exp] = {f.path: (f.size, f.sha256) for f in files}
         # A running tcpdump still writes its pcap: like a running flow, the client must not ack.
         dumps = [f"tcpdump pid {pid}" for pid in self.agent.control.tcpdumps_running(exp)]
+        dumps += self.agent.observers.running(exp)
         return FetchListReply(exp, files, CHUNK_SIZE, status.running + status.server_running + dumps)
 
     def cmd_fetch_chunk(self, args: FetchChunkArgs) -> ChunkReply:
@@ -226,6 +230,9 @@ class Handlers:
             raise AgentError(f"experiment {exp} still has running flows; not deleting its data", kind="Busy")
         if self.agent.control.tcpdumps_running(exp):
             raise AgentError(f"experiment {exp} still has a running tcpdump; not deleting its data", kind="Busy")
+        if self.agent.observers.running(exp):
+            raise AgentError(f"experiment {exp} still has a running trace or watch; not deleting its data",
+                             kind="Busy")
         listed = self.listed.get(exp)
         if self.agent.store.exp_dir(exp, create=False).is_dir():
             if listed is None:
@@ -240,6 +247,7 @@ class Handlers:
         deleted = self.agent.store.delete(exp)
         self.listed.pop(exp, None)
         self.agent.flows.forget(exp)
+        self.agent.observers.forget(exp)
         return AckReply(exp, deleted)
 
     # ---- host control

@@ -18,6 +18,7 @@ from netesto.agent.control import HostControl
 from netesto.agent.flows import FlowManager
 from netesto.agent.handlers import Handlers
 from netesto.agent.lease import Lease
+from netesto.agent.observe import Observers
 from netesto.agent.links import LinkShaper
 from netesto.agent.owner import Ownership
 from netesto.agent.store import DataStore
@@ -61,6 +62,7 @@ class Agent:
                                    netem_fallback=config.netem_fallback)
         self.flows = FlowManager(self.store, config.name, self.push, test_bind=config.test_bind,
                                  flow_port=config.flow_port)
+        self.observers = Observers(self.store, config.name)
         self.links = LinkShaper(self.store, config.name)
         self.handlers = Handlers(self)
         self.ownership = Ownership(self.lease)
@@ -196,6 +198,7 @@ class Agent:
             stopped = self.flows.stop(reason=f"stopped: the controller's lease expired (no request for "
                                              f"{self.lease.seconds:g} s)")
             dumps = self.control.tcpdump_stop().stopped
+            self.observers.stop_all()
             self.flows.stop_tool_servers()
             self.links.stop(None, "the controller's lease expired")
             restored = self.control.restore()
@@ -297,6 +300,7 @@ class Agent:
 
     def shutdown(self) -> None:
         self.flows.shutdown()
+        self.observers.stop_all()
         self.links.stop(None, "the agent stopped")
         self.control.tcpdump_stop()
         self.control.restore()  # a clean stop leaves the host as it found it (data stays)

@@ -62,8 +62,10 @@ class RunContext:
         cancel: threading.Event | None = None,
         iperf3_port: int = IPERF3_PORT,
         testbed: Mapping[str, Any] | None = None,
+        trace: str = "",
     ) -> None:
         self.lab = lab
+        self.trace = trace  # the ends of DO_CLIENTs without trace= that record tcp_probe (controller/observe.py)
         self.workdir = Path(workdir)
         self.progress = progress
         self.lead = lead

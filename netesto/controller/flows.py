@@ -12,6 +12,7 @@ import time
 
 from netesto.controller import links
 from netesto.controller.context import NETSERVER_PORT, RunContext
+from netesto.controller.observe import start_batch
 from netesto.controller.plan import check_flow_ids
 from netesto.controller.progress import ActionFinished, ActionStarted, FlowsScheduled, HostError, Notice
 from netesto.controller.records import ExpState, FlowRecord
@@ -43,17 +44,20 @@ def server_ports(r: RunContext, e: ExpState, a: DoClient, name: str) -> int | li
     builtin: the agent's engine server (one port for all flows). iperf3: one
     iperf3 server per flow, ports 5201, 5202, ... (``iperf3_port`` up) per server
     and experiment.
-    netperf: the server's netserver on port 12865, started by its agent if none runs.
+    netperf: the server's netserver on port 12865, started by its agent if none runs; each
+    flow's data connection gets a port of its own from the same range as iperf3's (netperf
+    ``-P ,port``): 12865 as the data port too made netserver pick one no one knew, so the
+    flow's socket could not be found to sample it.
     """
-    if a.driver == "netperf":
-        started = r.remote(name, lambda h: h.client.prepare_server(e.exp, e.token, driver="netperf",
-                                                                   ports=[NETSERVER_PORT]))
-        return None if started is None else NETSERVER_PORT
-    if a.driver != "iperf3":
-        return prepare_server(r, e, name)
     first = r.iperf3_port + e.iperf3_next.get(name, 0)
     ports = list(range(first, first + a.instances))
-    if r.remote(name, lambda h: h.client.prepare_server(e.exp, e.token, driver="iperf3", ports=ports)) is None:
+    if a.driver == "netperf":
+        if r.remote(name, lambda h: h.client.prepare_server(e.exp, e.token, driver="netperf",
+                                                            ports=[NETSERVER_PORT])) is None:
+            return None
+    elif a.driver != "iperf3":
+        return prepare_server(r, e, name)
+    elif r.remote(name, lambda h: h.client.prepare_server(e.exp, e.token, driver="iperf3", ports=ports)) is None:
         return None
     e.iperf3_next[name] = e.iperf3_next.get(name, 0) + a.instances
     return ports
@@ -69,6 +73,7 @@ def do_clients(r: RunContext, batch: list[DoClient]) -> None:
         r.emit(ActionStarted(kind=a.kind, host=a.host, exp=a.exp, text=a.args_text(), loc=str(a.loc)))
     n_err = len(r.errors)
     per_host = _targets(r, batch)
+    start_batch(r, per_host)  # traces and driver flows' watches, armed before the flows start
     live = [c for c in per_host if not r.hosts[c].dead]
     for c in live:
         r.remote(c, lambda h: r.sessions.clock(h))

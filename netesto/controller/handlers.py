@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 from netesto.controller import links
 from netesto.controller.context import RunContext
 from netesto.controller.flows import prepare_server, wait_flows
+from netesto.controller.observe import do_trace, do_watch, stop_host
 from netesto.controller.progress import DataStored, EchoText, ExperimentProcessed, Notice
 from netesto.controller.records import NO_RESULTS, ExpState, process_results, skews_from_files, start_notices
 from netesto.raw.experiment import short_host
@@ -25,6 +26,8 @@ from netesto.script.actions import (
     DoClient,
     DoServer,
     DoTcpdump,
+    DoTrace,
+    DoWatch,
     Echo,
     GetData,
     ProcessExp,
@@ -70,6 +73,7 @@ def get_data(r: RunContext, name: str, e: ExpState, *, salvage: bool = False) ->
     if host in e.tcpdumps:
         r.remote(host, lambda h: h.client.tcpdump_stop(e.exp))
         e.tcpdumps.discard(host)
+    stop_host(r, host, e)  # traces and watches write their files
     if host in e.stats_hosts and (host, 1) not in e.snapshots:
         if r.remote(host, lambda h: h.client.snapshot(e.exp, 1, short_host(host))) is not None:
             e.snapshots.add((host, 1))
@@ -203,6 +207,8 @@ HANDLERS: dict[type[Action], Handler] = {
     SetNetem: _netem,
     SetLink: links.add,
     DoTcpdump: _tcpdump,
+    DoTrace: do_trace,
+    DoWatch: do_watch,
 }
 
 

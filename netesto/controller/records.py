@@ -83,6 +83,7 @@ class ExpState:
     desc: str = ""
     other: tuple[tuple[str, str], ...] = ()
     processed: bool = False
+    observing: Any = None  # its traces and watches (netesto.controller.observe.Observing)
 
     def touch(self, host: str) -> None:
         self.hosts.add(host)

@@ -273,6 +273,54 @@ class RestoreArgs(NoArgs):
 
 
 @dataclass(frozen=True)
+class TraceStartArgs(CommandArgs):
+    """``trace_start``: record tcp_probe (and retransmission, congestion-state) events of ``ports`` for
+    ``exp`` with ``buffer_kb`` of ring buffer per CPU; ``events`` (None: all three) by name."""
+
+    command: ClassVar[str] = "trace_start"
+    exp: int | str = _wire(_EXP)
+    ports: list[Any] = _wire(list)
+    buffer_kb: int = _wire(int, 4096)
+    events: list[Any] | None = _wire(list, None, omit=True)
+
+
+class TraceStopArgs(ExpArgs):
+    """``trace_stop``: end ``exp``'s traces (their files are written after; ask until ``done``)."""
+
+    command = "trace_stop"
+
+
+@dataclass(frozen=True)
+class WatchStartArgs(CommandArgs):
+    """``watch_start``: sample every ``interval`` s the TCP sockets a filter matches (``ports``: either
+    end's, ``local_ports``, ``remote_ports``, ``addresses`` with prefixes, a ``cgroup`` directory, a ``pid``
+    and its children) as watch ``name`` of ``exp``; ``flows``: flow ends to find among them
+    (:class:`~netesto.collectors.sockwatch.FlowMatch` maps); ``moves``: ``flows/`` files to set aside."""
+
+    command: ClassVar[str] = "watch_start"
+    exp: int | str = _wire(_EXP)
+    name: str = _wire(str)
+    interval: float = _wire(_NUMBER, 0.01)
+    ports: list[Any] | None = _wire(list, None, omit=True)
+    local_ports: list[Any] | None = _wire(list, None, omit=True)
+    remote_ports: list[Any] | None = _wire(list, None, omit=True)
+    addresses: list[Any] | None = _wire(list, None, omit=True)
+    cgroup: str = _wire(str, "")
+    pid: int = _wire(int, 0)
+    flows: list[Any] | None = _wire(list, None, omit=True)
+    moves: list[Any] | None = _wire(list, None, omit=True)
+
+
+@dataclass(frozen=True)
+class WatchStopArgs(CommandArgs):
+    """``watch_stop``: end ``exp``'s watches (only ``name`` if given; ask until ``done``)."""
+
+    command: ClassVar[str] = "watch_stop"
+    exp: int | str = _wire(_EXP)
+    name: str | None = _wire(str, None, omit=True)
+
+
+@dataclass(frozen=True)
 class LinkScheduleArgs(CommandArgs):
     """``link_schedule``: the link ``dev`` of ``exp`` takes each step ``[seconds after t0, parameter, value]``
     (:mod:`netesto.linkshape`) from ``t0`` until ``until`` (both the agent's clock), then its shape
@@ -298,8 +346,8 @@ class LinkStopArgs(AnyExpArgs):
 _CLASSES: tuple[type[CommandArgs], ...] = (
     HelloArgs, TimeArgs, HeartbeatArgs, SnapshotArgs, PrepareServerArgs, StartFlowsArgs, StatusArgs, StopArgs,
     FetchListArgs, FetchChunkArgs, AckArgs, SetSysctlArgs, SetModuleParamsArgs, SetQdiscArgs, SetNetemArgs,
-    TcpdumpStartArgs, TcpdumpStopArgs, PingStartArgs, RestoreArgs, ClaimArgs, ReleaseArgs, LinkScheduleArgs,
-    LinkStopArgs)
+    TcpdumpStartArgs, TcpdumpStopArgs, PingStartArgs, RestoreArgs, ClaimArgs, ReleaseArgs,
+    TraceStartArgs, TraceStopArgs, WatchStartArgs, WatchStopArgs, LinkScheduleArgs, LinkStopArgs)
 # The payload class of each command, in COMMANDS order.
 COMMAND_ARGS: Mapping[str, type[CommandArgs]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -337,4 +385,8 @@ __all__ = [
     "TcpdumpStartArgs",
     "TcpdumpStopArgs",
     "TimeArgs",
+    "TraceStartArgs",
+    "TraceStopArgs",
+    "WatchStartArgs",
+    "WatchStopArgs",
 ]

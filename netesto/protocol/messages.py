@@ -36,6 +36,10 @@ COMMANDS = (
     "restore",
     "claim",
     "release",
+    "trace_start",
+    "trace_stop",
+    "watch_start",
+    "watch_stop",
     "link_schedule",
     "link_stop",
 )

@@ -361,6 +361,34 @@ class ReleaseReply(CommandReply):
 
 
 @dataclass(frozen=True)
+class ObserverReply(CommandReply):
+    """``trace_*``/``watch_*``: the experiment's collectors of that kind, each a map (``kind``, ``name``,
+    ``pid``, ``state``: running/stopping/done/error, ``summary`` once done, ``error``), and ``done``: all
+    of them have finished (a stop asks again until then)."""
+
+    command: ClassVar[str] = ""
+    exp: str = _wire(str)
+    done: bool = _wire(bool)
+    observers: list[Any] = _wire(list, factory=list)
+
+
+class TraceStartReply(ObserverReply):
+    command = "trace_start"
+
+
+class TraceStopReply(ObserverReply):
+    command = "trace_stop"
+
+
+class WatchStartReply(ObserverReply):
+    command = "watch_start"
+
+
+class WatchStopReply(ObserverReply):
+    command = "watch_stop"
+
+
+@dataclass(frozen=True)
 class LinkScheduleReply(CommandReply):
     """``link_schedule``: the link's shape before the schedule (what it takes back: ``rate`` bit/s,
     ``buffer`` bytes, ``delay``/``jitter`` ms, ``loss`` %), its steps, its trace's ``sha256`` (or None)."""
@@ -384,8 +412,8 @@ class LinkStopReply(CommandReply):
 _CLASSES: tuple[type[CommandReply], ...] = (
     HelloReply, TimeReply, HeartbeatReply, SnapshotReply, ServerReply, StartFlowsReply, StatusReply, StopReply,
     FetchListReply, ChunkReply, AckReply, SysctlReply, ModuleParamsReply, QdiscReply, NetemReply,
-    TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply, LinkScheduleReply,
-    LinkStopReply)
+    TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply,
+    TraceStartReply, TraceStopReply, WatchStartReply, WatchStopReply, LinkScheduleReply, LinkStopReply)
 # The reply class of each command, in COMMANDS order.
 COMMAND_REPLIES: Mapping[str, type[CommandReply]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -410,6 +438,7 @@ __all__ = [
     "LinkStopReply",
     "ModuleParamsReply",
     "NetemReply",
+    "ObserverReply",
     "PingReply",
     "QdiscReply",
     "ReleaseReply",
@@ -423,4 +452,8 @@ __all__ = [
     "TcpdumpStartReply",
     "TcpdumpStopReply",
     "TimeReply",
+    "TraceStartReply",
+    "TraceStopReply",
+    "WatchStartReply",
+    "WatchStopReply",
 ]

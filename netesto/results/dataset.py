@@ -32,6 +32,7 @@ from netesto.results.numerics import (
     times,
 )
 from netesto.results.samples import ends, sample_layout
+from netesto.results.trace import add_traces
 from netesto.results.schema import (
     END_ATTRS,
     ENDS,
@@ -237,6 +238,7 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
         data_vars["host_delta"] = (("node", "counter"), after - before, var_attrs("host_delta"))
     ds = xr.Dataset(data_vars, coords=coords, attrs=_attrs(raw, t0, interval))
     ds.attrs["flow_warnings"] = json.dumps(flow_warnings(ds, raw))
+    ds = add_traces(ds, raw)  # the flows' kernel traces, if any: event axes beside the samples and the grid
     offsets = {h: raw.clock_offset(h) for h in raw.record.hosts}
     return with_changes(ds, raw.path, offsets)  # SET_LINK's changes, when a router recorded some
 

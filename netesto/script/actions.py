@@ -112,6 +112,34 @@ class DoClient(RemoteAction):
     rate: int = 0
     interval: float = 0.01
     crr_close: str = "rst"
+    trace: str = ""  # ends whose host records tcp_probe: client, server, both, none ("": the run's default)
+
+
+@dataclass(frozen=True)
+class DoTrace(RemoteAction):
+    """Record tcp_probe events of every flow of ``exp`` that has an end on ``host`` (from its next
+    DO_CLIENTs on), with ``buffer_kb`` of ring buffer per CPU."""
+
+    kind: ClassVar[str] = "DO_TRACE"
+    buffer_kb: int = 4096
+
+
+@dataclass(frozen=True)
+class DoWatch(RemoteAction):
+    """Sample every ``interval`` s the TCP sockets of ``host`` that match the filter, until the host's
+    GET_DATA of ``exp``: ``ports`` (either end), ``lports``/``rports`` (local/remote end), ``addrs``
+    (addresses or prefixes of either end), ``cgroup`` (a cgroup v2 directory), ``pid`` (a process and its
+    children). Each socket becomes a flow of the experiment, named ``<name>:<port>:<port>``."""
+
+    kind: ClassVar[str] = "DO_WATCH"
+    name: str = "watch"
+    ports: tuple[int, ...] = ()
+    lports: tuple[int, ...] = ()
+    rports: tuple[int, ...] = ()
+    addrs: tuple[str, ...] = ()
+    cgroup: str = ""
+    pid: int = 0
+    interval: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -265,6 +293,8 @@ ACTION_TYPES: tuple[type[Action], ...] = (
     SetQdisc,
     SetLink,
     DoTcpdump,
+    DoTrace,
+    DoWatch,
     Wait,
     RandWait,
     ProcessExp,
@@ -279,6 +309,8 @@ __all__ = [
     "DoClient",
     "DoServer",
     "DoTcpdump",
+    "DoTrace",
+    "DoWatch",
     "Echo",
     "GetData",
     "Location",

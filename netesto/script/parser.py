@@ -41,6 +41,8 @@ SIMPLE_COMMANDS = (
     "SET_QDISC",
     "SET_LINK",
     "DO_TCPDUMP",
+    "DO_TRACE",
+    "DO_WATCH",
     "CLOSE",
     "EXIT",
 )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from netesto.controller.lab import Lab
+from netesto.controller.links import RunLinks
 from netesto.controller.plan import FlowKey
 from netesto.controller.progress import (
     ExperimentStarted,
@@ -91,6 +92,7 @@ class RunContext:
         self._stop = cancel if cancel is not None else threading.Event()
         self.foreign: set[tuple[str, int]] = set()  # (host, exp) holding an earlier run's data
         self.pairs: dict[FlowKey, DoClient] = {}  # flow ids given out so far (a clash is a ScriptError)
+        self.links = RunLinks()  # SET_LINK schedules (netesto.controller.links)
 
     def emit(self, event: ProgressEvent) -> None:
         """Hand ``event`` to the progress sink (a broken sink is ignored)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from netesto.controller import links
 from netesto.controller.context import NETSERVER_PORT, RunContext
 from netesto.controller.observe import start_batch
 from netesto.controller.plan import check_flow_ids
@@ -77,8 +78,9 @@ def do_clients(r: RunContext, batch: list[DoClient]) -> None:
     for c in live:
         r.remote(c, lambda h: r.sessions.clock(h))
     live = [c for c in live if not r.hosts[c].dead]
-    if live:
-        t_common = time.time() + r.lead + r.lead_per_host * (len(live) - 1)
+    t_common = time.time() + r.lead + r.lead_per_host * (len(live) - 1) if live else None
+    links.start(r, batch, t_common)  # SET_LINKs before the batch: their time 0 is its start
+    if t_common is not None:
         for c in live:
             _start_host(r, c, per_host[c], t_common)
     err = "; ".join(r.errors[n_err:])

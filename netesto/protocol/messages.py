@@ -40,6 +40,8 @@ COMMANDS = (
     "trace_stop",
     "watch_start",
     "watch_stop",
+    "link_schedule",
+    "link_stop",
 )
 
 # Pushed events (agent -> controller between replies).

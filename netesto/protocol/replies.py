@@ -388,11 +388,32 @@ class WatchStopReply(ObserverReply):
     command = "watch_stop"
 
 
+@dataclass(frozen=True)
+class LinkScheduleReply(CommandReply):
+    """``link_schedule``: the link's shape before the schedule (what it takes back: ``rate`` bit/s,
+    ``buffer`` bytes, ``delay``/``jitter`` ms, ``loss`` %), its steps, its trace's ``sha256`` (or None)."""
+
+    command: ClassVar[str] = "link_schedule"
+    dev: str = _wire(str)
+    base: Mapping[str, Any] = _wire(dict, factory=dict)
+    steps: int = _wire(int, 0)
+    trace: str | None = _wire(str, None, omit=True)
+
+
+@dataclass(frozen=True)
+class LinkStopReply(CommandReply):
+    """``link_stop``: the links whose schedules ended (each back as it was), and what could not be put back."""
+
+    command: ClassVar[str] = "link_stop"
+    stopped: list[str] = _wire(list, items=str)
+    errors: list[str] = _wire(list, items=str, factory=list)
+
+
 _CLASSES: tuple[type[CommandReply], ...] = (
     HelloReply, TimeReply, HeartbeatReply, SnapshotReply, ServerReply, StartFlowsReply, StatusReply, StopReply,
     FetchListReply, ChunkReply, AckReply, SysctlReply, ModuleParamsReply, QdiscReply, NetemReply,
     TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply,
-    TraceStartReply, TraceStopReply, WatchStartReply, WatchStopReply)
+    TraceStartReply, TraceStopReply, WatchStartReply, WatchStopReply, LinkScheduleReply, LinkStopReply)
 # The reply class of each command, in COMMANDS order.
 COMMAND_REPLIES: Mapping[str, type[CommandReply]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -413,6 +434,8 @@ __all__ = [
     "FileEntry",
     "HeartbeatReply",
     "HelloReply",
+    "LinkScheduleReply",
+    "LinkStopReply",
     "ModuleParamsReply",
     "NetemReply",
     "ObserverReply",

@@ -18,6 +18,7 @@ from netesto.agent.facts import tool_versions
 from netesto.agent.flows import FlowManager
 from netesto.agent.lease import Lease
 from netesto.agent.observe import ObserveHandlers, Observers
+from netesto.agent.links import LinkShaper
 from netesto.agent.owner import Ownership, Peer
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError
@@ -30,6 +31,8 @@ from netesto.protocol.commands import (
     FetchListArgs,
     HeartbeatArgs,
     HelloArgs,
+    LinkScheduleArgs,
+    LinkStopArgs,
     PingStartArgs,
     PrepareServerArgs,
     ReleaseArgs,
@@ -56,6 +59,8 @@ from netesto.protocol.replies import (
     FetchListReply,
     HeartbeatReply,
     HelloReply,
+    LinkScheduleReply,
+    LinkStopReply,
     ModuleParamsReply,
     NetemReply,
     PingReply,
@@ -88,6 +93,7 @@ class AgentState(Protocol):
     lease: Lease
     control: HostControl
     flows: FlowManager
+    links: LinkShaper
     ownership: Ownership
     observers: Observers
     peer: Peer
@@ -192,6 +198,7 @@ class Handlers(ObserveHandlers):
         exp = args.exp
         stopped = self.agent.flows.stop(exp)
         self.agent.observers.signal(None if exp is None else exp_name(exp))
+        self.agent.links.stop(None if exp is None else exp_name(exp), "the run was stopped")
         return StopReply(stopped, self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp)).stopped)
 
     # ---- bulk data
@@ -268,7 +275,16 @@ class Handlers(ObserveHandlers):
         return self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp))
 
     def cmd_restore(self, args: RestoreArgs) -> RestoreReply:
-        return self.agent.control.restore()
+        links = self.agent.links.stop(None, "the run restored its hosts")
+        done = self.agent.control.restore()
+        return RestoreReply([f"link {dev}" for dev in links.stopped] + done.restored, links.errors + done.errors)
+
+    # ---- link schedules (netesto.agent.links)
+    def cmd_link_schedule(self, args: LinkScheduleArgs) -> LinkScheduleReply:
+        return self.agent.links.start(args, exp_name(args.exp))
+
+    def cmd_link_stop(self, args: LinkStopArgs) -> LinkStopReply:
+        return self.agent.links.stop(None if args.exp is None else exp_name(args.exp), "link_stop")
 
     def cmd_shape(self, args: ShapeArgs) -> ShapeReply:
         from netesto.agent.shape import shape_of

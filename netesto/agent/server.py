@@ -19,6 +19,7 @@ from netesto.agent.flows import FlowManager
 from netesto.agent.handlers import Handlers
 from netesto.agent.lease import Lease
 from netesto.agent.observe import Observers
+from netesto.agent.links import LinkShaper
 from netesto.agent.owner import Ownership, Peer
 from netesto.agent.store import DataStore
 from netesto.errors import AgentError, NetestoError, ProtocolError, UsageError, VersionMismatch
@@ -63,6 +64,7 @@ class Agent:
         self.flows = FlowManager(self.store, config.name, self.push, test_bind=config.test_bind,
                                  flow_port=config.flow_port)
         self.observers = Observers(self.store, config.name)
+        self.links = LinkShaper(self.store, config.name)
         self.handlers = Handlers(self)
         self.ownership = Ownership(self.lease)
         self.peer = Peer(b"")  # who sent the request being handled (claim/release need it)
@@ -132,6 +134,8 @@ class Agent:
             # A previous run died with changes applied and no controller to finish them.
             log.warning("restore journal not empty at start: restoring")
             self.control.restore()
+        for done in self.links.recover():  # links a crashed schedule left changed
+            log.warning("restored at start: %s", done)
 
     def serve(self) -> None:
         if self.socket is None:
@@ -204,6 +208,7 @@ class Agent:
             dumps = self.control.tcpdump_stop().stopped
             self.observers.stop_all()
             self.flows.stop_tool_servers()
+            self.links.stop(None, "the controller's lease expired")
             restored = self.control.restore()
             log.warning("%s (no request for %.1f s): stopped %d flow(s) and %d tcpdump(s), "
                         "restored %s%s; data kept (unfetched: %s)", why, self.lease.seconds, len(stopped), len(dumps),
@@ -316,6 +321,7 @@ class Agent:
     def shutdown(self) -> None:
         self.flows.shutdown()
         self.observers.stop_all()
+        self.links.stop(None, "the agent stopped")
         self.control.tcpdump_stop()
         self.control.restore()  # a clean stop leaves the host as it found it (data stays)
         if self.socket is not None:

@@ -19,6 +19,8 @@ from netesto.controller.connection import AgentConnection, EventCallback
 from netesto.controller.fetch import fetch_experiment
 from netesto.protocol.commands import (
     ClaimArgs,
+    LinkScheduleArgs,
+    LinkStopArgs,
     PingStartArgs,
     PrepareServerArgs,
     ReleaseArgs,
@@ -37,6 +39,8 @@ from netesto.protocol.commands import (
 from netesto.protocol.replies import (
     ClaimReply,
     HelloReply,
+    LinkScheduleReply,
+    LinkStopReply,
     ModuleParamsReply,
     NetemReply,
     PingReply,
@@ -162,6 +166,18 @@ class AgentClient(AgentConnection):
 
     def restore(self) -> RestoreReply:
         return self.call(RestoreReply)
+
+    def link_schedule(self, exp: int | str, dev: str, t0: float, until: float, steps: Sequence[Sequence[Any]],
+                      trace: Mapping[str, Any] | None = None, host: str = "") -> LinkScheduleReply:
+        """Steps ``[seconds after t0, parameter, value]`` on link ``dev`` from ``t0`` to ``until`` (the AGENT's
+        clock); ``host``: the lab's name of the agent, for its record."""
+        wire = [[float(at), str(p), float(v)] for at, p, v in steps]
+        return self.call(LinkScheduleReply, LinkScheduleArgs(exp, dev, float(t0), float(until), wire,
+                                                             dict(trace) if trace is not None else None, host),
+                         timeout=max(self.timeout, 30.0))
+
+    def link_stop(self, exp: int | str | None = None) -> LinkStopReply:
+        return self.call(LinkStopReply, LinkStopArgs(exp), timeout=max(self.timeout, 30.0))
 
     def shape(self, devs: Sequence[str]) -> ShapeReply:
         """What shapes ``devs`` on the agent's host now, read from its kernel (see netesto.agent.shape)."""

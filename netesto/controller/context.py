@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 from netesto.controller.claim import LabClaim, new_token
 from netesto.controller.lab import Lab
+from netesto.controller.links import RunLinks
 from netesto.controller.plan import FlowKey
 from netesto.controller.progress import (
     ExperimentStarted,
@@ -102,6 +103,7 @@ class RunContext:
         self.hurry = threading.Event()  # set by a signal during the cleanup: its waits are skipped
         self.foreign: set[tuple[str, int]] = set()  # (host, exp) holding an earlier run's data
         self.pairs: dict[FlowKey, DoClient] = {}  # flow ids given out so far (a clash is a ScriptError)
+        self.links = RunLinks()  # SET_LINK schedules (netesto.controller.links)
 
     def emit(self, event: ProgressEvent) -> None:
         """Hand ``event`` to the progress sink (a broken sink is ignored)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from netesto.controller import links
 from netesto.controller.context import NETSERVER_PORT, RunContext
 from netesto.controller.observe import start_batch
 from netesto.controller.plan import check_flow_ids
@@ -85,8 +86,9 @@ def do_clients(r: RunContext, batch: list[DoClient]) -> None:
     for exp_n in sorted({a.exp for a in batch}):  # the shape each experiment really starts under
         measure(r, r.exps[exp_n], [(r.lab.resolve(a.host).name, r.lab.resolve(a.server).name)
                                    for a in batch if a.exp == exp_n])
-    if live:
-        t_common = time.time() + r.lead + r.lead_per_host * (len(live) - 1)
+    t_common = time.time() + r.lead + r.lead_per_host * (len(live) - 1) if live else None
+    links.start(r, batch, t_common)  # SET_LINKs before the batch: their time 0 is its start
+    if t_common is not None:
         for c in live:
             _start_host(r, c, per_host[c], t_common)
     err = "; ".join(r.errors[n_err:])

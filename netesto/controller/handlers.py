@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from netesto.controller import links
 from netesto.controller.context import RunContext
 from netesto.controller.flows import prepare_server, wait_flows
 from netesto.controller.observe import do_trace, do_watch, stop_host
@@ -31,6 +32,7 @@ from netesto.script.actions import (
     GetData,
     ProcessExp,
     RandWait,
+    SetLink,
     SetModuleParams,
     SetNetem,
     SetQdisc,
@@ -67,6 +69,7 @@ def get_data(r: RunContext, name: str, e: ExpState, *, salvage: bool = False) ->
     if e.fetched.get(host) == e.generation.get(host, 0) and host in e.fetched:
         return  # nothing new since the last GET_DATA (the original's rule)
     complete = wait_flows(r, host, e, margin=2.0 if salvage else r.wait_margin)
+    links.settle(r, host, e)  # a link schedule's record is complete once it ended
     if host in e.tcpdumps:
         r.remote(host, lambda h: h.client.tcpdump_stop(e.exp))
         e.tcpdumps.discard(host)
@@ -202,6 +205,7 @@ HANDLERS: dict[type[Action], Handler] = {
     SetModuleParams: _module_params,
     SetQdisc: _qdisc,
     SetNetem: _netem,
+    SetLink: links.add,
     DoTcpdump: _tcpdump,
     DoTrace: do_trace,
     DoWatch: do_watch,

@@ -322,6 +322,29 @@ class WatchStopArgs(CommandArgs):
 
 
 @dataclass(frozen=True)
+class LinkScheduleArgs(CommandArgs):
+    """``link_schedule``: the link ``dev`` of ``exp`` takes each step ``[seconds after t0, parameter, value]``
+    (:mod:`netesto.linkshape`) from ``t0`` until ``until`` (both the agent's clock), then its shape
+    before; ``trace`` (``{"name", "text", "limit_bytes", "limit_packets"}``) makes it trace-driven;
+    ``host`` is the lab's name of the agent."""
+
+    command: ClassVar[str] = "link_schedule"
+    exp: int | str = _wire(_EXP)
+    dev: str = _wire(str)
+    t0: float = _wire(_NUMBER)
+    until: float = _wire(_NUMBER)
+    steps: list[Any] = _wire(list)
+    trace: dict[str, Any] | None = _wire(dict, None, omit=True)
+    host: str = _wire(str, "")  # the lab's name of this agent (its record says whose clock it is)
+
+
+class LinkStopArgs(AnyExpArgs):
+    """``link_stop``: end the link schedules of ``exp`` (every one if None), the links back as they were."""
+
+    command = "link_stop"
+
+
+@dataclass(frozen=True)
 class ShapeArgs(CommandArgs):
     """``shape``: what shapes ``devs`` now (rate, queue, delay, jitter, loss), read from the kernel."""
 
@@ -333,7 +356,7 @@ _CLASSES: tuple[type[CommandArgs], ...] = (
     HelloArgs, TimeArgs, HeartbeatArgs, SnapshotArgs, PrepareServerArgs, StartFlowsArgs, StatusArgs, StopArgs,
     FetchListArgs, FetchChunkArgs, AckArgs, SetSysctlArgs, SetModuleParamsArgs, SetQdiscArgs, SetNetemArgs,
     TcpdumpStartArgs, TcpdumpStopArgs, PingStartArgs, RestoreArgs, ClaimArgs, ReleaseArgs,
-    TraceStartArgs, TraceStopArgs, WatchStartArgs, WatchStopArgs, ShapeArgs)
+    TraceStartArgs, TraceStopArgs, WatchStartArgs, WatchStopArgs, LinkScheduleArgs, LinkStopArgs, ShapeArgs)
 # The payload class of each command, in COMMANDS order.
 COMMAND_ARGS: Mapping[str, type[CommandArgs]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -353,6 +376,8 @@ __all__ = [
     "FetchListArgs",
     "HeartbeatArgs",
     "HelloArgs",
+    "LinkScheduleArgs",
+    "LinkStopArgs",
     "NoArgs",
     "PingStartArgs",
     "PrepareServerArgs",

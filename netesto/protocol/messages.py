@@ -43,6 +43,8 @@ COMMANDS = (
     "trace_stop",
     "watch_start",
     "watch_stop",
+    "link_schedule",
+    "link_stop",
     "shape",
 )
 

@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from netesto.raw.experiment import short_host
+from netesto.results.changes import with_changes
 from netesto.results.hostfiles import HostSnapshot
 from netesto.results.load import ExperimentRaw, FlowRecord
 from netesto.results.gridding import Grid, interval_stats, last_in_step, rate_on_grid
@@ -237,7 +238,9 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
         data_vars["host_delta"] = (("node", "counter"), after - before, var_attrs("host_delta"))
     ds = xr.Dataset(data_vars, coords=coords, attrs=_attrs(raw, t0, interval))
     ds.attrs["flow_warnings"] = json.dumps(flow_warnings(ds, raw))
-    return add_traces(ds, raw)  # the flows' kernel traces, if any: event axes beside the samples and the grid
+    ds = add_traces(ds, raw)  # the flows' kernel traces, if any: event axes beside the samples and the grid
+    offsets = {h: raw.clock_offset(h) for h in raw.record.hosts}
+    return with_changes(ds, raw.path, offsets)  # SET_LINK's changes, when a router recorded some
 
 
 def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:

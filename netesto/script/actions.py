@@ -17,6 +17,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from netesto.linkshape import PARAMS, Step, parse_shape, split_shape
+
 @dataclass(frozen=True)
 class Location:
     """Where a command came from: 1-based line and column, and the line's text."""
@@ -194,6 +196,39 @@ class SetQdisc(RemoteAction):
 
 
 @dataclass(frozen=True)
+class SetLink(RemoteAction):
+    """Change the bottleneck toward ``host`` while the next DO_CLIENTs' flows run.
+
+    Each of ``rate``, ``delay``, ``jitter``, ``loss``, ``buffer`` is empty or as written:
+    a value taken ``at`` seconds after the flows start, or a named shape of
+    :mod:`netesto.linkshape` (``step(50mbit,10mbit,at=2)``) carrying its own times;
+    :meth:`steps` reads them. ``trace`` (as written) makes the link deliver at the
+    opportunities of ``trace_file`` (Mahimahi format) from the flows' start; ``buffer``
+    is then that link's queue, in bytes or packets (``100pkt``). When the flows end the
+    link takes back the shape it had.
+    """
+
+    kind: ClassVar[str] = "SET_LINK"
+    at: float = 0.0
+    rate: str = ""
+    delay: str = ""
+    jitter: str = ""
+    loss: str = ""
+    buffer: str = ""
+    trace: str = ""
+    trace_file: str = ""
+
+    def steps(self) -> tuple[Step, ...]:
+        """The steps this line asks for (checked when the script was read), in order of time per parameter."""
+        out: list[Step] = []
+        for param in PARAMS:
+            text = getattr(self, param)
+            if text and not (param == "buffer" and self.trace):
+                out += parse_shape(param, text, self.at if split_shape(text) is None else 0.0)
+        return tuple(out)
+
+
+@dataclass(frozen=True)
 class DoTcpdump(RemoteAction):
     """Capture ``packets`` packets to/from ``server`` (``X`` = unfiltered)."""
 
@@ -256,6 +291,7 @@ ACTION_TYPES: tuple[type[Action], ...] = (
     SetModuleParams,
     SetNetem,
     SetQdisc,
+    SetLink,
     DoTcpdump,
     DoTrace,
     DoWatch,
@@ -281,6 +317,7 @@ __all__ = [
     "ProcessExp",
     "RandWait",
     "RemoteAction",
+    "SetLink",
     "SetModuleParams",
     "SetNetem",
     "SetQdisc",

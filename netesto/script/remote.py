@@ -1,6 +1,6 @@
 """The builders of the commands that act on hosts: DO_SERVER, DO_CLIENT, GET_DATA,
-SET_SYSCTL, SET_MODULE_PARAMS, SET_NETEM, SET_QDISC, DO_TCPDUMP, DO_TRACE, DO_WATCH,
-PROCESS_EXP, CLOSE and EXIT.
+SET_SYSCTL, SET_MODULE_PARAMS, SET_NETEM, SET_QDISC, SET_LINK (:mod:`~netesto.script.linkcmd`),
+DO_TCPDUMP, DO_TRACE, DO_WATCH, PROCESS_EXP, CLOSE and EXIT.
 
 One function per command turns its located arguments (:class:`Args`) into the
 Action the controller runs, checking every value against the policy the agent
@@ -31,6 +31,7 @@ from netesto.script.actions import (
     SetQdisc,
     SetSysctl,
 )
+from netesto.script import linkcmd
 from netesto.script.book import COMMON, Book
 from netesto.script.located import Args
 from netesto.script.parser import suggest
@@ -51,6 +52,7 @@ ARGS: dict[str, tuple[str, ...] | None] = {
     "SET_MODULE_PARAMS": None,
     "SET_NETEM": COMMON + ("netem_delay", "delay", "limit", "loss", "jitter", "rate"),
     "SET_QDISC": COMMON + ("qdisc", "action", "rate", "burst", "limit", "other"),
+    "SET_LINK": linkcmd.ARGS,
     "DO_TCPDUMP": COMMON + ("server", "packets"),
     "DO_TRACE": COMMON + ("buffer",),
     "DO_WATCH": COMMON + ("name", "port", "lport", "rport", "addr", "cgroup", "pid", "interval"),
@@ -151,6 +153,7 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
     line = args.node.line
     book.pairs[pair] = f"{line.file}:{line.lineno}"
     book.fetched.clear()
+    book.links.started()  # the SET_LINKs before it shape these flows
     yield DoClient(
         loc=args.loc, host=host, exp=exp, exp_name=exp_name, server=server,
         ca=ca, dur=dur, delay=delay, instances=instances, req=req, req_text=req_text,
@@ -346,6 +349,7 @@ BUILDERS: dict[str, Callable[[Args, Book], Iterator[Action]]] = {
     "SET_MODULE_PARAMS": set_module_params,
     "SET_NETEM": set_netem,
     "SET_QDISC": set_qdisc,
+    "SET_LINK": linkcmd.set_link,
     "DO_TCPDUMP": do_tcpdump,
     "DO_TRACE": do_trace,
     "DO_WATCH": do_watch,

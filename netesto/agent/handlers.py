@@ -19,7 +19,7 @@ from netesto.agent.flows import FlowManager
 from netesto.agent.lease import Lease
 from netesto.agent.observe import ObserveHandlers, Observers
 from netesto.agent.links import LinkShaper
-from netesto.agent.owner import Ownership
+from netesto.agent.owner import Ownership, Peer
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError
 from netesto.protocol.codec import CHUNK_SIZE
@@ -41,6 +41,7 @@ from netesto.protocol.commands import (
     SetNetemArgs,
     SetQdiscArgs,
     SetSysctlArgs,
+    ShapeArgs,
     SnapshotArgs,
     StartFlowsArgs,
     StatusArgs,
@@ -67,6 +68,7 @@ from netesto.protocol.replies import (
     ReleaseReply,
     RestoreReply,
     ServerReply,
+    ShapeReply,
     SnapshotReply,
     StartFlowsReply,
     StatusReply,
@@ -94,7 +96,7 @@ class AgentState(Protocol):
     links: LinkShaper
     ownership: Ownership
     observers: Observers
-    peer: bytes
+    peer: Peer
 
 
 class Handlers(ObserveHandlers):
@@ -283,6 +285,13 @@ class Handlers(ObserveHandlers):
 
     def cmd_link_stop(self, args: LinkStopArgs) -> LinkStopReply:
         return self.agent.links.stop(None if args.exp is None else exp_name(args.exp), "link_stop")
+
+    def cmd_shape(self, args: ShapeArgs) -> ShapeReply:
+        from netesto.agent.shape import shape_of
+
+        if not 0 < len(args.devs) <= 64 or not all(isinstance(d, str) for d in args.devs):
+            raise AgentError("shape: devs must be 1 to 64 device names", kind="UsageError")
+        return ShapeReply({dev: shape_of(dev, self.agent.control.netem_fallback) for dev in args.devs})
 
 
 __all__ = ["AgentState", "Handlers"]

@@ -9,6 +9,7 @@ setting), AgentUnreachable after ``timeout`` without an answer.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from netesto.protocol.commands import (
     SetNetemArgs,
     SetQdiscArgs,
     SetSysctlArgs,
+    ShapeArgs,
     SnapshotArgs,
     StartFlowsArgs,
     StatusArgs,
@@ -46,6 +48,7 @@ from netesto.protocol.replies import (
     ReleaseReply,
     RestoreReply,
     ServerReply,
+    ShapeReply,
     SnapshotReply,
     StartFlowsReply,
     StatusReply,
@@ -113,8 +116,10 @@ class AgentClient(AgentConnection):
     def status(self, exp: int | str) -> StatusReply:
         return self.call(StatusReply, StatusArgs(exp))
 
-    def wait_flows(self, exp: int | str, timeout: float, *, poll: float = 0.2) -> WaitResult:
-        """Poll status until the experiment's flows ended (``complete`` True) or ``timeout`` passed.
+    def wait_flows(self, exp: int | str, timeout: float, *, poll: float = 0.2,
+                   stop: threading.Event | None = None) -> WaitResult:
+        """Poll status until the experiment's flows ended (``complete`` True), ``timeout`` passed
+        or ``stop`` was set (both: ``complete`` False).
 
         On a server host this waits for the server ends (``server_running``) too,
         so a fetch afterwards does not race the engine's last writes."""
@@ -123,9 +128,13 @@ class AgentClient(AgentConnection):
             st = self.status(exp)
             if st.finished and not st.running and not st.server_running:
                 return WaitResult(**vars(st), complete=True)
-            if time.monotonic() >= end:
+            if time.monotonic() >= end or (stop is not None and stop.is_set()):
                 return WaitResult(**vars(st), complete=False)
-            time.sleep(min(poll, max(0.0, end - time.monotonic())))
+            pause = min(poll, max(0.0, end - time.monotonic()))
+            if stop is not None:
+                stop.wait(pause)
+            else:
+                time.sleep(pause)
 
     def stop(self, exp: int | str | None = None) -> StopReply:
         return self.call(StopReply, StopArgs(exp))
@@ -169,6 +178,10 @@ class AgentClient(AgentConnection):
 
     def link_stop(self, exp: int | str | None = None) -> LinkStopReply:
         return self.call(LinkStopReply, LinkStopArgs(exp), timeout=max(self.timeout, 30.0))
+
+    def shape(self, devs: Sequence[str]) -> ShapeReply:
+        """What shapes ``devs`` on the agent's host now, read from its kernel (see netesto.agent.shape)."""
+        return self.call(ShapeReply, ShapeArgs(list(devs)))
 
     def fetch(self, exp: int | str, dest_dir: str | Path, *, ack: bool = True) -> list[Path]:
         """Copy every file of ``<agent datadir>/<exp>/`` into ``dest_dir`` (same relative paths).

@@ -13,6 +13,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Mapping
 
 from netesto.errors import UsageError
+from netesto.policy import MAX_CLAIM_CONTROLLER, MAX_CLAIM_RUN
 from netesto.protocol.codec import CHUNK_SIZE
 from netesto.protocol.messages import COMMANDS
 
@@ -149,19 +150,19 @@ class PingStartArgs(CommandArgs):
 
 @dataclass(frozen=True)
 class ClaimArgs(CommandArgs):
-    """``claim``: run ``run`` of controller ``controller`` owns the agent (any value, shown as text)."""
+    """``claim``: run ``run`` of controller ``controller`` owns the agent. Both are what the
+    claimer says of itself, shown (escaped) to other controllers the agent refuses; the
+    request's claim token is what binds the claim to the run."""
 
     command: ClassVar[str] = "claim"
-    run: str = ""
-    controller: str = ""
+    run: str = _wire(str, "")
+    controller: str = _wire(str, "")
 
-    @classmethod
-    def from_wire(cls, args: Mapping[str, Any]) -> "ClaimArgs":
-        # Only shown to a second controller: any value will do, cut to a readable length.
-        return cls(str(args.get("run", ""))[:64], str(args.get("controller", ""))[:200])
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"run": self.run, "controller": self.controller}
+    def __post_init__(self) -> None:
+        for name, value, limit in (("run", self.run, MAX_CLAIM_RUN), ("controller", self.controller,
+                                                                      MAX_CLAIM_CONTROLLER)):
+            if len(value) > limit:
+                raise UsageError(f"claim: {name} is {len(value)} characters long; at most {limit}")
 
 
 class ReleaseArgs(NoArgs):
@@ -343,11 +344,19 @@ class LinkStopArgs(AnyExpArgs):
     command = "link_stop"
 
 
+@dataclass(frozen=True)
+class ShapeArgs(CommandArgs):
+    """``shape``: what shapes ``devs`` now (rate, queue, delay, jitter, loss), read from the kernel."""
+
+    command: ClassVar[str] = "shape"
+    devs: list[Any] = _wire(list)
+
+
 _CLASSES: tuple[type[CommandArgs], ...] = (
     HelloArgs, TimeArgs, HeartbeatArgs, SnapshotArgs, PrepareServerArgs, StartFlowsArgs, StatusArgs, StopArgs,
     FetchListArgs, FetchChunkArgs, AckArgs, SetSysctlArgs, SetModuleParamsArgs, SetQdiscArgs, SetNetemArgs,
     TcpdumpStartArgs, TcpdumpStopArgs, PingStartArgs, RestoreArgs, ClaimArgs, ReleaseArgs,
-    TraceStartArgs, TraceStopArgs, WatchStartArgs, WatchStopArgs, LinkScheduleArgs, LinkStopArgs)
+    TraceStartArgs, TraceStopArgs, WatchStartArgs, WatchStopArgs, LinkScheduleArgs, LinkStopArgs, ShapeArgs)
 # The payload class of each command, in COMMANDS order.
 COMMAND_ARGS: Mapping[str, type[CommandArgs]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -378,6 +387,7 @@ __all__ = [
     "SetNetemArgs",
     "SetQdiscArgs",
     "SetSysctlArgs",
+    "ShapeArgs",
     "SnapshotArgs",
     "StartFlowsArgs",
     "StatusArgs",

@@ -409,11 +409,20 @@ class LinkStopReply(CommandReply):
     errors: list[str] = _wire(list, items=str, factory=list)
 
 
+@dataclass(frozen=True)
+class ShapeReply(CommandReply):
+    """``shape``: per device, what the kernel says shapes it (rate_bps, buffer_bytes, delay_ms,
+    jitter_ms, loss 0..1: each only when shown) and tc's text."""
+
+    command: ClassVar[str] = "shape"
+    devs: Mapping[str, Any] = _wire(dict)
+
+
 _CLASSES: tuple[type[CommandReply], ...] = (
     HelloReply, TimeReply, HeartbeatReply, SnapshotReply, ServerReply, StartFlowsReply, StatusReply, StopReply,
     FetchListReply, ChunkReply, AckReply, SysctlReply, ModuleParamsReply, QdiscReply, NetemReply,
     TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply,
-    TraceStartReply, TraceStopReply, WatchStartReply, WatchStopReply, LinkScheduleReply, LinkStopReply)
+    TraceStartReply, TraceStopReply, WatchStartReply, WatchStopReply, LinkScheduleReply, LinkStopReply, ShapeReply)
 # The reply class of each command, in COMMANDS order.
 COMMAND_REPLIES: Mapping[str, type[CommandReply]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -444,6 +453,7 @@ __all__ = [
     "ReleaseReply",
     "RestoreReply",
     "ServerReply",
+    "ShapeReply",
     "SnapshotReply",
     "StartFlowsReply",
     "StatusReply",

@@ -52,6 +52,7 @@ SENT = {
                       "trace": {"name": "cellular", "text": "1\n", "limit_bytes": 0, "limit_packets": 100},
                       "host": "router"},
     "link_stop": {"exp": 3},
+    "shape": {"devs": ["veth0", "r-h1"]},
 }
 
 

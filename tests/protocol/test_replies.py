@@ -66,6 +66,8 @@ SENT = {
                                                             "state": "done", "summary": {"sockets": 1}}]},
     "link_schedule": {"dev": "r-h1", "base": {"rate": 100000000, "delay": 10.0}, "steps": 2, "trace": "ab12"},
     "link_stop": {"stopped": ["r-h1"], "errors": []},
+    "shape": {"devs": {"r-h1": {"dev": "r-h1", "rate_bps": 20000000, "buffer_bytes": 25000, "delay_ms": 5.0,
+                                "tc": "qdisc htb 1: root ..."}}},
 }
 
 # The other shapes a command's reply takes.

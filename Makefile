@@ -8,9 +8,9 @@
 # already active: Debian's own python3 refuses `pip install` outside one (PEP 668).
 
 PYTHON ?= python3
-# gcc, libc6-dev and python3-dev build the engine's optional C loops (netesto/engine/_*.c);
+# gcc, libc6-dev and python3-dev build the engine's optional C loops (netesto/engine/native/*/*.c);
 # python3-venv gives Debian's python3 its venv module.
-APT_PACKAGES = iproute2 iptables iputils-ping ethtool tcpdump iperf3 strace sysstat chromium gcc libc6-dev python3-dev python3-venv zlib1g-dev
+APT_PACKAGES = iproute2 iptables iputils-ping ethtool tcpdump iperf3 socat strace sysstat chromium gcc libc6-dev python3-dev python3-venv zlib1g-dev
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 NOTEBOOK ?= notebooks/quickstart.ipynb
@@ -28,7 +28,8 @@ EXTRAS := test
 
 # What an install is made from: pip runs again when any of it changes (content, not dates: a
 # checkout touches every file) or when the install was made from another tree.
-INSTALL_INPUTS := pyproject.toml setup.py $(sort $(wildcard netesto/engine/*.c netesto/engine/*.h))
+INSTALL_INPUTS := pyproject.toml setup.py $(sort $(wildcard netesto/engine/native/*.h netesto/engine/native/*/*.c \
+	netesto/engine/native/*/*.h))
 STAMP := $(VENV)/.netesto-install
 INSTALL_KEY := $(CURDIR)[$(EXTRAS)] $(shell cat $(INSTALL_INPUTS) | sha256sum | cut -c1-16)
 
@@ -91,5 +92,5 @@ bench: install
 	$(PY) -m bench $(BENCH)
 
 clean:
-	rm -rf build *.egg-info .pytest_cache netesto/engine/_fastloop*.so netesto/engine/_crrloop*.so \
-		netesto/engine/_rrloop*.so "$(STAMP)"
+	rm -rf build *.egg-info .pytest_cache netesto/engine/native/_fastloop*.so netesto/engine/native/_crrloop*.so \
+		netesto/engine/native/_rrloop*.so "$(STAMP)"

@@ -17,31 +17,36 @@ def _have_zlib() -> bool:
 
 
 ZLIB = _have_zlib()
-LOOPS_H = ["netesto/engine/_loops.h"]  # what the C loops share
+NATIVE = "netesto/engine/native"  # each extension's sources in a folder of their own
+LOOPS_H = [f"{NATIVE}/_loops.h"]  # what the C loops share
+
+
+def _in(folder: str, *names: str) -> list[str]:
+    return [f"{NATIVE}/{folder}/{name}" for name in names]
+
 
 setup(
     ext_modules=[
         Extension(
-            "netesto.engine._fastloop",
-            ["netesto/engine/_fastloop.c", "netesto/engine/_fastloop_row.c", "netesto/engine/_fastloop_tick.c",
-             "netesto/engine/_fastloop_sweep.c", "netesto/engine/_fastloop_block.c", "netesto/engine/_fastloop_rr.c",
-             "netesto/engine/_fastloop_hist.c", "netesto/engine/_fastloop_lat.c", "netesto/engine/_fastloop_crc.c"],
-            depends=["netesto/engine/_fastloop.h", "netesto/engine/_fastloop_mod.h", "netesto/engine/_fastloop_row.h",
-                     *LOOPS_H],
+            "netesto.engine.native._fastloop",
+            _in("fastloop", "_fastloop.c", "_fastloop_hot.c", "_fastloop_row.c", "_fastloop_tick.c",
+                "_fastloop_sweep.c", "_fastloop_block.c", "_fastloop_rr.c", "_fastloop_hist.c", "_fastloop_lat.c",
+                "_fastloop_crc.c"),
+            depends=[*_in("fastloop", "_fastloop.h", "_fastloop_mod.h", "_fastloop_row.h"), *LOOPS_H],
             define_macros=[("NETESTO_ZLIB", "1")] if ZLIB else [],
             libraries=["z"] if ZLIB else [],
             optional=True,
         ),
         Extension(
-            "netesto.engine._crrloop",
-            ["netesto/engine/_crrloop.c", "netesto/engine/_crrloop_accept.c"],
-            depends=["netesto/engine/_crrloop.h", *LOOPS_H],
+            "netesto.engine.native._crrloop",
+            _in("crrloop", "_crrloop.c", "_crrloop_accept.c"),
+            depends=[*_in("crrloop", "_crrloop.h"), *LOOPS_H],
             optional=True,
         ),
         Extension(
-            "netesto.engine._rrloop",
-            ["netesto/engine/_rrloop.c", "netesto/engine/_rrloop_steps.c", "netesto/engine/_rrloop_rows.c"],
-            depends=["netesto/engine/_rrloop.h", *LOOPS_H],
+            "netesto.engine.native._rrloop",
+            _in("rrloop", "_rrloop.c", "_rrloop_steps.c", "_rrloop_rows.c"),
+            depends=[*_in("rrloop", "_rrloop.h"), *LOOPS_H],
             optional=True,
         ),
     ]

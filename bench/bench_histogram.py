@@ -23,11 +23,11 @@ import time
 from array import array
 from typing import Callable
 
-from netesto.engine import histogram
-from netesto.engine.histogram import Histogram
+from netesto.engine.sampling import histogram
+from netesto.engine.sampling.histogram import Histogram
 
 try:
-    from netesto.engine import _fastloop  # type: ignore[attr-defined]
+    from netesto.engine.native import _fastloop  # type: ignore[attr-defined]
 except ImportError:
     _fastloop = None
 

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Callable
 
 from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from tests import netns
 
 Cpus = tuple[int | None, int | None]

@@ -69,7 +69,7 @@ from pathlib import Path
 
 from bench.common import Engine, guard, pin, placement, where
 from bench.sampling_cost import print_cost, print_idle, sampler_part
-from netesto.engine.sampler import bench_window_sampled
+from netesto.engine.sampling.sampler import bench_window_sampled
 from netesto.raw.nflow import read_flow
 from tests import netns
 

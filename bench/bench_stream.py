@@ -63,8 +63,8 @@ import time
 from pathlib import Path
 
 from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
-from netesto.engine.balance import deal
-from netesto.engine.flowend import RECV_SIZE, SEND_CHUNK
+from netesto.engine.core.balance import deal
+from netesto.engine.kinds.flowend import RECV_SIZE, SEND_CHUNK
 from tests import netns
 
 NAN = float("nan")

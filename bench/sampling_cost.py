@@ -23,12 +23,12 @@ from random import Random
 import msgpack
 
 from netesto.collectors import tcpinfo
-from netesto.engine import sampler as _sampler
-from netesto.engine.client import StreamClient
-from netesto.engine.flowend import FlowEnd, Worker
-from netesto.engine.loop import Loop
-from netesto.engine import records as _records
-from netesto.engine.records import HEAD as _HEAD, LAYOUTS as _LAYOUTS, sample_row as _sample_row
+from netesto.engine.sampling import sampler as _sampler
+from netesto.engine.kinds.client import StreamClient
+from netesto.engine.kinds.flowend import FlowEnd, Worker
+from netesto.engine.core.loop import Loop
+from netesto.engine.sampling import records as _records
+from netesto.engine.sampling.records import HEAD as _HEAD, LAYOUTS as _LAYOUTS, sample_row as _sample_row
 
 # (getattr: the bench also runs against engines built before them, for A/B)
 _sample_end, _sample_tick = getattr(_records, "sample_end", None), getattr(_records, "sample_tick", None)

@@ -15,11 +15,17 @@ An import is an edge whether it sits at the top of a module or inside a function
 both tie one file to another. The only upward edges allowed are the presentation
 hooks listed in ``PRESENTATION_HOOKS`` (a result that draws itself imports its
 plotting code when it is displayed), each named with its reason.
+
+Inside the engine the parts have walls of their own (``ENGINE_WALLS``, see
+netesto/engine/__init__.py), its test types import none of each other's
+modules (``TEST_TYPES``), and the C files of each extension call one way.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -96,8 +102,9 @@ PRESENTATION_HOOKS: dict[tuple[str, str], str] = {
 }
 
 
-def _edges() -> list[tuple[str, str, int, str | None]]:
-    return [(m, t, line, func) for m in MODULES for t, line, func in _imports(m)]
+@functools.cache
+def _edges() -> tuple[tuple[str, str, int, str | None], ...]:
+    return tuple((m, t, line, func) for m in MODULES for t, line, func in _imports(m))
 
 
 def _forbidden(sources: tuple[str, ...], targets: tuple[str, ...]) -> list[str]:
@@ -222,6 +229,136 @@ def test_rooms_stay_small():
         if lines > MAX_MODULE_LINES:
             too_big.append(f"{path.relative_to(ROOT)}: {lines} lines")
     assert too_big == []
+
+
+# The engine's parts, highest first: (part, the other parts it may import, why). A part is the folder below
+# netesto/engine/ (``__main__`` the entry point); see netesto/engine/__init__.py.
+ENGINE_WALLS = [
+    ("__main__", {"serve"}, "the entry point starts the processes"),
+    ("serve", {"kinds", "sampling", "core", "native"}, "the processes hand each flow to its test type"),
+    ("kinds", {"sampling", "core", "native"}, "a test type runs in a process; it starts none"),
+    ("sampling", {"native"}, "sampling and records know no test type and no process"),
+    ("core", set(), "the loop, the hello, the load board and the real-time hold stand alone"),
+    ("native", set(), "the C loops' faces load the extensions; they know no flow end"),
+]
+# The bases every test type's ends build on (TCP_STREAM/MAERTS/BIDIR's ends and TCP_CRR's server end live in
+# them), and each other test type's modules in netesto/engine/kinds/.
+KIND_BASES = {"flowend", "clientrun", "client", "serverflow"}
+TEST_TYPES = {"TCP_RR": {"client_rr", "server_rr", "rrgroup"}, "TCP_CRR": {"client_crr"},
+              "UDP_STREAM, UDP_RR": {"client_udp", "server_udp"}}
+
+
+def _engine_part(module: str) -> str | None:
+    """``serve``, ``kinds``, ... for a module of the engine; "" for the package itself, None outside it."""
+    parts = module.split(".")
+    return None if parts[:2] != ["netesto", "engine"] else parts[2] if len(parts) > 2 else ""
+
+
+def test_every_engine_module_is_in_a_part():
+    parts = {part for part, _, _ in ENGINE_WALLS} | {""}
+    assert sorted(m for m in MODULES if _engine_part(m) not in (None, *parts)) == []
+
+
+@pytest.mark.parametrize("part,allowed,why", ENGINE_WALLS, ids=[f"{w[0]}: {w[2]}" for w in ENGINE_WALLS])
+def test_engine_parts_import_only_downward(part, allowed, why):
+    wrong = [f"{m}:{line} imports {t}" for m, t, line, _ in _edges()
+             if _engine_part(m) == part and _engine_part(t) not in (None, part, *allowed)]
+    assert wrong == [], why
+
+
+def test_engine_test_types_import_none_of_each_other():
+    kind_of = {name: kind for kind, names in TEST_TYPES.items() for name in names}
+    kinds = {m.rpartition(".")[2]: m for m in MODULES if _engine_part(m) == "kinds" and m.count(".") == 3}
+    assert sorted(set(kinds) - KIND_BASES - set(kind_of)) == [], "a module of kinds/ not in KIND_BASES or TEST_TYPES"
+    wrong = []
+    for m, t, line, _ in _edges():
+        source, target = m.rpartition(".")[2], t.rpartition(".")[2]
+        if m not in kinds.values() or t not in kinds.values() or target in KIND_BASES:
+            continue
+        if source in KIND_BASES or kind_of[source] != kind_of[target]:
+            wrong.append(f"{m}:{line} imports {t}")
+    assert wrong == [], "a test type's module imports the bases and its own test type's modules only"
+
+
+_C_TEXT = re.compile(r"/\*.*?\*/|//[^\n]*|\"(?:\\.|[^\"\\])*\"", re.S)  # comments and strings
+_C_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _c_code(path: Path) -> str:
+    return _C_TEXT.sub(" ", path.read_text())
+
+
+def _c_helpers(headers: list[str]) -> dict[str, set[str]]:
+    """name -> the names its body uses, for the headers' macros and static inline functions."""
+    found: dict[str, set[str]] = {}
+    for text in headers:
+        for m in re.finditer(r"^#define\s+(\w+)(.*?)(?<!\\)$", text, re.M | re.S):
+            found[m.group(1)] = set(_C_NAME.findall(m.group(2)))
+        for m in re.finditer(r"^static inline [^;{]*?\b(\w+)\s*\([^;{]*\)\s*\{", text, re.M):
+            depth, end = 1, m.end()
+            while depth:
+                depth += {"{": 1, "}": -1}.get(text[end], 0)
+                end += 1
+            found[m.group(1)] = set(_C_NAME.findall(text[m.end():end]))
+    return found
+
+
+def c_calls(folder: Path) -> dict[str, set[str]]:
+    """Each C file of one extension's folder -> the files whose names (functions, tables, buffers) it uses,
+    directly or through a macro or static inline function of its headers (the folder's and the one above)."""
+    helpers = _c_helpers([_c_code(h) for h in [*folder.glob("*.h"), *folder.parent.glob("*.h")]])
+    code = {c.name: _c_code(c) for c in sorted(folder.glob("*.c"))}
+    defined_in: dict[str, str] = {}
+    for name, text in code.items():
+        for line in text.splitlines():  # a definition at file scope that other files may use: not static
+            if re.match(r"[A-Za-z_]", line) and not re.match(r"(typedef|enum|extern|PyDoc_STRVAR)\b|\w+:", line) \
+                    and "static" not in line:
+                for declarator in re.split(r"[(\[=;{]", line, maxsplit=1)[0].split(","):
+                    names = _C_NAME.findall(declarator)  # the type's words, then the name
+                    if names:
+                        defined_in[names[-1]] = name
+    graph: dict[str, set[str]] = {}
+    for name, text in code.items():
+        used = set(_C_NAME.findall(text))
+        todo = list(used & helpers.keys())
+        while todo:
+            new = helpers[todo.pop()] - used
+            used |= new
+            todo += new & helpers.keys()
+        graph[name] = {defined_in[n] for n in used if defined_in.get(n, name) != name}
+    return graph
+
+
+# one folder per extension, its module in the file named after it (fastloop/_fastloop.c)
+C_EXTENSIONS = sorted(p.parent for p in (PACKAGE / "engine" / "native").glob("*/_*.c") if p.stem == f"_{p.parent.name}")
+
+
+def test_every_folder_of_c_files_is_an_extension_with_its_module_file():
+    folders = {p.parent for p in (PACKAGE / "engine" / "native").rglob("*.c")}
+    assert folders == set(C_EXTENSIONS) and len(C_EXTENSIONS) == 3
+
+
+@pytest.mark.parametrize("folder", C_EXTENSIONS, ids=lambda p: p.name)
+def test_each_c_extensions_files_call_one_way(folder):
+    """The module's file adds what the others lend it; below it the files call one way (no file calls
+    back into one that calls it), so each can be read knowing only those below."""
+    graph = c_calls(folder)
+    assert _cycles(graph) == []
+    reached, todo = set(), [f"_{folder.name}.c"]
+    while todo:
+        for nxt in graph[todo.pop()] - reached:
+            reached.add(nxt)
+            todo.append(nxt)
+    assert reached == set(graph) - {f"_{folder.name}.c"}, "every file of the extension is reached from its module"
+
+
+def test_c_call_graph_sees_calls_through_header_helpers(tmp_path):
+    (tmp_path / "x.h").write_text("#define LOOK(i) table[i]\n"
+                                  "static inline int twice(int i)\n{\n    return 2 * LOOK(i);\n}\n")
+    (tmp_path / "_x.c").write_text('#include "x.h"\nint table[4]; /* used: b.c */\nint f(void) { return g(); }\n')
+    (tmp_path / "b.c").write_text('#include "x.h"\nint g(void) { return twice(1); }  /* "f()" */\n')
+    assert c_calls(tmp_path) == {"_x.c": {"b.c"}, "b.c": {"_x.c"}}
+    assert _cycles(c_calls(tmp_path)) == [["_x.c", "b.c"]]
 
 
 def test_only_the_magics_import_ipython():

@@ -48,8 +48,8 @@ def test_importing_netesto_is_light():
 
 def test_the_agent_and_its_engine_stay_free_of_the_pydata_stack():
     """A lab host runs the agent with pyzmq and msgpack: no xarray, no plotting, no notebook."""
-    mods = _imported_after("import netesto.agent.cli, netesto.agent.server, netesto.engine.workers, "
-                           "netesto.engine.server, netesto.drivers.iperf3, netesto.drivers.netperf, "
+    mods = _imported_after("import netesto.agent.cli, netesto.agent.server, netesto.engine.serve.workers, "
+                           "netesto.engine.serve.server, netesto.drivers.iperf3, netesto.drivers.netperf, "
                            "netesto.collectors.ping, netesto.collectors.hoststats")
     for heavy in ("xarray", "IPython", "ipywidgets", "bokeh", "holoviews", "pandas", "numpy", "jinja2"):
         assert heavy not in mods, heavy

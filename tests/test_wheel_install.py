@@ -39,8 +39,8 @@ def test_a_lab_host_installs_the_wheel_and_runs_the_agent(tmp_path: Path) -> Non
                  cwd=tmp_path).stdout
     installed = {line.split("==")[0].lower() for line in listed.split()} - {"pip", "setuptools", "wheel"}
     assert installed == {"netesto", "pyzmq", "msgpack"}, listed
-    if list((ROOT / "netesto" / "engine").glob("_fastloop*.so")):  # this tree's build compiled them: the wheel has them
-        run(host / "bin" / "python", "-c", "import netesto.engine._fastloop, netesto.engine._rrloop", cwd=tmp_path)
+    if list((ROOT / "netesto" / "engine" / "native").glob("_fastloop*.so")):  # this tree's build compiled them: the wheel has them
+        run(host / "bin" / "python", "-c", "import netesto.engine.native._fastloop, netesto.engine.native._rrloop", cwd=tmp_path)
     assert run(host / "bin" / "netesto-agent", "--version", cwd=tmp_path).stdout.startswith("netesto-agent ")
 
     ready = tmp_path / "port"

@@ -191,12 +191,12 @@ def main(args: argparse.Namespace) -> int:
             print(text, flush=True)
 
     if args.role == "server":
-        from netesto.engine.server import serve
+        from netesto.engine.serve.server import serve
 
         return serve(args.bind, args.port, args.datadir, tokens=args.token,
                      token_file=args.token_file, workers=args.workers,
                      handshake_timeout=args.handshake_timeout, emit=out)
-    from netesto.engine.workers import load_specs, run_client
+    from netesto.engine.serve.workers import load_specs, run_client
 
     if (args.specs is None) == (args.host is None):
         raise UsageError("give the flows with --specs FILE or -H HOST, not both or neither")

@@ -81,6 +81,8 @@ def main(args: argparse.Namespace) -> int:
 
 def summarize(result: "RunResult", out: TextIO) -> None:
     """The rate table of the run's experiments (exp.csv) and where their reports are."""
+    if not any((e.path / "all.exp.out").is_file() for e in result.experiments):
+        return  # nothing processed (a run hurried out by a second signal): no rows, and no seconds importing results
     try:
         from netesto.results.expcsv import rate_table, read_rows
     except ImportError:  # the results extra is not installed: raw data only

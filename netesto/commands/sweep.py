@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from netesto.errors import SweepError
 
@@ -47,12 +48,21 @@ def _fixed(items: list[str]) -> dict[str, str]:
     return out
 
 
+def check_out(out: str) -> None:
+    """SweepError naming ``--out`` when it, or a folder above it, is a file (a traceback before)."""
+    path = Path(out)
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            raise SweepError(f"--out {out}: {p} is a file, not a directory; give --out a new or empty directory")
+
+
 def main(args: argparse.Namespace) -> int:
     from netesto.sweep.grid import count, parse_grid
 
     count(parse_grid(args.params), args.reps)  # the size limit, before the heavy imports below
     from netesto.sweep.run import sweep
 
+    check_out(args.out)
     try:
         result = sweep(args.notebook, args.params, reps=args.reps, out=args.out, labs=args.labs,
                        testbeds=args.testbeds, fixed=_fixed(args.fixed), resume=args.resume, checks=args.checks,

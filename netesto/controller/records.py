@@ -83,6 +83,9 @@ class ExpState:
     desc: str = ""
     other: tuple[tuple[str, str], ...] = ()
     processed: bool = False
+    observing: Any = None  # its traces and watches (netesto.controller.observe.Observing)
+    shape: dict[str, dict[str, Any]] | None = None  # short host -> what shaped its path at the first flows
+    measured: dict[str, Any] = field(default_factory=dict)  # the testbed values those readings give
 
     def touch(self, host: str) -> None:
         self.hosts.add(host)
@@ -129,11 +132,13 @@ def experiment_json(e: ExpState, *, lab: Lab, hosts: Mapping[str, HostSession], 
             "error": h.dead if h else "",
             "tools": dict(info.tools),
         }
+        if e.shape is not None and short_host(name) in e.shape:
+            doc_hosts[short_host(name)]["shape"] = e.shape[short_host(name)]
     return ExperimentRecord(
         exp=e.exp, exp_name=e.exp_name, script=facts.script, desc=e.desc, other=e.other,
         netesto_version=__version__, flows=tuple(flows), hosts=doc_hosts, actions=tuple(e.actions),
         errors=tuple(e.errors), interrupted=interrupted, seed=facts.seed, defines=dict(facts.defines),
-        testbed=dict(facts.testbed),
+        testbed={**facts.testbed, **e.measured},  # what the kernels said at its start, over the lab file's
     ).to_json()
 
 

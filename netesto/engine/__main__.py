@@ -58,12 +58,12 @@ def add_arguments(
 
 def run(args: argparse.Namespace) -> int:
     if args.role == "server":
-        from netesto.engine.server import serve
+        from netesto.engine.serve.server import serve
 
         return serve(args.bind, args.port, args.datadir, tokens=args.token,
                      token_file=args.token_file, workers=args.workers,
                      handshake_timeout=args.handshake_timeout, sample_duty=args.sample_duty)
-    from netesto.engine.workers import load_specs, run_client
+    from netesto.engine.serve.workers import load_specs, run_client
 
     return run_client(load_specs(args.specs), args.datadir, workers=args.workers, sample_duty=args.sample_duty)
 

@@ -8,7 +8,7 @@ of the bucket holding the nearest-rank sample (clamped to the exact min/max),
 which is within 1/256 (0.4 %) of the exact nearest-rank value. A histogram of
 values up to 2^40 ns (18 minutes) has at most 128 * 33 + 256 buckets.
 Counting is in Python here; the engine's
-:class:`netesto.engine.histogram.Histogram` counts an ``array('q')`` with its
+:class:`netesto.engine.sampling.histogram.Histogram` counts an ``array('q')`` with its
 C extension when it is built. Both give the same histogram.
 """
 

@@ -90,6 +90,11 @@ def page_plots(ds: Any, raw: Any = None) -> PagePlots:
             pass
         else:
             shown.append(("latency_cdf", fig.title.text, CDF_CAPTION, fig))
+    from netesto.plots.trace import page_panels  # per-ACK traces, a bounded overview (docs/traces.md)
+
+    for name, caption, panel in page_panels(ds):
+        (fig,) = figures(panel)
+        shown.append((name, fig.title.text, caption, fig))
     emb = embed([fig for *_, fig in shown])
     from markupsafe import Markup
 

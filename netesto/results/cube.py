@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from netesto.errors import SweepError
+from netesto.errors import ResultsError, SweepError
 from netesto.results.axes import companions
 from netesto.results.groups import DIMS, MEASURES
+from netesto.results.integrity import checked, seal
 from netesto.results.manifest import DONE, Manifest, relative
 from netesto.results.stats import stats as _stats
 from netesto.results.stats import t95
@@ -159,8 +160,7 @@ def write_cube(directory: str | Path, manifest: Manifest) -> Path:
     path = Path(directory) / CUBE
     tmp = path.with_name(f".{CUBE}.tmp")
     build_cube(directory, manifest).to_netcdf(tmp, engine="netcdf4")
-    tmp.replace(path)
-    return path
+    return seal(tmp, path)  # with its sha256 sidecar, checked by open_sweep
 
 
 def stats(cube: xr.Dataset, *, method: str = "t", warn: bool = True) -> xr.Dataset:
@@ -206,7 +206,7 @@ class Sweep:
 
     def flows(self, **sel: Any) -> xr.Dataset:
         """The per-flow datasets of the points ``sel`` picks, lazily (dask), along ``point``."""
-        paths = self.paths(**sel)
+        paths = [checked(p) for p in self.paths(**sel)]  # a damaged exp.nc is refused, not read lazily
         if not paths:
             raise SweepError(f"{self.directory}: no experiments where {sel or 'anywhere'}")
         ds = xr.open_mfdataset([str(p) for p in paths], combine="nested", concat_dim="point", engine="netcdf4",
@@ -248,11 +248,13 @@ def open_sweep(directory: str | Path) -> Sweep:
     """A sweep directory's cube (``sweep.nc``) and manifest; nothing else is read."""
     root = Path(directory)
     manifest = Manifest.load(root)
+    if not (root / CUBE).is_file():
+        raise SweepError(f"{root}: no {CUBE} (the sweep has not finished: `netesto sweep ... --resume` ends it)")
     try:
-        with xr.open_dataset(root / CUBE, engine="netcdf4") as ds:
+        with xr.open_dataset(checked(root / CUBE), engine="netcdf4") as ds:
             cube = ds.load()
-    except FileNotFoundError:
-        raise SweepError(f"{root}: no {CUBE} (the sweep has not finished: `netesto sweep ... --resume` ends it)") from None
+    except ResultsError:
+        raise
     except Exception as exc:  # netCDF4/HDF5 raise many kinds for a damaged file
         raise SweepError(f"{root / CUBE}: cannot open: {type(exc).__name__}: {exc}") from exc
     return Sweep(root, cube, manifest)

@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from netesto.raw.experiment import short_host
+from netesto.results.changes import with_changes
 from netesto.results.hostfiles import HostSnapshot
 from netesto.results.load import ExperimentRaw, FlowRecord
 from netesto.results.groups import with_breakdown
@@ -32,6 +33,7 @@ from netesto.results.numerics import (
     times,
 )
 from netesto.results.samples import ends, sample_layout
+from netesto.results.trace import add_traces
 from netesto.results.schema import (
     END_ATTRS,
     ENDS,
@@ -239,6 +241,9 @@ def build_dataset(raw: ExperimentRaw, *, steady: str | None = None) -> xr.Datase
         data_vars["host_delta"] = (("node", "counter"), after - before, var_attrs("host_delta"))
     ds = xr.Dataset(data_vars, coords=coords, attrs=_attrs(raw, t0, interval))
     ds.attrs["flow_warnings"] = json.dumps(flow_warnings(ds, raw))
+    ds = add_traces(ds, raw)  # the flows' kernel traces, if any: event axes beside the samples and the grid
+    offsets = {h: raw.clock_offset(h) for h in raw.record.hosts}
+    ds = with_changes(ds, raw.path, offsets)  # SET_LINK's changes, when a router recorded some
     return with_breakdown(ds, steady)
 
 

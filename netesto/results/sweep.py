@@ -43,18 +43,22 @@ def _nan(fn: Any, v: np.ndarray) -> float:
 
 def total_rate(ds: xr.Dataset) -> float:
     """The experiment's goodput as exp.csv's aggregate row has it (fields.txt's
-    ``sumRateDur``): sum(rate x dur) / max(dur), the bytes of every flow over the
-    longest one's duration. A plain sum of rates would count a short flow's rate
-    for the whole experiment (cubic 10 s at 46 + bbr 4 s at 77 Mbit/s is not 123)."""
+    ``sumRateDur``): sum(rate x dur) / (max(delay + dur) - min(delay)), the bits of
+    every flow over the time the flows spanned. A plain sum of rates would count a
+    short flow's rate for the whole experiment (cubic 10 s at 46 + bbr 4 s at 77
+    Mbit/s is not 123), and dividing by the longest dur counts flows 5 s apart twice."""
     rate = np.asarray(ds.rate.values, dtype=float)
     dur = np.asarray(ds.dur.values, dtype=float) if "dur" in ds.coords else np.full(rate.shape, np.nan)
+    delay = np.asarray(ds.delay.values, dtype=float) if "delay" in ds.coords else np.zeros(rate.shape)
+    delay = np.where(np.isfinite(delay) & (delay >= 0), delay, 0.0)
     ok = np.isfinite(rate)
     if not ok.any():
         return math.nan
     timed = ok & np.isfinite(dur) & (dur > 0)
     if not timed.all() or not timed.any():  # durations unknown: every flow counts for the same time
         return float(rate[ok].sum())
-    return float((rate[timed] * dur[timed]).sum() / dur[timed].max())
+    span = (delay[timed] + dur[timed]).max() - delay[timed].min()
+    return float((rate[timed] * dur[timed]).sum() / span)
 
 
 def experiment_summary(ds: xr.Dataset, steady: "str | Steady | None" = None) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The builders of the commands that act on hosts: DO_SERVER, DO_CLIENT, GET_DATA,
-SET_SYSCTL, SET_MODULE_PARAMS, SET_NETEM, SET_QDISC, DO_TCPDUMP, PROCESS_EXP,
-CLOSE and EXIT.
+SET_SYSCTL, SET_MODULE_PARAMS, SET_NETEM, SET_QDISC, SET_LINK (:mod:`~netesto.script.linkcmd`),
+DO_TCPDUMP, DO_TRACE, DO_WATCH, PROCESS_EXP, CLOSE and EXIT.
 
 One function per command turns its located arguments (:class:`Args`) into the
 Action the controller runs, checking every value against the policy the agent
@@ -10,6 +10,8 @@ enforces; the experiment/host bookkeeping they share (``exp=``, ``host=``,
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Callable, Iterator
 
 from netesto.policy import MAX_FLOW_SECONDS, qdisc_other_words
@@ -20,6 +22,8 @@ from netesto.script.actions import (
     DoClient,
     DoServer,
     DoTcpdump,
+    DoTrace,
+    DoWatch,
     GetData,
     ProcessExp,
     SetModuleParams,
@@ -27,31 +31,37 @@ from netesto.script.actions import (
     SetQdisc,
     SetSysctl,
 )
+from netesto.script import linkcmd
 from netesto.script.book import COMMON, Book
 from netesto.script.located import Args
 from netesto.script.parser import suggest
 from netesto.vocab import DRIVERS, STREAM_TESTS, TEST_TYPES
 
 MAX_SECONDS = 7 * 86400.0  # longest WAIT, dur or delay accepted
+_CGROUP = re.compile(r"^[A-Za-z0-9_.@:/-]{1,255}$")
 # The arguments each command takes (the original's names); None: any (sysctl names, module parameters).
 ARGS: dict[str, tuple[str, ...] | None] = {
     "DO_SERVER": COMMON + ("order", "start"),
     "DO_CLIENT": COMMON + (
         "server", "ca", "dur", "delay", "instances", "req", "reply", "stats",
         "localBuffer", "remoteBuffer", "test", "group", "driver", "pacing", "rate", "interval",
-        "crr_close",
+        "crr_close", "trace",
     ),
     "GET_DATA": COMMON,
     "SET_SYSCTL": None,
     "SET_MODULE_PARAMS": None,
     "SET_NETEM": COMMON + ("netem_delay", "delay", "limit", "loss", "jitter", "rate"),
     "SET_QDISC": COMMON + ("qdisc", "action", "rate", "burst", "limit", "other"),
+    "SET_LINK": linkcmd.ARGS,
     "DO_TCPDUMP": COMMON + ("server", "packets"),
+    "DO_TRACE": COMMON + ("buffer",),
+    "DO_WATCH": COMMON + ("name", "port", "lport", "rport", "addr", "cgroup", "pid", "interval"),
     "PROCESS_EXP": ("exp", "expName"),
     "CLOSE": ("host",),
     "EXIT": ("host",),
 }
 _STREAM_REQ = frozenset({"S", "s", "STREAM", "stream"})
+TRACE_ENDS = ("client", "server", "both", "none")
 _TCP_STREAMS = STREAM_TESTS - {"UDP_STREAM"}
 
 
@@ -160,6 +170,7 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
     rate = g("rate", "0", V.to_bits)
     interval = g("interval", "0.01", lambda s: V.to_float(s, low=0.001, high=60))
     crr_close = _crr_close(args, test)
+    trace = g("trace", "", _trace_ends)
     for i, ((ca, count), dur, delay) in enumerate(zip(mix, durs, delays)):
         flow_group = book.group(exp) if group == 0 else group + i
         # Flow ids are <client>-<server>-<group>-<instance>: a second DO_CLIENT with the
@@ -172,12 +183,13 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
         line = args.node.line
         book.pairs[pair] = f"{line.file}:{line.lineno}"
         book.fetched.clear()
+        book.links.started()  # the SET_LINKs before it shape these flows
         yield DoClient(
             loc=args.loc, host=host, exp=exp, exp_name=exp_name, server=server,
             ca=ca, dur=dur, delay=delay, instances=count or instances, req=req, req_text=req_text,
             reply=reply, stats=stats, local_buffer=local_buffer, remote_buffer=remote_buffer,
             test=test, group=flow_group, driver=driver, pacing=pacing, rate=rate,
-            interval=interval, crr_close=crr_close,
+            interval=interval, crr_close=crr_close, trace=trace,
         )
 
 
@@ -296,6 +308,55 @@ def do_tcpdump(args: Args, book: Book) -> Iterator[Action]:
     yield DoTcpdump(loc=args.loc, host=host, exp=exp, exp_name=exp_name, server=server, packets=packets)
 
 
+def _trace_ends(s: str) -> str:
+    if s and s not in TRACE_ENDS:
+        raise ValueError(f"expected one of {', '.join(TRACE_ENDS)}; got {s!r}")
+    return s
+
+
+def do_trace(args: Args, book: Book) -> Iterator[Action]:
+    host, exp, exp_name = book.common(args)
+    buffer = args.get("buffer", "4M", V.to_size)
+    if not 64 * 1024 <= buffer <= 1 << 30:
+        raise args.error_at("buffer", f"DO_TRACE: buffer={args.raw('buffer')} is outside 64K..1G (per CPU)")
+    yield DoTrace(loc=args.loc, host=host, exp=exp, exp_name=exp_name, buffer_kb=buffer // 1024)
+
+
+def _ports(s: str) -> tuple[int, ...]:
+    return tuple(V.to_int(p, low=1, high=65535) for p in s.split(",")) if s else ()
+
+
+def _addrs(s: str) -> tuple[str, ...]:
+    out = []
+    for a in s.split(",") if s else ():
+        try:
+            out.append(str(ipaddress.ip_network(a, strict=False)) if "/" in a else str(ipaddress.ip_address(a)))
+        except ValueError:
+            raise ValueError(f"bad address {a!r}: expected 10.0.0.2, 10.0.0.0/24 or fd00::/64") from None
+    return tuple(out)
+
+
+def _cgroup(s: str) -> str:
+    if s and (not _CGROUP.match(s) or ".." in s):
+        raise ValueError(f"bad cgroup {s!r}: a cgroup v2 directory (letters, digits, '_', '.', '@', ':', '-', '/')")
+    return s
+
+
+def do_watch(args: Args, book: Book) -> Iterator[Action]:
+    host, exp, exp_name = book.common(args)
+    g = args.get
+    ports, lports, rports = g("port", "", _ports), g("lport", "", _ports), g("rport", "", _ports)
+    addrs, cgroup = g("addr", "", _addrs), g("cgroup", "", _cgroup)
+    pid = g("pid", "0", lambda s: V.to_int(s, low=0))
+    if not (ports or lports or rports or addrs or cgroup or pid):
+        raise args.error("DO_WATCH: nothing to watch", "give port=, lport=, rport=, addr=, cgroup= or pid=, "
+                                                       "e.g. DO_WATCH host=h1 port=5000")
+    yield DoWatch(loc=args.loc, host=host, exp=exp, exp_name=exp_name,
+                  name=g("name", "watch", lambda s: V.name(s, "watch name")), ports=ports, lports=lports,
+                  rports=rports, addrs=addrs, cgroup=cgroup, pid=pid,
+                  interval=g("interval", "0.01", lambda s: V.to_float(s, low=0.001, high=60)))
+
+
 def process_exp(args: Args, book: Book) -> Iterator[Action]:
     if "exp" not in args and book.last_exp is None:
         raise args.error("PROCESS_EXP: no experiment to process", "run DO_SERVER/DO_CLIENT first or give exp=N")
@@ -318,7 +379,10 @@ BUILDERS: dict[str, Callable[[Args, Book], Iterator[Action]]] = {
     "SET_MODULE_PARAMS": set_module_params,
     "SET_NETEM": set_netem,
     "SET_QDISC": set_qdisc,
+    "SET_LINK": linkcmd.set_link,
     "DO_TCPDUMP": do_tcpdump,
+    "DO_TRACE": do_trace,
+    "DO_WATCH": do_watch,
     "PROCESS_EXP": process_exp,
     "CLOSE": close,
     "EXIT": close,
@@ -332,6 +396,8 @@ __all__ = [
     "do_client",
     "do_server",
     "do_tcpdump",
+    "do_trace",
+    "do_watch",
     "get_data",
     "process_exp",
     "set_module_params",

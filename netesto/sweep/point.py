@@ -105,7 +105,8 @@ def run_point(rec: PointRecord, worker: Worker, ctx: Context) -> None:
     t0 = time.monotonic()
     try:
         if worker.testbed:
-            _shape(worker.testbed, {**{k: ctx.declared[k] for k in SHAPE_PARAMS if k in ctx.declared}, **values})
+            _shape(worker.testbed, {**{k: ctx.declared[k] for k in SHAPE_PARAMS if k in ctx.declared}, **values},
+                   worker.lab)
         # The kernel starts in the point's directory (nbclient's resources path), not through
         # papermill's cwd=, which chdirs the whole process: points run in parallel threads.
         papermill.execute_notebook(str(ctx.nb), str(out_nb), parameters=values, kernel_name=ctx.kernel_name,
@@ -172,10 +173,14 @@ def _cell_error(out_nb: Path, exc: Any) -> str:
     return clip(error, 600)
 
 
-def _shape(testbed: str, values: Mapping[str, Any]) -> None:
+def _shape(testbed: str, values: Mapping[str, Any], lab: str) -> None:
+    from netesto.controller import Lab
+    from netesto.controller.claim import LabClaim
     from netesto.testbed import reshape
 
-    reshape(testbed, **{k: str(values[k]) for k in SHAPE_PARAMS if k in values})
+    # A reshape takes the lab's claim, as a run does: never under another run's flows.
+    with LabClaim(Lab.from_file(lab), run=f"sweep reshape of {testbed}") as claim:
+        reshape(testbed, claim=claim, **{k: str(values[k]) for k in SHAPE_PARAMS if k in values})
 
 
 def _export_html(nb: Path, directory: Path) -> str:

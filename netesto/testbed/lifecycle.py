@@ -263,7 +263,8 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
         agent_env = {"NETESTO_TESTBED_STATE": str(rec.path)}
         places = [agents.AgentPlace(lk.host, lk.ns, lk.addr, AGENT_PORT, agent_env) for lk in topo.links]
         places.append(agents.AgentPlace("router", topo.router_ns, topo.router_control_addr, AGENT_PORT,
-                                        {"NETESTO_NETEM_FALLBACK": "netesto.testbed.delayline:netem_fallback", **agent_env}))
+                                        {"NETESTO_NETEM_FALLBACK": "netesto.testbed.delayline:netem_fallback",
+                                         "NETESTO_LINK_BACKEND": "netesto.testbed.linkctl:backend", **agent_env}))
         agents.start_agents(base, lab_keys, places, rec.process)
         controller_key = lab_keys.controller_key
         public = {n: lab_keys.public_key(n) for n in names}

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from netesto.engine.balance import LoadBoard
+from netesto.engine.core.balance import LoadBoard
 from tests.engine.test_engine import Server, ends, run_client, spec
 
 

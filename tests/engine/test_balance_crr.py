@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from netesto.engine import crrfast
-from netesto.engine.balance import CRR_WEIGHT, LoadBoard, deal
+from netesto.engine.native import crrfast
+from netesto.engine.core.balance import CRR_WEIGHT, LoadBoard, deal
 from tests.engine.test_engine import ENGINE, Server, ends, spec, wait_started
 
 

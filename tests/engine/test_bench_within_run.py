@@ -8,7 +8,7 @@ from typing import Callable
 import pytest
 
 from bench.bench_sampling import duty_ratios, median_ci, window_rates
-from netesto.engine.sampler import bench_window_sampled
+from netesto.engine.sampling.sampler import bench_window_sampled
 
 
 def counter(rate: Callable[[float], float], t0: float, t1: float, step: float = 0.05):

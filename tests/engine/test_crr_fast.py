@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from netesto.engine import crrfast
+from netesto.engine.native import crrfast
 from tests.engine.test_crr import crr_run
 from tests.engine.test_engine import Server
 

@@ -174,7 +174,7 @@ def test_a_datadir_that_cannot_hold_raw_files_is_an_error_before_any_flow(tmp_pa
         assert f"cannot keep raw files in {blocker / 'd'}: not a directory" in proc.stderr
         assert "listening" not in proc.stdout and "started" not in proc.stdout
     from netesto.errors import TrafficError
-    from netesto.engine.server import serve
+    from netesto.engine.serve.server import serve
 
     for kw in ({"port": 99999}, {"port": 0, "workers": -2}):  # what the command line refuses, the API too
         with pytest.raises(TrafficError, match="port must be 0..65535|workers must be >= 0"):

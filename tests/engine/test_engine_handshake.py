@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
-from netesto.engine import handshake as hs
-from netesto.engine.loop import Loop
-from netesto.engine.accept import ServerWorker
-from netesto.engine.tokens import TokenSet
+from netesto.engine.core import handshake as hs
+from netesto.engine.core.loop import Loop
+from netesto.engine.serve.accept import ServerWorker
+from netesto.engine.serve.tokens import TokenSet
 
 
 def test_hello_round_trip_and_join():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from netesto.engine.workers import STOP_GRACE
+from netesto.engine.serve.workers import STOP_GRACE
 from netesto.raw.nflow import read_flow
 
 ENGINE = [sys.executable, "-m", "netesto.engine"]

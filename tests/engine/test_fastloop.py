@@ -14,14 +14,15 @@ from array import array
 
 import pytest
 
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from netesto.raw.nflow import read_flow
 from tests.engine.test_engine import (Server, ends, run_client, spec, start_client, terminal,
                                       wait_for_summary, wait_started)
 
 needs_ext = pytest.mark.skipif(
     not fastloop.AVAILABLE,
-    reason="netesto.engine._fastloop is not built (python3 setup.py build_ext --inplace) or NETESTO_PURE_PYTHON is set",
+    reason="netesto.engine.native._fastloop is not built (python3 setup.py build_ext --inplace) "
+           "or NETESTO_PURE_PYTHON is set",
 )
 INF = float("inf")
 
@@ -207,7 +208,7 @@ def test_bad_arguments_raise():
 
 
 def test_pure_python_switch():
-    code = "from netesto.engine import fastloop; print(fastloop.AVAILABLE, fastloop.PATH)"
+    code = "from netesto.engine.native import fastloop; print(fastloop.AVAILABLE, fastloop.PATH)"
     env = dict(os.environ, NETESTO_PURE_PYTHON="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "python"]

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from netesto.engine import histogram
-from netesto.engine.histogram import Histogram
+from netesto.engine.sampling import histogram
+from netesto.engine.sampling.histogram import Histogram
 from netesto.raw.histogram import bucket_index
 
 try:
-    from netesto.engine import _fastloop  # type: ignore[attr-defined]
+    from netesto.engine.native import _fastloop  # type: ignore[attr-defined]
 except ImportError:  # not built: only the pure-Python path exists
     _fastloop = None
 
@@ -159,7 +159,8 @@ def test_pure_python_switch_and_existing_tests_on_both_paths():
     """NETESTO_PURE_PYTHON=1 turns the C counter off; the histogram tests pass that way too."""
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, NETESTO_PURE_PYTHON="1", PYTHONPATH=str(root))
-    probe = subprocess.run([sys.executable, "-c", "from netesto.engine import histogram, fastloop; "
+    probe = subprocess.run([sys.executable, "-c", "from netesto.engine.native import fastloop; "
+                            "from netesto.engine.sampling import histogram; "
                             "print(histogram._fast_record is None, fastloop.hist_record is None)"],
                            env=env, capture_output=True, text=True, timeout=60)
     assert probe.stdout.split() == ["True", "True"], probe.stderr

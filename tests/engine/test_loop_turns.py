@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from netesto.engine import loop as loopmod
-from netesto.engine.loop import IN, Loop
+from netesto.engine.core import loop as loopmod
+from netesto.engine.core.loop import IN, Loop
 
 
 @pytest.fixture

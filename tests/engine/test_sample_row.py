@@ -16,21 +16,21 @@ from array import array
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from netesto.engine import fastloop
+from netesto.engine.native import fastloop
 from netesto.collectors import tcpinfo
-from netesto.engine.client import StreamClient
-from netesto.engine import records
-from netesto.engine.flowend import FlowEnd, Worker
-from netesto.engine.flowrecord import LAT_BATCH
-from netesto.engine.histogram import Histogram
-from netesto.engine.records import GAPS, HEAD, INFO_LEN, LAT, interval_summary, sample_row_py
-from netesto.engine.loop import Loop
+from netesto.engine.kinds.client import StreamClient
+from netesto.engine.sampling import records
+from netesto.engine.kinds.flowend import FlowEnd, Worker
+from netesto.engine.sampling.flowrecord import LAT_BATCH
+from netesto.engine.sampling.histogram import Histogram
+from netesto.engine.sampling.records import GAPS, HEAD, INFO_LEN, LAT, interval_summary, sample_row_py
+from netesto.engine.core.loop import Loop
 from netesto.raw.nflow import read_flow
 from netesto.raw.nflow_format import PREAMBLE
 from netesto.protocol.flowspec import FlowSpec
 from tests.raw.test_nflow_writer import blocks
 
-_ext = pytest.importorskip("netesto.engine._fastloop")
+_ext = pytest.importorskip("netesto.engine.native._fastloop")
 BUILDERS = {"C": _ext.sample_row, "python": sample_row_py}
 LAST = INFO_LEN + 24
 

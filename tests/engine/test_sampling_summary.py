@@ -8,11 +8,12 @@ from array import array
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from netesto.engine import fastloop, flowrecord, records, sampler
-from netesto.engine.flowrecord import FlowRecord
-from netesto.engine.histogram import Histogram
-from netesto.engine.records import LAT, ZERO_LAT, interval_summary
-from netesto.engine.sampler import FILL_CHUNK
+from netesto.engine.sampling import flowrecord, records, sampler
+from netesto.engine.native import fastloop
+from netesto.engine.sampling.flowrecord import FlowRecord
+from netesto.engine.sampling.histogram import Histogram
+from netesto.engine.sampling.records import LAT, ZERO_LAT, interval_summary
+from netesto.engine.sampling.sampler import FILL_CHUNK
 from netesto.protocol.flowspec import FlowSpec
 
 

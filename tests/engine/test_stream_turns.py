@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from netesto.engine.flowend import RECV_TURN, SEND_CHUNK, FlowEnd
+from netesto.engine.kinds.flowend import RECV_TURN, SEND_CHUNK, FlowEnd
 
 
 def end(view_size: int = 1024) -> SimpleNamespace:

@@ -11,11 +11,12 @@ from array import array
 
 import pytest
 
-from netesto.engine import fastloop, records, sampler
-from netesto.engine.client import StreamClient
-from netesto.engine.flowend import Worker
-from netesto.engine.loop import Loop
-from netesto.engine.records import HEAD
+from netesto.engine.sampling import records, sampler
+from netesto.engine.native import fastloop
+from netesto.engine.kinds.client import StreamClient
+from netesto.engine.kinds.flowend import Worker
+from netesto.engine.core.loop import Loop
+from netesto.engine.sampling.records import HEAD
 from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.nflow import read_flow
 from tests.engine.test_sample_hot import _done, _rr_end

@@ -1,0 +1,90 @@
+/* What the engine's C loops share (_fastloop.c, _crrloop.c, _rrloop.c): the clock, deadlines and
+ * the caller-owned int64 state buffers. Static inline: each extension gets its own copy. */
+#ifndef NETESTO_LOOPS_H
+#define NETESTO_LOOPS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <time.h>
+
+/* What one extension's C files lend each other (a function or a table shared by its files, never exported) */
+#define NETESTO_HIDDEN __attribute__((visibility("hidden")))
+
+/* CLOCK_MONOTONIC in ns: time.monotonic's and time.perf_counter's clock on Linux (fastloop checks the latter) */
+static inline int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A time.monotonic() deadline (s) in ns; a loop with no timer gives inf: never */
+static inline int64_t deadline_ns(double deadline)
+{
+    if (!(deadline < 9.0e9)) return INT64_MAX;
+    return (int64_t)(deadline * 1e9);
+}
+
+/* view: obj's writable buffer with room for n int64 values (0), or -1 with an exception set */
+static inline int get_state(PyObject *obj, Py_buffer *view, Py_ssize_t n, const char *what)
+{
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->len < n * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(PyExc_ValueError, "%s needs room for %zd int64 values", what, n);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* Writable views of n buffers (all or none: -1 with an exception set). */
+static inline int get_buffers(PyObject *const *objs, Py_buffer *views, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(objs[i], &views[i], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+            while (i-- > 0) PyBuffer_Release(&views[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static inline void release_buffers(Py_buffer *views, int n)
+{
+    for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
+}
+
+/* A module's integer constants: a table ended by {NULL, 0} */
+struct int_constant {
+    const char *name;
+    long value;
+};
+
+/* Add the table's constants to module m: 0, or -1 with an exception set */
+static inline int add_int_constants(PyObject *m, const struct int_constant *c)
+{
+    for (; c->name != NULL; c++)
+        if (PyModule_AddIntConstant(m, c->name, c->value) < 0) return -1;
+    return 0;
+}
+
+/* What _fastloop lends the other C loops for a flow end's hot sample (its capsule _fastloop.SAMPLE_API):
+ * due(flow, mono): whether a row is due (due_at <= mono); take_lat(flow, lat, n): a C loop's latencies into
+ * its lat_raw (0, or -1 with an exception set); sample(flow, ctr3, acc, &written): its row now, with the
+ * counters tx, rx, trans of ctr3 (NULL: its own), acc (ACC_N values) taking the row and its cost: 0 done, 1 its block is
+ * due for Python (written bytes out), 2 Python must build the row, -1 an exception is set. */
+/* acc's fields (Sampler.acc): hot rows' [the probes' own thread CPU ns, rows, written bytes of a block
+ * Python must finish, thread CPU ns of the probed rows, probed rows] */
+enum { ACC_NS, ACC_ROWS, ACC_WRITTEN, ACC_PROBED, ACC_PROBED_ROWS, ACC_N };
+#define SAMPLE_API_NAME "netesto.engine.native._fastloop.SAMPLE_API"
+#define SAMPLE_API_VERSION 1
+struct sample_api {
+    int version;
+    int (*due)(PyObject *flow, double mono);
+    int (*take_lat)(PyObject *flow, const int64_t *lat, Py_ssize_t n);
+    int (*sample)(PyObject *flow, const long long *ctr3, int64_t *acc, Py_ssize_t *written);
+};
+
+#endif

@@ -108,7 +108,7 @@ def test_the_api_returns_the_result_and_a_point_without_an_experiment_fails(note
     (["-p", "x=one"], "x='one'"),
     (["-p", "x=1", "--set", "x=2"], "both swept and fixed"),
     (["-p", "x=1", "--check", "jian > 1"], "did you mean 'jain'"),
-    (["-p", "x=1", "--lab", "{lab}"], "h1: no answer to hello within 3 s from 127.0.0.1:9"),
+    (["-p", "x=1", "--lab", "{lab}"], "h1: no answer to hello in 3 s from 127.0.0.1:9"),
 ])
 def test_bad_input_is_refused_before_anything_runs(notebook: Path, tmp_path: Path, args: list[str], message: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -63,6 +63,7 @@ class RunContext:
         cancel: threading.Event | None = None,
         iperf3_port: int = IPERF3_PORT,
         testbed: Mapping[str, Any] | None = None,
+        steady: str | None = None,
         trace: str = "",
         claim: LabClaim | None = None,
     ) -> None:
@@ -78,6 +79,7 @@ class RunContext:
         self.seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
         self.rng = rng or random.Random(self.seed)
         self.defines = dict(defines or {})
+        self.steady = steady  # the warm-up PROCESS_EXP leaves out of the per-flow numbers ("5s", "10rtt")
         # The testbed's bottleneck as a result's parameters (bw, rtt, ...): given, or the lab's.
         self.testbed = dict(testbed if testbed is not None else lab.testbed)
         # run_id names this run to another controller that finds the lab busy; the token proves a

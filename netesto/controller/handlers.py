@@ -106,7 +106,7 @@ def stored(r: RunContext, host: str, e: ExpState, paths: Iterable[Any]) -> None:
 def run_processing(r: RunContext, e: ExpState) -> str:
     """Process ``e``'s stored data; '' or a note saying why only the raw data is there."""
     limited: list[str] = []
-    note = process_results(r.workdir, e, limited)
+    note = process_results(r.workdir, e, limited, r.steady)
     if note and note != NO_RESULTS:
         r.emit(Notice(host="", text=note))
     for text in limited:

@@ -40,9 +40,18 @@ def one_way(entry: dict[str, Any]) -> tuple[float, float, float]:
     return delay, jitter, 1.0 - keep
 
 
-def summarize(shapes: dict[str, dict[str, Any]], pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+def summarize(shapes: dict[str, dict[str, Any]], pairs: Iterable[tuple[str, str]],
+              own: Iterable[str] = ()) -> dict[str, Any]:
     """The testbed values of the measured ``shapes`` (short host name -> entry) for the
-    experiment's client-server ``pairs``: the narrowest rate and queue, the longest RTT."""
+    experiment's client-server ``pairs``: the narrowest rate and queue, the longest RTT. With
+    hosts that have an RTT of their ``own`` (the lab's ``host_rtt``), ``rtt`` is the base one (twice
+    the delay toward the other hosts) and ``host_rtt`` each such host's RTT to them, as the lab
+    file has them.
+
+    >>> path = lambda ms: {"path": {"delay_ms": ms}}
+    >>> summarize({"h1": path(5.0), "h2": path(5.0), "h3": path(25.0)}, [("h2", "h1"), ("h3", "h1")], ["h3"])
+    {'rtt': 10.0, 'jitter': 0.0, 'loss': 0.0, 'host_rtt': {'h3': 30.0}}
+    """
     out: dict[str, Any] = {}
     rates = [e["path"]["rate_bps"] for e in shapes.values() if "rate_bps" in (e.get("path") or {})]
     queues = [e["path"]["buffer_bytes"] for e in shapes.values() if "buffer_bytes" in (e.get("path") or {})]
@@ -58,6 +67,12 @@ def summarize(shapes: dict[str, dict[str, Any]], pairs: Iterable[tuple[str, str]
     if trips:
         rtt, jitter, loss = max(trips)
         out.update(rtt=round(rtt, 3), jitter=round(jitter, 3), loss=round(loss, 6))
+    own = set(own)
+    base = [one_way(e)[0] for h, e in shapes.items() if h not in own and e]
+    if trips and own and base:
+        delay = max(base)  # the hosts without an RTT of their own share one delay
+        out["rtt"] = round(2 * delay, 3)
+        out["host_rtt"] = {h: round(one_way(shapes[h])[0] + delay, 3) for h in sorted(own) if shapes.get(h)}
     return out
 
 
@@ -90,7 +105,8 @@ def measure(r: RunContext, e: ExpState, pairs: list[tuple[str, str]]) -> None:
         if lh.dev and (got := _read(r, lh.name, lh.dev)) is not None:
             entry["egress"] = got
         e.shape[short_host(name)] = entry
-    e.measured = summarize(e.shape, [(short_host(a), short_host(b)) for a, b in pairs])
+    e.measured = summarize(e.shape, [(short_host(a), short_host(b)) for a, b in pairs],
+                           own=(r.testbed.get("host_rtt") or {}).keys())
     said = [f"{k} {v:g} {MEASURED[k]}".rstrip() + f" (lab file: {r.testbed[k]:g})"
             for k, v in e.measured.items()
             if isinstance(r.testbed.get(k), (int, float)) and abs(float(v) - float(r.testbed[k])) > 1e-3 * max(1.0, abs(float(v)))]

@@ -216,7 +216,7 @@ def write_page(done: Processed) -> Path | None:
 def process_experiment(workdir: str | os.PathLike[str], exp: int | str, *, html: bool = True,
                        **options: Any) -> ProcessResult:
     """:func:`netesto.results.process_experiment` (exp.nc, .exp.out files, exp.csv rows; ``options``
-    are its ``desc``, ``other``, ``fields_file``, ``csv_name``), then, with ``html``, the
+    are its ``desc``, ``other``, ``fields_file``, ``csv_name``, ``steady``), then, with ``html``, the
     experiment's page ``<exp>/exp.html`` (what ``PROCESS_EXP`` does)."""
     return process_data(workdir, exp, page=write_page if html else None, **options)
 

@@ -113,16 +113,46 @@ def _crr_close(args: Args, test: str) -> str:
     return raw
 
 
+def _mix(text: str) -> tuple[tuple[str, int | None], ...]:
+    """``cubic``, ``bbr+cubic``, ``bbr:2+cubic:1``: flows of each congestion control together, in one
+    experiment (a ``:count`` is that group's instances)."""
+    if "," in text:
+        raise ValueError(f"bad congestion control {text!r}: a comma list runs the macro once per value only "
+                         "when RUN gives it; flows of several in one experiment are joined with + (ca=bbr+cubic)")
+    out = []
+    for item in text.split("+"):
+        cc, sep, count = item.partition(":")
+        out.append((V.name(cc, "congestion control"), V.to_int(count, low=1, high=10000) if sep else None))
+    return tuple(out)
+
+
+def _each(conv: Callable[[str], float]) -> Callable[[str], tuple[float, ...]]:
+    """A ``+`` list of values, one per congestion control of a mix (or one for all)."""
+    return lambda text: tuple(conv(part) for part in text.split("+"))
+
+
+def _per_mix(args: Args, key: str, values: tuple[float, ...], n: int) -> tuple[float, ...]:
+    if len(values) == 1:
+        return values * n
+    if len(values) != n:
+        raise args.error_at(key, f"DO_CLIENT: {key}={args.raw(key)} has {len(values)} values for {n} congestion "
+                                 "control(s) of ca", f"give one {key}, or one per congestion control, joined with +")
+    return values
+
+
 def do_client(args: Args, book: Book) -> Iterator[Action]:
+    """One DO_CLIENT, or one per congestion control of a mix (``ca=bbr+cubic``: each its own group)."""
     host, exp, exp_name = book.common(args)
     if "server" not in args:
         raise args.error("DO_CLIENT: server= is required", "e.g. DO_CLIENT host=h1 server=h2 test=TCP_STREAM")
     server = book.host(args, "server")
     book.last_host = host  # server= does not change the default host
     g = args.get
-    ca = g("ca", "reno", lambda s: V.name(s, "congestion control"))
-    dur = g("dur", "20", lambda s: V.to_float(s, low=0.001, high=MAX_FLOW_SECONDS))
-    delay = g("delay", "0", lambda s: V.to_float(s, low=0, high=MAX_SECONDS))
+    mix = g("ca", "reno", _mix)
+    durs = _per_mix(args, "dur", g("dur", "20", _each(lambda s: V.to_float(s, low=0.001, high=MAX_FLOW_SECONDS))),
+                    len(mix))
+    delays = _per_mix(args, "delay", g("delay", "0", _each(lambda s: V.to_float(s, low=0, high=MAX_SECONDS))),
+                      len(mix))
     instances = g("instances", "1", lambda s: V.to_int(s, low=1, high=10000))
     test = _test(args)
     req, req_text = _request(args, test)
@@ -141,26 +171,26 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
     interval = g("interval", "0.01", lambda s: V.to_float(s, low=0.001, high=60))
     crr_close = _crr_close(args, test)
     trace = g("trace", "", _trace_ends)
-    if group == 0:
-        group = book.group(exp)
-    # Flow ids are <client>-<server>-<group>-<instance>: a second DO_CLIENT with the
-    # same ones would replace the first one's flows and data.
-    pair = (exp, host, server, group)
-    first = book.pairs.get(pair)
-    if first is not None:
-        raise args.error(f"DO_CLIENT: flows {host}-{server}-{group}-* are already in experiment {exp} "
-                         f"(from {first})", "give one of them another group=N")
-    line = args.node.line
-    book.pairs[pair] = f"{line.file}:{line.lineno}"
-    book.fetched.clear()
-    book.links.started()  # the SET_LINKs before it shape these flows
-    yield DoClient(
-        loc=args.loc, host=host, exp=exp, exp_name=exp_name, server=server,
-        ca=ca, dur=dur, delay=delay, instances=instances, req=req, req_text=req_text,
-        reply=reply, stats=stats, local_buffer=local_buffer, remote_buffer=remote_buffer,
-        test=test, group=group, driver=driver, pacing=pacing, rate=rate,
-        interval=interval, crr_close=crr_close, trace=trace,
-    )
+    for i, ((ca, count), dur, delay) in enumerate(zip(mix, durs, delays)):
+        flow_group = book.group(exp) if group == 0 else group + i
+        # Flow ids are <client>-<server>-<group>-<instance>: a second DO_CLIENT with the
+        # same ones would replace the first one's flows and data.
+        pair = (exp, host, server, flow_group)
+        first = book.pairs.get(pair)
+        if first is not None:
+            raise args.error(f"DO_CLIENT: flows {host}-{server}-{flow_group}-* are already in experiment {exp} "
+                             f"(from {first})", "give one of them another group=N")
+        line = args.node.line
+        book.pairs[pair] = f"{line.file}:{line.lineno}"
+        book.fetched.clear()
+        book.links.started()  # the SET_LINKs before it shape these flows
+        yield DoClient(
+            loc=args.loc, host=host, exp=exp, exp_name=exp_name, server=server,
+            ca=ca, dur=dur, delay=delay, instances=count or instances, req=req, req_text=req_text,
+            reply=reply, stats=stats, local_buffer=local_buffer, remote_buffer=remote_buffer,
+            test=test, group=flow_group, driver=driver, pacing=pacing, rate=rate,
+            interval=interval, crr_close=crr_close, trace=trace,
+        )
 
 
 def get_data(args: Args, book: Book) -> Iterator[Action]:

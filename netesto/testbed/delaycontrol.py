@@ -115,8 +115,10 @@ def netem_fallback(dev: str, delay: float, jitter: float = 0.0, loss: float = 0.
     if not (delay or jitter or loss or rate):
         # "No netem" on a testbed link means the testbed's own link again
         # (the agent's restore() sends exactly this).
+        from netesto.testbed.config import saved_one_way
+
         cfg = state.get("config", {})
-        delay, jitter, loss = cfg.get("rtt_ms", 0) / 2, cfg.get("jitter_ms", 0) / 2, cfg.get("loss", 0) * 100
+        delay, jitter, loss = saved_one_way(cfg, link["host"]), cfg.get("jitter_ms", 0) / 2, cfg.get("loss", 0) * 100
     control = state.get("delayline_control")
     if not control:
         raise TestbedError(f"netem fallback: testbed {state.get('name')!r} has no delay line running")

@@ -10,7 +10,7 @@
 PYTHON ?= python3
 # gcc, libc6-dev and python3-dev build the engine's optional C loops (netesto/engine/native/*/*.c);
 # python3-venv gives Debian's python3 its venv module.
-APT_PACKAGES = iproute2 iptables iputils-ping ethtool tcpdump iperf3 strace sysstat chromium gcc libc6-dev python3-dev python3-venv zlib1g-dev
+APT_PACKAGES = iproute2 iptables iputils-ping ethtool tcpdump iperf3 socat strace sysstat chromium gcc libc6-dev python3-dev python3-venv zlib1g-dev
 PYTEST_ARGS ?=
 LAB_ARGS ?=
 NOTEBOOK ?= notebooks/quickstart.ipynb

@@ -27,17 +27,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import guard
-from netesto.testbed import lifecycle
+from bench.common import cpu_seconds, delayline_testbed
 from netesto.testbed.delaycontrol import delayline_stats, send_control
 from tests.testbed.delayrun import Measured, busy_loops, measure
 
@@ -71,11 +68,6 @@ def _pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, max(0, int(p / 100 * len(s) + 0.999999) - 1))]
 
 
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _fmt(x: float | None, spec: str = "7.3f") -> str:
     return f"{x:{spec}}" if x is not None else " " * (int(spec.split(".")[0]) - 1) + "-"
 
@@ -101,9 +93,9 @@ def added_delay(state: dict[str, Any], tmp: Path, seconds: float) -> None:
             for load in (None, 50.0, 100.0):
                 label = f"{'idle' if load is None else f'{load:g} Mbit/s TCP'}{' + 2 busy loops' if hog else ''}"
                 delayline_stats(state, reset=True)
-                cpu0 = _cpu_s(pid)
+                cpu0 = cpu_seconds(pid)
                 m = measure(state, tmp / label.replace(" ", "_").replace("/", ""), seconds=seconds, load_mbit=load)
-                cpu = _cpu_s(pid) - cpu0
+                cpu = cpu_seconds(pid) - cpu0
                 own = delayline_stats(state, reset=True)
                 print(_line(label, m, own, cpu, seconds), flush=True)
     print(f"  (ping min and tcp min_rtt against the {PATH_MS:g} ms path; 'own' is the delay line's own count of "
@@ -147,31 +139,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds of traffic per added-delay case")
     parser.add_argument("--no-throughput", action="store_true", help="only the added-delay cases")
     args = parser.parse_args(argv)
-    ok, why = lifecycle.namespaces_supported()
-    if not ok:
-        print(f"bench_delayline: skipped: {why}")
-        return 0
-    guard()
-    name = f"bdl{os.getpid() % 10000}"
-    with tempfile.TemporaryDirectory() as tmpdir:
-        tmp = Path(tmpdir)
-        cfg = lifecycle.TestbedConfig.parse(name=name, hosts=2, bw="10gbit", rtt=f"{PATH_MS:g}ms", buffer="4M",
-                                            dir=tmp, agents=False)
-        res = lifecycle.up(cfg)
-        try:
-            st = res.state
-            if st["delay_mode"] != "delayline":
-                print("netem is available here: the testbed uses it, not the delay line; nothing to measure")
-                return 0
-            log = Path(next(p["log"] for p in st["processes"] if p["kind"] == "delayline")).read_text()
-            started = re.findall(r"delayline: queues .*", log)
-            print("delay line benchmark (peer tool netem: not available on this kernel)")
-            print(f"{started[0] if started else 'delay line'}; machine shared and noisy: 10-30 % run to run\n")
-            added_delay(st, tmp, args.seconds)
-            if not args.no_throughput:
-                throughput(st)
-        finally:
-            lifecycle.down(name)
+    with delayline_testbed("bench_delayline", "bdl", bw="10gbit", rtt=f"{PATH_MS:g}ms", buffer="4M",
+                           agents=False) as bed:
+        if bed is None:
+            return 0
+        res, tmp = bed
+        st = res.state
+        log = Path(next(p["log"] for p in st["processes"] if p["kind"] == "delayline")).read_text()
+        started = re.findall(r"delayline: queues .*", log)
+        print("delay line benchmark (peer tool netem: not available on this kernel)")
+        print(f"{started[0] if started else 'delay line'}; machine shared and noisy: 10-30 % run to run\n")
+        added_delay(st, tmp, args.seconds)
+        if not args.no_throughput:
+            throughput(st)
     return 0
 
 

@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
+import os
 import json
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from netesto.raw.histogram import Histogram
 from netesto.raw.nflow import RawFlow, read_flow
@@ -91,6 +94,39 @@ def guard() -> None:
     netns.remove_stale()
     signal.signal(signal.SIGTERM, _terminated)
     atexit.register(netns.cleanup_all)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def delayline_testbed(bench: str, prefix: str, **config: Any) -> Iterator[tuple[Any, Path] | None]:
+    """A 2-host testbed (``config`` as :meth:`TestbedConfig.parse` takes it) whose delay comes from the delay
+    line: its ``up`` result and a scratch directory, taken down after; None, after saying why, where there
+    are no namespaces or the kernel has netem (nothing of the delay line to measure)."""
+    from netesto.testbed import lifecycle
+
+    ok, why = lifecycle.namespaces_supported()
+    if not ok:
+        print(f"{bench}: skipped: {why}")
+        yield None
+        return
+    guard()
+    name = f"{prefix}{os.getpid() % 10000}"
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        res = lifecycle.up(lifecycle.TestbedConfig.parse(name=name, hosts=2, dir=tmp, **config))
+        try:
+            if res.state["delay_mode"] != "delayline":
+                print("netem is available here: the testbed uses it, not the delay line; nothing to measure")
+                yield None
+            else:
+                yield res, tmp
+        finally:
+            lifecycle.down(name)
 
 
 def ready(name: str, tools: Sequence[str] = ()) -> Path | None:

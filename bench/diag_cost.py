@@ -17,6 +17,7 @@ in each namespace.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 from bench.sampling_cost import connections
 
@@ -95,20 +97,27 @@ def _run(prefix: list[str], flows: int) -> dict[str, float]:
     return json.loads(proc.stdout)
 
 
-def child_namespace(flows: int) -> dict[str, float]:
-    """:func:`inside` in a new namespace with its own established hash of ``CHILD_EHASH`` buckets."""
-    ns = f"nbdiag{os.getpid()}"
+@contextlib.contextmanager
+def small_hash_namespace(name: str) -> Iterator[str]:
+    """A new namespace ``name`` (loopback up) with its own established hash of ``CHILD_EHASH`` buckets,
+    deleted on the way out."""
     before = CHILD_SYSCTL.read_text()
     try:
         CHILD_SYSCTL.write_text(str(CHILD_EHASH))
         try:
-            subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
+            subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True)
         finally:
             CHILD_SYSCTL.write_text(before)
-        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True, capture_output=True)
-        return _run(["ip", "netns", "exec", ns], flows)
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True, capture_output=True)
+        yield name
     finally:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def child_namespace(flows: int) -> dict[str, float]:
+    """:func:`inside` in a new namespace with its own established hash of ``CHILD_EHASH`` buckets."""
+    with small_hash_namespace(f"nbdiag{os.getpid()}") as ns:
+        return _run(["ip", "netns", "exec", ns], flows)
 
 
 def print_alternative(flows: int) -> None:
@@ -127,7 +136,7 @@ def print_alternative(flows: int) -> None:
               "cold, were the namespace to hold one end of each flow)", flush=True)
 
 
-__all__ = ["CHILD_EHASH", "child_namespace", "dump_raw", "dump_request", "inside", "print_alternative"]
+__all__ = ["CHILD_EHASH", "child_namespace", "small_hash_namespace", "dump_raw", "dump_request", "inside", "print_alternative"]
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["--inside"] or len(sys.argv) != 3:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 # The [testbed] table: the bottleneck of the testbed a lab is, in the units a result's
-# parameters take (bits/s, ms, bytes, a fraction, ms). It is the file's last table.
-TESTBED_KEYS = ("name", "mode", "bw", "rtt", "buffer", "loss", "jitter")
+# parameters take (bits/s, ms, bytes, a fraction, ms; host_rtt: {host: ms} of the hosts with
+# an RTT of their own). It is the file's last table.
+TESTBED_KEYS = ("name", "mode", "bw", "rtt", "buffer", "loss", "jitter", "host_rtt")
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,11 @@ def testbed_table(shape: Mapping[str, Any]) -> str:
     for key in TESTBED_KEYS:
         if key in shape:
             value = shape[key]
-            lines.append(f"{key} = {_q(value) if isinstance(value, str) else repr(value)}")
+            if isinstance(value, Mapping):  # an inline table, keys quoted (host names may hold dots)
+                text = "{ " + ", ".join(f"{_q(str(k))} = {float(v)!r}" for k, v in value.items()) + " }"
+            else:
+                text = _q(value) if isinstance(value, str) else repr(value)
+            lines.append(f"{key} = {text}")
     return "\n".join(lines) + "\n"
 
 

@@ -12,6 +12,20 @@ MAX_FLOW_SECONDS = 86_400.0  # a flow's dur: the engine refuses longer flows (a 
 MAX_EXP = 2**31 - 1  # experiment numbers: the original's 32-bit integer
 TOOL_PORTS = (1024, 65535)  # ports for the iperf3/netserver servers an agent starts: never privileged ones
 
+# Limits on what one request, one agent or one shown line may hold, each refused at the
+# boundary with an error naming it. Each number was reached by hand first (issue 32).
+MAX_FLOWS_PER_REQUEST = 1000  # start_flows: 3,000 flows of one request took 82 s, 5 GB and a 2.3 GB exp.nc to collect
+MAX_PORTS_PER_REQUEST = 64  # prepare_server: iperf3 servers start in turn inside the agent's loop (~25 ms each);
+#                             5,000 ports kept it from answering (hello, SIGTERM) while ~1,000 started
+MAX_TOOL_SERVERS = 256  # iperf3/netserver servers one agent keeps at once: each is a process, a pipe and a thread
+MAX_CONNECTIONS = 128  # controllers connected to one agent at once: 5,000 idle ones held 5,000 descriptors
+MAX_CONNECTIONS_PER_ADDRESS = 32  # of them, from one address: one host cannot take every place
+HANDSHAKE_SECONDS = 5.0  # a connection that has not finished its CURVE handshake by then is closed (libzmq: 30 s)
+MAX_CLAIM_RUN = 64  # characters of a claim's run id (shown to other controllers)
+MAX_CLAIM_CONTROLLER = 200  # characters of a claim's controller name ("user@host pid N")
+MAX_TOKEN = 128  # characters of a claim token (the controller's are 32 hex digits)
+MAX_SHOWN_TEXT = 2000  # characters of one peer's string shown on a terminal or in a log line
+
 # sysctl -> per-value (low, high) ranges (the original's), or NAME / NAMES: one or more words.
 NAME, NAMES = "a name", "names"
 BUF_RANGE = (2621440, 67108864)
@@ -109,9 +123,19 @@ def qdisc_other_words(text: str) -> list[str]:
 
 
 __all__ = [
+    "HANDSHAKE_SECONDS",
+    "MAX_CLAIM_CONTROLLER",
+    "MAX_CLAIM_RUN",
+    "MAX_CONNECTIONS",
+    "MAX_CONNECTIONS_PER_ADDRESS",
     "MAX_EXP",
+    "MAX_FLOWS_PER_REQUEST",
     "MAX_FLOW_SECONDS",
     "MAX_OTHER_WORDS",
+    "MAX_PORTS_PER_REQUEST",
+    "MAX_SHOWN_TEXT",
+    "MAX_TOKEN",
+    "MAX_TOOL_SERVERS",
     "MODULE_PARAMS",
     "NAME",
     "NAMES",

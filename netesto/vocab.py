@@ -84,6 +84,35 @@ def parse_time_ms(text: str | float) -> float:
     return value
 
 
+_HOST = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$")
+
+
+def parse_host_times(text: "str | dict[str, str | float]") -> dict[str, float]:
+    """Milliseconds per host from ``h2:20ms+h3:40ms`` (``=`` also separates; ``+`` joins hosts that
+    hold together, as a mix does) or a mapping; each time as :func:`parse_time_ms` reads it.
+
+    >>> parse_host_times("h2:20ms+h3:0.04s"), parse_host_times({"h3": "40ms"}), parse_host_times("")
+    ({'h2': 20.0, 'h3': 40.0}, {'h3': 40.0}, {})
+    """
+    pairs: list[tuple[str, str | float]] = []
+    if isinstance(text, dict):
+        pairs = [(str(k), v) for k, v in text.items()]
+    else:
+        for item in filter(None, (p.strip() for p in str(text).split("+"))):
+            host, sep, time = item.replace("=", ":", 1).partition(":")
+            if not sep:
+                raise ValueError("expected HOST:TIME[+HOST:TIME...] such as h2:20ms+h3:40ms")
+            pairs.append((host.strip(), time.strip()))
+    out: dict[str, float] = {}
+    for host, value in pairs:
+        if not _HOST.match(host):
+            raise ValueError(f"host {host!r}: a host name such as h3")
+        if host in out:
+            raise ValueError(f"host {host} given twice")
+        out[host] = parse_time_ms(value)
+    return out
+
+
 __all__ = [
     "DRIVERS",
     "MAX_BITS",
@@ -92,6 +121,7 @@ __all__ = [
     "SERVER_SENDS",
     "STREAM_TESTS",
     "TEST_TYPES",
+    "parse_host_times",
     "parse_rate",
     "parse_size",
     "parse_time_ms",

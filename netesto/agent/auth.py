@@ -1,4 +1,5 @@
-"""The agent's CURVE server side: the ZAP authenticator (which logs every refusal with the peer address), allowlists."""
+"""The agent's CURVE server side: the ZAP authenticator (which logs every refusal with the peer address,
+and refuses connections beyond :data:`~netesto.policy.MAX_CONNECTIONS`), allowlists."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from netesto.errors import UsageError
+from netesto.policy import MAX_CONNECTIONS
+from netesto.protocol.text import printable
 
 log = logging.getLogger("netesto.agent.auth")
 DOMAIN = "netesto"
@@ -93,15 +96,62 @@ class RateLimit:
         return last[1] if last is not None else 0
 
 
+class Connections:
+    """The connections a ROUTER holds now, counted from its monitor socket: each accepted
+    descriptor until it is disconnected (refused, timed out in its handshake, or closed).
+
+    libzmq has no cap on a ROUTER's peers (ZMQ_MAX_SOCKETS counts a context's sockets, not
+    their connections), so the ZAP handler refuses a connection that would exceed the cap.
+    Connections whose handshake is pending count too (neither ZAP nor the monitor ties a
+    handshake to its descriptor): never more than ``limit`` are admitted, and in a burst a
+    few more are refused than strictly needed. Used only from the authenticator's thread,
+    which owns the monitor socket."""
+
+    def __init__(self, monitor: zmq.Socket, limit: int = MAX_CONNECTIONS) -> None:
+        self.monitor = monitor
+        self.limit = limit
+        self.open: set[int] = set()
+
+    def count(self) -> int:
+        from zmq.utils.monitor import parse_monitor_message
+
+        while self.monitor.poll(0):
+            event = parse_monitor_message(self.monitor.recv_multipart())
+            if event["event"] == zmq.EVENT_ACCEPTED:
+                self.open.add(int(event["value"]))
+            elif event["event"] in (zmq.EVENT_DISCONNECTED, zmq.EVENT_CLOSED):
+                self.open.discard(int(event["value"]))
+        return len(self.open)
+
+    def close(self) -> None:
+        self.monitor.close(0)
+
+
+CONNECTION_EVENTS = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_CLOSED
+# The ZAP status of a refusal for want of room: a CURVE or NULL client sees it as its
+# handshake's failure code (400 would read as "your key is not authorized", 300 as nothing).
+FULL_STATUS = b"500"
+
+
 class LoggingAuthenticator(ThreadAuthenticator):
-    """zmq.auth's thread authenticator that logs refusals with the peer's address (rate-limited)."""
+    """zmq.auth's thread authenticator that logs refusals with the peer's address (rate-limited)
+    and refuses a connection beyond the cap of :meth:`watch`."""
 
     refusals = RateLimit()
+    connections: Connections | None = None
+
+    def watch(self, connections: Connections) -> None:
+        """Count the ROUTER's connections (``connections`` is used from the ZAP thread only)."""
+        self.connections = connections
 
     async def handle_zap_message(self, msg: list[bytes]) -> None:
         # Frames: version, request id, domain, address, identity, mechanism, credentials...
-        self._peer = msg[3].decode("utf-8", "replace") if len(msg) > 3 else "?"
+        self._peer = printable(msg[3].decode("utf-8", "replace"), 80) if len(msg) > 3 else "?"
         self._client_key = zmq.utils.z85.encode(msg[6]).decode() if len(msg) > 6 and len(msg[6]) == 32 else ""
+        held = self.connections
+        if held is not None and len(msg) > 1 and held.count() > held.limit:  # this one is counted already
+            self._send_zap_reply(msg[1], FULL_STATUS, f"too many connections (at most {held.limit})".encode())
+            return
         await super().handle_zap_message(msg)
 
     def _send_zap_reply(self, request_id: bytes, status_code: bytes, status_text: bytes, user_id: str = "anonymous") -> None:
@@ -118,6 +168,18 @@ class LoggingAuthenticator(ThreadAuthenticator):
         super()._send_zap_reply(request_id, status_code, status_text, user_id)
 
 
+def _monitor(context: zmq.Context, socket: zmq.Socket) -> zmq.Socket:
+    """``socket``'s monitor, its connection events never dropped: an unbounded pipe (a receive
+    high-water mark of 0) where pyzmq's own keeps 1,000 events and drops the rest, which
+    under a flood of connections left the count short and let connections past the cap."""
+    addr = f"inproc://netesto-monitor-{id(socket):x}"
+    socket.monitor(addr, CONNECTION_EVENTS)
+    monitor = context.socket(zmq.PAIR)
+    monitor.rcvhwm = 0
+    monitor.connect(addr)
+    return monitor
+
+
 def secure_socket(
     context: zmq.Context,
     socket: zmq.Socket,
@@ -126,18 +188,17 @@ def secure_socket(
     authorized: str | Path | None,
     allow: list[str] | None,
     insecure: bool,
-) -> ThreadAuthenticator | None:
+) -> LoggingAuthenticator:
     """Make ``socket`` (not yet bound) a CURVE server accepting ``authorized`` keys
     from ``allow`` addresses; or, if ``insecure``, unauthenticated (allowlist still applies)."""
-    auth: ThreadAuthenticator | None = None
-    if not insecure or allow:
-        auth = LoggingAuthenticator(context, log=logging.getLogger("netesto.agent.zap"))
-        auth.start()
-        if allow:
-            auth.allow(*allow)
-        socket.zap_domain = DOMAIN.encode()
+    # Always an authenticator, even without CURVE: it is where connections beyond the cap are refused.
+    auth = LoggingAuthenticator(context, log=logging.getLogger("netesto.agent.zap"))
+    auth.start()
+    if allow:
+        auth.allow(*allow)
+    socket.zap_domain = DOMAIN.encode()
+    auth.watch(Connections(_monitor(context, socket)))
     if not insecure:
-        assert auth is not None
         if keys is None:
             raise UsageError("CURVE needs the agent's key pair (--keys)")
         if authorized is None or not Path(authorized).is_dir():
@@ -162,6 +223,9 @@ def describe(value: Any) -> str:
 
 
 __all__ = [
+    "CONNECTION_EVENTS",
+    "Connections",
+    "FULL_STATUS",
     "LoggingAuthenticator",
     "client_options",
     "is_loopback",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from netesto._version import __version__
 from netesto.errors import NetestoError
 from netesto.protocol.codec import DEFAULT_MAX_MESSAGE
+from netesto.protocol.text import PrintableFormatter
 from netesto.protocol.version import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ def main(argv: Sequence[str] | None = None, *, run: Callable[["AgentConfig"], in
     """Parse ``argv``, set up logging and serve; ``run`` replaces the server's (tests start faulty agents)."""
     args = build_parser().parse_args(argv)
     handler: logging.Handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    # Messages quote peers (claims, flow ids, errors): one record stays one line, escapes escaped.
+    handler.setFormatter(PrintableFormatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if args.verbose else logging.INFO)

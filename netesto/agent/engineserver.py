@@ -14,7 +14,7 @@ from typing import Any
 
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
-from netesto.policy import TOOL_PORTS
+from netesto.policy import MAX_PORTS_PER_REQUEST, MAX_TOOL_SERVERS, TOOL_PORTS
 from netesto.procs import parent_death_signal
 from netesto.protocol.replies import ServerReply
 
@@ -130,6 +130,11 @@ class EngineServer:
         hold its port against the restarted agent.
         """
         low, high = TOOL_PORTS
+        # Servers start one after another inside the agent's loop: a bound on them is a bound
+        # on how long the agent does not answer (hello, heartbeats, SIGTERM).
+        if ports is not None and len(ports) > MAX_PORTS_PER_REQUEST:
+            raise AgentError(f"{len(ports)} {driver} server ports in one request; at most {MAX_PORTS_PER_REQUEST} "
+                             "(netesto.policy.MAX_PORTS_PER_REQUEST)", kind="UsageError")
         for port in ports or ():
             if type(port) is not int or not low <= port <= high:  # never a privileged port
                 raise AgentError(f"bad port {port!r} for the {driver} server: expected {low}..{high}", kind="UsageError")
@@ -138,9 +143,16 @@ class EngineServer:
         except ImportError as exc:
             raise AgentError(f"the {driver} driver is not available on this agent: {exc}", kind="Unavailable") from exc
         tool = "iperf3" if driver == "iperf3" else "netserver"
+        self.tool_servers = {k: p for k, p in self.tool_servers.items() if p.poll() is None}
+        wanted = ports or [5201 if driver == "iperf3" else 12865]
+        new = {(driver, port) for port in wanted} - self.tool_servers.keys()
+        if len(self.tool_servers) + len(new) > MAX_TOOL_SERVERS:
+            raise AgentError(f"{len(new)} more {tool} servers would make {len(self.tool_servers) + len(new)} on this "
+                             f"agent; at most {MAX_TOOL_SERVERS} (netesto.policy.MAX_TOOL_SERVERS); they end with "
+                             "the run that started them", kind="Busy")
         bind = None if self.test_bind in ("0.0.0.0", "::", "") else self.test_bind
         started, pids = [], []
-        for port in ports or [5201 if driver == "iperf3" else 12865]:
+        for port in wanted:
             proc = self.tool_servers.get((driver, port))
             if proc is None or proc.poll() is not None:
                 try:

@@ -22,6 +22,7 @@ from netesto.agent.engineserver import EngineServer, engine_argv, kill
 from netesto.agent.pings import Pings
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
+from netesto.policy import MAX_FLOWS_PER_REQUEST
 from netesto.procs import parent_death_signal
 from netesto.protocol.replies import PingReply, ServerReply, StartFlowsReply, StatusReply
 
@@ -111,6 +112,9 @@ class FlowManager:
             raise AgentError(f"experiment {name!r} cannot run flows: flows need a number without leading zeros "
                              "(their files go to <datadir>/<number>/flows)", kind="UsageError")
         number = int(name)
+        if len(specs) > MAX_FLOWS_PER_REQUEST:  # refused before any is read: each costs time and memory here
+            raise AgentError(f"{len(specs)} flows in one start_flows request; at most {MAX_FLOWS_PER_REQUEST} "
+                             "(netesto.policy.MAX_FLOWS_PER_REQUEST)", kind="UsageError")
         if at is not None and not math.isfinite(at):  # inf would hold the flows "scheduled" forever
             raise AgentError(f"start time {at} is not a finite number", kind="UsageError")
         flows = []
@@ -240,11 +244,14 @@ class FlowManager:
             run.buffer = b""
         run.finished, run.returncode = True, rc
         tail = ""
-        if rc != 0 and run.stderr is not None:
-            try:
-                tail = run.stderr.read_text(errors="replace").strip()[-600:]
-            except OSError:
-                pass
+        if run.stderr is not None:
+            if rc != 0:
+                try:
+                    tail = run.stderr.read_text(errors="replace").strip()[-600:]
+                except OSError:
+                    pass
+            # Its tail lives on in the flows' errors (and the log): one file per start was kept for ever.
+            run.stderr.unlink(missing_ok=True)
         for flow, state in run.state.items():
             if state not in ("done", "error"):
                 run.state[flow] = "done" if rc == 0 else "error"
@@ -254,7 +261,7 @@ class FlowManager:
             run.proc.stdout.close()
         if run.specs is not None and not self._closing:  # kept when the agent stops: the next one reports them
             run.specs.unlink(missing_ok=True)
-        log.info("exp %s: flow engine pid %d exited with %s", run.exp, run.proc.pid, rc)
+        log.info("exp %s: flow engine pid %d exited with %s%s", run.exp, run.proc.pid, rc, f": {tail}" if tail else "")
         self.push("flows_done", {"exp": run.exp, "host": self.host, **self.status(run.exp).to_wire()})
 
     def reap(self) -> None:

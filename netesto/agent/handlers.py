@@ -17,7 +17,9 @@ from netesto.agent.control import HostControl
 from netesto.agent.facts import tool_versions
 from netesto.agent.flows import FlowManager
 from netesto.agent.lease import Lease
-from netesto.agent.owner import Ownership
+from netesto.agent.observe import ObserveHandlers, Observers
+from netesto.agent.links import LinkShaper
+from netesto.agent.owner import Ownership, Peer
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError
 from netesto.protocol.codec import CHUNK_SIZE
@@ -29,6 +31,8 @@ from netesto.protocol.commands import (
     FetchListArgs,
     HeartbeatArgs,
     HelloArgs,
+    LinkScheduleArgs,
+    LinkStopArgs,
     PingStartArgs,
     PrepareServerArgs,
     ReleaseArgs,
@@ -37,6 +41,7 @@ from netesto.protocol.commands import (
     SetNetemArgs,
     SetQdiscArgs,
     SetSysctlArgs,
+    ShapeArgs,
     SnapshotArgs,
     StartFlowsArgs,
     StatusArgs,
@@ -54,6 +59,8 @@ from netesto.protocol.replies import (
     FetchListReply,
     HeartbeatReply,
     HelloReply,
+    LinkScheduleReply,
+    LinkStopReply,
     ModuleParamsReply,
     NetemReply,
     PingReply,
@@ -61,6 +68,7 @@ from netesto.protocol.replies import (
     ReleaseReply,
     RestoreReply,
     ServerReply,
+    ShapeReply,
     SnapshotReply,
     StartFlowsReply,
     StatusReply,
@@ -85,11 +93,13 @@ class AgentState(Protocol):
     lease: Lease
     control: HostControl
     flows: FlowManager
+    links: LinkShaper
     ownership: Ownership
-    peer: bytes
+    observers: Observers
+    peer: Peer
 
 
-class Handlers:
+class Handlers(ObserveHandlers):
     """``cmd_<type>(payload) -> reply``, the payload read by its :mod:`netesto.protocol.commands` class,
     the reply one of :mod:`netesto.protocol.replies`; errors are NetestoErrors the server turns into replies."""
 
@@ -187,6 +197,8 @@ class Handlers:
     def cmd_stop(self, args: StopArgs) -> StopReply:
         exp = args.exp
         stopped = self.agent.flows.stop(exp)
+        self.agent.observers.signal(None if exp is None else exp_name(exp))
+        self.agent.links.stop(None if exp is None else exp_name(exp), "the run was stopped")
         return StopReply(stopped, self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp)).stopped)
 
     # ---- bulk data
@@ -199,6 +211,7 @@ class Handlers:
         self.listed[exp] = {f.path: (f.size, f.sha256) for f in files}
         # A running tcpdump still writes its pcap: like a running flow, the client must not ack.
         dumps = [f"tcpdump pid {pid}" for pid in self.agent.control.tcpdumps_running(exp)]
+        dumps += self.agent.observers.running(exp)
         return FetchListReply(exp, files, CHUNK_SIZE, status.running + status.server_running + dumps)
 
     def cmd_fetch_chunk(self, args: FetchChunkArgs) -> ChunkReply:
@@ -219,6 +232,9 @@ class Handlers:
             raise AgentError(f"experiment {exp} still has running flows; not deleting its data", kind="Busy")
         if self.agent.control.tcpdumps_running(exp):
             raise AgentError(f"experiment {exp} still has a running tcpdump; not deleting its data", kind="Busy")
+        if self.agent.observers.running(exp):
+            raise AgentError(f"experiment {exp} still has a running trace or watch; not deleting its data",
+                             kind="Busy")
         listed = self.listed.get(exp)
         if self.agent.store.exp_dir(exp, create=False).is_dir():
             if listed is None:
@@ -233,6 +249,7 @@ class Handlers:
         deleted = self.agent.store.delete(exp)
         self.listed.pop(exp, None)
         self.agent.flows.forget(exp)
+        self.agent.observers.forget(exp)
         return AckReply(exp, deleted)
 
     # ---- host control
@@ -258,7 +275,23 @@ class Handlers:
         return self.agent.control.tcpdump_stop(None if exp is None else exp_name(exp))
 
     def cmd_restore(self, args: RestoreArgs) -> RestoreReply:
-        return self.agent.control.restore()
+        links = self.agent.links.stop(None, "the run restored its hosts")
+        done = self.agent.control.restore()
+        return RestoreReply([f"link {dev}" for dev in links.stopped] + done.restored, links.errors + done.errors)
+
+    # ---- link schedules (netesto.agent.links)
+    def cmd_link_schedule(self, args: LinkScheduleArgs) -> LinkScheduleReply:
+        return self.agent.links.start(args, exp_name(args.exp))
+
+    def cmd_link_stop(self, args: LinkStopArgs) -> LinkStopReply:
+        return self.agent.links.stop(None if args.exp is None else exp_name(args.exp), "link_stop")
+
+    def cmd_shape(self, args: ShapeArgs) -> ShapeReply:
+        from netesto.agent.shape import shape_of
+
+        if not 0 < len(args.devs) <= 64 or not all(isinstance(d, str) for d in args.devs):
+            raise AgentError("shape: devs must be 1 to 64 device names", kind="UsageError")
+        return ShapeReply({dev: shape_of(dev, self.agent.control.netem_fallback) for dev in args.devs})
 
 
 __all__ = ["AgentState", "Handlers"]

@@ -18,10 +18,13 @@ from netesto.agent.control import HostControl
 from netesto.agent.flows import FlowManager
 from netesto.agent.handlers import Handlers
 from netesto.agent.lease import Lease
-from netesto.agent.owner import Ownership
+from netesto.agent.observe import Observers
+from netesto.agent.links import LinkShaper
+from netesto.agent.owner import Ownership, Peer
 from netesto.agent.store import DataStore
 from netesto.errors import AgentError, NetestoError, ProtocolError, UsageError, VersionMismatch
-from netesto.protocol.codec import encode, encode_result, from_wire, request_parts, unpack
+from netesto.policy import HANDSHAKE_SECONDS
+from netesto.protocol.codec import claim_token, encode, encode_result, from_wire, request_parts, unpack
 from netesto.protocol.errorkinds import error_kind
 from netesto.protocol.keys import load_secret_key
 from netesto.protocol.messages import MAX_ID, ErrorInfo, Event, Reply, Request
@@ -60,9 +63,11 @@ class Agent:
                                    netem_fallback=config.netem_fallback)
         self.flows = FlowManager(self.store, config.name, self.push, test_bind=config.test_bind,
                                  flow_port=config.flow_port)
+        self.observers = Observers(self.store, config.name)
+        self.links = LinkShaper(self.store, config.name)
         self.handlers = Handlers(self)
         self.ownership = Ownership(self.lease)
-        self.peer = b""  # the identity of the request being handled (claim/release need it)
+        self.peer = Peer(b"")  # who sent the request being handled (claim/release need it)
         self.context = zmq.Context()
         self.socket: zmq.Socket | None = None
         self.auth: Any = None
@@ -76,7 +81,10 @@ class Agent:
         # A hard cap well above our own limit: libzmq disconnects a peer that exceeds
         # it; anything between max_message and the cap is dropped by us with a log line.
         sock.maxmsgsize = 4 * c.max_message
-        sock.router_handover = 1
+        # A second connection with a routing id in use is refused, not handed the first one's
+        # replies and events (a claim never rests on a routing id: see netesto.agent.owner).
+        sock.router_handover = 0
+        sock.handshake_ivl = int(HANDSHAKE_SECONDS * 1000)  # a silent connection gives its descriptor back
         keys = None if c.insecure else load_secret_key(c.keys, c.key_name) if c.keys else None
         allow = read_allowlist(c.allow) if c.allow else None
         self.auth = secure_socket(self.context, sock, keys=keys, authorized=c.authorized, allow=allow,
@@ -126,6 +134,8 @@ class Agent:
             # A previous run died with changes applied and no controller to finish them.
             log.warning("restore journal not empty at start: restoring")
             self.control.restore()
+        for done in self.links.recover():  # links a crashed schedule left changed
+            log.warning("restored at start: %s", done)
 
     def serve(self) -> None:
         if self.socket is None:
@@ -154,7 +164,7 @@ class Agent:
                 if rcvtimeo != timeout:
                     sock.rcvtimeo = rcvtimeo = timeout
                 try:
-                    frames = sock.recv_multipart()
+                    frames = sock.recv_multipart(copy=False)
                 except zmq.Again:
                     frames = None
                 if frames is not None:
@@ -168,7 +178,7 @@ class Agent:
                     # than the rest of a small request.
                     if not int(sock.get(zmq.EVENTS)) & zmq.POLLIN:
                         break
-                    self.handle_frames(sock.recv_multipart(zmq.NOBLOCK))
+                    self.handle_frames(sock.recv_multipart(zmq.NOBLOCK, copy=False))
             if fds:
                 for fd, run in fds.items():
                     if fd in ready:
@@ -185,26 +195,43 @@ class Agent:
         self.shutdown()
 
     def check_lease(self) -> None:
+        lapsed = self.ownership.lapsed()
         state = self.lease.tick()
         if state == "warning":
             self.push("lease_warning", {"host": self.config.name, "remaining": self.lease.remaining()})
-        elif state == "expired":
-            stopped = self.flows.stop(reason=f"stopped: the controller's lease expired (no request for "
-                                             f"{self.lease.seconds:g} s)")
+        if lapsed is not None or state == "expired":
+            # The owning run not heard from for a lease (another controller may still say hello) is
+            # gone as surely as a lapsed lease: what it started and changed is undone.
+            why = ("the controller's lease expired" if state == "expired" or lapsed is None
+                   else f"the lease expired for {lapsed.describe()}")
+            stopped = self.flows.stop(reason=f"stopped: {why} (no request for {self.lease.seconds:g} s)")
             dumps = self.control.tcpdump_stop().stopped
+            self.observers.stop_all()
             self.flows.stop_tool_servers()
+            self.links.stop(None, "the controller's lease expired")
             restored = self.control.restore()
-            log.warning("lease expired (no controller request for %.1f s): stopped %d flow(s) and %d tcpdump(s), "
-                        "restored %s%s; data kept (unfetched: %s)", self.lease.seconds, len(stopped), len(dumps),
+            log.warning("%s (no request for %.1f s): stopped %d flow(s) and %d tcpdump(s), "
+                        "restored %s%s; data kept (unfetched: %s)", why, self.lease.seconds, len(stopped), len(dumps),
                         ", ".join(restored.restored) or "nothing",
                         f"; restore errors: {restored.errors}" if restored.errors else "",
                         ", ".join(self.store.experiments()) or "none")
 
-    def handle_frames(self, frames: list[bytes]) -> None:
+    def _user_id(self, frame: Any) -> str | None:
+        """The CURVE public key (z85) the ZAP handler authenticated ``frame``'s connection with."""
+        if self.config.insecure or isinstance(frame, bytes):
+            return None
+        try:
+            return str(frame.get("User-Id"))
+        except zmq.ZMQError:
+            return None
+
+    def handle_frames(self, frames: list[Any]) -> None:
+        """One message from the ROUTER: [identity, data], as bytes or as zmq Frames (whose
+        metadata name the CURVE key of the connection that sent it)."""
         if len(frames) != 2:
             log.warning("dropped a message of %d frames (expected 1 after the identity)", len(frames) - 1)
             return
-        identity, data = frames
+        identity, data = (f if isinstance(f, bytes) else f.bytes for f in frames)
         peer = _Peer(identity)
         if len(data) > self.config.max_message:
             log.warning("dropped an oversized message from %s: %d bytes > limit %d", peer, len(data),
@@ -240,15 +267,16 @@ class Agent:
             parts = (msg.id, msg.type, dict(msg.args))
         rid, command, args = parts
         reply: Reply | None = None
+        sender = Peer(identity, self._user_id(frames[1]), claim_token(obj))
         try:
-            self.ownership.check(identity, command)  # refused: no lease either, it is not our controller
+            self.ownership.check(sender, command)  # refused: no lease either, it is not our controller
         except AgentError as exc:
             log.info("%s from %s refused: %s", command, peer, exc.message)
             self._send(identity, Reply(rid, False, None, ErrorInfo(error_kind(exc), exc.message, exc.detail),
                                        self.version))
             return
         self.lease.renew(identity)
-        self.peer = identity
+        self.peer = sender
         try:
             result = self.handlers.dispatch(command, args)
         except NetestoError as exc:
@@ -292,6 +320,8 @@ class Agent:
 
     def shutdown(self) -> None:
         self.flows.shutdown()
+        self.observers.stop_all()
+        self.links.stop(None, "the agent stopped")
         self.control.tcpdump_stop()
         self.control.restore()  # a clean stop leaves the host as it found it (data stays)
         if self.socket is not None:
@@ -299,6 +329,8 @@ class Agent:
             self.socket = None
         if self.auth is not None:
             self.auth.stop()
+            if self.auth.connections is not None:
+                self.auth.connections.close()
             self.auth = None
         self.context.term()
         log.info("netesto-agent stopped")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -10,6 +11,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sweep_help = "(re)write DIR/sweep.html of a sweep directory (and its cube, sweep.nc)"
     sweep = sub.add_parser("sweep", help=sweep_help, description=sweep_help)
     sweep.add_argument("dir", help="the sweep directory (netesto sweep --out)")
+    sweep.add_argument("--figures", metavar="NAMES",
+                       help="the figures to draw, comma-separated (share, rate, qdelay, rtt, retrans, group-share, "
+                            "group-rate, paper, flows, summary; NAME:X picks the x axis)")
+    sweep.add_argument("--steady", metavar="WARMUP",
+                       help="summarize every point again leaving each flow's first WARMUP out (5s, 20rtt; 0: none)")
     compare_help = "sweep B against sweep A, point by point: deltas with 95 % CIs"
     compare = sub.add_parser("compare", help=compare_help.replace("%", "%%"), description=compare_help)
     compare.add_argument("a", help="the baseline sweep directory")
@@ -28,7 +34,22 @@ def main(args: argparse.Namespace) -> int:
         from netesto.results.cube import write_cube
         from netesto.results.manifest import Manifest
 
-        write_cube(args.dir, Manifest.load(args.dir))
+        manifest = Manifest.load(args.dir)
+        if args.figures:
+            from netesto.sweep.run import figure_list
+
+            manifest.figures = figure_list(args.figures, None)
+        if args.steady is not None:
+            from netesto.sweep.point import summarize
+            from netesto.sweep.run import steady_text
+
+            manifest.steady = steady_text(args.steady)
+            for rec in manifest:
+                if rec.status == "ok" and rec.experiments:
+                    summarize(rec, Path(args.dir), manifest.steady, manifest.checks)
+        if args.figures or args.steady is not None:
+            manifest.save(args.dir)
+        write_cube(args.dir, manifest)
         print(write_report(args.dir, templates=args.templates))
     elif args.what == "compare":
         from netesto.report.compare import write_compare

@@ -26,6 +26,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors and the final line")
     parser.add_argument("--verbose", "-v", action="store_true", help="also print flow events")
     parser.add_argument(
+        "--steady", metavar="WARMUP",
+        help="leave each flow's first WARMUP (5s, 500ms, 20rtt) out of its experiment's per-flow, per-group and "
+             "per-algorithm numbers (default none)",
+    )
+    parser.add_argument(
         "--collect", action="store_true",
         help="run no script: fetch the data the agents still hold (after a controller crash) into --workdir",
     )
@@ -40,6 +45,10 @@ def main(args: argparse.Namespace) -> int:
 
     if (args.script is None) == (not args.collect):
         raise UsageError("give a SCRIPT to run, or --collect (not both)")
+    if args.steady is not None:
+        from netesto.results.steady import Steady
+
+        Steady.parse(args.steady)  # a bad window is refused before anything runs
     lab = Lab.from_file(args.lab)
     console = ConsoleProgress(sys.stdout, verbose=args.verbose)
     progress: Progress = console
@@ -60,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
                 raise UsageError(f"script {script} not found")
             with signals_interrupt():  # SIGTERM, SIGHUP: stopped as Ctrl-C stops it, hosts restored
                 result = run(script, lab=lab, workdir=args.workdir, defines=parse_defines(args.defines),
-                             progress=progress)
+                             progress=progress, steady=args.steady)
     except NetestoError as exc:  # a failed or interrupted run still shows what it kept
         if isinstance(exc.detail, RunResult) and not args.quiet:
             summarize(exc.detail, sys.stdout)
@@ -72,6 +81,8 @@ def main(args: argparse.Namespace) -> int:
 
 def summarize(result: "RunResult", out: TextIO) -> None:
     """The rate table of the run's experiments (exp.csv) and where their reports are."""
+    if not any((e.path / "all.exp.out").is_file() for e in result.experiments):
+        return  # nothing processed (a run hurried out by a second signal): no rows, and no seconds importing results
     try:
         from netesto.results.expcsv import rate_table, read_rows
     except ImportError:  # the results extra is not installed: raw data only

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from netesto.errors import SweepError
 
@@ -23,7 +24,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="a testbed up on this machine (repeatable); reshaped to each point's bw/rtt/buffer/loss")
     parser.add_argument("--resume", action="store_true", help="run only the points missing, failed or interrupted")
     parser.add_argument("--check", dest="checks", action="append", default=[], metavar="EXPR",
-                        help="pass/fail expression over each point's summary, e.g. 'jain >= 0.9' (repeatable)")
+                        help="pass/fail expression over each point's summary, e.g. 'jain >= 0.9' or "
+                             "'cc_share_bbr < 0.8' (repeatable; evaluated on every point, also under --resume)")
+    parser.add_argument("--steady", metavar="WARMUP",
+                        help="leave each flow's first WARMUP out of every summary: 5s, 500ms or 20rtt "
+                             "(round trips of the flow's median smoothed RTT); default none")
+    parser.add_argument("--figures", metavar="NAMES",
+                        help="the report's figures, comma-separated (share, rate, qdelay, rtt, retrans, "
+                             "group-share, group-rate, paper, flows, summary; NAME:X picks the x axis); "
+                             "default: the notebook's metadata netesto.figures, else all that apply")
     parser.add_argument("--kernel", default="python3", help="Jupyter kernel to run the notebook in (default python3)")
     parser.add_argument("--timeout", type=float, help="seconds a cell may run before the point fails")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -39,16 +48,26 @@ def _fixed(items: list[str]) -> dict[str, str]:
     return out
 
 
+def check_out(out: str) -> None:
+    """SweepError naming ``--out`` when it, or a folder above it, is a file (a traceback before)."""
+    path = Path(out)
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            raise SweepError(f"--out {out}: {p} is a file, not a directory; give --out a new or empty directory")
+
+
 def main(args: argparse.Namespace) -> int:
     from netesto.sweep.grid import count, parse_grid
 
     count(parse_grid(args.params), args.reps)  # the size limit, before the heavy imports below
     from netesto.sweep.run import sweep
 
+    check_out(args.out)
     try:
         result = sweep(args.notebook, args.params, reps=args.reps, out=args.out, labs=args.labs,
                        testbeds=args.testbeds, fixed=_fixed(args.fixed), resume=args.resume, checks=args.checks,
-                       kernel_name=args.kernel, timeout=args.timeout, progress=not args.quiet)
+                       kernel_name=args.kernel, timeout=args.timeout, progress=not args.quiet,
+                       steady=args.steady, figures=args.figures)
     except KeyboardInterrupt:
         print(f"netesto sweep: interrupted: the points done are kept in {args.out}/manifest.json; "
               f"`netesto sweep ... --out {args.out} --resume` runs the rest", file=sys.stderr)

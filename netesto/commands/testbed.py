@@ -16,6 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--hosts", type=int, default=3, help="number of hosts h1..hN (default 3)")
     up.add_argument("--bw", default="100mbit", help="bottleneck rate toward each host (default 100mbit)")
     up.add_argument("--rtt", default="20ms", help="round-trip time between hosts (default 20ms)")
+    up.add_argument("--host-rtt", metavar="HOST:RTT", default="",
+                    help="hosts whose paths have an RTT of their own, e.g. h3:40ms or h2:20ms+h3:60ms: the RTT "
+                         "between such a host and one without is its own (at least half --rtt)")
     up.add_argument("--buffer", default="1bdp", help="bottleneck queue: 1bdp, 0.5bdp or bytes (256k, 1M)")
     up.add_argument("--loss", default="0", help="loss in percent, each direction (e.g. 1 or 0.5%%)")
     up.add_argument("--jitter", default="0", help="round-trip jitter, e.g. 2ms (default 0)")
@@ -44,6 +47,7 @@ def main(args: argparse.Namespace) -> int:
         cfg = TestbedConfig.parse(
             name=args.name, hosts=args.hosts, bw=args.bw, rtt=args.rtt, buffer=args.buffer,
             loss=args.loss, jitter=args.jitter, ca=args.ca, dir=args.dir, agents=not args.no_agents, loopback=args.loopback,
+            host_rtt=args.host_rtt,
         )
         result = lifecycle.up(cfg, progress=lambda msg: print(f"  {msg}", flush=True))
         print(f"testbed {result.name} is up ({result.mode})")
@@ -114,8 +118,13 @@ def format_status(st: dict) -> str:
             f"ca {cfg.get('ca', '?')}, delay by {st.get('delay_mode', '?')}"
         )
         lines.append(f"  router {st.get('router_ns')} control {st.get('router_control_addr')} (controller side {st.get('control_addr')})")
+        from netesto.testbed.config import saved_one_way
+
+        own = {str(h): ms for h, ms in cfg.get("host_rtt", []) or []}
         for lk in st.get("links", []):
-            lines.append(f"  {lk['host']:<6} ns {lk['ns']:<14} {lk['addr']:<15} via {lk['router_dev']} (queue {lk['queue']})")
+            rtt = f", own rtt {own[lk['host']]:g} ms" if lk["host"] in own else ""
+            lines.append(f"  {lk['host']:<6} ns {lk['ns']:<14} {lk['addr']:<15} via {lk['router_dev']} (queue {lk['queue']}, "
+                         f"delay toward it {saved_one_way(cfg, lk['host']):g} ms{rtt})")
     else:
         for host in st.get("hosts", []):
             lines.append(f"  {host['name']:<6} 127.0.0.1:{host['port']}")

@@ -9,6 +9,7 @@ setting), AgentUnreachable after ``timeout`` without an answer.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from netesto.controller.connection import AgentConnection, EventCallback
 from netesto.controller.fetch import fetch_experiment
 from netesto.protocol.commands import (
     ClaimArgs,
+    LinkScheduleArgs,
+    LinkStopArgs,
     PingStartArgs,
     PrepareServerArgs,
     ReleaseArgs,
@@ -25,6 +28,7 @@ from netesto.protocol.commands import (
     SetNetemArgs,
     SetQdiscArgs,
     SetSysctlArgs,
+    ShapeArgs,
     SnapshotArgs,
     StartFlowsArgs,
     StatusArgs,
@@ -35,6 +39,8 @@ from netesto.protocol.commands import (
 from netesto.protocol.replies import (
     ClaimReply,
     HelloReply,
+    LinkScheduleReply,
+    LinkStopReply,
     ModuleParamsReply,
     NetemReply,
     PingReply,
@@ -42,6 +48,7 @@ from netesto.protocol.replies import (
     ReleaseReply,
     RestoreReply,
     ServerReply,
+    ShapeReply,
     SnapshotReply,
     StartFlowsReply,
     StatusReply,
@@ -109,8 +116,10 @@ class AgentClient(AgentConnection):
     def status(self, exp: int | str) -> StatusReply:
         return self.call(StatusReply, StatusArgs(exp))
 
-    def wait_flows(self, exp: int | str, timeout: float, *, poll: float = 0.2) -> WaitResult:
-        """Poll status until the experiment's flows ended (``complete`` True) or ``timeout`` passed.
+    def wait_flows(self, exp: int | str, timeout: float, *, poll: float = 0.2,
+                   stop: threading.Event | None = None) -> WaitResult:
+        """Poll status until the experiment's flows ended (``complete`` True), ``timeout`` passed
+        or ``stop`` was set (both: ``complete`` False).
 
         On a server host this waits for the server ends (``server_running``) too,
         so a fetch afterwards does not race the engine's last writes."""
@@ -119,9 +128,13 @@ class AgentClient(AgentConnection):
             st = self.status(exp)
             if st.finished and not st.running and not st.server_running:
                 return WaitResult(**vars(st), complete=True)
-            if time.monotonic() >= end:
+            if time.monotonic() >= end or (stop is not None and stop.is_set()):
                 return WaitResult(**vars(st), complete=False)
-            time.sleep(min(poll, max(0.0, end - time.monotonic())))
+            pause = min(poll, max(0.0, end - time.monotonic()))
+            if stop is not None:
+                stop.wait(pause)
+            else:
+                time.sleep(pause)
 
     def stop(self, exp: int | str | None = None) -> StopReply:
         return self.call(StopReply, StopArgs(exp))
@@ -153,6 +166,22 @@ class AgentClient(AgentConnection):
 
     def restore(self) -> RestoreReply:
         return self.call(RestoreReply)
+
+    def link_schedule(self, exp: int | str, dev: str, t0: float, until: float, steps: Sequence[Sequence[Any]],
+                      trace: Mapping[str, Any] | None = None, host: str = "") -> LinkScheduleReply:
+        """Steps ``[seconds after t0, parameter, value]`` on link ``dev`` from ``t0`` to ``until`` (the AGENT's
+        clock); ``host``: the lab's name of the agent, for its record."""
+        wire = [[float(at), str(p), float(v)] for at, p, v in steps]
+        return self.call(LinkScheduleReply, LinkScheduleArgs(exp, dev, float(t0), float(until), wire,
+                                                             dict(trace) if trace is not None else None, host),
+                         timeout=max(self.timeout, 30.0))
+
+    def link_stop(self, exp: int | str | None = None) -> LinkStopReply:
+        return self.call(LinkStopReply, LinkStopArgs(exp), timeout=max(self.timeout, 30.0))
+
+    def shape(self, devs: Sequence[str]) -> ShapeReply:
+        """What shapes ``devs`` on the agent's host now, read from its kernel (see netesto.agent.shape)."""
+        return self.call(ShapeReply, ShapeArgs(list(devs)))
 
     def fetch(self, exp: int | str, dest_dir: str | Path, *, ack: bool = True) -> list[Path]:
         """Copy every file of ``<agent datadir>/<exp>/`` into ``dest_dir`` (same relative paths).

@@ -31,13 +31,49 @@ from netesto.protocol.errorkinds import error_from_reply
 from netesto.protocol.keys import load_public_key, load_secret_key
 from netesto.protocol.messages import ErrorInfo, Event, Reply
 from netesto.protocol.replies import CommandReply
+from netesto.protocol.text import printable
 
 log = logging.getLogger("netesto.controller.client")
 STOP_SLICE_MS = 100  # how soon a request given a stop event notices it (see AgentConnection.request)
+# The longest a blocking receive lasts: a signal the main thread's handler must act on (Ctrl-C,
+# SIGTERM) waits at most this long even if the kernel delivered it to another thread.
+RECV_SLICE_MS = 250
 EventCallback = Callable[[Event], None]
 R = TypeVar("R", bound=CommandReply)
 _HANDSHAKE_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
                      | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+
+
+def handshake_failure(head: bytes, where: str) -> str | None:
+    """What a handshake event (the first frame of a monitor message) says went wrong, or None."""
+    event = zmq.Event(int.from_bytes(head[:2], "little"))
+    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH and int.from_bytes(head[2:6], "little") == 500:
+        return (f"{where} refused the connection: the agent holds as many connections as it takes "
+                "(netesto.policy.MAX_CONNECTIONS), or failed; its log says which")
+    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return (f"{where} refused our CURVE key: the controller's public key is not among the agent's "
+                "authorized keys (or our address is not allowed)")
+    if event in (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
+        return (f"CURVE handshake with {where} failed: the agent's public key in the lab file does not match "
+                "the agent's key (or it is not a netesto-agent)")
+    return None
+
+
+class DropLog:
+    """Log lines for dropped messages: the first, then one per 10 s saying how many followed
+    (a hostile agent's flood of bad frames must not become a flood on our terminal)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.count, self.logged = 0, -1e9
+
+    def log(self, exc: NetestoError) -> None:
+        now = time.monotonic()
+        self.count += 1
+        if now - self.logged >= 10.0:
+            more = f" ({self.count - 1} more since the last such line)" if self.count > 1 else ""
+            log.warning("%s: dropped a bad message: %s%s", self.where, printable(exc, 300), more)
+            self.count, self.logged = 0, now
 
 
 def _load_pair(keys: str | Path | tuple[bytes, bytes]) -> tuple[bytes, bytes]:
@@ -82,6 +118,10 @@ class AgentConnection:
         self._closed = False
         self._socket: zmq.Socket | None = None
         self._auth_failure: str | None = None
+        # The run's claim token, sent in every request (see netesto.agent.owner): the agent knows
+        # the run by it, whichever socket carries the request (a new one after a timeout, say).
+        self.claim_token: str | None = None
+        self._dropped = DropLog(self.where)
         self._connect()
         self.lease: float | None = None
         self._heartbeat = heartbeat
@@ -124,13 +164,7 @@ class AgentConnection:
         """AgentError naming host and key when the agent refused our CURVE handshake
         (kept: every later request, the heartbeat's too, fails the same way at once)."""
         while self._auth_failure is None and self._monitor is not None and self._monitor.poll(0):
-            event = zmq.Event(int.from_bytes(self._monitor.recv_multipart()[0][:2], "little"))
-            if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-                self._auth_failure = (f"{self.address}:{self.port} refused our CURVE key: the controller's public "
-                                      "key is not among the agent's authorized keys (or our address is not allowed)")
-            elif event in (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
-                self._auth_failure = (f"CURVE handshake with {self.address}:{self.port} failed: the agent's public "
-                                      "key in the lab file does not match the agent's key (or it is not a netesto-agent)")
+            self._auth_failure = handshake_failure(self._monitor.recv_multipart()[0], f"{self.address}:{self.port}")
         if self._auth_failure is not None:
             raise AgentError(self._auth_failure, host=self.name, kind="AuthFailed")
 
@@ -140,16 +174,19 @@ class AgentConnection:
         self._stash.clear()
         self._connect()
 
-    def _unreachable(self, what: str, timeout: float) -> AgentUnreachable:
-        return AgentUnreachable(f"no answer to {what} within {timeout:g} s from {self.address}:{self.port} "
-                                "(agent down, wrong key, or address not allowed?)", host=self.name)
+    def _unreachable(self, what: str, waited: float) -> AgentUnreachable:
+        """No answer to ``what`` after ``waited`` seconds (what the caller really waited)."""
+        err = AgentUnreachable(f"no answer to {what} in {waited:.3g} s from {self.address}:{self.port} "
+                               "(agent down, wrong key, or address not allowed?)", host=self.name)
+        err.timed_out = True  # type: ignore[attr-defined]
+        return err
 
     def send_request(self, type: str, args: Mapping[str, Any], deadline: float,
                      stop: threading.Event | None = None) -> int:
         """Send request ``type`` (waiting until ``deadline`` for room); its id. ``stop``: see :meth:`request`."""
         assert self._socket is not None
         rid = next(self._ids)
-        data = encode_request(rid, type, dict(args))
+        data = encode_request(rid, type, dict(args), claim=self.claim_token)
         while True:
             try:
                 self._socket.send(data, zmq.NOBLOCK)
@@ -188,7 +225,7 @@ class AgentConnection:
                 raise self._unreachable(what, self.timeout)
             self._check_stop(stop, what)
             # A blocking recv with a receive timeout: cheaper than poll() + recv().
-            ms = max(1, int(left * 1000)) if stop is None else max(1, min(STOP_SLICE_MS, int(left * 1000)))
+            ms = max(1, min(RECV_SLICE_MS if stop is None else STOP_SLICE_MS, int(left * 1000)))
             if ms != self._rcvtimeo:
                 self._socket.rcvtimeo = self._rcvtimeo = ms
             try:
@@ -198,7 +235,7 @@ class AgentConnection:
             try:
                 obj = unpack(data, max_size=self.max_message)
             except ProtocolError as exc:
-                log.warning("%s: dropped a bad message: %s", self.where, exc)
+                self._dropped.log(exc)
                 continue
             ok, result = reply_result(obj, rid)
             if ok:
@@ -215,7 +252,7 @@ class AgentConnection:
             if rid is not None and isinstance(obj, dict) and obj.get("k") == "rep" and obj.get("id") == rid:
                 # The awaited reply itself is broken: say so now rather than time out.
                 raise ProtocolError(f"{self.where}: malformed reply to {what}: {exc.message}") from exc
-            log.warning("%s: dropped a bad message: %s", self.where, exc)
+            self._dropped.log(exc)
             return
         if isinstance(msg, Event):
             self._dispatch(msg)
@@ -254,11 +291,17 @@ class AgentConnection:
         if self._closed:
             raise AgentError("client is closed", host=self.name)
         timeout = self.timeout if timeout is None else timeout
-        with self.lock:
-            deadline = time.monotonic() + timeout
-            rid = self.send_request(type, args or {}, deadline, stop)
-            ok, result = self._receive_result(rid, type, deadline, stop)
-            return result if ok else self.reply_value(self._stash.pop(rid), type)
+        t0 = time.monotonic()
+        try:
+            with self.lock:  # the heartbeat may hold it for its own timeout: that wait counts too
+                deadline = time.monotonic() + timeout
+                rid = self.send_request(type, args or {}, deadline, stop)
+                ok, result = self._receive_result(rid, type, deadline, stop)
+                return result if ok else self.reply_value(self._stash.pop(rid), type)
+        except AgentUnreachable as exc:
+            if getattr(exc, "timed_out", False):  # say how long we really waited
+                raise self._unreachable(type, time.monotonic() - t0) from None
+            raise
 
     def call(self, cls: type[R], args: CommandArgs | None = None, *, timeout: float | None = None) -> R:
         """Send command ``cls.command`` with its payload ``args`` (a :mod:`netesto.protocol.commands`
@@ -286,6 +329,9 @@ class AgentConnection:
                 self.request("heartbeat", stop=self._hb_stop)
             except NetestoError as exc:
                 log.debug("%s: heartbeat failed: %s", self.where, exc)
+                # A period before the next try: failing heartbeats back to back held the lock
+                # (and every caller waiting for it) all the time an agent was dead.
+                self._last_request = time.monotonic()
 
     def on_event(self, callback: EventCallback) -> None:
         """Call ``callback(event)`` for each pushed event (``event.event``, ``event.data``;
@@ -293,17 +339,23 @@ class AgentConnection:
         self._callbacks.append(callback)
 
     def poll_events(self, timeout: float = 0.0) -> None:
-        """Deliver pushed events that arrived while no request was in flight."""
-        with self.lock:
+        """Deliver pushed events that arrived while no request was in flight. Returns at once
+        while a request holds the connection (it delivers the events it meets itself): a
+        WAIT that polls events must not last as long as a heartbeat to a dead agent."""
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
             assert self._socket is not None
             end = time.monotonic() + timeout
             while self._socket.poll(int(max(0.0, end - time.monotonic()) * 1000), zmq.POLLIN):
                 try:
                     obj = unpack(self._socket.recv(), max_size=self.max_message)
                 except ProtocolError as exc:
-                    log.warning("%s: dropped a bad message: %s", self.where, exc)
+                    self._dropped.log(exc)
                     continue
                 self._take(obj)
+        finally:
+            self.lock.release()
 
     def close(self) -> None:
         if self._closed:

@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from netesto.controller.claim import LabClaim, new_token
 from netesto.controller.lab import Lab
+from netesto.controller.links import RunLinks
 from netesto.controller.plan import FlowKey
 from netesto.controller.progress import (
     ExperimentStarted,
@@ -28,7 +30,7 @@ from netesto.controller.progress import (
 from netesto.controller.records import ExpState, RunFacts, experiment_json, start_notices, write_json
 from netesto.controller.schedule import start_skew
 from netesto.controller.session import ClientFactory, HostSession, Sessions, default_client_factory
-from netesto.errors import AgentError, AgentUnreachable, NetestoError, StorageError
+from netesto.errors import AgentError, AgentUnreachable, NetestoError, StorageError, UsageError
 from netesto.script.actions import DoClient, ProcessExp, RemoteAction
 
 IPERF3_PORT = 5201  # iperf3's default port; one server per flow from here up
@@ -61,8 +63,12 @@ class RunContext:
         cancel: threading.Event | None = None,
         iperf3_port: int = IPERF3_PORT,
         testbed: Mapping[str, Any] | None = None,
+        steady: str | None = None,
+        trace: str = "",
+        claim: LabClaim | None = None,
     ) -> None:
         self.lab = lab
+        self.trace = trace  # the ends of DO_CLIENTs without trace= that record tcp_probe (controller/observe.py)
         self.workdir = Path(workdir)
         self.progress = progress
         self.lead = lead
@@ -73,10 +79,18 @@ class RunContext:
         self.seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
         self.rng = rng or random.Random(self.seed)
         self.defines = dict(defines or {})
+        self.steady = steady  # the warm-up PROCESS_EXP leaves out of the per-flow numbers ("5s", "10rtt")
         # The testbed's bottleneck as a result's parameters (bw, rtt, ...): given, or the lab's.
         self.testbed = dict(testbed if testbed is not None else lab.testbed)
-        self.run_id = secrets.token_hex(4)  # names this run to another controller that finds the lab busy
-        self.sessions = Sessions(lab, client_factory, run_id=self.run_id, emit=self.emit, on_event=self.agent_event,
+        # run_id names this run to another controller that finds the lab busy; the token proves a
+        # request belongs to it. Under a held LabClaim (a reshape and runs nobody may come between)
+        # the run uses the claim's, and leaves the releasing to it.
+        if claim is not None and not claim.held:
+            raise UsageError(f"{claim!r}: a run goes on under a held claim (use it in its with block)")
+        self.run_id = claim.run_id if claim is not None else secrets.token_hex(4)
+        self.token = claim.token if claim is not None else new_token()
+        self.sessions = Sessions(lab, client_factory, run_id=self.run_id, token=self.token, release=claim is None,
+                                 emit=self.emit, on_event=self.agent_event,
                                  clock_samples=clock_samples, clock_refresh=clock_refresh)
         self.hosts: dict[str, HostSession] = self.sessions.hosts
         self.exps: dict[int, ExpState] = {}
@@ -87,8 +101,11 @@ class RunContext:
         self.collecting = False
         self.interrupted = False
         self._stop = cancel if cancel is not None else threading.Event()
+        self.phase = "run"  # then "cleanup": flows stopped or ended, hosts being restored
+        self.hurry = threading.Event()  # set by a signal during the cleanup: its waits are skipped
         self.foreign: set[tuple[str, int]] = set()  # (host, exp) holding an earlier run's data
         self.pairs: dict[FlowKey, DoClient] = {}  # flow ids given out so far (a clash is a ScriptError)
+        self.links = RunLinks()  # SET_LINK schedules (netesto.controller.links)
 
     def emit(self, event: ProgressEvent) -> None:
         """Hand ``event`` to the progress sink (a broken sink is ignored)."""
@@ -166,8 +183,21 @@ class RunContext:
                 self.sessions.poll_events()
 
     def cancel(self) -> None:
-        """Ask a running :meth:`run` (in another thread) to stop at the next wait."""
+        """Ask a running :meth:`run` (in another thread) to stop at the next wait; a second
+        cancel (or one during the cleanup) skips the cleanup's waits, never the restore."""
+        if self._stop.is_set() or self.phase == "cleanup":
+            self.hurry.set()
         self._stop.set()
+
+    @property
+    def wait_stop(self) -> threading.Event:
+        """What ends a wait for flows early: a cancel while the run runs, a hurry in its cleanup."""
+        return self.hurry if self.phase == "cleanup" else self._stop
+
+    def check_cancel(self) -> None:
+        """KeyboardInterrupt if the run was cancelled (a wait that ended early for it)."""
+        if self.phase == "run" and self._stop.is_set():
+            raise KeyboardInterrupt("run cancelled")
 
     def agent_event(self, host: str, ev: Any) -> None:
         """Engine events relayed by an agent (may run on the client's thread)."""
@@ -195,9 +225,13 @@ class RunContext:
         facts = RunFacts(script=self.script, seed=self.seed, defines=self.defines, testbed=self.testbed)
         return experiment_json(e, lab=self.lab, hosts=self.hosts, facts=facts, interrupted=self.interrupted)
 
-    def write_json(self, e: ExpState) -> Path:
-        """Write ``e``'s experiment.json."""
-        return write_json(e, self.experiment_json(e))
+    def write_json(self, e: ExpState, *, partial: bool = False) -> Path:
+        """Write ``e``'s experiment.json; ``partial``: before its flows start, marked interrupted
+        until the run completes it (a controller killed meanwhile leaves one that says so)."""
+        doc = self.experiment_json(e)
+        if partial:
+            doc["interrupted"] = True
+        return write_json(e, doc)
 
 
 __all__ = ["Abort", "IPERF3_PORT", "NETSERVER_PORT", "RunContext"]

@@ -9,15 +9,21 @@ flows it takes part in have ended (:func:`wait_flows`).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
+from netesto.controller import links
 from netesto.controller.context import NETSERVER_PORT, RunContext
+from netesto.controller.observe import start_batch
 from netesto.controller.plan import check_flow_ids
 from netesto.controller.progress import ActionFinished, ActionStarted, FlowsScheduled, HostError, Notice
 from netesto.controller.records import ExpState, FlowRecord
 from netesto.controller.schedule import expand_do_client, wait_timeout
+from netesto.controller.shape import measure
 from netesto.raw.experiment import short_host
-from netesto.errors import AgentError, AgentUnreachable
+from netesto.errors import AgentError, AgentUnreachable, UsageError
+from netesto.policy import MAX_FLOWS_PER_REQUEST, MAX_PORTS_PER_REQUEST
 from netesto.protocol.flowspec import FlowSpec
+from netesto.protocol.text import printable
 from netesto.protocol.replies import PingReply, StatusReply
 from netesto.script.actions import DoClient
 
@@ -42,17 +48,20 @@ def server_ports(r: RunContext, e: ExpState, a: DoClient, name: str) -> int | li
     builtin: the agent's engine server (one port for all flows). iperf3: one
     iperf3 server per flow, ports 5201, 5202, ... (``iperf3_port`` up) per server
     and experiment.
-    netperf: the server's netserver on port 12865, started by its agent if none runs.
+    netperf: the server's netserver on port 12865, started by its agent if none runs; each
+    flow's data connection gets a port of its own from the same range as iperf3's (netperf
+    ``-P ,port``): 12865 as the data port too made netserver pick one no one knew, so the
+    flow's socket could not be found to sample it.
     """
-    if a.driver == "netperf":
-        started = r.remote(name, lambda h: h.client.prepare_server(e.exp, e.token, driver="netperf",
-                                                                   ports=[NETSERVER_PORT]))
-        return None if started is None else NETSERVER_PORT
-    if a.driver != "iperf3":
-        return prepare_server(r, e, name)
     first = r.iperf3_port + e.iperf3_next.get(name, 0)
     ports = list(range(first, first + a.instances))
-    if r.remote(name, lambda h: h.client.prepare_server(e.exp, e.token, driver="iperf3", ports=ports)) is None:
+    if a.driver == "netperf":
+        if r.remote(name, lambda h: h.client.prepare_server(e.exp, e.token, driver="netperf",
+                                                            ports=[NETSERVER_PORT])) is None:
+            return None
+    elif a.driver != "iperf3":
+        return prepare_server(r, e, name)
+    elif r.remote(name, lambda h: h.client.prepare_server(e.exp, e.token, driver="iperf3", ports=ports)) is None:
         return None
     e.iperf3_next[name] = e.iperf3_next.get(name, 0) + a.instances
     return ports
@@ -61,6 +70,7 @@ def server_ports(r: RunContext, e: ExpState, a: DoClient, name: str) -> int | li
 def do_clients(r: RunContext, batch: list[DoClient]) -> None:
     """Start a batch of DO_CLIENTs at one common instant."""
     t_begin = time.time()
+    check_limits(r, batch)
     for a in batch:
         check_flow_ids(a, r.lab, r.pairs)
     for a in batch:
@@ -68,12 +78,17 @@ def do_clients(r: RunContext, batch: list[DoClient]) -> None:
         r.emit(ActionStarted(kind=a.kind, host=a.host, exp=a.exp, text=a.args_text(), loc=str(a.loc)))
     n_err = len(r.errors)
     per_host = _targets(r, batch)
+    start_batch(r, per_host)  # traces and driver flows' watches, armed before the flows start
     live = [c for c in per_host if not r.hosts[c].dead]
     for c in live:
         r.remote(c, lambda h: r.sessions.clock(h))
     live = [c for c in live if not r.hosts[c].dead]
-    if live:
-        t_common = time.time() + r.lead + r.lead_per_host * (len(live) - 1)
+    for exp_n in sorted({a.exp for a in batch}):  # the shape each experiment really starts under
+        measure(r, r.exps[exp_n], [(r.lab.resolve(a.host).name, r.lab.resolve(a.server).name)
+                                   for a in batch if a.exp == exp_n])
+    t_common = time.time() + r.lead + r.lead_per_host * (len(live) - 1) if live else None
+    links.start(r, batch, t_common)  # SET_LINKs before the batch: their time 0 is its start
+    if t_common is not None:
         for c in live:
             _start_host(r, c, per_host[c], t_common)
     err = "; ".join(r.errors[n_err:])
@@ -130,11 +145,14 @@ def _start_host(r: RunContext, c: str, targets: list[Target], t_common: float) -
             f"+ {r.lead_per_host:g} s/host too short here): its flows start late")))
     for exp_n, exp_specs in by_exp.items():
         e = r.exps[exp_n]
+        ids = {s.flow_id for s in exp_specs}
+        mine = [rec for rec in records if rec.spec.flow_id in ids and rec.spec.exp == exp_n]
+        # experiment.json before the flows start: a controller killed while they run leaves one
+        # (its name, script and flows) for 'netesto run --collect' to process the data with.
+        r.write_json(_with(e, mine), partial=True)
         started = r.remote(c, lambda h: h.client.start_flows(exp_n, exp_specs, at_agent))
         if started is None and r.hosts[c].dead:
             break
-        ids = {s.flow_id for s in exp_specs}
-        mine = [rec for rec in records if rec.spec.flow_id in ids and rec.spec.exp == exp_n]
         e.flows.extend(mine)
         e.waited.discard(c)
         dur = max(rec.spec.dur + rec.action.delay for rec in mine)
@@ -147,6 +165,28 @@ def _start_host(r: RunContext, c: str, targets: list[Target], t_common: float) -
                 until = max(rec.end_ctrl for rec in mine if rec.server == server)
                 if ping(r, c, e, target, pname, until - time.time()) is not None:
                     e.pings.add((c, server))
+
+
+def _with(e: ExpState, flows: list[FlowRecord]) -> ExpState:
+    """``e`` as it will be once ``flows`` start (for its experiment.json written before they do)."""
+    return replace(e, flows=[*e.flows, *flows])
+
+
+def check_limits(r: RunContext, batch: list[DoClient]) -> None:
+    """UsageError at the first DO_CLIENT of ``batch`` that makes one request hold more flows (or
+    iperf3 ports) than an agent takes, before anything of the batch starts."""
+    flows: dict[tuple[str, int], int] = {}
+    for a in batch:
+        key = (r.lab.resolve(a.host).name, a.exp)
+        flows[key] = flows.get(key, 0) + a.instances
+        if flows[key] > MAX_FLOWS_PER_REQUEST:
+            raise UsageError(f"{a.loc}: {flows[key]} flows of experiment {a.exp} start together on {key[0]}; an agent "
+                             f"takes at most {MAX_FLOWS_PER_REQUEST} in one request "
+                             "(netesto.policy.MAX_FLOWS_PER_REQUEST): fewer instances, or a WAIT between DO_CLIENTs")
+        if a.driver == "iperf3" and a.instances > MAX_PORTS_PER_REQUEST:
+            raise UsageError(f"{a.loc}: {a.instances} iperf3 flows need as many servers on {a.server}; an agent "
+                             f"starts at most {MAX_PORTS_PER_REQUEST} in one request "
+                             "(netesto.policy.MAX_PORTS_PER_REQUEST)")
 
 
 def ping(r: RunContext, client: str, e: ExpState, target: str, name: str, duration: float) -> PingReply | None:
@@ -177,7 +217,8 @@ def wait_flows(r: RunContext, host: str, e: ExpState, *, margin: float) -> bool:
             continue
         ends = [rec.end_ctrl for rec in involved if rec.host == client]
         timeout = wait_timeout(ends, now, margin)
-        st = r.remote(client, lambda h: h.client.wait_flows(e.exp, timeout))
+        st = r.remote(client, lambda h: h.client.wait_flows(e.exp, timeout, stop=r.wait_stop))
+        r.check_cancel()
         if st is None:
             continue
         if not st.complete:
@@ -202,7 +243,8 @@ def report_failed_flows(r: RunContext, client: str, e: ExpState, st: StatusReply
                 r.interrupted and str(errors.get(flow, "")).startswith("stopped by a stop request")):
             continue
         e.failed_flows.add(flow)
-        text = f"flow {flow} of experiment {e.exp} failed: {errors.get(flow) or 'error'}"
+        # the agent's words: escaped here, as they go into the run's errors (its exit message) too
+        text = f"flow {printable(flow, 200)} of experiment {e.exp} failed: {printable(errors.get(flow) or 'error')}"
         e.errors.append(f"{client}: {text}")
         r.errors.append(f"{client}: {text}")
         if r.first_error is None:
@@ -210,4 +252,4 @@ def report_failed_flows(r: RunContext, client: str, e: ExpState, st: StatusReply
         r.emit(HostError(host=client, error=text))
 
 
-__all__ = ["do_clients", "ping", "prepare_server", "report_failed_flows", "server_ports", "wait_flows"]
+__all__ = ["check_limits", "do_clients", "ping", "prepare_server", "report_failed_flows", "server_ports", "wait_flows"]

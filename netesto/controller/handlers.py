@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from netesto.controller import links
 from netesto.controller.context import RunContext
 from netesto.controller.flows import prepare_server, wait_flows
+from netesto.controller.observe import do_trace, do_watch, stop_host
 from netesto.controller.progress import DataStored, EchoText, ExperimentProcessed, Notice
 from netesto.controller.records import NO_RESULTS, ExpState, process_results, skews_from_files, start_notices
 from netesto.raw.experiment import short_host
@@ -24,10 +26,13 @@ from netesto.script.actions import (
     DoClient,
     DoServer,
     DoTcpdump,
+    DoTrace,
+    DoWatch,
     Echo,
     GetData,
     ProcessExp,
     RandWait,
+    SetLink,
     SetModuleParams,
     SetNetem,
     SetQdisc,
@@ -64,9 +69,11 @@ def get_data(r: RunContext, name: str, e: ExpState, *, salvage: bool = False) ->
     if e.fetched.get(host) == e.generation.get(host, 0) and host in e.fetched:
         return  # nothing new since the last GET_DATA (the original's rule)
     complete = wait_flows(r, host, e, margin=2.0 if salvage else r.wait_margin)
+    links.settle(r, host, e)  # a link schedule's record is complete once it ended
     if host in e.tcpdumps:
         r.remote(host, lambda h: h.client.tcpdump_stop(e.exp))
         e.tcpdumps.discard(host)
+    stop_host(r, host, e)  # traces and watches write their files
     if host in e.stats_hosts and (host, 1) not in e.snapshots:
         if r.remote(host, lambda h: h.client.snapshot(e.exp, 1, short_host(host))) is not None:
             e.snapshots.add((host, 1))
@@ -99,7 +106,7 @@ def stored(r: RunContext, host: str, e: ExpState, paths: Iterable[Any]) -> None:
 def run_processing(r: RunContext, e: ExpState) -> str:
     """Process ``e``'s stored data; '' or a note saying why only the raw data is there."""
     limited: list[str] = []
-    note = process_results(r.workdir, e, limited)
+    note = process_results(r.workdir, e, limited, r.steady)
     if note and note != NO_RESULTS:
         r.emit(Notice(host="", text=note))
     for text in limited:
@@ -198,7 +205,10 @@ HANDLERS: dict[type[Action], Handler] = {
     SetModuleParams: _module_params,
     SetQdisc: _qdisc,
     SetNetem: _netem,
+    SetLink: links.add,
     DoTcpdump: _tcpdump,
+    DoTrace: do_trace,
+    DoWatch: do_watch,
 }
 
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
+from netesto.controller import links
 from netesto.controller.lab import Lab
 from netesto.controller.schedule import flow_id
 from netesto.errors import LabError, ScriptError, UsageError
 from netesto.script import FileLoader, Interpreter, State, estimate_seconds
-from netesto.script.actions import Action, DoClient, DoTcpdump, RemoteAction
+from netesto.script.actions import Action, DoClient, DoTcpdump, RemoteAction, SetLink
 from netesto.script.store import next_round, read_counter_file, read_script
 
 FlowKey = tuple[int, str, str, int]  # (exp, client short name, server short name, group)
@@ -144,6 +145,8 @@ def check_actions(actions: Iterable[Action], lab: Lab) -> None:
                 lab.resolve(a.server)
             if isinstance(a, DoTcpdump) and a.server not in ("X", "x", ""):
                 lab.resolve(a.server)
+            if isinstance(a, SetLink):
+                links.check(lab, a)
         except LabError as exc:
             raise LabError(f"{a.loc}: {exc.message}") from exc  # where the script names it
         if isinstance(a, DoClient):

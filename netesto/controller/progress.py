@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
+from netesto.protocol.text import printable
+
 
 @dataclass(frozen=True)
 class ProgressEvent:
@@ -186,8 +188,10 @@ class ConsoleProgress(Progress):
         self._lock = threading.Lock()
 
     def _line(self, text: str) -> None:
+        # Every line may quote an agent (errors, flow events, host names): escaped and bounded, so an
+        # agent can neither forge lines nor drive the terminal, nor print more than MAX_SHOWN_TEXT.
         with self._lock:
-            print(f"[{time.time() - self._t0:7.2f}] {text}", file=self.stream, flush=True)
+            print(f"[{time.time() - self._t0:7.2f}] {printable(text)}", file=self.stream, flush=True)
 
     def on_run_started(self, e: RunStarted) -> None:
         self._t0 = e.t

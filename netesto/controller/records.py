@@ -7,7 +7,6 @@ without changing the readers.
 
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from netesto.errors import NetestoError, StorageError, UsageError
 from netesto.protocol.flowspec import FlowSpec
 from netesto.protocol.replies import HelloReply
 from netesto.raw.experiment import ExperimentRecord, FlowEntry, short_host
+from netesto.raw.jsontext import dumps
 from netesto.script.actions import DoClient
 
 if TYPE_CHECKING:
@@ -83,6 +83,9 @@ class ExpState:
     desc: str = ""
     other: tuple[tuple[str, str], ...] = ()
     processed: bool = False
+    observing: Any = None  # its traces and watches (netesto.controller.observe.Observing)
+    shape: dict[str, dict[str, Any]] | None = None  # short host -> what shaped its path at the first flows
+    measured: dict[str, Any] = field(default_factory=dict)  # the testbed values those readings give
 
     def touch(self, host: str) -> None:
         self.hosts.add(host)
@@ -129,11 +132,13 @@ def experiment_json(e: ExpState, *, lab: Lab, hosts: Mapping[str, HostSession], 
             "error": h.dead if h else "",
             "tools": dict(info.tools),
         }
+        if e.shape is not None and short_host(name) in e.shape:
+            doc_hosts[short_host(name)]["shape"] = e.shape[short_host(name)]
     return ExperimentRecord(
         exp=e.exp, exp_name=e.exp_name, script=facts.script, desc=e.desc, other=e.other,
         netesto_version=__version__, flows=tuple(flows), hosts=doc_hosts, actions=tuple(e.actions),
         errors=tuple(e.errors), interrupted=interrupted, seed=facts.seed, defines=dict(facts.defines),
-        testbed=dict(facts.testbed),
+        testbed={**facts.testbed, **e.measured},  # what the kernels said at its start, over the lab file's
     ).to_json()
 
 
@@ -143,7 +148,7 @@ def write_json(e: ExpState, doc: dict[str, Any]) -> Path:
     tmp = path.with_suffix(".json.tmp")
     try:
         e.dir.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(doc, indent=1, default=str))
+        tmp.write_text(dumps(doc, indent=1))  # strict: NaN as null
         tmp.replace(path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -186,15 +191,16 @@ def start_notices(e: ExpState, host: str | None = None) -> list[str]:
 NO_RESULTS = "results extra not installed: raw data only"
 
 
-def process_results(workdir: Path, e: ExpState, warnings: list[str] | None = None) -> str:
-    """Process ``e``'s stored data; '' or a note saying why only the raw data is there. The flows
-    the results found limited by their hosts' buffers go into ``warnings``."""
+def process_results(workdir: Path, e: ExpState, warnings: list[str] | None = None, steady: str | None = None) -> str:
+    """Process ``e``'s stored data (``steady``: the warm-up left out of its per-flow numbers); '' or a
+    note saying why only the raw data is there. The flows the results found limited by their hosts'
+    buffers go into ``warnings``."""
     try:
         from netesto.report.experiment import process_experiment
     except ImportError:
         return NO_RESULTS
     try:
-        done = process_experiment(workdir, e.exp, desc=e.desc, other=e.other)
+        done = process_experiment(workdir, e.exp, desc=e.desc, other=e.other, steady=steady)
     except NetestoError as exc:
         return f"results processing failed (raw data kept): {exc}"
     except Exception as exc:  # results bugs must not lose the run's data

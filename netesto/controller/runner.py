@@ -40,7 +40,7 @@ from netesto.controller.progress import (
 )
 from netesto.controller.records import ExpState, make_workdir
 from netesto.controller.result import ExperimentResult, RunResult
-from netesto.controller.signals import shield_signals
+from netesto.controller.signals import RunSignals, exit_status
 from netesto.errors import AgentError, LabError, NetestoError, RunInterrupted, StorageError
 from netesto.script.actions import Action, DoServer, DoTcpdump, GetData, ProcessExp, RemoteAction
 
@@ -63,44 +63,74 @@ class Runner(RunContext):
         self.emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))
         interrupted = False
         aborted: BaseException | None = None
-        try:
-            for item in batched(actions):
-                try:
-                    if isinstance(item, list):
-                        do_clients(self, item)
-                    else:
-                        self._execute(item)
-                except LabError as exc:  # an unknown host in a lazily consumed script
-                    loc = item[0].loc if isinstance(item, list) else item.loc
-                    raise LabError(f"{loc}: {exc.message}") from exc
-        except KeyboardInterrupt:
-            interrupted = True
-        except Abort as exc:
-            aborted = exc.__cause__ or exc
-        except NetestoError as exc:
-            aborted = exc
-            self.note(str(exc), exc)
-        finally:
-            self.interrupted = interrupted
-            with shield_signals(lambda: self.emit(Notice(host="", text="restoring the hosts, please wait"))):
+        with RunSignals(self._signalled) as signals:
+            try:
+                for item in batched(actions):
+                    try:
+                        if isinstance(item, list):
+                            do_clients(self, item)
+                        else:
+                            self._execute(item)
+                    except LabError as exc:  # an unknown host in a lazily consumed script
+                        loc = item[0].loc if isinstance(item, list) else item.loc
+                        raise LabError(f"{loc}: {exc.message}") from exc
+                self._fetch_rest()  # the script's end: its flows still running are part of the run
+            except KeyboardInterrupt:
+                interrupted = True
+            except Abort as exc:
+                aborted = exc.__cause__ or exc
+            except NetestoError as exc:
+                aborted = exc
+                self.note(str(exc), exc)
+            finally:
+                signals.cleanup()  # from here a signal hurries the cleanup; it never skips the restore
+                self.phase = "cleanup"
+                self.interrupted = interrupted = interrupted or bool(signals.signals)
                 self._finish(interrupted=interrupted, aborted=aborted is not None)
+        interrupted = interrupted or bool(signals.signals)  # one during the cleanup: the run was stopped too
         result = self._result(time.time() - t0)
         self.emit(RunFinished(experiments=tuple(result.exps), elapsed=result.elapsed, errors=result.errors,
                               interrupted=interrupted))
         if interrupted:
             exps = ", ".join(map(str, result.exps)) or "none"
-            raise RunInterrupted(f"interrupted: flows stopped, hosts restored; the data collected so far is "
-                                 f"kept and processed (experiments {exps} in {self.workdir})", result=result)
+            kept = "kept and processed" if not self.hurry.is_set() else (
+                "kept, not processed (a second signal skipped that: netesto.process_experiment(WORKDIR, EXP) "
+                "processes it)")
+            err = RunInterrupted(f"interrupted: flows stopped, hosts restored; the data collected so far is "
+                                 f"{kept} (experiments {exps} in {self.workdir})", result=result)
+            if signals.first is not None or signals.signals:
+                err.exit_code = exit_status(signals.first or signals.signals[0])
+            raise err
         if self.errors:
             raise self._summary_error(result)
         return result
 
+    def _signalled(self, signum: int) -> None:
+        """A signal during the cleanup: its waits (for flows, for processing) are skipped, the restore is not."""
+        self.hurry.set()
+        self.emit(Notice(host="", text="restoring the hosts, please wait (waits for flows and processing skipped)"))
+
+    def _holding(self, e: ExpState) -> list[str]:
+        """The hosts of ``e`` that may still hold data of it for us (connected, alive, not another run's)."""
+        return [host for host in sorted(e.hosts) if (held := self.hosts.get(host)) is not None and not held.dead
+                and held.client is not None and (host, e.exp) not in self.foreign]
+
+    def _fetch_rest(self) -> None:
+        """Fetch every host's data of every experiment once its flows ended (the script's end)."""
+        for e in list(self.exps.values()):
+            for host in self._holding(e):
+                self.current = e
+                get_data(self, host, e)
+
     def _summary_error(self, result: RunResult) -> NetestoError:
         lines = "; ".join(self.errors)
-        kept = ", ".join(
-            f"{e.exp} (from {', '.join(sorted(self.exps[e.exp].fetched)) or 'no host'})" for e in result.experiments
-        )
+        kept = ", ".join(f"{e.exp} (from {', '.join(sorted(self.exps[e.exp].fetched))})"
+                         for e in result.experiments if self.exps[e.exp].fetched)
+        unfetched = [str(e.exp) for e in result.experiments if not self.exps[e.exp].fetched]
         msg = f"run failed: {lines}. Data kept for experiment(s): {kept or 'none'} in {self.workdir}"
+        if unfetched:  # "(from no host)" said data was kept that was not
+            msg += (f"; nothing fetched of experiment(s) {', '.join(unfetched)} (what its agents hold stays "
+                    "there: 'netesto run --collect' fetches it)")
         first = self.first_error
         if first is not None and not isinstance(first, AgentError):
             return first  # a script or lab error: keep its type and location
@@ -178,17 +208,28 @@ class Runner(RunContext):
             stored(self, host, e, paths)
 
     def _finish(self, *, interrupted: bool, aborted: bool) -> None:
-        """Stop flows if needed, fetch what is left, write experiment.json, restore, close."""
+        """Stop flows if needed, restore, fetch what is left, release; then experiment.json and results.
+
+        The hosts are restored first: before the data is fetched (an agent keeps it whatever
+        its settings) and before anything local (processing can take long). A signal here
+        (:meth:`_signalled`) skips the waits for flows and the processing, never the restore."""
         if interrupted or aborted:
             for h in self.sessions.live():
                 try:
                     h.client.stop()
                 except NetestoError as exc:
                     self.emit(HostError(host=h.lab.name, error=f"stop: {exc}"))
+        self._restore(interrupted or aborted)
         for e in self.exps.values():
             self._salvage(e, interrupted=interrupted, aborted=aborted)
+        self.sessions.close()
+        for e in self.exps.values():
+            self._record(e, interrupted=interrupted)
+
+    def _restore(self, everywhere: bool) -> None:
+        """Restore every changed host (every connected one with ``everywhere``)."""
         for h in self.hosts.values():
-            if h.client is None or h.dead or not (h.changed or interrupted or aborted):
+            if h.client is None or h.dead or not (h.changed or everywhere):
                 continue
             try:
                 done = h.client.restore()
@@ -197,28 +238,28 @@ class Runner(RunContext):
                 continue
             for error in done.errors:  # what the agent could not put back as it was
                 self.emit(HostError(host=h.lab.name, error=f"restore: {error}"))
-        self.sessions.close()
 
     def _salvage(self, e: ExpState, *, interrupted: bool, aborted: bool) -> None:
-        """Fetch what ``e``'s hosts still hold and write its experiment.json (processed if interrupted)."""
-        for host in sorted(e.hosts):  # the flows are stopped: what they wrote is fetched now
-            held = self.hosts.get(host)
-            if held is None or held.dead or held.client is None or (host, e.exp) in self.foreign:
-                continue
+        """Fetch what ``e``'s hosts still hold (the flows are stopped, or ended)."""
+        for host in self._holding(e):
             try:
                 if interrupted:  # the stopped flows' ends (server ones too) finish their files first
-                    self.remote(host, lambda h: h.client.wait_flows(e.exp, timeout=3.0))
+                    self.remote(host, lambda h: h.client.wait_flows(e.exp, timeout=3.0, stop=self.hurry))
                 get_data(self, host, e, salvage=aborted or interrupted)
             except Abort:
                 pass
+
+    def _record(self, e: ExpState, *, interrupted: bool) -> None:
+        """``e``'s experiment.json (and, for a partial experiment, its results unless a second signal
+        asked to be done: processing, exp.html's plots above all, takes seconds)."""
         if e.processed or not e.dir.exists():
             return
         try:
-            if interrupted and e.flows:  # the partial experiment is processed, and says it is partial
+            if interrupted and e.flows and not self.hurry.is_set():  # processed, and says it is partial
                 process_stored(self, e)
             else:
                 self.write_json(e)
-        except StorageError as exc:  # a full disk must not keep the hosts from being restored
+        except StorageError as exc:  # a full disk must not lose the rest
             self.note(str(exc), exc)
 
     def _result(self, elapsed: float) -> RunResult:

@@ -8,11 +8,11 @@ offset taken from the lowest-RTT of several round trips and refreshed when older
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from netesto.controller.claim import CLAIM_WAIT, claim, controller_name, default_client_factory
 from netesto.controller.lab import Lab, LabHost
 from netesto.controller.progress import Notice, ProgressEvent
 from netesto.errors import AgentError, AgentUnreachable, NetestoError
@@ -20,51 +20,7 @@ from netesto.protocol.replies import HelloReply
 from netesto.protocol.version import check_compatible
 
 ClientFactory = Callable[[LabHost, Lab], Any]
-CLAIM_WAIT = 15.0  # seconds a run waits for a gone controller's lease to lapse
 DROPPED_RELEASE_TIMEOUT = 1.0  # seconds the release of a dropped host may take at the end of a run
-
-
-def default_client_factory(host: LabHost, lab: Lab) -> Any:
-    """An AgentClient for ``host`` with the lab's keys (imported late: pulls zmq)."""
-    from netesto.controller.client import AgentClient
-
-    if lab.insecure:
-        return AgentClient(host.name, host.control, host.port, insecure=True)
-    return AgentClient(
-        host.name,
-        host.control,
-        host.port,
-        server_key=host.public_key,
-        client_keys=lab.controller_key,
-    )
-
-
-def controller_name() -> str:
-    """Who runs this controller, for "lab busy" messages: user@host pid N."""
-    import getpass
-    import socket
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()} pid {os.getpid()}"
-
-
-def claim(client: Any, run_id: str, wait: float = CLAIM_WAIT) -> None:
-    """Claim the agent for this run. A lab whose owner's lease lapses within ``wait``
-    seconds (a controller that was killed: its agents do not all time it out at the
-    same moment) is waited for; a live owner renews its lease and the busy error stands."""
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            client.claim(run_id, controller_name())
-            return
-        except AgentError as exc:
-            left = exc.detail.get("lease_left") if exc.kind == "Busy" and isinstance(exc.detail, dict) else None
-            if not isinstance(left, (int, float)) or time.monotonic() + left > deadline:
-                raise
-            time.sleep(min(float(left), 5.0) + 0.2)
 
 
 @dataclass
@@ -91,6 +47,8 @@ class Sessions:
         client_factory: ClientFactory,
         *,
         run_id: str,
+        token: str | None = None,
+        release: bool = True,
         emit: Callable[[ProgressEvent], None],
         on_event: Callable[[str, Any], None],
         clock_samples: int = 8,
@@ -99,6 +57,8 @@ class Sessions:
         self.lab = lab
         self.client_factory = client_factory
         self.run_id = run_id
+        self.token = token  # the run's claim token, in every request to every agent
+        self.release = release  # False: the claim is someone else's (a LabClaim the run went on under)
         self.emit = emit
         self.on_event = on_event
         self.clock_samples = clock_samples
@@ -137,7 +97,7 @@ class Sessions:
         if h.info.protocol:
             check_compatible(h.info.protocol, host=name)
         if "claim" in h.info.commands:  # one controller at a time (older agents: no claim)
-            claim(client, self.run_id)
+            claim(client, self.run_id, self.token)
         h.client = client
         left = list(h.info.unfetched)
         h.leftover = frozenset(left)
@@ -188,7 +148,7 @@ class Sessions:
         for h in self.hosts.values():
             if h.client is not None:
                 try:
-                    if "claim" in h.info.commands:
+                    if "claim" in h.info.commands and self.release:
                         # a dropped host gets a short try: alive, it frees its claim now; dead, it
                         # does not hold the run's end for a whole timeout (its lease lapses anyway)
                         h.client.release(timeout=DROPPED_RELEASE_TIMEOUT if h.dead else None)

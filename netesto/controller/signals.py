@@ -1,4 +1,15 @@
-"""Signals around a run: SIGTERM and SIGHUP stop it as Ctrl-C does, and none cuts its cleanup short."""
+"""Signals around a run: the first stops it (as Ctrl-C does), later ones hurry its cleanup, none cuts the restore.
+
+A run has two phases. While it runs (the script's actions, and the wait for the
+flows still running when the script ends) the first Ctrl-C, SIGTERM or SIGHUP
+raises KeyboardInterrupt: the runner stops the flows, fetches what exists,
+restores the hosts and raises RunInterrupted with the exit status of the signal
+(130, 143, 129). During the cleanup a signal never raises: it calls the
+runner's ``later`` callback, which says "restoring the hosts, please wait" and
+makes the cleanup skip its waits for flows and the processing of what was
+fetched (the raw data and experiment.json stay) - but never the restore. The first signal switches the phase inside the handler itself, so
+a burst of Ctrl-C cannot land a second KeyboardInterrupt in the cleanup.
+"""
 
 from __future__ import annotations
 
@@ -6,56 +17,88 @@ import signal
 import threading
 from contextlib import contextmanager
 from types import FrameType
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _install(handler: Callable[[int, FrameType | None], None], sigs: tuple[int, ...]) -> dict[int, object]:
-    """Install ``handler`` for ``sigs``; the handlers it replaced (nothing off the main thread)."""
-    old: dict[int, object] = {}
-    if threading.current_thread() is not threading.main_thread():
-        return old  # only the main thread may set handlers; a thread's run is stopped by its cancel Event
-    for sig in sigs:
-        old[sig] = signal.signal(sig, handler)
-    return old
+def exit_status(signum: int) -> int:
+    """The shell's status for a process ended by ``signum``: 128 + its number (Ctrl-C 130, SIGTERM 143)."""
+    return 128 + int(signum)
 
 
-def _restore(old: dict[int, object]) -> None:
-    for sig, handler in old.items():
-        signal.signal(sig, handler)  # type: ignore[arg-type]
+def _main_thread() -> bool:
+    # Only the main thread may set handlers; a run in another thread is stopped by its cancel Event.
+    return threading.current_thread() is threading.main_thread()
 
 
-@contextmanager
-def shield_signals(notice: Callable[[], None]) -> Iterator[None]:
-    """While the block runs (stopping flows, fetching, restoring hosts), Ctrl-C, SIGTERM and
-    SIGHUP only call ``notice`` ("restoring, please wait"): a host left half-restored is worse
-    than a few more seconds."""
+class RunSignals:
+    """The handlers of one run (main thread only; elsewhere this does nothing).
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        notice()
+    During the run, SIGINT and those of SIGTERM/SIGHUP that have a Python handler already
+    (the command line's :func:`signals_interrupt`) stop it; a library run leaves a SIGTERM
+    it was not asked to take to its default. :meth:`cleanup` takes all three."""
 
-    old = _install(handler, STOP_SIGNALS)
-    try:
-        yield
-    finally:
-        _restore(old)
+    def __init__(self, later: Callable[[int], None]) -> None:
+        self.later = later
+        self.phase = "run"
+        self.first: int | None = None  # the signal that stopped the run
+        self.signals: list[int] = []  # every one received, in order
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)
+        if self.phase == "run":
+            self.phase = "cleanup"
+            self.first = signum
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+        self.later(signum)
+
+    def _take(self, sig: int) -> None:
+        if sig not in self._old:
+            self._old[sig] = signal.signal(sig, self._handle)
+
+    def __enter__(self) -> "RunSignals":
+        if _main_thread():
+            for sig in STOP_SIGNALS:
+                if sig == signal.SIGINT or callable(signal.getsignal(sig)):
+                    self._take(sig)
+        return self
+
+    def cleanup(self) -> None:
+        """From now on every stop signal only calls ``later``: the hosts are being restored."""
+        self.phase = "cleanup"
+        if _main_thread():
+            for sig in STOP_SIGNALS:
+                self._take(sig)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
 
 
 @contextmanager
 def signals_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP raise KeyboardInterrupt in the block, so a run they stop takes the
     same path as Ctrl-C: flows stopped, hosts restored, data kept (the command-line's choice;
-    the library leaves process-wide handlers alone)."""
+    the library leaves process-wide handlers alone). After the block every stop signal is
+    ignored: the run is over and the command line only reports and exits, and a third Ctrl-C
+    that came after the run's end killed it there (status -2 instead of 130)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    old = _install(handler, (signal.SIGTERM, signal.SIGHUP))
+    main = _main_thread()
+    if main:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, handler)
     try:
         yield
     finally:
-        _restore(old)
+        if main:
+            for num in STOP_SIGNALS:
+                signal.signal(num, signal.SIG_IGN)
 
 
-__all__ = ["STOP_SIGNALS", "shield_signals", "signals_interrupt"]
+__all__ = ["RunSignals", "STOP_SIGNALS", "exit_status", "signals_interrupt"]

@@ -88,6 +88,9 @@ class NetestoMagics(Magics):
               help=f"variable that receives the result, shown after the cell (a table and the flows' "
                    f"plots); without --as the result goes to {DEFAULT_RESULT} and is not shown")
     @argument("--plan", action="store_true", help="only print the plan; contact no agent")
+    @argument("--trace", choices=["client", "server", "both", "none"], default="",
+              help="record tcp:tcp_probe (every ACK's cwnd, ssthresh, srtt, snd_nxt/snd_una) on these ends of "
+                   "every DO_CLIENT without trace= (docs/traces.md)")
     @argument("--background", action="store_true",
               help="return at once: --as NAME gets a handle (NAME.wait() gives the result, NAME.stop() stops "
                    "the run); the view has a Stop button that works while the kernel is idle")
@@ -245,7 +248,7 @@ class NetestoMagics(Magics):
         shown = True
         with held_warnings() as held:
             try:
-                return run_plan(plan, lab, workdir, progress)
+                return run_plan(plan, lab, workdir, progress, trace=args.trace)
             except RunInterrupted:
                 shown = False  # what the stopped flows' files lack is expected (and in <exp>/errors.txt)
                 raise
@@ -261,7 +264,8 @@ class NetestoMagics(Magics):
         from netesto.controller.background import BackgroundRun
 
         plan, lab, workdir, progress = self._prepare(cell, args, defines)
-        handle = BackgroundRun(lambda cancel: run_plan(plan, lab, workdir, progress, cancel=cancel))
+        handle = BackgroundRun(lambda cancel: run_plan(plan, lab, workdir, progress, cancel=cancel,
+                                                       trace=args.trace))
         if hasattr(progress, "add_stop"):
             progress.add_stop(handle.stop)
 

@@ -29,6 +29,14 @@ def fct_slowdown(source: Any, **kw: Any) -> Any:
     return build(source, **kw)
 
 
+def trace_plot(ds: Any, *args: Any, **kw: Any) -> Any:
+    """Every ACK's cwnd and srtt of the traced flow ends, zoomable to single ACKs
+    (see :func:`netesto.plots.trace.trace_plot`)."""
+    from netesto.plots.trace import trace_plot as build
+
+    return build(ds, *args, **kw)
+
+
 def table(table: Any, x: str, y1: Any, **kw: Any) -> Any:
     """Bars or lines of an analysis table's columns (see :func:`netesto.plots.tables.table_plot`)."""
     from netesto.plots.tables import table_plot
@@ -43,4 +51,4 @@ def save(obj: Any, path: Any, **kw: Any) -> Any:
     return write(obj, path, **kw)
 
 
-__all__ = ["fct_slowdown", "latency_cdf", "save", "table", "timeseries"]
+__all__ = ["fct_slowdown", "latency_cdf", "save", "table", "timeseries", "trace_plot"]

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from netesto.plots.changes import change_marks, trace_lines
 from netesto.plots.display import envelope, first_per_bin
 from netesto.plots.page import bokeh_backend
 from netesto.results.series import pick_unit
@@ -76,6 +77,8 @@ def timeseries(ds: Any, variables: Sequence[str] = DEFAULT, *, width: int = 900,
         elements = [_flow_lines(ts, vs, names, var, unit, per_flow=len(shown) <= per_flow_max)]
         if var == "goodput":
             elements += _goodput_extras(ds, time, data / factor, np.asarray(total.values) / factor, labels, bins)
+            elements += trace_lines(ds, factor)
+        elements += change_marks(ds, float(np.nanmax(vs)), float(time[-1]) if time.size else np.inf)  # SET_LINK
         panel = hv.Overlay(elements).opts(title=title, width=width, height=height, xlabel="time (s)",
                                           ylabel=f"{source} ({unit})", legend_position="right",
                                           legend_opts={"click_policy": "hide"})

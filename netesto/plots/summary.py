@@ -1,7 +1,7 @@
 """Figures across experiments: a sweep's measures against its parameters, one colour per ca.
 
 Built from :func:`netesto.results.cube.stats` (means over repetitions with their
-95 % confidence half-widths)::
+95 % interval bounds and n)::
 
     sw = netesto.open_sweep("out")
     netesto.plots.summary.sweep_figures(sw.stats())          # rate, RTT, retransmits, Jain vs bw, per ca
@@ -62,35 +62,50 @@ def _panel(st: Any, measure: str, x: str, color: str | None, where: dict[str, An
     for i, g in enumerate(groups):
         part = sub.sel({color: sub[color].values[i]}) if color else sub
         mean = np.asarray(part[measure].values, dtype=float).reshape(-1)
-        ci_name = f"{measure}_ci95"
-        ci = np.asarray(part[ci_name].values, dtype=float).reshape(-1) if ci_name in part else np.full(mean.shape, np.nan)
-        ci = np.where(np.isfinite(ci), ci, 0.0)
+        neg, pos = _bounds(part, measure, mean)
+        n = (np.asarray(part[f"{measure}_n"].values).reshape(-1) if f"{measure}_n" in part
+             else np.zeros(mean.shape, dtype=int))
         col = PALETTE[i % len(PALETTE)]
-        rows = [(lab, m, c) for lab, m, c in zip(labels, mean, ci) if math.isfinite(m)]
+        rows = [(lab, m, a, b, int(k)) for lab, m, a, b, k in zip(labels, mean, neg, pos, n) if math.isfinite(m)]
         name = f"{color}={g}" if color else measure
         kdims, vdims = [hv.Dimension(x)], [hv.Dimension(measure, label=_title(measure, units))]
         layers.append(hv.Curve([(r[0], r[1]) for r in rows], kdims, vdims, label=name).opts(color=col, line_width=2))
-        layers.append(hv.Scatter([(r[0], r[1]) for r in rows], kdims, vdims, label=name).opts(
+        layers.append(hv.Scatter(rows, kdims, [*vdims, "below", "above", "n"], label=name).opts(
             color=col, size=8, tools=["hover"]))
-        if any(r[2] for r in rows):
-            layers.append(hv.ErrorBars(rows, kdims, [*vdims, "ci95"], label=name).opts(color=col))
+        if any(r[2] or r[3] for r in rows):
+            layers.append(hv.ErrorBars([r[:4] for r in rows], kdims, [*vdims, "yerrneg", "yerrpos"],
+                                       label=name).opts(color=col))
     facet = ", ".join(f"{k}={v}" for k, v in where.items())
     title = _title(measure, units) + (f" | {facet}" if facet else "")
     return hv.Overlay(layers).opts(title=title, width=width, height=height, legend_position="top_left",
                                    show_grid=True, xlabel=x)
 
 
+def _bounds(part: Any, measure: str, mean: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How far each mean's interval reaches below and above it: from ``<m>_lo``/``<m>_hi`` (a sweep's
+    stats: inside the measure's range), else ``<m>_ci95`` (a comparison's symmetric half-width); 0 for none."""
+    if f"{measure}_lo" in part and f"{measure}_hi" in part:
+        lo = np.asarray(part[f"{measure}_lo"].values, dtype=float).reshape(-1)
+        hi = np.asarray(part[f"{measure}_hi"].values, dtype=float).reshape(-1)
+        return np.nan_to_num(mean - lo), np.nan_to_num(hi - mean)
+    half = (np.asarray(part[f"{measure}_ci95"].values, dtype=float).reshape(-1) if f"{measure}_ci95" in part
+            else np.zeros(mean.shape))
+    half = np.nan_to_num(half)
+    return half, half
+
+
 def sweep_figures(st: Any, measures: Sequence[str] = MEASURES, *, x: str | None = None, color: str | None = None,
                   width: int = 440, height: int = 280) -> Any:
     """One panel per measure (and per value of the remaining parameters): the
-    mean over repetitions at each ``x`` value, one line per ``color`` value,
-    95 % confidence bars where there were repetitions. Returns a holoviews Layout."""
+    mean over repetitions at each ``x`` value, one line per ``color`` value, its
+    95 % interval as bars where there were repetitions (n and the bounds on hover).
+    Returns a holoviews Layout."""
     import holoviews as hv
 
     from netesto.plots.page import bokeh_backend
 
     bokeh_backend()
-    dims = [d for d in st.dims if d != "rep"]
+    dims = [d for d in st.dims if d not in ("rep", "cc", "grp")]
     x, color, facets = choose_axes(dims, dict(st.sizes), x, color)
     combos = list(itertools.product(*(list(st[f].values) for f in facets))) or [()]
     panels = []
@@ -126,7 +141,7 @@ def paper_figures(combined: Any, *, by: str = "ca", flows: str = "n_flows", widt
     rate_units = str(combined["rate"].attrs.get("units", "Mbit/s"))
     bars = hv.Bars([(r[by], r["rate"]) for _, r in per.iterrows()], by,
                    hv.Dimension("rate", label=f"goodput ({rate_units})")).opts(color=PALETTE[0], alpha=0.8)
-    rtt = hv.Scatter([(r[by], r["mean_rtt"] / 1000.0) for _, r in per.iterrows()], by,
+    rtt = hv.Scatter([(r[by], r["mean_rtt"]) for _, r in per.iterrows()], by,
                      hv.Dimension("rtt_ms", label="smoothed RTT (ms)")).opts(color="black", size=10, marker="diamond",
                                                                             tools=["hover"])
     panels = [(bars * rtt).opts(multi_y=True, title="goodput (bars) and RTT (points) per " + by, width=width,

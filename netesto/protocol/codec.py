@@ -8,7 +8,7 @@ from typing import Any
 import msgpack
 
 from netesto.errors import ProtocolError, VersionMismatch
-from netesto.protocol.messages import COMMANDS, MAX_ID, ErrorInfo, Event, Message, Reply, Request
+from netesto.protocol.messages import COMMANDS, MAX_ID, ErrorInfo, Event, Message, Reply, Request, is_token
 from netesto.protocol.version import PROTOCOL_VERSION, check_compatible
 
 MiB = 1024 * 1024
@@ -17,7 +17,8 @@ CHUNK_SIZE = 1 * MiB
 
 # One frame per message: a msgpack map with short keys.
 #   v version, k kind ("req" | "rep" | "evt"), id, t type/event, a args/result/data,
-#   ok, e [type, message, detail]
+#   ok, e [type, message, detail], c the run's claim token (requests; optional, ignored
+#   by agents that predate it: the version stays 1.0)
 
 
 _local = threading.local()
@@ -41,6 +42,8 @@ def encode(msg: Message) -> bytes:
     """The one msgpack frame for ``msg``."""
     if isinstance(msg, Request):
         obj: dict[str, Any] = {"v": msg.version, "k": "req", "id": msg.id, "t": msg.type, "a": msg.args}
+        if msg.claim is not None:
+            obj["c"] = msg.claim
     elif isinstance(msg, Reply):
         obj = {"v": msg.version, "k": "rep", "id": msg.id, "ok": msg.ok}
         if msg.ok:
@@ -81,7 +84,7 @@ def from_wire(obj: Any, *, ours: str = PROTOCOL_VERSION) -> Message:
     kind = obj.get("k")
     try:
         if kind == "req":
-            return Request(obj["id"], obj["t"], obj.get("a") or {}, version)  # type: ignore[arg-type]
+            return Request(obj["id"], obj["t"], obj.get("a") or {}, version, obj.get("c"))  # type: ignore[arg-type]
         if kind == "rep":
             if obj["ok"]:
                 return Reply(obj["id"], True, obj.get("a"), None, version)  # type: ignore[arg-type]
@@ -122,6 +125,12 @@ def request_parts(obj: Any, ours: str = PROTOCOL_VERSION) -> tuple[int, str, dic
     return rid, command, args  # type: ignore[return-value]
 
 
+def claim_token(obj: Any) -> str | None:
+    """The claim token an unpacked request carries (None if none, or not a token)."""
+    token = obj.get("c") if type(obj) is dict else None
+    return token if is_token(token) else None
+
+
 def reply_result(obj: Any, request_id: int, ours: str = PROTOCOL_VERSION) -> tuple[bool, Any]:
     """``(True, result)`` if ``obj`` is the successful reply to ``request_id``, else ``(False, None)``."""
     if (type(obj) is dict and obj.get("id") == request_id and obj.get("k") == "rep" and obj.get("ok") is True
@@ -130,13 +139,19 @@ def reply_result(obj: Any, request_id: int, ours: str = PROTOCOL_VERSION) -> tup
     return False, None
 
 
-def encode_request(request_id: int, command: str, args: dict[str, Any], version: str = PROTOCOL_VERSION) -> bytes:
-    """The frame of ``Request(request_id, command, args)``; validated in full unless it is the common case."""
+def encode_request(request_id: int, command: str, args: dict[str, Any], version: str = PROTOCOL_VERSION,
+                   claim: str | None = None) -> bytes:
+    """The frame of ``Request(request_id, command, args, version, claim)``; validated in full
+    unless it is the common case."""
     if (command not in COMMANDS_SET or type(request_id) is not int or not 0 <= request_id <= MAX_ID
-            or type(args) is not dict or not all(type(k) is str for k in args) or version != PROTOCOL_VERSION):
-        return encode(Request(request_id, command, args, version))
+            or type(args) is not dict or not all(type(k) is str for k in args) or version != PROTOCOL_VERSION
+            or (claim is not None and not is_token(claim))):
+        return encode(Request(request_id, command, args, version, claim))
+    obj = {"v": version, "k": "req", "id": request_id, "t": command, "a": args}
+    if claim is not None:
+        obj["c"] = claim
     try:
-        return _pack({"v": version, "k": "req", "id": request_id, "t": command, "a": args})
+        return _pack(obj)
     except (TypeError, ValueError, OverflowError) as exc:
         raise ProtocolError(f"cannot encode Request: {exc}") from exc
 
@@ -149,5 +164,5 @@ def encode_result(request_id: int, result: Any, version: str = PROTOCOL_VERSION)
         raise ProtocolError(f"cannot encode Reply: {exc}") from exc
 
 
-__all__ = ["CHUNK_SIZE", "DEFAULT_MAX_MESSAGE", "MiB", "decode", "encode", "encode_request", "encode_result",
+__all__ = ["CHUNK_SIZE", "DEFAULT_MAX_MESSAGE", "MiB", "claim_token", "decode", "encode", "encode_request", "encode_result",
            "from_wire", "reply_result", "request_parts", "unpack"]

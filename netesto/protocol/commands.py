@@ -13,6 +13,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Mapping
 
 from netesto.errors import UsageError
+from netesto.policy import MAX_CLAIM_CONTROLLER, MAX_CLAIM_RUN
 from netesto.protocol.codec import CHUNK_SIZE
 from netesto.protocol.messages import COMMANDS
 
@@ -149,19 +150,19 @@ class PingStartArgs(CommandArgs):
 
 @dataclass(frozen=True)
 class ClaimArgs(CommandArgs):
-    """``claim``: run ``run`` of controller ``controller`` owns the agent (any value, shown as text)."""
+    """``claim``: run ``run`` of controller ``controller`` owns the agent. Both are what the
+    claimer says of itself, shown (escaped) to other controllers the agent refuses; the
+    request's claim token is what binds the claim to the run."""
 
     command: ClassVar[str] = "claim"
-    run: str = ""
-    controller: str = ""
+    run: str = _wire(str, "")
+    controller: str = _wire(str, "")
 
-    @classmethod
-    def from_wire(cls, args: Mapping[str, Any]) -> "ClaimArgs":
-        # Only shown to a second controller: any value will do, cut to a readable length.
-        return cls(str(args.get("run", ""))[:64], str(args.get("controller", ""))[:200])
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"run": self.run, "controller": self.controller}
+    def __post_init__(self) -> None:
+        for name, value, limit in (("run", self.run, MAX_CLAIM_RUN), ("controller", self.controller,
+                                                                      MAX_CLAIM_CONTROLLER)):
+            if len(value) > limit:
+                raise UsageError(f"claim: {name} is {len(value)} characters long; at most {limit}")
 
 
 class ReleaseArgs(NoArgs):
@@ -272,10 +273,90 @@ class RestoreArgs(NoArgs):
     command = "restore"
 
 
+@dataclass(frozen=True)
+class TraceStartArgs(CommandArgs):
+    """``trace_start``: record tcp_probe (and retransmission, congestion-state) events of ``ports`` for
+    ``exp`` with ``buffer_kb`` of ring buffer per CPU; ``events`` (None: all three) by name."""
+
+    command: ClassVar[str] = "trace_start"
+    exp: int | str = _wire(_EXP)
+    ports: list[Any] = _wire(list)
+    buffer_kb: int = _wire(int, 4096)
+    events: list[Any] | None = _wire(list, None, omit=True)
+
+
+class TraceStopArgs(ExpArgs):
+    """``trace_stop``: end ``exp``'s traces (their files are written after; ask until ``done``)."""
+
+    command = "trace_stop"
+
+
+@dataclass(frozen=True)
+class WatchStartArgs(CommandArgs):
+    """``watch_start``: sample every ``interval`` s the TCP sockets a filter matches (``ports``: either
+    end's, ``local_ports``, ``remote_ports``, ``addresses`` with prefixes, a ``cgroup`` directory, a ``pid``
+    and its children) as watch ``name`` of ``exp``; ``flows``: flow ends to find among them
+    (:class:`~netesto.collectors.sockwatch.FlowMatch` maps); ``moves``: ``flows/`` files to set aside."""
+
+    command: ClassVar[str] = "watch_start"
+    exp: int | str = _wire(_EXP)
+    name: str = _wire(str)
+    interval: float = _wire(_NUMBER, 0.01)
+    ports: list[Any] | None = _wire(list, None, omit=True)
+    local_ports: list[Any] | None = _wire(list, None, omit=True)
+    remote_ports: list[Any] | None = _wire(list, None, omit=True)
+    addresses: list[Any] | None = _wire(list, None, omit=True)
+    cgroup: str = _wire(str, "")
+    pid: int = _wire(int, 0)
+    flows: list[Any] | None = _wire(list, None, omit=True)
+    moves: list[Any] | None = _wire(list, None, omit=True)
+
+
+@dataclass(frozen=True)
+class WatchStopArgs(CommandArgs):
+    """``watch_stop``: end ``exp``'s watches (only ``name`` if given; ask until ``done``)."""
+
+    command: ClassVar[str] = "watch_stop"
+    exp: int | str = _wire(_EXP)
+    name: str | None = _wire(str, None, omit=True)
+
+
+@dataclass(frozen=True)
+class LinkScheduleArgs(CommandArgs):
+    """``link_schedule``: the link ``dev`` of ``exp`` takes each step ``[seconds after t0, parameter, value]``
+    (:mod:`netesto.linkshape`) from ``t0`` until ``until`` (both the agent's clock), then its shape
+    before; ``trace`` (``{"name", "text", "limit_bytes", "limit_packets"}``) makes it trace-driven;
+    ``host`` is the lab's name of the agent."""
+
+    command: ClassVar[str] = "link_schedule"
+    exp: int | str = _wire(_EXP)
+    dev: str = _wire(str)
+    t0: float = _wire(_NUMBER)
+    until: float = _wire(_NUMBER)
+    steps: list[Any] = _wire(list)
+    trace: dict[str, Any] | None = _wire(dict, None, omit=True)
+    host: str = _wire(str, "")  # the lab's name of this agent (its record says whose clock it is)
+
+
+class LinkStopArgs(AnyExpArgs):
+    """``link_stop``: end the link schedules of ``exp`` (every one if None), the links back as they were."""
+
+    command = "link_stop"
+
+
+@dataclass(frozen=True)
+class ShapeArgs(CommandArgs):
+    """``shape``: what shapes ``devs`` now (rate, queue, delay, jitter, loss), read from the kernel."""
+
+    command: ClassVar[str] = "shape"
+    devs: list[Any] = _wire(list)
+
+
 _CLASSES: tuple[type[CommandArgs], ...] = (
     HelloArgs, TimeArgs, HeartbeatArgs, SnapshotArgs, PrepareServerArgs, StartFlowsArgs, StatusArgs, StopArgs,
     FetchListArgs, FetchChunkArgs, AckArgs, SetSysctlArgs, SetModuleParamsArgs, SetQdiscArgs, SetNetemArgs,
-    TcpdumpStartArgs, TcpdumpStopArgs, PingStartArgs, RestoreArgs, ClaimArgs, ReleaseArgs)
+    TcpdumpStartArgs, TcpdumpStopArgs, PingStartArgs, RestoreArgs, ClaimArgs, ReleaseArgs,
+    TraceStartArgs, TraceStopArgs, WatchStartArgs, WatchStopArgs, LinkScheduleArgs, LinkStopArgs, ShapeArgs)
 # The payload class of each command, in COMMANDS order.
 COMMAND_ARGS: Mapping[str, type[CommandArgs]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -295,6 +376,8 @@ __all__ = [
     "FetchListArgs",
     "HeartbeatArgs",
     "HelloArgs",
+    "LinkScheduleArgs",
+    "LinkStopArgs",
     "NoArgs",
     "PingStartArgs",
     "PrepareServerArgs",
@@ -304,6 +387,7 @@ __all__ = [
     "SetNetemArgs",
     "SetQdiscArgs",
     "SetSysctlArgs",
+    "ShapeArgs",
     "SnapshotArgs",
     "StartFlowsArgs",
     "StatusArgs",
@@ -311,4 +395,8 @@ __all__ = [
     "TcpdumpStartArgs",
     "TcpdumpStopArgs",
     "TimeArgs",
+    "TraceStartArgs",
+    "TraceStopArgs",
+    "WatchStartArgs",
+    "WatchStopArgs",
 ]

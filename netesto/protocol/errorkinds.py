@@ -15,6 +15,7 @@ from typing import Mapping
 
 from netesto.errors import AgentError, NetestoError, PolicyError, VersionMismatch
 from netesto.protocol.messages import ErrorInfo
+from netesto.protocol.text import printable
 
 # kind -> the class a client raises for it (every one an AgentError but VersionMismatch).
 ERROR_KINDS: Mapping[str, type[NetestoError]] = MappingProxyType({
@@ -52,14 +53,17 @@ def error_kind(exc: BaseException) -> str:
 
 def error_from_reply(info: ErrorInfo, *, host: str = "", where: str = "", what: str = "") -> NetestoError:
     """The exception a client raises for a failed reply's ``info``: ``host`` names the agent,
-    ``where`` its address (a version mismatch names it) and ``what`` the request."""
+    ``where`` its address (a version mismatch names it) and ``what`` the request. The agent's
+    message is made :func:`~netesto.protocol.text.printable` here, where it enters the controller."""
     cls = ERROR_KINDS.get(info.type, AgentError)
     if cls is VersionMismatch:
         d = info.detail if isinstance(info.detail, dict) else {}
         # The agent's "ours" is its own version, "theirs" ours.
-        return VersionMismatch(str(d.get("theirs", "?")), str(d.get("ours", "?")), host=where or host)
+        return VersionMismatch(printable(d.get("theirs", "?"), 40), printable(d.get("ours", "?"), 40),
+                               host=where or host)
     assert issubclass(cls, AgentError)
-    message = f"{what}: {info.message}" if what else info.message
+    text = printable(info.message)  # a peer's text: no escape sequences, no forged lines, bounded
+    message = f"{what}: {text}" if what else text
     return cls(message, host=host, kind=info.type, detail=info.detail)
 
 

@@ -7,13 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
 from netesto.errors import ProtocolError
+from netesto.policy import MAX_TOKEN
 from netesto.protocol.version import PROTOCOL_VERSION, parse_version
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MAX_ID = 2**63 - 1
 
-# The agent's commands (the request ``type``). New commands only ever get added
-# (a minor protocol bump); an agent answers an unknown one with a structured error.
+# The agent's commands (the request ``type``). New commands only ever get added, at
+# the end; an agent lists those it knows in ``hello`` (a controller asks an older agent
+# nothing it does not list: claim, release and shape came so, the version staying 1.0)
+# and answers an unknown one with a structured error.
 COMMANDS = (
     "hello",
     "time",
@@ -36,6 +39,13 @@ COMMANDS = (
     "restore",
     "claim",
     "release",
+    "trace_start",
+    "trace_stop",
+    "watch_start",
+    "watch_stop",
+    "link_schedule",
+    "link_stop",
+    "shape",
 )
 
 # Pushed events (agent -> controller between replies).
@@ -66,6 +76,11 @@ def _check_map(what: str, value: Any) -> None:
         raise ProtocolError(f"bad {what}: expected a map with text keys, got {type(value).__name__}")
 
 
+def is_token(value: Any) -> bool:
+    """Whether ``value`` can be a claim token: 16 to MAX_TOKEN ASCII letters and digits."""
+    return type(value) is str and 16 <= len(value) <= MAX_TOKEN and value.isascii() and value.isalnum()
+
+
 def _check_version(value: Any) -> None:
     if value != PROTOCOL_VERSION:
         parse_version(value)
@@ -88,18 +103,25 @@ class ErrorInfo:
 
 @dataclass(frozen=True)
 class Request:
-    """Controller -> agent: run command ``type`` with ``args``; answered by a Reply with the same id."""
+    """Controller -> agent: run command ``type`` with ``args``; answered by a Reply with the same id.
+
+    ``claim`` is the run's claim token (optional, key ``c`` on the wire; agents of
+    protocol 1.0 that predate it ignore it): the proof, in every request of a run, that
+    the request belongs to the run that claimed the agent, whatever socket carries it."""
 
     id: int
     type: str
     args: Mapping[str, Any] = field(default_factory=dict)
     version: str = PROTOCOL_VERSION
+    claim: str | None = None
 
     def __post_init__(self) -> None:
         _check_id(self.id)
         _check_name("request type", self.type)
         _check_map(f"arguments of {self.type}", self.args)
         _check_version(self.version)
+        if self.claim is not None and not is_token(self.claim):
+            raise ProtocolError(f"bad claim token in request {self.id}: expected up to {MAX_TOKEN} letters and digits")
 
 
 @dataclass(frozen=True)
@@ -147,4 +169,4 @@ class Event:
 
 Message = Union[Request, Reply, Event]
 
-__all__ = ["COMMANDS", "EVENTS", "ErrorInfo", "Event", "Message", "Reply", "Request"]
+__all__ = ["COMMANDS", "EVENTS", "ErrorInfo", "Event", "Message", "Reply", "Request", "is_token"]

@@ -360,10 +360,69 @@ class ReleaseReply(CommandReply):
     tool_servers_stopped: list[str] | None = _wire(list, None, omit=True, items=str)
 
 
+@dataclass(frozen=True)
+class ObserverReply(CommandReply):
+    """``trace_*``/``watch_*``: the experiment's collectors of that kind, each a map (``kind``, ``name``,
+    ``pid``, ``state``: running/stopping/done/error, ``summary`` once done, ``error``), and ``done``: all
+    of them have finished (a stop asks again until then)."""
+
+    command: ClassVar[str] = ""
+    exp: str = _wire(str)
+    done: bool = _wire(bool)
+    observers: list[Any] = _wire(list, factory=list)
+
+
+class TraceStartReply(ObserverReply):
+    command = "trace_start"
+
+
+class TraceStopReply(ObserverReply):
+    command = "trace_stop"
+
+
+class WatchStartReply(ObserverReply):
+    command = "watch_start"
+
+
+class WatchStopReply(ObserverReply):
+    command = "watch_stop"
+
+
+@dataclass(frozen=True)
+class LinkScheduleReply(CommandReply):
+    """``link_schedule``: the link's shape before the schedule (what it takes back: ``rate`` bit/s,
+    ``buffer`` bytes, ``delay``/``jitter`` ms, ``loss`` %), its steps, its trace's ``sha256`` (or None)."""
+
+    command: ClassVar[str] = "link_schedule"
+    dev: str = _wire(str)
+    base: Mapping[str, Any] = _wire(dict, factory=dict)
+    steps: int = _wire(int, 0)
+    trace: str | None = _wire(str, None, omit=True)
+
+
+@dataclass(frozen=True)
+class LinkStopReply(CommandReply):
+    """``link_stop``: the links whose schedules ended (each back as it was), and what could not be put back."""
+
+    command: ClassVar[str] = "link_stop"
+    stopped: list[str] = _wire(list, items=str)
+    errors: list[str] = _wire(list, items=str, factory=list)
+
+
+@dataclass(frozen=True)
+class ShapeReply(CommandReply):
+    """``shape``: per device, what the kernel says shapes it (rate_bps, buffer_bytes, delay_ms,
+    jitter_ms, loss 0..1: each only when shown) and tc's text."""
+
+    command: ClassVar[str] = "shape"
+    devs: Mapping[str, Any] = _wire(dict)
+
+
 _CLASSES: tuple[type[CommandReply], ...] = (
     HelloReply, TimeReply, HeartbeatReply, SnapshotReply, ServerReply, StartFlowsReply, StatusReply, StopReply,
     FetchListReply, ChunkReply, AckReply, SysctlReply, ModuleParamsReply, QdiscReply, NetemReply,
-    TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply)
+    TcpdumpStartReply, TcpdumpStopReply, PingReply, RestoreReply, ClaimReply, ReleaseReply,
+    TraceStartReply, TraceStopReply, WatchStartReply, WatchStopReply, LinkScheduleReply, LinkStopReply, ShapeReply)
 # The reply class of each command, in COMMANDS order.
 COMMAND_REPLIES: Mapping[str, type[CommandReply]] = {
     cls.command: cls for cls in sorted(_CLASSES, key=lambda c: COMMANDS.index(c.command))}
@@ -384,13 +443,17 @@ __all__ = [
     "FileEntry",
     "HeartbeatReply",
     "HelloReply",
+    "LinkScheduleReply",
+    "LinkStopReply",
     "ModuleParamsReply",
     "NetemReply",
+    "ObserverReply",
     "PingReply",
     "QdiscReply",
     "ReleaseReply",
     "RestoreReply",
     "ServerReply",
+    "ShapeReply",
     "SnapshotReply",
     "StartFlowsReply",
     "StatusReply",
@@ -399,4 +462,8 @@ __all__ = [
     "TcpdumpStartReply",
     "TcpdumpStopReply",
     "TimeReply",
+    "TraceStartReply",
+    "TraceStopReply",
+    "WatchStartReply",
+    "WatchStopReply",
 ]

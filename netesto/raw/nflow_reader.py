@@ -46,15 +46,19 @@ class RawFlow:
         return len(first) if first is not None else 0
 
 
+def read_bytes(path: str) -> bytes:
+    """A raw file's bytes (:class:`RawDataError` naming it when it cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise RawDataError(f"cannot read: {exc.strerror}", path=path) from exc
+
+
 def read_flow(path: str | os.PathLike[str]) -> RawFlow:
     """Decode a ``.nflow`` file (see the module docstring for what is tolerated)."""
     path = os.fspath(path)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise RawDataError(f"cannot read: {exc.strerror}", path=path) from exc
-    return decode_flow(data, path=path)
+    return decode_flow(read_bytes(path), path=path)
 
 
 def decode_flow(data: bytes, *, path: str = "<bytes>") -> RawFlow:

@@ -1,6 +1,9 @@
 """Two sweeps point by point: a patched kernel against a baseline, say.
 
-For every grid cell both sweeps ran, each measure's mean in A and in B, the
+First, everything that differs between them (:func:`differences`): their grids,
+fixed values, repetitions, steady windows, checks and notebook defaults, the
+hosts' kernels, sysctls and tools, netesto's and its libraries' versions.
+Then, for every grid cell both sweeps ran, each measure's mean in A and in B, the
 difference B - A with its 95 % confidence interval (Welch: the two sweeps'
 spreads, Student t at the Welch-Satterthwaite degrees of freedom), and
 whether the interval leaves out zero: a change beyond the noise of the
@@ -36,11 +39,13 @@ def compare(a: xr.Dataset, b: xr.Dataset, measures: Sequence[str] = MEASURES) ->
     """Per cell of the grid both cubes share: ``<m>_a``, ``<m>_b``, ``<m>`` (B - A),
     ``<m>_ci95`` (half-width of the difference's 95 % interval) and ``<m>_changed``
     (1: the interval leaves out 0; 0: it does not; NaN: no interval)."""
-    dims = [str(d) for d in a.dims if d != "rep"]
-    other = [str(d) for d in b.dims if d != "rep"]
+    own = ("rep", "cc", "grp")  # the cube's own dims, not parameters
+    dims = [str(d) for d in a.dims if d not in own]
+    other = [str(d) for d in b.dims if d not in own]
     if sorted(dims) != sorted(other):
         raise SweepError(f"the sweeps have different parameters: {', '.join(dims)} against {', '.join(other)}")
-    a, b = xr.align(a, b, join="inner", exclude=["rep"])
+    keep = [m for m in measures if m in a and m in b]
+    a, b = xr.align(a[keep], b[keep], join="inner", exclude=list(own))
     if any(a.sizes[d] == 0 for d in dims):
         raise SweepError("the sweeps share no grid point: " + "; ".join(
             f"{d}: {', '.join(map(str, a[d].values))}" for d in dims))
@@ -63,6 +68,54 @@ def compare(a: xr.Dataset, b: xr.Dataset, measures: Sequence[str] = MEASURES) ->
     return xr.Dataset(out)
 
 
+def _text(v: Any) -> str:
+    if v is None:
+        return "(none)"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(str, v))
+    return str(v)
+
+
+def differences(sa: Any, sb: Any) -> list[dict[str, str]]:
+    """Every setting in which sweep B differs from sweep A: ``{"what", "a", "b"}`` rows (none: the same)."""
+    from netesto.report.sweep import host_facts
+
+    rows: list[dict[str, str]] = []
+
+    def add(what: str, a: Any, b: Any) -> None:
+        if a != b:
+            rows.append({"what": what, "a": _text(a), "b": _text(b)})
+
+    ma, mb = sa.manifest, sb.manifest
+    for name in dict.fromkeys([*ma.grid, *mb.grid]):
+        add(f"swept {name}", ma.grid.get(name), mb.grid.get(name))
+    for name in dict.fromkeys([*ma.fixed, *mb.fixed]):
+        add(f"--set {name}", ma.fixed.get(name), mb.fixed.get(name))
+    add("repetitions", ma.reps, mb.reps)
+    add("steady window", ma.steady or "0s", mb.steady or "0s")
+    add("checks", ma.checks, mb.checks)
+    add("notebook", Path(ma.notebook).name, Path(mb.notebook).name)
+    for name in dict.fromkeys([*ma.defaults, *mb.defaults]):
+        if name not in ma.grid and name not in ma.fixed and name not in mb.grid and name not in mb.fixed:
+            add(f"notebook default {name}", ma.defaults.get(name), mb.defaults.get(name))
+    pa, pb = ma.provenance, mb.provenance
+    for key in ("netesto", "python", "kernel", "platform"):
+        add(f"controller {key}", pa.get(key), pb.get(key))
+    for pkg in dict.fromkeys([*pa.get("packages", {}), *pb.get("packages", {})]):
+        add(f"package {pkg}", pa.get("packages", {}).get(pkg), pb.get("packages", {}).get(pkg))
+    ha, hb = host_facts(sa), host_facts(sb)
+    for kind, what in (("kernels", "kernel"), ("tools", "tool"), ("sysctls", "sysctl")):
+        a_hosts, b_hosts = ha.get(kind, {}), hb.get(kind, {})
+        for host in dict.fromkeys([*a_hosts, *b_hosts]):
+            va, vb = a_hosts.get(host), b_hosts.get(host)
+            if kind == "kernels" or va is None or vb is None:
+                add(f"{host} {what}" if kind == "kernels" else f"{host} {kind}", va, vb)
+                continue
+            for key in dict.fromkeys([*va, *vb]):
+                add(f"{host} {what} {key}", va.get(key), vb.get(key))
+    return rows
+
+
 def _fmt(v: Any, digits: int = 3) -> str:
     f = float(v)
     return "" if not math.isfinite(f) else f"{f:.{digits}g}"
@@ -75,13 +128,18 @@ def write_compare(a_dir: str | os.PathLike[str], b_dir: str | os.PathLike[str], 
     from netesto.report.embed import bokeh_parts
 
     sa, sb = open_sweep(Path(a_dir)), open_sweep(Path(b_dir))
-    diff = compare(sa.cube, sb.cube)
+    settings = differences(sa, sb)
     dest = Path(out) if out else sb.directory / REPORT
+    try:
+        diff = compare(sa.cube, sb.cube)
+        unmatched = ""
+    except SweepError as exc:  # still a page: it says what differs, which is why no point matches
+        diff, unmatched = xr.Dataset(), exc.message
     dims = [str(d) for d in diff.dims]
     measures = [m for m in MEASURES if m in diff]
     rows: list[dict[str, Any]] = []
     stacked = diff.stack(cell=dims) if dims else diff.expand_dims(cell=[0])
-    for i in range(stacked.sizes["cell"]):
+    for i in range(stacked.sizes["cell"] if measures else 0):
         c = stacked.isel(cell=i)
         cells = []
         for m in measures:
@@ -100,10 +158,10 @@ def write_compare(a_dir: str | os.PathLike[str], b_dir: str | os.PathLike[str], 
         "b": {"dir": str(sb.directory), "report": rel(sb.directory / "sweep.html"), "provenance": sb.manifest.provenance},
         "dims": dims, "measures": [(m, LABELS.get(m, m), diff[m].attrs.get("units", "")) for m in measures],
         "rows": rows, "changed": sum(bool(c["changed"]) for r in rows for c in r["cells"]),
-        "bokeh": bokeh_parts(figures),
+        "bokeh": bokeh_parts(figures), "differences": settings, "unmatched": unmatched,
     }
     dest.write_text(render("compare.html.j2", context, templates=templates), encoding="utf-8")
     return dest
 
 
-__all__ = ["REPORT", "compare", "write_compare"]
+__all__ = ["REPORT", "compare", "differences", "write_compare"]

@@ -91,6 +91,11 @@ def page_plots(ds: Any, raw: Any = None) -> PagePlots:
             pass
         else:
             shown.append(("latency_cdf", fig.title.text, CDF_CAPTION, fig))
+    from netesto.plots.trace import page_panels  # per-ACK traces, a bounded overview (docs/traces.md)
+
+    for name, caption, panel in page_panels(ds):
+        (fig,) = figures(panel)
+        shown.append((name, fig.title.text, caption, fig))
     fct = _fct_figure(ds)
     emb = embed([fig for *_, fig in shown] + ([fct] if fct is not None else []))
     from markupsafe import Markup
@@ -229,7 +234,7 @@ def write_page(done: Processed) -> Path | None:
 def process_experiment(workdir: str | os.PathLike[str], exp: int | str, *, html: bool = True,
                        **options: Any) -> ProcessResult:
     """:func:`netesto.results.process_experiment` (exp.nc, .exp.out files, exp.csv rows; ``options``
-    are its ``desc``, ``other``, ``fields_file``, ``csv_name``), then, with ``html``, the
+    are its ``desc``, ``other``, ``fields_file``, ``csv_name``, ``steady``), then, with ``html``, the
     experiment's page ``<exp>/exp.html`` (what ``PROCESS_EXP`` does)."""
     return process_data(workdir, exp, page=write_page if html else None, **options)
 

@@ -11,6 +11,7 @@ import datetime
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -19,8 +20,11 @@ from netesto.report.render import render
 from netesto.results.manifest import DONE
 
 REPORT = "sweep.html"
-COLUMNS = (("rate", "goodput", "Mbit/s", 2), ("mean_rtt", "sRTT", "us", 0), ("retrans_pkts_pct", "retrans", "%", 3),
-           ("jain", "Jain", "", 3))
+COLUMNS = (("rate", "goodput", "Mbit/s", 2), ("mean_rtt", "sRTT", "ms", 2), ("qdelay", "queueing", "ms", 2),
+           ("retrans_pkts_pct", "retrans", "%", 3), ("jain", "Jain", "", 3))
+# per congestion control, in the table of means: (measure, label, units, decimals)
+CC_COLUMNS = (("share", "share", "", 3), ("rate", "goodput", "Mbit/s", 2), ("qdelay", "queueing", "ms", 2),
+              ("retrans_pct", "retrans", "%", 3))
 
 
 def href(path: str) -> str:
@@ -63,20 +67,31 @@ def _point_rows(sw: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _hosts(sw: Any, directory: Path) -> list[dict[str, Any]]:
-    """Per host of the sweep's first finished experiment: kernel, tool versions, sysctls that
-    shape TCP, qdiscs (the testbed or lab the points ran on)."""
+def host_facts(sw: Any) -> dict[str, Any]:
+    """``kernels``, ``tools``, ``sysctls`` and ``qdiscs`` per host, as the sweep's first finished
+    experiment recorded them (the testbed or lab the points ran on); {} without one."""
     import netCDF4
 
-    first = next((directory / e / "exp.nc" for r in sw.manifest if r.status == DONE for e in r.experiments), None)
+    from netesto.errors import ResultsError
+    from netesto.results.integrity import IntegrityWarning, checked
+
+    first = next((sw.directory / e / "exp.nc" for r in sw.manifest if r.status == DONE for e in r.experiments), None)
     if first is None:
-        return []
+        return {}
     try:
-        with netCDF4.Dataset(first) as nc:
-            attrs = {k: json.loads(nc.getncattr(k)) for k in ("kernels", "tools", "sysctls", "qdiscs")
-                     if k in nc.ncattrs()}
+        with netCDF4.Dataset(checked(first)) as nc:  # a damaged exp.nc is refused before HDF5 reads it
+            return {k: json.loads(nc.getncattr(k)) for k in ("kernels", "tools", "sysctls", "qdiscs")
+                    if k in nc.ncattrs()}
+    except ResultsError as exc:
+        warnings.warn(f"sweep report: the hosts table is left out: {exc}", IntegrityWarning, stacklevel=2)
+        return {}
     except (OSError, ValueError, RuntimeError):
-        return []
+        return {}
+
+
+def _hosts(sw: Any) -> list[dict[str, Any]]:
+    """Per host: kernel, tool versions, sysctls that shape TCP, qdiscs (:func:`host_facts`)."""
+    attrs = host_facts(sw)
     tcp = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_ecn",
            "net.core.default_qdisc")
     rows = []
@@ -89,21 +104,49 @@ def _hosts(sw: Any, directory: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def report_context(directory: str | Path) -> dict[str, Any]:
-    """What the template gets: the sweep's settings, provenance, plots and points."""
-    from netesto.plots.summary import sweep_figures
+def _interval(st: Any, var: str, at: dict[str, Any], decimals: int) -> str:
+    """``mean [lo, hi] n=k`` of one cell (n beside every interval; no interval with one value)."""
+    cell = st.sel(at)
+    mean, n = _num(cell[var].values, decimals), int(cell[f"{var}_n"].values)
+    if not mean:
+        return ""
+    lo, hi = _num(cell[f"{var}_lo"].values, decimals), _num(cell[f"{var}_hi"].values, decimals)
+    return f"{mean} [{lo}, {hi}] n={n}" if lo and hi else f"{mean} n={n}"
+
+
+def _mean_rows(st: Any, names: list[str]) -> list[dict[str, Any]]:
+    """A row per grid cell and congestion control: its means with their intervals and n."""
+    import itertools
+
+    if "cc" not in st.dims or not st.sizes["cc"]:
+        return []
+    rows = []
+    for combo in itertools.product(*(list(st[n].values) for n in names)):
+        at = dict(zip(names, combo))
+        for cc in st["cc"].values:
+            here = {**at, "cc": cc}
+            cells = [_interval(st, f"cc_{m}", here, d) for m, _, _, d in CC_COLUMNS]
+            if any(cells):
+                rows.append({"params": [str(v) for v in combo], "cc": str(cc), "cells": cells})
+    return rows
+
+
+def report_context(directory: str | Path, figures: Any = None) -> dict[str, Any]:
+    """What the template gets: the sweep's settings, provenance, figures (``figures``: names, else the
+    sweep's choice, else the default: :mod:`netesto.report.figures`), means and points."""
     from netesto.report.embed import bokeh_parts
+    from netesto.report.figures import build, chosen, resolve
     from netesto.results.cube import open_sweep
 
     root = Path(directory)
     sw = open_sweep(root)
     m = sw.manifest
     counts = m.counts()
-    st = sw.stats()
-    figures = {}
-    if counts[DONE]:
-        figures["summary"] = sweep_figures(st)
-    parts = bokeh_parts(figures)
+    st = sw.stats(warn=False)
+    names = resolve(chosen(figures, None) or m.figures, sw.cube)
+    drawn = build(names, sw, st) if counts[DONE] else []
+    parts = bokeh_parts({name: obj for name, _, obj in drawn if obj is not None})
+    captions = [{"name": name, "caption": caption, "drawn": obj is not None} for name, caption, obj in drawn]
     failing = [r.key for r in m if r.checks and not all(r.checks.values())]
     return {
         "title": f"netesto sweep {root.name}",
@@ -113,18 +156,22 @@ def report_context(directory: str | Path) -> dict[str, Any]:
         "created": datetime.datetime.fromtimestamp(m.created).isoformat(timespec="seconds"),
         "provenance": m.provenance, "provenance_json": json.dumps(m.provenance, indent=1, default=str),
         "columns": [(label, units) for _, label, units, _ in COLUMNS],
-        "rows": _point_rows(sw), "param_names": list(m.grid), "hosts": _hosts(sw, root),
-        "bokeh": parts,
+        "rows": _point_rows(sw), "param_names": list(m.grid), "hosts": _hosts(sw),
+        "bokeh": parts, "figures": captions, "steady": m.steady or "0s (each flow's whole life)",
+        "interval": st.attrs.get("interval", ""), "warning": st.attrs.get("warning", ""),
+        "cc_columns": [(label, units) for _, label, units, _ in CC_COLUMNS], "means": _mean_rows(st, list(m.grid)),
     }
 
 
-def write_report(directory: str | Path, *, templates: str | os.PathLike[str] | None = None) -> Path:
+def write_report(directory: str | Path, *, templates: str | os.PathLike[str] | None = None,
+                 figures: Any = None) -> Path:
     """Render ``<directory>/sweep.html``; ``templates`` is a directory whose
-    ``sweep.html.j2`` replaces netesto's."""
+    ``sweep.html.j2`` replaces netesto's; ``figures`` the figures to draw (names, see
+    :mod:`netesto.report.figures`)."""
     root = Path(directory)
     out = root / REPORT
-    out.write_text(render("sweep.html.j2", report_context(root), templates=templates), encoding="utf-8")
+    out.write_text(render("sweep.html.j2", report_context(root, figures), templates=templates), encoding="utf-8")
     return out
 
 
-__all__ = ["REPORT", "report_context", "write_report"]
+__all__ = ["REPORT", "host_facts", "report_context", "write_report"]

@@ -31,6 +31,7 @@ import pandas as pd
 import netesto.results.safeexpr as safeexpr
 from netesto.errors import RawDataError, ResultsError
 from netesto.raw.experiment import FILENAME, ExperimentRecord, read_experiment
+from netesto.results.integrity import checked
 from netesto.results.expcsv import Field, aggregate, load_fields, parse_other
 from netesto.results.summaries import parse_exp_out
 
@@ -72,7 +73,7 @@ def _desc_other(expdir: Path) -> tuple[str, list[tuple[str, str]]]:
         import netCDF4
 
         # netCDF4 itself: reads two attributes, not the whole dataset
-        with netCDF4.Dataset(expdir / "exp.nc") as nc:
+        with netCDF4.Dataset(checked(expdir / "exp.nc")) as nc:  # a damaged one is not read
             return str(nc.getncattr("desc")), parse_other(json.loads(nc.getncattr("other")))
     except Exception:  # no or unreadable exp.nc: the run's own description
         pass

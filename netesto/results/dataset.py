@@ -18,8 +18,10 @@ import xarray as xr
 
 from netesto.raw.experiment import short_host
 from netesto.results.fct import add_transactions
+from netesto.results.changes import with_changes
 from netesto.results.hostfiles import HostSnapshot
 from netesto.results.load import ExperimentRaw, FlowRecord
+from netesto.results.groups import with_breakdown
 from netesto.results.gridding import Grid, interval_stats, last_in_step, rate_on_grid
 from netesto.results.numerics import (
     col,
@@ -32,6 +34,7 @@ from netesto.results.numerics import (
     times,
 )
 from netesto.results.samples import ends, sample_layout
+from netesto.results.trace import add_traces
 from netesto.results.schema import (
     END_ATTRS,
     ENDS,
@@ -158,8 +161,10 @@ def _grid_flow(rec: FlowRecord, raw: ExperimentRaw, grid: Grid, samples: dict[st
             series[name][i, ks] = merged
 
 
-def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
-    """The experiment Dataset of :mod:`netesto.results.schema` from raw records."""
+def build_dataset(raw: ExperimentRaw, *, steady: str | None = None) -> xr.Dataset:
+    """The experiment Dataset of :mod:`netesto.results.schema` from raw records, with each flow's,
+    group's and congestion control's numbers over the steady window ``steady`` (see
+    :mod:`netesto.results.groups`; none: each flow's whole life)."""
     flows = raw.flows
     grid = _grid(raw)
     t0, interval, n = grid.t0, grid.interval, grid.n
@@ -238,7 +243,10 @@ def build_dataset(raw: ExperimentRaw) -> xr.Dataset:
     ds = xr.Dataset(data_vars, coords=coords, attrs=_attrs(raw, t0, interval))
     ds = add_transactions(ds, raw)  # drawn workloads' transactions (dim txn), their completion times
     ds.attrs["flow_warnings"] = json.dumps(flow_warnings(ds, raw))
-    return ds
+    ds = add_traces(ds, raw)  # the flows' kernel traces, if any: event axes beside the samples and the grid
+    offsets = {h: raw.clock_offset(h) for h in raw.record.hosts}
+    ds = with_changes(ds, raw.path, offsets)  # SET_LINK's changes, when a router recorded some
+    return with_breakdown(ds, steady)
 
 
 def _attrs(raw: ExperimentRaw, t0: float, interval: float) -> dict[str, Any]:

@@ -7,8 +7,11 @@
 ``all``        distinct non-empty values joined with ``/`` (``cubic/reno``)
 ``sum`` ``min`` ``max``   numeric (suffix K/M/G = 1e3/1e6/1e9), printed ``%.1f``
 ``avg``        sum / count printed ``%.3f``; blank if no numeric value
-``sumRateDur`` sum(rate_i x dur_i) / max(dur_i), ``dur`` taken from the
-               latest ``dur`` item before each ``rate`` item
+``sumRateDur`` the aggregate goodput over the experiment: sum(rate_i x dur_i) /
+               (max(delay_i + dur_i) - min(delay_i)), ``dur`` and ``delay`` taken
+               from the latest such items before each ``rate`` item (dividing by
+               max(dur_i) alone gave 147 Mbit/s for two 10 s flows 5 s apart on a
+               100 Mbit/s link: their bits spread over 15 s, not 10)
 
 Field names match item keys exactly, or with ``-`` and ``_`` treated alike
 (the original's ``adaptive_rx`` field never matched its ``adaptive-rx`` key).
@@ -144,10 +147,13 @@ def aggregate(
         by_key.setdefault(_norm(f.name), f)
     state: dict[str, Any] = {}
     last_dur: float | None = None
+    last_delay: float | None = None
     for key, value in items:
         value = str(value).strip()
         if key == "dur":
             last_dur = parse_number(value)
+        elif key == "delay":
+            last_delay = parse_number(value)
         found = by_key.get(key) or by_key.get(_norm(key))
         if found is None:
             continue
@@ -168,10 +174,12 @@ def aggregate(
         if num is None:
             continue
         if f.op == "sumRateDur":
-            acc = state.setdefault(f.name, [0.0, 0.0, False])
+            acc = state.setdefault(f.name, [0.0, 0.0, math.inf])  # bits, latest end, earliest start
             dur = last_dur if last_dur is not None and last_dur > 0 else 1.0
+            delay = last_delay if last_delay is not None and last_delay >= 0 else 0.0
             acc[0] += num * dur
-            acc[1] = max(acc[1], dur)
+            acc[1] = max(acc[1], delay + dur)
+            acc[2] = min(acc[2], delay)
         elif f.op == "avg":
             acc = state.setdefault(f.name, [0.0, 0])
             acc[0] += num
@@ -194,7 +202,8 @@ def aggregate(
         elif f.op == "avg":
             row[f.name] = f"{v[0] / v[1]:.3f}" if v[1] else ""
         elif f.op == "sumRateDur":
-            row[f.name] = f"{v[0] / v[1]:.1f}" if v[1] > 0 else ""
+            span = v[1] - v[2]
+            row[f.name] = f"{v[0] / span:.1f}" if span > 0 else ""
         else:
             row[f.name] = f"{v:.1f}"
     if "desc" in row and desc:

@@ -10,6 +10,7 @@ grid does not have, a file past :data:`MAX_BYTES`: each is refused naming the en
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
@@ -19,10 +20,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from netesto.errors import SweepError
+from netesto.raw.jsontext import dumps, finite
 
 MANIFEST = "manifest.json"
-FORMAT = 2  # 2: attempts and leftover; a format-1 manifest reads as one without them
-READABLE = (1, 2)
+# 2: attempts and leftover; 3: a point's per-algorithm and per-group numbers (parts), the sweep's steady
+# window and the notebook's defaults, numbers that are none null (strict JSON). Older formats read as
+# ones without what came later.
+FORMAT = 3
+READABLE = (1, 2, 3)
 MAX_BYTES = 64 << 20  # a 10,000-point sweep's manifest is a few MB
 DONE = "ok"
 STATUSES = ("pending", "running", DONE, "failed", "interrupted")
@@ -68,6 +73,8 @@ class PointRecord:
     experiments: list[str] = field(default_factory=list)  # relative exp directories
     checks: dict[str, bool] = field(default_factory=dict)
     summary: dict[str, float] = field(default_factory=dict)  # the point's numbers, read once when it ends
+    # per congestion control and per flow group: {"cc": {"bbr": {"share": ..}}, "grp": {..}, "grp_ca": {..}}
+    parts: dict[str, Any] = field(default_factory=dict)
     attempt: int = 1  # the number of the attempt the fields above describe
     attempts: list[Attempt] = field(default_factory=list)
     leftover: list[str] = field(default_factory=list)  # agents' stale data of this attempt, not its result
@@ -86,6 +93,9 @@ class Manifest:
     created: float = field(default_factory=time.time)
     provenance: dict[str, Any] = field(default_factory=dict)
     leftover: list[str] = field(default_factory=list)  # stale agent data no attempt of this sweep owned
+    steady: str = ""  # the warm-up left out of every summary ("" = none; netesto.results.steady)
+    defaults: dict[str, Any] = field(default_factory=dict)  # the notebook's parameter defaults
+    figures: list[str] = field(default_factory=list)  # the report's figures ([]: the default)
     format: int = FORMAT
 
     def save(self, directory: str | Path) -> Path:
@@ -94,7 +104,7 @@ class Manifest:
         tmp = path.with_name(f".{MANIFEST}.{os.getpid()}.{threading.get_ident()}.tmp")
         data = asdict(self)
         data["format"] = FORMAT
-        tmp.write_text(json.dumps(data, indent=1, default=str))
+        tmp.write_text(dumps(data, indent=1))
         tmp.replace(path)
         return path
 
@@ -121,6 +131,22 @@ class Manifest:
         for r in self.points.values():
             out[r.status] = out.get(r.status, 0) + 1
         return out
+
+
+def _number(v: Any) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _parts(raw: Any) -> None:
+    if not isinstance(raw, dict) or set(raw) - {"cc", "grp", "grp_ca"}:
+        raise ValueError("parts: not {cc, grp, grp_ca}")
+    for dim in ("cc", "grp"):
+        table = raw.get(dim, {})
+        if not isinstance(table, dict) or not all(isinstance(row, dict) and all(_number(v) for v in row.values())
+                                                  for row in table.values()):
+            raise ValueError(f"parts: {dim}: not {{name: {{measure: number}}}}")
+    if not isinstance(raw.get("grp_ca", {}), dict) or not all(isinstance(v, str) for v in raw.get("grp_ca", {}).values()):
+        raise ValueError("parts: grp_ca: not {group: text}")
 
 
 def relative(text: Any, what: str, under: str = "") -> str:
@@ -163,8 +189,10 @@ def _record(raw: Any, key: str, grid: dict[str, list[Any]], where: str) -> Point
     for name in ("index", "rep", "seed", "attempt"):
         if not isinstance(getattr(rec, name), int) or isinstance(getattr(rec, name), bool):
             raise ValueError(f"{name} {getattr(rec, name)!r}: not an integer")
-    if not isinstance(rec.summary, dict) or not all(isinstance(v, (int, float)) for v in rec.summary.values()):
+    if not isinstance(rec.summary, dict) or not all(_number(v) for v in rec.summary.values()):
         raise ValueError("summary: not {measure: number}")
+    rec.summary = {k: math.nan if v is None else v for k, v in rec.summary.items()}  # null: no number
+    _parts(rec.parts)
     if not isinstance(rec.checks, dict) or not all(isinstance(v, bool) for v in rec.checks.values()):
         raise ValueError("checks: not {expression: true/false}")
     if not all(isinstance(x, list) for x in (rec.experiments, rec.leftover)):
@@ -211,6 +239,9 @@ def from_data(data: Any, where: str = MANIFEST) -> Manifest:
         except (TypeError, ValueError) as exc:
             raise SweepError(f"{where}: point {key!r}: {exc}; refused (changed by hand or damaged: "
                              "sweep into a new --out)") from None
+    if not isinstance(data.get("steady", ""), str) or not isinstance(data.get("defaults", {}), dict) \
+            or not isinstance(data.get("figures", []), list) or not all(isinstance(f, str) for f in data.get("figures", [])):
+        raise SweepError(f"{where}: damaged manifest: steady, defaults or figures of the wrong type")
     for e in data.get("leftover", []) or []:
         try:
             relative(e, "leftover", LEFTOVER)
@@ -223,4 +254,4 @@ def from_data(data: Any, where: str = MANIFEST) -> Manifest:
 
 
 __all__ = ["ATTEMPTS", "ATTEMPT_STATUSES", "Attempt", "DONE", "FORMAT", "LEFTOVER", "MANIFEST", "MAX_BYTES",
-           "Manifest", "PointRecord", "STATUSES", "from_data", "inside", "relative"]
+           "Manifest", "PointRecord", "STATUSES", "dumps", "finite", "from_data", "inside", "relative"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from netesto.errors import ResultsError
+from netesto.raw.jsontext import dumps
 from netesto.results.dataset import build_dataset
 from netesto.results.expcsv import aggregate, append_rows, load_fields, parse_other
 from netesto.results.limits import host_limited
@@ -65,6 +66,7 @@ def process_experiment(
     fields_file: str | os.PathLike[str] | None = None,
     csv_name: str = "exp.csv",
     page: PageWriter | None = None,
+    steady: str | None = None,
 ) -> ProcessResult:
     """Process ``<workdir>/<exp>/``: write ``exp.nc``, one ``<hsn>.exp.out``
     per group and ``all.exp.out`` there, and append the aggregate row (exp
@@ -76,6 +78,8 @@ def process_experiment(
     ``result.errors`` (each message names the file, and they are written to
     ``<exp>/errors.txt`` and printed on stderr); everything else is processed.
     Raises :class:`ResultsError` only if no flow could be read at all.
+    ``steady`` is the warm-up left out of the per-flow, per-group and per-algorithm
+    numbers of the dataset (``"5s"``, ``"10rtt"``; :mod:`netesto.results.groups`).
     Re-processing replaces the experiment's files (it never re-reads an old
     all.exp.out) and its exp.csv rows.
     """
@@ -102,7 +106,7 @@ def process_experiment(
     merged.update(parse_other(other))
     other_pairs = list(merged.items())
     _note_processing(expdir / "experiment.json", desc, other_pairs)
-    ds = build_dataset(raw)
+    ds = build_dataset(raw, steady=steady)
     # The dataset records what the CSV rows record (sweep coordinates come from it).
     ds.attrs["desc"] = desc
     ds.attrs["other"] = json.dumps([list(p) for p in other_pairs])
@@ -142,7 +146,7 @@ def _note_processing(path: Path, desc: str, other: list[tuple[str, str]]) -> Non
         return  # no (readable) experiment.json: readers fall back to exp.nc
     if isinstance(meta, dict):
         meta["processed"] = {"desc": desc, "other": [list(p) for p in other]}
-        write_text_atomic(path, json.dumps(meta, indent=1, default=str))
+        write_text_atomic(path, dumps(meta, indent=1))  # strict: NaN as null
 
 
 __all__ = ["PageWriter", "ProcessResult", "Processed", "process_experiment"]

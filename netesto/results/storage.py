@@ -1,4 +1,11 @@
-"""Experiment datasets on disk: ``exp.nc`` written with checksums, opened (one or a workdir's, lazily)."""
+"""Experiment datasets on disk: ``exp.nc`` written with checksums, opened (one or a workdir's, lazily).
+
+Every netCDF file netesto writes (``exp.nc``, a sweep's ``sweep.nc``) gets a
+``.sha256`` sidecar, and every reader in the package checks it first
+(:func:`~netesto.results.integrity.checked`): a damaged file is refused before HDF5 reads it, and a file
+without its sidecar (or with an empty one) opens with an :class:`IntegrityWarning`
+saying that damage to it cannot be detected.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ import xarray as xr
 
 from netesto.errors import ResultsError
 from netesto.results.dataset import build_dataset
+from netesto.results.integrity import IntegrityWarning, check_digest, checked, seal
 from netesto.results.load import load_experiment
 
 
@@ -33,43 +41,11 @@ def write_netcdf(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
             encoding[str(name)] = {"dtype": "S1", "fletcher32": True}
     try:
         ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
-        digest = _sha256(tmp)
-        os.replace(tmp, path)
-        _sidecar(path).write_text(f"{digest}  {path.name}\n")
+        seal(tmp, path)
     except Exception as exc:
         tmp.unlink(missing_ok=True)
         raise ResultsError(f"{path}: cannot write netCDF: {exc}") from exc
     return path
-
-
-def _sidecar(path: Path) -> Path:
-    """``exp.nc.sha256``: the file's digest in ``sha256sum`` form (``sha256sum -c`` checks it)."""
-    return path.with_name(path.name + ".sha256")
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def check_digest(path: Path) -> None:
-    """A ResultsError when ``path`` no longer matches the digest written with it. HDF5
-    cannot be trusted with every damaged file (a damaged heap or index made it loop for
-    ever), so a damaged exp.nc is refused before HDF5 reads it. Without the digest
-    (an exp.nc copied alone) HDF5's own checksums are what is left."""
-    side = _sidecar(path)
-    try:
-        want = side.read_text().split()[0]
-    except (OSError, IndexError):
-        return
-    if _sha256(path) != want:
-        raise ResultsError(f"{path}: damaged: its sha256 is not the one {side.name} recorded when it was written "
-                           "(process the experiment again to rebuild it from the raw data)")
 
 
 def open_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
@@ -151,4 +127,5 @@ def open_experiments(workdir: str | os.PathLike[str], exps: Iterable[int] | None
     return Experiments(workdir, exps)
 
 
-__all__ = ["Experiments", "check_digest", "experiment_dirs", "open_experiment", "open_experiments", "write_netcdf"]
+__all__ = ["Experiments", "IntegrityWarning", "check_digest", "checked", "experiment_dirs", "open_experiment",
+           "open_experiments", "seal", "write_netcdf"]

@@ -18,17 +18,19 @@ import xarray as xr
 
 from netesto.errors import ResultsError
 from netesto.results.fairness import jain_index, max_min_ratio
+from netesto.results.groups import breakdown, flow_numbers, parts
 from netesto.results.schema import ALL_VARS
+from netesto.results.steady import Steady, window_mean
 
 # Per-experiment summary variables and their units.
 # Named so that no sweep parameter is likely to take a measurement's name
 # (a sweep over ``rtt`` or ``flows`` must keep both the parameter and the
 # measurement); :func:`combine` renames any measurement a parameter still takes.
 SUMMARY_UNITS = {
-    "rate": "Mbit/s", "rate_min": "Mbit/s", "rate_max": "Mbit/s", "mean_cwnd": "packets",
-    "mean_rtt": "us", "ping_rtt": "us", "retrans_pkts_pct": "percent", "jain": "1",
+    "rate": "Mbit/s", "rate_min": "Mbit/s", "rate_max": "Mbit/s", "mean_cwnd": "1",
+    "mean_rtt": "ms", "qdelay": "ms", "ping_rtt": "ms", "retrans_pkts_pct": "percent", "jain": "1",
     "max_min_ratio": "1", "n_flows": "1", "local_cpu": "percent", "remote_cpu": "percent",
-    "lat_p50": "us", "lat_p99": "us",
+    "lat_p50": "ms", "lat_p99": "ms",
 }
 MEASURED_PREFIX = "measured_"
 
@@ -41,39 +43,67 @@ def _nan(fn: Any, v: np.ndarray) -> float:
 
 def total_rate(ds: xr.Dataset) -> float:
     """The experiment's goodput as exp.csv's aggregate row has it (fields.txt's
-    ``sumRateDur``): sum(rate x dur) / max(dur), the bytes of every flow over the
-    longest one's duration. A plain sum of rates would count a short flow's rate
-    for the whole experiment (cubic 10 s at 46 + bbr 4 s at 77 Mbit/s is not 123)."""
+    ``sumRateDur``): sum(rate x dur) / (max(delay + dur) - min(delay)), the bits of
+    every flow over the time the flows spanned. A plain sum of rates would count a
+    short flow's rate for the whole experiment (cubic 10 s at 46 + bbr 4 s at 77
+    Mbit/s is not 123), and dividing by the longest dur counts flows 5 s apart twice."""
     rate = np.asarray(ds.rate.values, dtype=float)
     dur = np.asarray(ds.dur.values, dtype=float) if "dur" in ds.coords else np.full(rate.shape, np.nan)
+    delay = np.asarray(ds.delay.values, dtype=float) if "delay" in ds.coords else np.zeros(rate.shape)
+    delay = np.where(np.isfinite(delay) & (delay >= 0), delay, 0.0)
     ok = np.isfinite(rate)
     if not ok.any():
         return math.nan
     timed = ok & np.isfinite(dur) & (dur > 0)
     if not timed.all() or not timed.any():  # durations unknown: every flow counts for the same time
         return float(rate[ok].sum())
-    return float((rate[timed] * dur[timed]).sum() / dur[timed].max())
+    span = (delay[timed] + dur[timed]).max() - delay[timed].min()
+    return float((rate[timed] * dur[timed]).sum() / span)
 
 
-def experiment_summary(ds: xr.Dataset) -> dict[str, Any]:
-    """One experiment's headline numbers (the all.exp.out ones) and parameters."""
-    packets = _nan(np.sum, ds.packets_sent.values)
-    retrans = _nan(np.sum, ds.retrans_total.values)
+def experiment_summary(ds: xr.Dataset, steady: "str | Steady | None" = None) -> dict[str, Any]:
+    """One experiment's headline numbers (the all.exp.out ones), its parameters and its per-algorithm
+    and per-group numbers (``parts``, :func:`netesto.results.groups.parts`).
+
+    With a ``steady`` window (``"5s"``, ``"10rtt"``) every number that the flows' time series give is
+    taken over each flow's steady window (:mod:`netesto.results.steady`): rates, RTTs, cwnd, retransmits,
+    Jain; without one they are the whole-flow numbers of all.exp.out. Times are in ms."""
+    sd = Steady.parse(steady)
+    b = breakdown(ds, sd)
+    if sd.amount:
+        numbers, windows, _how = flow_numbers(ds, sd)
+        rates = numbers["rate"]
+        lengths = np.array([w.end - w.start if not w.empty else math.nan for w in windows])
+        ok = np.isfinite(rates) & np.isfinite(lengths) & (lengths > 0)
+        rate = float((rates[ok] * lengths[ok]).sum() / lengths[ok].max()) if ok.any() else math.nan
+        packets = _nan(np.sum, numbers["wpackets"])
+        retrans = _nan(np.sum, numbers["wretrans"])
+        rtt_ms = _nan(np.mean, numbers["rtt"])
+        cwnd = np.asarray(ds["cwnd"].values, dtype=float)
+        mean_cwnd = _nan(np.mean, np.array([window_mean(cwnd[i], w) for i, w in enumerate(windows)]))
+    else:
+        rates = np.asarray(ds.rate.values, dtype=float)
+        rate = total_rate(ds)
+        packets = _nan(np.sum, ds.packets_sent.values)
+        retrans = _nan(np.sum, ds.retrans_total.values)
+        rtt_ms = _nan(np.mean, ds.mean_rtt.values) / 1e3
+        mean_cwnd = _nan(np.mean, ds.mean_cwnd.values)
     out: dict[str, Any] = {
-        "rate": total_rate(ds),
-        "rate_min": _nan(np.min, ds.rate.values),
-        "rate_max": _nan(np.max, ds.rate.values),
-        "mean_cwnd": _nan(np.mean, ds.mean_cwnd.values),
-        "mean_rtt": _nan(np.mean, ds.mean_rtt.values),
-        "ping_rtt": _nan(np.mean, ds.ping_rtt_mean.values),
+        "rate": rate,
+        "rate_min": _nan(np.min, rates),
+        "rate_max": _nan(np.max, rates),
+        "mean_cwnd": mean_cwnd,
+        "mean_rtt": rtt_ms,
+        "qdelay": _nan(np.mean, b.steady_qdelay.values),
+        "ping_rtt": _nan(np.mean, ds.ping_rtt_mean.values) / 1e3,
         "retrans_pkts_pct": 100.0 * retrans / packets if packets > 0 else math.nan,
-        "jain": jain_index(ds.rate.values),
-        "max_min_ratio": max_min_ratio(ds.rate.values),
+        "jain": jain_index(rates),
+        "max_min_ratio": max_min_ratio(rates),
         "n_flows": int(ds.sizes.get("flow", 0)),
         "local_cpu": _nan(np.mean, ds.local_cpu.values),
         "remote_cpu": _nan(np.mean, ds.remote_cpu.values),
-        "lat_p50": _nan(np.mean, ds.lat_p50_total.values),
-        "lat_p99": _nan(np.mean, ds.lat_p99_total.values),
+        "lat_p50": _nan(np.mean, ds.lat_p50_total.values) / 1e3,
+        "lat_p99": _nan(np.mean, ds.lat_p99_total.values) / 1e3,
     }
     params: dict[str, Any] = {
         "ca": "/".join(dict.fromkeys(str(c) for c in ds.ca.values)),
@@ -98,7 +128,7 @@ def experiment_summary(ds: xr.Dataset) -> dict[str, Any]:
             params[str(k)] = v
     except (ValueError, TypeError):
         pass
-    return {"values": out, "params": params}
+    return {"values": out, "params": params, "parts": parts(b), "steady": sd.text}
 
 
 def combine(

@@ -17,6 +17,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from netesto.linkshape import PARAMS, Step, parse_shape, split_shape
+
 @dataclass(frozen=True)
 class Location:
     """Where a command came from: 1-based line and column, and the line's text."""
@@ -125,10 +127,38 @@ class DoClient(RemoteAction):
     load: float = 0.0
     bottleneck: int = 0
     seed: int = -1
+    trace: str = ""  # ends whose host records tcp_probe: client, server, both, none ("": the run's default)
 
     @property
     def workload(self) -> bool:
         return bool(self.req_dist or self.reply_dist or self.gap or self.open_loop)
+
+
+@dataclass(frozen=True)
+class DoTrace(RemoteAction):
+    """Record tcp_probe events of every flow of ``exp`` that has an end on ``host`` (from its next
+    DO_CLIENTs on), with ``buffer_kb`` of ring buffer per CPU."""
+
+    kind: ClassVar[str] = "DO_TRACE"
+    buffer_kb: int = 4096
+
+
+@dataclass(frozen=True)
+class DoWatch(RemoteAction):
+    """Sample every ``interval`` s the TCP sockets of ``host`` that match the filter, until the host's
+    GET_DATA of ``exp``: ``ports`` (either end), ``lports``/``rports`` (local/remote end), ``addrs``
+    (addresses or prefixes of either end), ``cgroup`` (a cgroup v2 directory), ``pid`` (a process and its
+    children). Each socket becomes a flow of the experiment, named ``<name>:<port>:<port>``."""
+
+    kind: ClassVar[str] = "DO_WATCH"
+    name: str = "watch"
+    ports: tuple[int, ...] = ()
+    lports: tuple[int, ...] = ()
+    rports: tuple[int, ...] = ()
+    addrs: tuple[str, ...] = ()
+    cgroup: str = ""
+    pid: int = 0
+    interval: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -182,6 +212,39 @@ class SetQdisc(RemoteAction):
     burst: str = ""
     limit: str = ""
     other: str = ""
+
+
+@dataclass(frozen=True)
+class SetLink(RemoteAction):
+    """Change the bottleneck toward ``host`` while the next DO_CLIENTs' flows run.
+
+    Each of ``rate``, ``delay``, ``jitter``, ``loss``, ``buffer`` is empty or as written:
+    a value taken ``at`` seconds after the flows start, or a named shape of
+    :mod:`netesto.linkshape` (``step(50mbit,10mbit,at=2)``) carrying its own times;
+    :meth:`steps` reads them. ``trace`` (as written) makes the link deliver at the
+    opportunities of ``trace_file`` (Mahimahi format) from the flows' start; ``buffer``
+    is then that link's queue, in bytes or packets (``100pkt``). When the flows end the
+    link takes back the shape it had.
+    """
+
+    kind: ClassVar[str] = "SET_LINK"
+    at: float = 0.0
+    rate: str = ""
+    delay: str = ""
+    jitter: str = ""
+    loss: str = ""
+    buffer: str = ""
+    trace: str = ""
+    trace_file: str = ""
+
+    def steps(self) -> tuple[Step, ...]:
+        """The steps this line asks for (checked when the script was read), in order of time per parameter."""
+        out: list[Step] = []
+        for param in PARAMS:
+            text = getattr(self, param)
+            if text and not (param == "buffer" and self.trace):
+                out += parse_shape(param, text, self.at if split_shape(text) is None else 0.0)
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -247,7 +310,10 @@ ACTION_TYPES: tuple[type[Action], ...] = (
     SetModuleParams,
     SetNetem,
     SetQdisc,
+    SetLink,
     DoTcpdump,
+    DoTrace,
+    DoWatch,
     Wait,
     RandWait,
     ProcessExp,
@@ -262,12 +328,15 @@ __all__ = [
     "DoClient",
     "DoServer",
     "DoTcpdump",
+    "DoTrace",
+    "DoWatch",
     "Echo",
     "GetData",
     "Location",
     "ProcessExp",
     "RandWait",
     "RemoteAction",
+    "SetLink",
     "SetModuleParams",
     "SetNetem",
     "SetQdisc",

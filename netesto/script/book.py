@@ -4,17 +4,36 @@
 one; ``host=`` is qualified with the HOST_SUFFIX and becomes the default for
 the commands after it; ``expName=`` likewise. The book also keeps what
 PROCESS_EXP records (DESC, OTHER), the automatic DO_CLIENT groups and which
-flows and fetches an experiment already has.
+flows and fetches an experiment already has, and what the SET_LINKs waiting for
+their flows asked (:class:`LinkBook`).
 """
 
 from __future__ import annotations
 
+from netesto.errors import ScriptError
 from netesto.policy import MAX_EXP
 from netesto.script import validate as V
 from netesto.script.located import Args
 from netesto.script.store import Counter
 
 COMMON = ("exp", "host", "expName")
+
+
+class LinkBook:
+    """What the SET_LINKs since the last DO_CLIENT asked of each link, to refuse what contradicts it."""
+
+    def __init__(self) -> None:
+        self.times: dict[tuple[str, str], tuple[float, str]] = {}  # (host, param) -> (last time, file:line)
+        self.traces: dict[str, str] = {}  # host -> file:line of its trace
+        self.rates: dict[str, str] = {}  # host -> file:line of a rate
+        self.dangling: ScriptError | None = None  # raised if the script ends before a DO_CLIENT
+
+    def started(self) -> None:
+        """A DO_CLIENT: the flows the schedule waited for; the next SET_LINK starts a new one."""
+        self.times.clear()
+        self.traces.clear()
+        self.rates.clear()
+        self.dangling = None
 
 
 class Book:
@@ -34,6 +53,7 @@ class Book:
         self.group_next = 1
         self.fetched: set[tuple[str, int]] = set()
         self.pairs: dict[tuple[int, str, str, int], str] = {}  # (exp, host, server, group) -> file:line
+        self.links = LinkBook()  # SET_LINK
 
     def common(self, args: Args, *, consume: bool = True) -> tuple[str, int, str]:
         """The host, exp and expName of a command run on a host (``consume``: with no
@@ -102,4 +122,4 @@ class Book:
         return group
 
 
-__all__ = ["Book", "COMMON"]
+__all__ = ["Book", "COMMON", "LinkBook"]

@@ -31,6 +31,7 @@ from netesto.script.book import Book
 from netesto.script.call import bind
 from netesto.script.evaluator import MAX_DEPTH, MAX_EXPANSION, VAR, VARNAME, Evaluator
 from netesto.script.frame import Frame
+from netesto.script.linkcmd import check_ended
 from netesto.script.lexer import Token
 from netesto.script.located import Args, Site
 from netesto.script.parser import (
@@ -184,6 +185,7 @@ class Interpreter(Evaluator):
             node, at = where
             raise self.err(at, node.line, node.col, "script nests too deeply for Python",
                            "fewer nested RUNs and FORs") from exc
+        check_ended(self.book)  # a SET_LINK no flows followed
 
     def _block(self, nodes: Iterable[Node], frame: Frame) -> Iterator[Action]:
         for node in nodes:

@@ -39,7 +39,10 @@ SIMPLE_COMMANDS = (
     "SET_MODULE_PARAMS",
     "SET_NETEM",
     "SET_QDISC",
+    "SET_LINK",
     "DO_TCPDUMP",
+    "DO_TRACE",
+    "DO_WATCH",
     "CLOSE",
     "EXIT",
 )

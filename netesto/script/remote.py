@@ -1,6 +1,6 @@
 """The builders of the commands that act on hosts: DO_SERVER, DO_CLIENT, GET_DATA,
-SET_SYSCTL, SET_MODULE_PARAMS, SET_NETEM, SET_QDISC, DO_TCPDUMP, PROCESS_EXP,
-CLOSE and EXIT.
+SET_SYSCTL, SET_MODULE_PARAMS, SET_NETEM, SET_QDISC, SET_LINK (:mod:`~netesto.script.linkcmd`),
+DO_TCPDUMP, DO_TRACE, DO_WATCH, PROCESS_EXP, CLOSE and EXIT.
 
 One function per command turns its located arguments (:class:`Args`) into the
 Action the controller runs, checking every value against the policy the agent
@@ -10,6 +10,8 @@ enforces; the experiment/host bookkeeping they share (``exp=``, ``host=``,
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Callable, Iterator
 
 from netesto.policy import MAX_FLOW_SECONDS, qdisc_other_words
@@ -20,6 +22,8 @@ from netesto.script.actions import (
     DoClient,
     DoServer,
     DoTcpdump,
+    DoTrace,
+    DoWatch,
     GetData,
     ProcessExp,
     SetModuleParams,
@@ -27,6 +31,7 @@ from netesto.script.actions import (
     SetQdisc,
     SetSysctl,
 )
+from netesto.script import linkcmd
 from netesto.script.book import COMMON, Book
 from netesto.script.located import Args
 from netesto.script.parser import suggest
@@ -34,25 +39,30 @@ from netesto.script.workload import workload_args
 from netesto.vocab import DRIVERS, STREAM_TESTS, TEST_TYPES
 
 MAX_SECONDS = 7 * 86400.0  # longest WAIT, dur or delay accepted
+_CGROUP = re.compile(r"^[A-Za-z0-9_.@:/-]{1,255}$")
 # The arguments each command takes (the original's names); None: any (sysctl names, module parameters).
 ARGS: dict[str, tuple[str, ...] | None] = {
     "DO_SERVER": COMMON + ("order", "start"),
     "DO_CLIENT": COMMON + (
         "server", "ca", "dur", "delay", "instances", "req", "reply", "stats",
         "localBuffer", "remoteBuffer", "test", "group", "driver", "pacing", "rate", "interval",
-        "crr_close", "gap", "arrivals", "load", "bottleneck", "seed",
+        "crr_close", "trace", "gap", "arrivals", "load", "bottleneck", "seed",
     ),
     "GET_DATA": COMMON,
     "SET_SYSCTL": None,
     "SET_MODULE_PARAMS": None,
     "SET_NETEM": COMMON + ("netem_delay", "delay", "limit", "loss", "jitter", "rate"),
     "SET_QDISC": COMMON + ("qdisc", "action", "rate", "burst", "limit", "other"),
+    "SET_LINK": linkcmd.ARGS,
     "DO_TCPDUMP": COMMON + ("server", "packets"),
+    "DO_TRACE": COMMON + ("buffer",),
+    "DO_WATCH": COMMON + ("name", "port", "lport", "rport", "addr", "cgroup", "pid", "interval"),
     "PROCESS_EXP": ("exp", "expName"),
     "CLOSE": ("host",),
     "EXIT": ("host",),
 }
 _STREAM_REQ = frozenset({"S", "s", "STREAM", "stream"})
+TRACE_ENDS = ("client", "server", "both", "none")
 _TCP_STREAMS = STREAM_TESTS - {"UDP_STREAM"}
 
 
@@ -104,16 +114,46 @@ def _crr_close(args: Args, test: str) -> str:
     return raw
 
 
+def _mix(text: str) -> tuple[tuple[str, int | None], ...]:
+    """``cubic``, ``bbr+cubic``, ``bbr:2+cubic:1``: flows of each congestion control together, in one
+    experiment (a ``:count`` is that group's instances)."""
+    if "," in text:
+        raise ValueError(f"bad congestion control {text!r}: a comma list runs the macro once per value only "
+                         "when RUN gives it; flows of several in one experiment are joined with + (ca=bbr+cubic)")
+    out = []
+    for item in text.split("+"):
+        cc, sep, count = item.partition(":")
+        out.append((V.name(cc, "congestion control"), V.to_int(count, low=1, high=10000) if sep else None))
+    return tuple(out)
+
+
+def _each(conv: Callable[[str], float]) -> Callable[[str], tuple[float, ...]]:
+    """A ``+`` list of values, one per congestion control of a mix (or one for all)."""
+    return lambda text: tuple(conv(part) for part in text.split("+"))
+
+
+def _per_mix(args: Args, key: str, values: tuple[float, ...], n: int) -> tuple[float, ...]:
+    if len(values) == 1:
+        return values * n
+    if len(values) != n:
+        raise args.error_at(key, f"DO_CLIENT: {key}={args.raw(key)} has {len(values)} values for {n} congestion "
+                                 "control(s) of ca", f"give one {key}, or one per congestion control, joined with +")
+    return values
+
+
 def do_client(args: Args, book: Book) -> Iterator[Action]:
+    """One DO_CLIENT, or one per congestion control of a mix (``ca=bbr+cubic``: each its own group)."""
     host, exp, exp_name = book.common(args)
     if "server" not in args:
         raise args.error("DO_CLIENT: server= is required", "e.g. DO_CLIENT host=h1 server=h2 test=TCP_STREAM")
     server = book.host(args, "server")
     book.last_host = host  # server= does not change the default host
     g = args.get
-    ca = g("ca", "reno", lambda s: V.name(s, "congestion control"))
-    dur = g("dur", "20", lambda s: V.to_float(s, low=0.001, high=MAX_FLOW_SECONDS))
-    delay = g("delay", "0", lambda s: V.to_float(s, low=0, high=MAX_SECONDS))
+    mix = g("ca", "reno", _mix)
+    durs = _per_mix(args, "dur", g("dur", "20", _each(lambda s: V.to_float(s, low=0.001, high=MAX_FLOW_SECONDS))),
+                    len(mix))
+    delays = _per_mix(args, "delay", g("delay", "0", _each(lambda s: V.to_float(s, low=0, high=MAX_SECONDS))),
+                      len(mix))
     instances = g("instances", "1", lambda s: V.to_int(s, low=1, high=10000))
     test = _test(args)
     driver = g("driver", "builtin", lambda s: s)
@@ -132,25 +172,27 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
     rate = g("rate", "0", V.to_bits)
     interval = g("interval", "0.01", lambda s: V.to_float(s, low=0.001, high=60))
     crr_close = _crr_close(args, test)
-    if group == 0:
-        group = book.group(exp)
-    # Flow ids are <client>-<server>-<group>-<instance>: a second DO_CLIENT with the
-    # same ones would replace the first one's flows and data.
-    pair = (exp, host, server, group)
-    first = book.pairs.get(pair)
-    if first is not None:
-        raise args.error(f"DO_CLIENT: flows {host}-{server}-{group}-* are already in experiment {exp} "
-                         f"(from {first})", "give one of them another group=N")
-    line = args.node.line
-    book.pairs[pair] = f"{line.file}:{line.lineno}"
-    book.fetched.clear()
-    yield DoClient(
-        loc=args.loc, host=host, exp=exp, exp_name=exp_name, server=server,
-        ca=ca, dur=dur, delay=delay, instances=instances, req=req, req_text=req_text,
-        reply=reply, stats=stats, local_buffer=local_buffer, remote_buffer=remote_buffer,
-        test=test, group=group, driver=driver, pacing=pacing, rate=rate,
-        interval=interval, crr_close=crr_close, **drawn,
-    )
+    trace = g("trace", "", _trace_ends)
+    for i, ((ca, count), dur, delay) in enumerate(zip(mix, durs, delays)):
+        flow_group = book.group(exp) if group == 0 else group + i
+        # Flow ids are <client>-<server>-<group>-<instance>: a second DO_CLIENT with the
+        # same ones would replace the first one's flows and data.
+        pair = (exp, host, server, flow_group)
+        first = book.pairs.get(pair)
+        if first is not None:
+            raise args.error(f"DO_CLIENT: flows {host}-{server}-{flow_group}-* are already in experiment {exp} "
+                             f"(from {first})", "give one of them another group=N")
+        line = args.node.line
+        book.pairs[pair] = f"{line.file}:{line.lineno}"
+        book.fetched.clear()
+        book.links.started()  # the SET_LINKs before it shape these flows
+        yield DoClient(
+            loc=args.loc, host=host, exp=exp, exp_name=exp_name, server=server,
+            ca=ca, dur=dur, delay=delay, instances=count or instances, req=req, req_text=req_text,
+            reply=reply, stats=stats, local_buffer=local_buffer, remote_buffer=remote_buffer,
+            test=test, group=flow_group, driver=driver, pacing=pacing, rate=rate,
+            interval=interval, crr_close=crr_close, trace=trace, **drawn,
+        )
 
 
 def get_data(args: Args, book: Book) -> Iterator[Action]:
@@ -268,6 +310,55 @@ def do_tcpdump(args: Args, book: Book) -> Iterator[Action]:
     yield DoTcpdump(loc=args.loc, host=host, exp=exp, exp_name=exp_name, server=server, packets=packets)
 
 
+def _trace_ends(s: str) -> str:
+    if s and s not in TRACE_ENDS:
+        raise ValueError(f"expected one of {', '.join(TRACE_ENDS)}; got {s!r}")
+    return s
+
+
+def do_trace(args: Args, book: Book) -> Iterator[Action]:
+    host, exp, exp_name = book.common(args)
+    buffer = args.get("buffer", "4M", V.to_size)
+    if not 64 * 1024 <= buffer <= 1 << 30:
+        raise args.error_at("buffer", f"DO_TRACE: buffer={args.raw('buffer')} is outside 64K..1G (per CPU)")
+    yield DoTrace(loc=args.loc, host=host, exp=exp, exp_name=exp_name, buffer_kb=buffer // 1024)
+
+
+def _ports(s: str) -> tuple[int, ...]:
+    return tuple(V.to_int(p, low=1, high=65535) for p in s.split(",")) if s else ()
+
+
+def _addrs(s: str) -> tuple[str, ...]:
+    out = []
+    for a in s.split(",") if s else ():
+        try:
+            out.append(str(ipaddress.ip_network(a, strict=False)) if "/" in a else str(ipaddress.ip_address(a)))
+        except ValueError:
+            raise ValueError(f"bad address {a!r}: expected 10.0.0.2, 10.0.0.0/24 or fd00::/64") from None
+    return tuple(out)
+
+
+def _cgroup(s: str) -> str:
+    if s and (not _CGROUP.match(s) or ".." in s):
+        raise ValueError(f"bad cgroup {s!r}: a cgroup v2 directory (letters, digits, '_', '.', '@', ':', '-', '/')")
+    return s
+
+
+def do_watch(args: Args, book: Book) -> Iterator[Action]:
+    host, exp, exp_name = book.common(args)
+    g = args.get
+    ports, lports, rports = g("port", "", _ports), g("lport", "", _ports), g("rport", "", _ports)
+    addrs, cgroup = g("addr", "", _addrs), g("cgroup", "", _cgroup)
+    pid = g("pid", "0", lambda s: V.to_int(s, low=0))
+    if not (ports or lports or rports or addrs or cgroup or pid):
+        raise args.error("DO_WATCH: nothing to watch", "give port=, lport=, rport=, addr=, cgroup= or pid=, "
+                                                       "e.g. DO_WATCH host=h1 port=5000")
+    yield DoWatch(loc=args.loc, host=host, exp=exp, exp_name=exp_name,
+                  name=g("name", "watch", lambda s: V.name(s, "watch name")), ports=ports, lports=lports,
+                  rports=rports, addrs=addrs, cgroup=cgroup, pid=pid,
+                  interval=g("interval", "0.01", lambda s: V.to_float(s, low=0.001, high=60)))
+
+
 def process_exp(args: Args, book: Book) -> Iterator[Action]:
     if "exp" not in args and book.last_exp is None:
         raise args.error("PROCESS_EXP: no experiment to process", "run DO_SERVER/DO_CLIENT first or give exp=N")
@@ -290,7 +381,10 @@ BUILDERS: dict[str, Callable[[Args, Book], Iterator[Action]]] = {
     "SET_MODULE_PARAMS": set_module_params,
     "SET_NETEM": set_netem,
     "SET_QDISC": set_qdisc,
+    "SET_LINK": linkcmd.set_link,
     "DO_TCPDUMP": do_tcpdump,
+    "DO_TRACE": do_trace,
+    "DO_WATCH": do_watch,
     "PROCESS_EXP": process_exp,
     "CLOSE": close,
     "EXIT": close,
@@ -304,6 +398,8 @@ __all__ = [
     "do_client",
     "do_server",
     "do_tcpdump",
+    "do_trace",
+    "do_watch",
     "get_data",
     "process_exp",
     "set_module_params",

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from netesto.errors import SweepError
 
 # Names the sweep fills in itself when the notebook declares them.
-SUPPLIED = ("lab", "workdir", "seed", "rep", "point")
+SUPPLIED = ("lab", "workdir", "seed", "rep", "point", "steady")
 
 
 def parameters_of(path: str | Path) -> dict[str, Any]:

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import netesto.sweep.checks as criteria
+from netesto.sweep import checks as criteria  # not "import netesto.sweep.checks": netesto.sweep is also a function
 from netesto.errors import NetestoError, clip
 from netesto.results.manifest import DONE, LEFTOVER, Manifest, PointRecord, inside
 from netesto.sweep.attempts import experiments_in, set_aside
 from netesto.sweep.values import checked
 
-SHAPE_PARAMS = ("bw", "rtt", "buffer", "loss", "jitter")  # applied to a testbed before its point runs
+SHAPE_PARAMS = ("bw", "rtt", "buffer", "loss", "jitter", "host_rtt")  # applied to a testbed before its point runs
 # The kernel's own warnings (e.g. ipykernel's about TCP without encryption, on a
 # loopback the sweep opened itself) would print once per point over the progress bar.
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
@@ -64,7 +64,8 @@ def say(text: str) -> None:
 def point_values(rec: PointRecord, worker: Worker, ctx: Context) -> dict[str, Any]:
     """The parameters papermill sets: the point's and the fixed values, checked, and what the sweep supplies."""
     values = {k: checked(k, v, ctx.declared[k]) for k, v in {**ctx.fixed, **rec.params}.items()}
-    supplied = {"lab": worker.lab, "workdir": "results", "seed": rec.seed, "rep": rec.rep, "point": rec.key}
+    supplied = {"lab": worker.lab, "workdir": "results", "seed": rec.seed, "rep": rec.rep, "point": rec.key,
+                "steady": ctx.manifest.steady}
     for name, value in supplied.items():
         if name in ctx.declared and not (name == "lab" and not worker.lab):
             values[name] = value
@@ -104,7 +105,8 @@ def run_point(rec: PointRecord, worker: Worker, ctx: Context) -> None:
     t0 = time.monotonic()
     try:
         if worker.testbed:
-            _shape(worker.testbed, {**{k: ctx.declared[k] for k in SHAPE_PARAMS if k in ctx.declared}, **values})
+            _shape(worker.testbed, {**{k: ctx.declared[k] for k in SHAPE_PARAMS if k in ctx.declared}, **values},
+                   worker.lab)
         # The kernel starts in the point's directory (nbclient's resources path), not through
         # papermill's cwd=, which chdirs the whole process: points run in parallel threads.
         papermill.execute_notebook(str(ctx.nb), str(out_nb), parameters=values, kernel_name=ctx.kernel_name,
@@ -139,12 +141,18 @@ def _finish_point(rec: PointRecord, worker: Worker, ctx: Context, out_nb: Path) 
     if out_nb.exists():
         rec.html = _export_html(out_nb, ctx.directory)
     if rec.status == DONE:
-        from netesto.results.cube import point_summary
-
-        rec.summary = point_summary([ctx.directory / e for e in rec.experiments])
-        if ctx.checks:
-            rec.checks = criteria.evaluate(ctx.checks, rec.summary)
+        summarize(rec, ctx.directory, ctx.manifest.steady, ctx.checks)
     ctx.save()
+
+
+def summarize(rec: PointRecord, directory: Path, steady: str, checks: list[str], *, read: bool = True) -> None:
+    """``rec``'s summary and parts over the ``steady`` window (read from its experiments unless ``read``
+    is false and it has them), and its checks' verdicts on them."""
+    from netesto.results.cube import point_summary
+
+    if read or not rec.summary or not rec.parts:
+        rec.summary, rec.parts = point_summary([directory / e for e in rec.experiments], steady or None)
+    rec.checks = criteria.evaluate(checks, criteria.flat(rec.summary, rec.parts)) if checks else {}
 
 
 def _cell_error(out_nb: Path, exc: Any) -> str:
@@ -165,10 +173,14 @@ def _cell_error(out_nb: Path, exc: Any) -> str:
     return clip(error, 600)
 
 
-def _shape(testbed: str, values: Mapping[str, Any]) -> None:
+def _shape(testbed: str, values: Mapping[str, Any], lab: str) -> None:
+    from netesto.controller import Lab
+    from netesto.controller.claim import LabClaim
     from netesto.testbed import reshape
 
-    reshape(testbed, **{k: str(values[k]) for k in SHAPE_PARAMS if k in values})
+    # A reshape takes the lab's claim, as a run does: never under another run's flows.
+    with LabClaim(Lab.from_file(lab), run=f"sweep reshape of {testbed}") as claim:
+        reshape(testbed, claim=claim, **{k: str(values[k]) for k in SHAPE_PARAMS if k in values})
 
 
 def _export_html(nb: Path, directory: Path) -> str:
@@ -182,4 +194,5 @@ def _export_html(nb: Path, directory: Path) -> str:
         return ""
 
 
-__all__ = ["Context", "KERNEL_ARGS", "SHAPE_PARAMS", "Worker", "point_values", "recover_stale", "run_point", "say"]
+__all__ = ["Context", "KERNEL_ARGS", "SHAPE_PARAMS", "Worker", "point_values", "recover_stale", "run_point", "say",
+           "summarize"]

@@ -21,13 +21,13 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import netesto.sweep.checks as criteria
+from netesto.sweep import checks as criteria  # not "import netesto.sweep.checks": netesto.sweep is also a function
 from netesto._version import __version__
 from netesto.errors import SweepError
 from netesto.results.manifest import DONE, Manifest, PointRecord
 from netesto.sweep.grid import Point, count, parse_grid, points
 from netesto.sweep.notebook import check_names, parameters_of
-from netesto.sweep.point import Context, Worker, recover_stale, run_point, say
+from netesto.sweep.point import Context, Worker, recover_stale, run_point, say, summarize
 from netesto.sweep.result import SweepResult
 from netesto.sweep.values import checked
 
@@ -117,6 +117,8 @@ def sweep(
     progress: bool | Callable[[PointRecord], None] = True,
     timeout: float | None = None,
     report: bool = True,
+    steady: str | None = None,
+    figures: str | Sequence[str] | None = None,
 ) -> SweepResult:
     """Run ``notebook`` once per point of the grid ``params`` (``{"ca": ["cubic",
     "bbr"]}`` or ``["ca=cubic,bbr", ...]``) and repetition, in ``out``.
@@ -125,12 +127,18 @@ def sweep(
     are where points run, one at a time on each, in parallel across them; a
     testbed is reshaped to each point's bw/rtt/buffer/loss/jitter first. The
     notebook gets the lab file as its ``lab`` parameter and ``workdir``,
-    ``seed``, ``rep`` when it declares them. ``checks`` are pass/fail
-    expressions over each point's summary (``"jain >= 0.9"``).
+    ``seed``, ``rep``, ``steady`` when it declares them. ``checks`` are pass/fail
+    expressions over each point's summary (``"jain >= 0.9"``, ``"cc_share_bbr < 0.8"``),
+    evaluated on every point, also on those an earlier run of a resumed sweep ran.
+    ``steady`` is the warm-up left out of every summary (``"5s"``, ``"10rtt"``;
+    :mod:`netesto.results.steady`); ``figures`` the report's figures (see
+    :mod:`netesto.report.figures`).
     """
     nb_path = Path(notebook).resolve()
     grid = parse_grid(params)
     declared, pts = plan(nb_path, grid, reps=reps, fixed=fixed, checks=checks)
+    window = steady_text(steady)
+    chosen = figure_list(figures, nb_path)
     workers = _workers(labs, testbeds)
     for w in workers:
         if w.lab:
@@ -139,7 +147,15 @@ def sweep(
     manifest = _open_manifest(directory, nb_path, grid, reps, dict(fixed or {}), list(checks), resume)
     _records(manifest, pts)
     manifest.provenance = provenance()
+    manifest.defaults = {k: v for k, v in declared.items() if isinstance(v, (str, int, float, bool))}
+    manifest.figures = chosen
     directory.mkdir(parents=True, exist_ok=True)
+    # Points an earlier run of the sweep finished: their numbers over this window, this run's checks on them.
+    again = manifest.steady != window
+    manifest.steady = window
+    for rec in manifest:
+        if rec.status == DONE and rec.experiments:
+            summarize(rec, directory, window, list(checks), read=again)
     manifest.save(directory)
     todo = [r for r in manifest if r.status != DONE]
     result = SweepResult(directory, manifest)
@@ -215,6 +231,28 @@ def _interrupted(ended: list[threading.Event], ctx: Context) -> None:
                 if rec.status == "running":
                     rec.status, rec.error = "interrupted", "interrupted (Ctrl-C twice) while it ran"
     ctx.save()
+
+
+def steady_text(steady: str | None) -> str:
+    """The steady window as the manifest keeps it ('' = none), or a SweepError saying what it takes."""
+    from netesto.errors import ResultsError
+    from netesto.results.steady import Steady
+
+    try:
+        sd = Steady.parse(steady)
+    except ResultsError as exc:
+        raise SweepError(f"--steady: {exc.message}") from None
+    return sd.text if sd.amount else ""
+
+
+def figure_list(figures: str | Sequence[str] | None, nb: Path | None) -> list[str]:
+    """The report's figures: as given, else the notebook's metadata ``netesto.figures``, else the default."""
+    from netesto.report.figures import chosen
+
+    try:
+        return chosen(figures, nb)
+    except ValueError as exc:
+        raise SweepError(str(exc)) from None
 
 
 def _last_on(manifest: Manifest, lab: str) -> PointRecord | None:

@@ -3,13 +3,14 @@
 The point notebook's ``parameters`` cell gives each name a default, and the default
 its kind: ``dur = 3`` an int, ``x = 0.5`` a float, ``on = False`` a bool, and a text
 default a rate (``"100mbit"``), a time (``"20ms"``), a size (``"64K"``) or a word
-(``"cubic"``). ``bw``, ``rtt``, ``jitter``, ``buffer`` and ``loss`` with a text default are what a
-testbed takes for them. A word is letters, digits and ``_ . : / + @ % =`` and ``-``
+(``"cubic"``). ``bw``, ``rtt``, ``jitter``, ``buffer``, ``loss`` and ``host_rtt`` with a text
+default are what a testbed takes for them; ``ca``, ``dur`` and ``delay`` with a text default
+are a flow mix's (:mod:`netesto.sweep.mix`: ``bbr+cubic``, ``30+20``). A word is letters, digits and ``_ . : / + @ % =`` and ``-``
 (not first), at most :data:`MAX_VALUE_CHARS` characters: no space, quote, ``$``,
 ``;``, ``{``, newline, nothing a shell, an option parser or a ``%%netesto`` line
 could read as more than one value.
 
->>> kind_of("bw", "100mbit"), kind_of("ca", "cubic"), kind_of("dur", 3), kind_of("hold", "20ms")
+>>> kind_of("bw", "100mbit"), kind_of("name", "cubic"), kind_of("dur", 3), kind_of("hold", "20ms")
 ('rate', 'word', 'int', 'time')
 >>> checked("ca", "bbr", "cubic"), checked("dur", "5", 3), checked("bw", "10mbit", "100mbit")
 ('bbr', 5, '10mbit')
@@ -24,8 +25,10 @@ from netesto.errors import NetestoError, SweepError
 
 MAX_VALUE_CHARS = 256
 _WORD = re.compile(r"^(?:[A-Za-z0-9_.:/+@%=][A-Za-z0-9_.:/+@%=-]*)?$")  # empty too: "" is a default
-# The names a testbed reshapes (netesto.sweep.point.SHAPE_PARAMS): their kind is the testbed's.
-NAMED_KINDS = {"bw": "rate", "rtt": "time", "jitter": "time", "buffer": "buffer", "loss": "loss"}
+# The names a testbed reshapes (netesto.sweep.point.SHAPE_PARAMS): their kind is the testbed's; and
+# the names of a flow mix (netesto.sweep.mix): ca a + list of groups, dur and delay seconds per group.
+NAMED_KINDS = {"bw": "rate", "rtt": "time", "jitter": "time", "buffer": "buffer", "loss": "loss",
+               "host_rtt": "host_times", "ca": "mix", "dur": "seconds", "delay": "seconds"}
 
 
 def _rate(text: str) -> None:
@@ -58,6 +61,25 @@ def _loss(text: str) -> None:
     parse_loss(text)
 
 
+def _host_times(text: str) -> None:
+    from netesto.vocab import parse_host_times
+
+    parse_host_times(text)
+
+
+def _mix(text: str) -> None:
+    from netesto.sweep.mix import Mix
+
+    Mix.parse(text)
+
+
+def _seconds(text: str) -> None:
+    for part in text.split("+"):
+        value = float(part)
+        if not (0 <= value < float("inf")):
+            raise ValueError(text)
+
+
 def _word(text: str) -> None:
     if not _WORD.match(text):
         raise ValueError("a word of letters, digits and _ . : / + @ % = - (not first): no space, quote, $, ;, "
@@ -71,6 +93,9 @@ TEXT_KINDS: dict[str, tuple[Callable[[str], None], str]] = {
     "size": (_size, "a size such as 64K or 1M"),
     "buffer": (_buffer, "a buffer such as 1bdp, 0.5bdp or 256k"),
     "loss": (_loss, "a loss percentage such as 1 or 0.5%"),
+    "host_times": (_host_times, "host RTTs such as h3:40ms or h2:20ms+h3:60ms"),
+    "mix": (_mix, "congestion controls, + joining those of one experiment: cubic, bbr+cubic, bbr:2+cubic:1"),
+    "seconds": (_seconds, "seconds, or one per group of ca joined with +: 30 or 30+20"),
     "word": (_word, "a word"),
 }
 _UNITS = re.compile(r"[A-Za-z]")

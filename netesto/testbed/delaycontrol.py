@@ -115,8 +115,10 @@ def netem_fallback(dev: str, delay: float, jitter: float = 0.0, loss: float = 0.
     if not (delay or jitter or loss or rate):
         # "No netem" on a testbed link means the testbed's own link again
         # (the agent's restore() sends exactly this).
+        from netesto.testbed.config import saved_one_way
+
         cfg = state.get("config", {})
-        delay, jitter, loss = cfg.get("rtt_ms", 0) / 2, cfg.get("jitter_ms", 0) / 2, cfg.get("loss", 0) * 100
+        delay, jitter, loss = saved_one_way(cfg, link["host"]), cfg.get("jitter_ms", 0) / 2, cfg.get("loss", 0) * 100
     control = state.get("delayline_control")
     if not control:
         raise TestbedError(f"netem fallback: testbed {state.get('name')!r} has no delay line running")
@@ -132,4 +134,21 @@ def netem_fallback(dev: str, delay: float, jitter: float = 0.0, loss: float = 0.
     return {"dev": dev, "delay_ms": delay, "jitter_ms": jitter, "loss_pct": loss, "rate_bps": bw, "via": "delayline"}
 
 
-__all__ = ["delayline_stats", "guard_links", "netem_fallback", "send_control"]
+def netem_show(dev: str) -> dict[str, object]:
+    """The delay line's settings for router link ``dev`` (delay_ms, jitter_ms one-way; loss 0..1),
+    read from the running line itself: the router agent's ``shape`` reports them beside tc's
+    (:mod:`netesto.agent.shape` finds this beside :func:`netem_fallback`)."""
+    from netesto.testbed.state import load_state
+
+    state = load_state(Path(os.environ.get("NETESTO_TESTBED_STATE", "") or "/nonexistent"))
+    link = next((lk for lk in state.get("links", []) if lk["router_dev"] == dev), None)
+    control = state.get("delayline_control")
+    if link is None or not control:
+        return {}
+    reply = send_control(control, {"op": "stats"})
+    settings = reply.get("settings")
+    line = settings.get(str(link["queue"])) if isinstance(settings, dict) else None
+    return dict(line) if isinstance(line, dict) else {}
+
+
+__all__ = ["delayline_stats", "guard_links", "netem_fallback", "netem_show", "send_control"]

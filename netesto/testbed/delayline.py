@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 
 from netesto.errors import TestbedError
-from netesto.testbed.delaycontrol import delayline_stats, guard_links, netem_fallback, send_control
+from netesto.testbed.delaycontrol import delayline_stats, guard_links, netem_fallback, netem_show, send_control
 from netesto.testbed.delayloop import DelayLine, Link, LinkSettings, SpinBudget
 from netesto.testbed.nfqueue import NfQueue
 
@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["DelayLine", "Link", "LinkSettings", "delayline_stats", "main", "netem_fallback", "send_control"]
+__all__ = ["DelayLine", "Link", "LinkSettings", "delayline_stats", "main", "netem_fallback", "netem_show",
+           "send_control"]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,9 +11,11 @@ the delay added beyond its hold.
 
 One single-threaded loop serves every bound queue: due times go into one
 heap, and the loop sleeps in ``select`` until the next one or the next
-packet. Each queue is a :class:`Link` that decides when a packet it admits is
-due, so one process emulates every link of a testbed; a unix datagram
-control socket (``--control PATH``) changes links and reads statistics while
+packet. Each queue is a :class:`~netesto.testbed.delaylinks.Link` that decides
+when a packet it admits is due (a delay, or a delivery trace's opportunities:
+:mod:`netesto.testbed.delaylinks`), so one process emulates every link of a
+testbed; a unix datagram control socket (``--control PATH``) changes links,
+turns a queue into a trace-driven link and back, and reads statistics while
 it runs (:mod:`netesto.testbed.delaycontrol` is its client).
 
 ``python -m netesto.testbed.delayline`` runs it.
@@ -24,89 +26,25 @@ from __future__ import annotations
 import gc
 import heapq
 import json
-import math
 import os
 import random
 import select
 import socket
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from netesto.errors import TestbedError
 from netesto.testbed.delayclock import RealtimeMap
+from netesto.testbed.delaylinks import Link, LinkSettings, TraceLink, load_times
 from netesto.testbed.delaystats import LinkStats, kernel_counters, total
-from netesto.testbed.nfqueue import NF_ACCEPT, NF_DROP, NfQueue, parse_packets, verdict_message
+from netesto.testbed.nfqueue import NF_ACCEPT, NF_DROP, NfQueue, parse_sized, verdict_message
 
 IDLE_S = 1.0  # longest sleep with nothing held (a signal wakes the loop anyway)
 BATCH = 64  # verdicts per datagram
 READS_PER_PASS = 256  # bounded, so due releases are not starved by a flood
 DRAIN_LIMIT_NS = 2_000_000_000  # on stop, held packets leave when due, for at most this long
 GC_IDLE_NS = 1_000_000_000  # the collector runs only after this long with nothing held
-
-
-@dataclass(frozen=True)
-class LinkSettings:
-    """What one queue does to its packets: one-way delay/jitter in ms, loss probability, order.
-
-    Each packet's hold is ``delay`` plus a uniform draw in [-jitter, +jitter]
-    (at least 0), as netem's. Such holds reorder packets, as netem without a
-    rate does; ``ordered`` keeps a packet from leaving before the one queued
-    ahead of it, as netem with a rate does.
-    """
-
-    delay_ms: float = 0.0
-    jitter_ms: float = 0.0
-    loss: float = 0.0
-    ordered: bool = False
-
-    def __post_init__(self) -> None:
-        if not (self.delay_ms >= 0 and self.jitter_ms >= 0 and math.isfinite(self.delay_ms + self.jitter_ms)):
-            raise TestbedError(f"delay line: delay and jitter must be finite and >= 0, got {self}")
-        if not 0.0 <= self.loss <= 1.0:
-            raise TestbedError(f"delay line: loss is a probability in [0, 1], got {self.loss}")
-
-
-class Link:
-    """One queue's release discipline: when each packet it admits is due (None: dropped), and its statistics.
-
-    The loop asks nothing else of a link, so another discipline (a bandwidth
-    schedule, a delivery trace) is another ``admit`` that computes a due time
-    from the arrival and what the link already holds.
-    """
-
-    __slots__ = ("settings", "rng", "stats", "hold_ns", "last_due")
-
-    def __init__(self, settings: LinkSettings, rng: random.Random) -> None:
-        self.rng = rng
-        self.stats = LinkStats()
-        self.last_due = 0
-        self.settings = settings
-        self.hold_ns = math.ceil(settings.delay_ms * 1e6)
-
-    def configure(self, settings: LinkSettings) -> None:
-        """New settings for packets admitted from now on (those held keep their due times)."""
-        self.settings = settings
-        self.hold_ns = math.ceil(settings.delay_ms * 1e6)
-
-    def admit(self, arrival_ns: int) -> int | None:
-        """The CLOCK_MONOTONIC ns at which a packet that arrived at ``arrival_ns`` is due; None to drop it."""
-        s = self.settings
-        if s.loss and self.rng.random() < s.loss:
-            self.stats.dropped += 1
-            return None
-        hold = self.hold_ns
-        if s.jitter_ms:
-            hold = max(0, math.ceil((s.delay_ms + self.rng.uniform(-s.jitter_ms, s.jitter_ms)) * 1e6))
-        due = arrival_ns + hold
-        if s.ordered and due < self.last_due:
-            due = self.last_due
-        self.last_due = due
-        if due > arrival_ns:
-            self.stats.held += 1
-        else:
-            self.stats.passed += 1
-        return due
 
 
 class SpinBudget:
@@ -144,7 +82,8 @@ class DelayLine:
         self.nfq = nfq
         self.spin = spin if spin is not None else SpinBudget()
         self.rng = random.Random(seed)
-        self.links = {q: Link(s, self.rng) for q, s in settings.items()}
+        self.links: dict[int, Link] = {q: Link(s, self.rng) for q, s in settings.items()}
+        self.sized: set[int] = set()  # queues whose packets' lengths matter (trace links)
         # (due ns, packet id, queue, its NF_ACCEPT verdict): built as the packet is read, while
         # that code is warm; built at the release it cost 15-30 us of cold caches after a sleep.
         self.heap: list[tuple[int, int, int, bytes]] = []
@@ -187,7 +126,7 @@ class DelayLine:
             except BlockingIOError:
                 return
             read_at = mono()  # after the packet was in the socket: an upper bound on its arrival
-            for queue, packet_id, stamp in parse_packets(self.view, n, self.errors):
+            for queue, packet_id, stamp, size in parse_sized(self.view, n, self.errors, self.sized):
                 self.received += 1
                 link = links.get(queue) or self._link(queue)
                 if stamp < 0:
@@ -198,7 +137,7 @@ class DelayLine:
                     if arrival > read_at:
                         arrival = read_at
                         link.stats.capped += 1
-                due = link.admit(arrival)
+                due = link.admit(arrival, size)
                 if due is None:
                     out.append((verdict_message(queue, packet_id, NF_DROP), queue, -1))
                 else:
@@ -254,6 +193,7 @@ class DelayLine:
             "spin_s": round(self.spin.spent_ns / 1e9, 3),
             "kernel_dropped": sum(c["queue_dropped"] + c["user_dropped"] for c in kernel.values()),
             "queues": {str(q): lk.stats.summary() for q, lk in sorted(self.links.items())},
+            "traces": {str(q): lk.describe() for q, lk in sorted(self.links.items()) if isinstance(lk, TraceLink)},
             "kernel": {str(q): c for q, c in sorted(kernel.items())},
         }
 
@@ -271,24 +211,7 @@ class DelayLine:
                 return
             reply: dict[str, object]
             try:
-                req = json.loads(data)
-                if req.get("op") == "stats":
-                    reply = {"ok": True, "stats": self.snapshot(),
-                             "settings": {str(q): vars(lk.settings) for q, lk in self.links.items()}}
-                    if req.get("reset"):
-                        self.reset_stats()
-                else:
-                    queue = int(req["queue"])
-                    link = self.links.get(queue) or self._link(queue)
-                    old = link.settings
-                    link.configure(replace(
-                        old,
-                        delay_ms=float(req.get("delay", old.delay_ms)),
-                        jitter_ms=float(req.get("jitter", old.jitter_ms)),
-                        loss=float(req.get("loss", old.loss)),
-                        ordered=bool(req.get("ordered", old.ordered)),
-                    ))
-                    reply = {"ok": True}
+                reply = self._control(json.loads(data))
             except (ValueError, KeyError, TypeError, TestbedError) as exc:
                 reply = {"ok": False, "error": str(exc)}
             if addr:
@@ -296,6 +219,64 @@ class DelayLine:
                     self.control.sendto(json.dumps(reply).encode(), addr)
                 except OSError:
                     pass
+
+    def _control(self, req: dict[str, Any]) -> dict[str, object]:
+        """One control request: ``stats``, ``settings`` (one queue's, read back), ``trace`` (a queue
+        becomes a trace-driven link, or a plain one again), else new settings for a queue."""
+        op = req.get("op")
+        if op == "stats":
+            reply: dict[str, object] = {"ok": True, "stats": self.snapshot(),
+                                        "settings": {str(q): vars(lk.settings) for q, lk in self.links.items()}}
+            if req.get("reset"):
+                self.reset_stats()
+            return reply
+        queue = int(req["queue"])
+        link = self.links.get(queue) or self._link(queue)
+        if op == "settings":
+            return {"ok": True, "settings": link.describe()}
+        if op == "trace":
+            return self._trace(queue, link, req)
+        old = link.settings
+        link.configure(replace(
+            old,
+            delay_ms=float(req.get("delay", old.delay_ms)),
+            jitter_ms=float(req.get("jitter", old.jitter_ms)),
+            loss=float(req.get("loss", old.loss)),
+            ordered=bool(req.get("ordered", old.ordered)),
+        ))
+        return {"ok": True, "settings": link.describe()}
+
+    def _trace(self, queue: int, link: Link, req: dict[str, Any]) -> dict[str, object]:
+        """``{"op": "trace", "queue": q, "file": path, "epoch_ns": t, "limit_bytes": b, "limit_packets": p}``:
+        queue ``q`` leaves at the opportunities of trace ``path`` from ``epoch_ns`` (CLOCK_MONOTONIC);
+        ``"file": null`` makes it a plain delay link again. Packets already held keep their due times."""
+        settings = replace(link.settings, jitter_ms=0.0)
+        if req.get("file") is None:
+            if not isinstance(link, TraceLink):
+                return {"ok": True, "settings": link.describe()}  # not a trace link: as it is
+            self.links[queue] = plain = Link(replace(settings, ordered=False), self.rng)
+            plain.stats = link.stats
+            self.sized.discard(queue)
+            self._gso(queue, True)
+            return {"ok": True, "settings": plain.describe()}
+        times = load_times(str(req["file"]))
+        trace = TraceLink(settings, self.rng, times, int(req.get("epoch_ns", time.monotonic_ns())),
+                          limit_bytes=int(req.get("limit_bytes", 0)), limit_packets=int(req.get("limit_packets", 0)),
+                          name=str(req.get("name", req["file"])), stats=link.stats)
+        trace.last_due = link.last_due
+        self.links[queue] = trace
+        self.sized.add(queue)
+        self._gso(queue, False)
+        return {"ok": True, "settings": trace.describe()}
+
+    def _gso(self, queue: int, whole: bool) -> None:
+        # A trace delivers 1500-byte opportunities: its queue gets wire-sized packets from the kernel.
+        set_gso = getattr(self.nfq, "set_gso", None)
+        if set_gso is not None:
+            try:
+                set_gso(queue, whole)
+            except OSError as exc:
+                self.errors.append(exc.errno or 0)
 
     def run(self) -> None:
         fds: list[Any] = [self.nfq.sock, self.wake_r]
@@ -383,4 +364,4 @@ class DelayLine:
         self.nfq.close()
 
 
-__all__ = ["DelayLine", "Link", "LinkSettings", "SpinBudget"]
+__all__ = ["DelayLine", "Link", "LinkSettings", "SpinBudget", "TraceLink"]

@@ -25,6 +25,7 @@ from netesto.errors import TestbedError
 from netesto.labfile import LabFile, LabHost, write_lab
 from netesto.testbed import agents, buffers, loopback, shaping, topology
 from netesto.testbed.config import WANTED_CC, TestbedConfig, UpResult
+from netesto.testbed.inplace import host_delay
 from netesto.testbed.state import (
     list_states,
     load_state,
@@ -225,13 +226,14 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
 
     step("delay")
     one_way = config.rtt_ms / 2
+    own = {lk.host: config.one_way_ms(lk.host) for lk in topo.links if lk.host in dict(config.host_rtt)}
     notes = state.setdefault("notes", [])
     guards = [f"{lk.router_dev}={config.bw_bps}:{config.buffer_bytes}:{topo.control_subnet}" for lk in topo.links]
     if shaping.netem_available(topo.router_ns):
         state["delay_mode"] = "netem"
         for lk in topo.links:
-            if one_way or config.loss or config.jitter_ms:
-                shaping.setup_netem(lk.ns, lk.dev, one_way, config.jitter_ms / 2, config.loss)
+            if own.get(lk.host, one_way) or config.loss or config.jitter_ms:
+                shaping.setup_netem(lk.ns, lk.dev, own.get(lk.host, one_way), config.jitter_ms / 2, config.loss)
         notes.append(f"delay: netem on each host's egress, {one_way:g} ms one way")
         _start_guard(config, topo, rec, base, guards)
     else:
@@ -241,6 +243,9 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
             rec.iptables(topo.router_ns, rule)
             topology.ns_exec(topo.router_ns, ["iptables", "-w", "-A", *rule])
         started = _start_delayline(config, topo, rec, base, [lk.queue for lk in topo.links], one_way)
+        for lk in topo.links:  # hosts with an RTT of their own: the delay toward them
+            if lk.host in own:
+                host_delay(state, lk.queue, own[lk.host], config.jitter_ms / 2, config.loss)
         _start_guard(config, topo, rec, base, guards)
         notes.append(
             f"delay: this kernel has no netem; userspace NFQUEUE delay line (pid {started.pid}) holds packets "
@@ -258,7 +263,8 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
         agent_env = {"NETESTO_TESTBED_STATE": str(rec.path)}
         places = [agents.AgentPlace(lk.host, lk.ns, lk.addr, AGENT_PORT, agent_env) for lk in topo.links]
         places.append(agents.AgentPlace("router", topo.router_ns, topo.router_control_addr, AGENT_PORT,
-                                        {"NETESTO_NETEM_FALLBACK": "netesto.testbed.delayline:netem_fallback", **agent_env}))
+                                        {"NETESTO_NETEM_FALLBACK": "netesto.testbed.delayline:netem_fallback",
+                                         "NETESTO_LINK_BACKEND": "netesto.testbed.linkctl:backend", **agent_env}))
         agents.start_agents(base, lab_keys, places, rec.process)
         controller_key = lab_keys.controller_key
         public = {n: lab_keys.public_key(n) for n in names}
@@ -279,7 +285,8 @@ def _build(config: TestbedConfig, topo: topology.Topology, rec: _StateRecorder, 
         f"buffer {config.buffer_bytes} B, loss {config.loss * 100:g} %, delay by {state['delay_mode']}"
     )
     shape = {"name": config.name, "mode": "netns", "bw": config.bw_bps, "rtt": config.rtt_ms,
-             "buffer": config.buffer_bytes, "loss": config.loss, "jitter": config.jitter_ms}
+             "buffer": config.buffer_bytes, "loss": config.loss, "jitter": config.jitter_ms,
+             **({"host_rtt": dict(config.host_rtt)} if config.host_rtt else {})}
     write_lab(lab_path, LabFile(config.name, controller_key, False, "", tuple(lab_hosts), (comment,), testbed=shape))
     state["lab"] = str(lab_path)
     state["status"] = "up"

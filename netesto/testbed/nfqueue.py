@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
-from typing import Iterable
+from typing import Container, Iterable
 
 from netesto.errors import TestbedError
 
@@ -35,6 +35,8 @@ NFQNL_CFG_CMD_UNBIND = 2
 NFQA_PACKET_HDR = 1
 NFQA_VERDICT_HDR = 2
 NFQA_TIMESTAMP = 4
+NFQA_PAYLOAD = 10
+NFQA_CAP_LEN = 13  # the packet's length, sent when the copy (COPY_RANGE) cut it short
 NFQA_CFG_CMD = 1
 NFQA_CFG_PARAMS = 2
 NFQA_CFG_QUEUE_MAXLEN = 3
@@ -80,17 +82,26 @@ def verdict_message(queue: int, packet_id: int, verdict: int, *, batch: bool = F
 
 
 def parse_packets(data: bytes | memoryview, nbytes: int, errors: list[int] | None = None) -> list[tuple[int, int, int]]:
-    """(queue, packet_id, stamp) of every NFQNL_MSG_PACKET message in one datagram.
+    """(queue, packet_id, stamp) of every NFQNL_MSG_PACKET message in one datagram (see :func:`parse_sized`)."""
+    return [(q, i, s) for q, i, s, _ in parse_sized(data, nbytes, errors)]
+
+
+def parse_sized(data: bytes | memoryview, nbytes: int, errors: list[int] | None = None,
+                sized: Container[int] = range(65536)) -> list[tuple[int, int, int, int]]:
+    """(queue, packet_id, stamp, length) of every NFQNL_MSG_PACKET message in one datagram; ``length``
+    read only for the queues in ``sized`` (-1 for the others: reading past the stamp costs ~1 us a packet).
 
     ``stamp`` is the kernel's timestamp of the packet in CLOCK_REALTIME
     nanoseconds, rounded UP to the end of its microsecond (the kernel sends
     whole microseconds, truncated: the true instant is never later than
-    this), or -1 when the message carries none.
+    this), or -1 when the message carries none. ``length`` is the packet's
+    length in bytes from its IP header on (a GSO packet's whole length), -1
+    when the message says neither (no copy, no NFQA_CAP_LEN).
     Netlink error replies (a verdict for a packet the kernel already dropped,
     say, when an interface went away) are not fatal: their errno values go to
     ``errors``.
     """
-    out: list[tuple[int, int, int]] = []
+    out: list[tuple[int, int, int, int]] = []
     off = 0
     while off + _NLMSGHDR.size <= nbytes:
         length, mtype, _flags, _seq, _pid = _NLMSGHDR.unpack_from(data, off)
@@ -102,6 +113,7 @@ def parse_packets(data: bytes | memoryview, nbytes: int, errors: list[int] | Non
             end = min(off + length, nbytes)
             packet_id = -1
             stamp = -1
+            size = -1
             while aoff + _NLA.size <= end:
                 alen, atype = _NLA.unpack_from(data, aoff)
                 if alen < _NLA.size:
@@ -112,10 +124,17 @@ def parse_packets(data: bytes | memoryview, nbytes: int, errors: list[int] | Non
                 elif atype == NFQA_TIMESTAMP and alen >= _NLA.size + _STAMP.size:
                     sec, usec = _STAMP.unpack_from(data, aoff + _NLA.size)
                     stamp = sec * 1_000_000_000 + usec * 1000 + 999
-                    break  # after the header: nothing further is needed
+                    if queue not in sized:
+                        break  # after the header: nothing further is needed
+                elif atype == NFQA_CAP_LEN:
+                    (size,) = struct.unpack_from("!I", data, aoff + _NLA.size)
+                elif atype == NFQA_PAYLOAD:
+                    if size < 0:  # not cut short: the copy is the whole packet
+                        size = alen - _NLA.size
+                    break  # the last attribute
                 aoff += (alen + 3) & ~3
             if packet_id >= 0:
-                out.append((queue, packet_id, stamp))
+                out.append((queue, packet_id, stamp, size))
         elif mtype == NLMSG_ERROR and errors is not None:
             (err,) = struct.unpack_from("=i", data, off + _NLMSGHDR.size)
             if err:
@@ -187,6 +206,15 @@ class NfQueue:
                     return
                 off += max((length + 3) & ~3, _NLMSGHDR.size)
 
+    def set_gso(self, queue: int, whole: bool) -> None:
+        """Queue ``queue``'s GSO packets whole (``whole``) or cut into wire-sized packets by the kernel
+        (a trace link delivers 1500-byte opportunities: a 64 KB packet could only leave whole).
+        Sent without waiting for the kernel's answer: packets arrive on this socket meanwhile,
+        and an error comes back among them (counted by :func:`parse_sized`)."""
+        flags = NFQA_CFG_F_GSO if whole else 0
+        self.sock.send(_nfmsg(NFQNL_MSG_CONFIG, queue, _nla(NFQA_CFG_FLAGS, struct.pack("!I", flags))
+                              + _nla(NFQA_CFG_MASK, struct.pack("!I", NFQA_CFG_F_GSO))))
+
     def fileno(self) -> int:
         return self.sock.fileno()
 
@@ -202,4 +230,5 @@ class NfQueue:
             self.stamper.close()
 
 
-__all__ = ["NF_ACCEPT", "NF_DROP", "NfQueue", "parse_packets", "receive_timestamps_on", "verdict_message"]
+__all__ = ["NF_ACCEPT", "NF_DROP", "NfQueue", "parse_packets", "parse_sized", "receive_timestamps_on",
+           "verdict_message"]

@@ -121,14 +121,24 @@ def setup_bottleneck(ns: str | None, dev: str, bw_bps: int, buffer_bytes: int, c
             "match", "ip", "src", control_subnet, "flowid", CONTROL_CLASS])
 
 
+def rate_args(dev: str, bw_bps: int) -> list[str]:
+    """The tc arguments that change the bottleneck class's rate (the bfifo leaf keeps its bytes)."""
+    return ["class", "change", "dev", dev, "parent", "1:", "classid", BOTTLENECK_CLASS, "htb",
+            "rate", _rate(bw_bps), "burst", BURST, "cburst", BURST]
+
+
+def buffer_args(dev: str, buffer_bytes: int) -> list[str]:
+    """The tc arguments that change the bottleneck queue's limit."""
+    return ["qdisc", "change", "dev", dev, "parent", BOTTLENECK_CLASS, "handle", "10:", "bfifo", "limit", str(buffer_bytes)]
+
+
 def change_rate(ns: str | None, dev: str, bw_bps: int) -> None:
     """Change the bottleneck class's rate (the bfifo leaf keeps its bytes)."""
-    tc(ns, ["class", "change", "dev", dev, "parent", "1:", "classid", BOTTLENECK_CLASS, "htb",
-            "rate", _rate(bw_bps), "burst", BURST, "cburst", BURST])
+    tc(ns, rate_args(dev, bw_bps))
 
 
 def change_buffer(ns: str | None, dev: str, buffer_bytes: int) -> None:
-    tc(ns, ["qdisc", "change", "dev", dev, "parent", BOTTLENECK_CLASS, "handle", "10:", "bfifo", "limit", str(buffer_bytes)])
+    tc(ns, buffer_args(dev, buffer_bytes))
 
 
 def setup_netem(ns: str | None, dev: str, delay_ms: float, jitter_ms: float = 0.0, loss: float = 0.0) -> None:
@@ -147,6 +157,7 @@ def qdisc_stats(ns: str | None, dev: str) -> str:
 
 __all__ = [
     "bdp_bytes",
+    "buffer_args",
     "change_buffer",
     "change_rate",
     "netem_available",
@@ -154,6 +165,7 @@ __all__ = [
     "parse_rate",
     "parse_time_ms",
     "qdisc_stats",
+    "rate_args",
     "setup_bottleneck",
     "setup_netem",
     "tc",

@@ -73,7 +73,7 @@ class StandIn:
         self._call("ping_start", exp, target, name)
         return PingReply(f"ping/{self.name}-{name}.nflow")
 
-    def wait_flows(self, exp: int, timeout: float) -> WaitResult:
+    def wait_flows(self, exp: int, timeout: float, stop: Any = None) -> WaitResult:
         self._call("wait_flows", exp, timeout)
         return WaitResult(str(exp), [], [], [], {}, {}, True, [], complete=True)
 
@@ -289,3 +289,22 @@ def test_an_unknown_host_in_a_lazy_script_is_reported_at_its_line(tmp_path: Path
     acts = Interpreter().run_text("DO_SERVER host=h1 start=1\nDO_CLIENT host=h2 server=h9 dur=1\n", file="m.nts")
     with pytest.raises(LabError, match="^m.nts:2: host 'h9' is not in lab"):
         runner.run(acts)  # an iterator: checked as it is consumed
+
+
+def test_a_failed_run_that_fetched_nothing_says_so_rather_than_data_kept_from_no_host(tmp_path: Path) -> None:
+    # "Data kept for experiment(s): 1 (from no host)" said data was kept that was not.
+    runner, agents, dead, _ = make(tmp_path, {"s": 0.0, "c1": 0.0})
+    c1 = DoClient(host="c1", exp=1, server="s", dur=0.2, group=1)
+
+    def actions():
+        yield DoServer(host="s", exp=1, order=0, start=1)
+        yield c1
+        dead.update({"s", "c1"})  # both die while the flow runs
+        yield GetData(host="s", exp=1)
+
+    with pytest.raises(AgentUnreachable) as info:
+        runner.run(actions())
+    text = str(info.value)
+    assert "no host" not in text, text
+    assert "Data kept for experiment(s): none" in text and "nothing fetched of experiment(s) 1" in text, text
+    assert "'netesto run --collect' fetches it" in text

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import socket
-import statistics
 import time
 from array import array
 
@@ -19,6 +18,8 @@ from netesto.engine.native import fastloop
 from netesto.engine.kinds.flowend import FlowEnd, Worker
 from netesto.engine.core.loop import Loop
 from netesto.protocol.flowspec import FlowSpec
+from netesto.results.ticks import tick_stats
+from tests.engine.grid import assert_on_grid
 from tests.engine.test_engine import Server, ends, spec
 from tests.engine.test_sample_hot import _client
 
@@ -127,8 +128,9 @@ def test_a_lone_rr_flow_seldom_comes_back_to_python(veth_pair, tmp_path):
         # about one return per SWEEP_HOLD (the held-back sweep), a few more for stalls; a return per row and per
         # sweep (the Python rows) would be 2 per interval
         assert summary["rr_returns"] <= 0.4 * intervals, summary["rr_returns"]
-        assert cpu["sampling_swept_rows"] <= 3  # its rows all hot (the sweep held back had none to take)
-        t = list(flow.columns["t_mono"])[1:-1]
-        assert len(t) >= 0.8 * intervals
-        assert statistics.median(y - x for x, y in zip(t, t[1:])) == pytest.approx(INTERVAL, abs=0.0005)
+        # its rows hot (the sweep held back had none to take), but for the stalls of an end a loaded machine
+        # kept off the CPU past the sweep's grace (one or two in 150 quiet, a few more beside busy loops)
+        assert cpu["sampling_swept_rows"] <= max(3, 0.05 * intervals)
+        late = assert_on_grid(flow, interval=INTERVAL)
+        assert late.size + tick_stats(flow).missed >= 0.9 * intervals  # a row per grid point, or a missed one
         assert flow.columns["transactions"][-1] == summary["transactions"]

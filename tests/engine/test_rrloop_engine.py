@@ -75,6 +75,9 @@ def test_sixteen_flows_on_one_worker_both_ends_agree(veth_pair, tmp_path, path, 
     assert min(trans) > 0.5 * max(trans), trans  # none starved (test_rr_fair holds them tighter)
 
 
+LATE_END = 0.5  # s: how late a loaded machine may run an RR flow's end timer and its last transaction
+
+
 def test_a_flow_ending_or_failing_mid_run_leaves_the_others_running(veth_pair, tmp_path, path):
     """14 flows of 2.5 s and one of 1 s to one server, one more to a second server killed after ~1.2 s."""
     pair = veth_pair
@@ -105,16 +108,18 @@ def test_a_flow_ending_or_failing_mid_run_leaves_the_others_running(veth_pair, t
     # the one that ended early ended well, both ends agree
     wait_for_summary(tmp_path / "srv" / "0" / "flows" / "a-b-short-0.server.nflow")
     cli, srv = ends(tmp_path, "a-b-short-0")
-    assert done["a-b-short-0"]["event"] == "done" and cli.summary["duration"] == pytest.approx(1.0, abs=0.2)
+    assert done["a-b-short-0"]["event"] == "done" and 0.95 <= cli.summary["duration"] <= 1.0 + LATE_END
     _agree(cli, srv, 1, 1, LOOPS[path])
     # the others ran their whole time, served after both events as before them
     for s in specs[:FLOWS - 2]:
         assert done[s["flow_id"]]["event"] == "done", done[s["flow_id"]]
         cli, srv = ends(tmp_path, s["flow_id"])
         _agree(cli, srv, 1, 1, LOOPS[path])
-        assert cli.summary["duration"] == pytest.approx(2.5, abs=0.2)
+        assert 2.45 <= cli.summary["duration"] <= 2.5 + LATE_END
         t, n = cli.columns["t_mono"], cli.columns["lat_count"]
         late = sum(c for ti, c in zip(t, n) if ti > t[0] + 1.6)  # well after the kill and the short flow's end
         early = sum(c for ti, c in zip(t, n) if ti <= t[0] + 1.0)
-        assert late > 0.2 * early, (s["flow_id"], early, late)
+        # still served (a stalled loop serves none; the share of a loaded machine's CPU moves from second to
+        # second, so the two stretches' counts are not held to each other more closely)
+        assert late > 0.05 * early, (s["flow_id"], early, late)
     assert time.monotonic() - killed_at < 20

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import socket
-import statistics
 import time
 from array import array
 
@@ -20,6 +19,9 @@ from netesto.engine.kinds.flowend import FlowEnd, Worker
 from netesto.engine.core.loop import Loop
 from netesto.engine.sampling.records import HEAD, LAT, interval_summary
 from netesto.protocol.flowspec import FlowSpec
+from netesto.raw.nflow import read_flow
+from netesto.results.ticks import tick_stats
+from tests.engine.grid import assert_on_grid
 from tests.engine.test_engine import ENGINE, Server, ends, spec
 
 hot = pytest.mark.skipif(records.sample_end is None, reason="the engine samples in Python here")
@@ -37,6 +39,12 @@ def _rr_end(worker: Worker, i: int, sock: socket.socket | None = None) -> HotEnd
     end.begin()
     end.flush()
     return end
+
+
+def written(tmp_path, end: FlowEnd):
+    """The file a finished flow end of these tests wrote."""
+    (path,) = tmp_path.rglob(f"{end.spec.flow_id}.*.nflow")
+    return read_flow(path)
 
 
 def _done(worker: Worker, made: list[HotEnd]) -> None:
@@ -102,14 +110,13 @@ def test_a_flow_end_whose_idle_point_does_not_come_is_sampled_by_the_sweep(tmp_p
     end = _rr_end(worker, 0, a)
     stop = time.monotonic() + 0.3
     loop.run(lambda: time.monotonic() >= stop)
-    assert worker.sampler.hot_rows == 0 and worker.sampler.swept >= 25
     rows = end.nrows + end.samples
-    assert 25 <= rows <= 32
-    monos = [HEAD.unpack_from(end.b_rec, i * end.rec_len)[1] for i in range(end.nrows)]
-    gaps = [y - x for x, y in zip(monos, monos[1:])]
-    assert gaps and statistics.median(gaps) == pytest.approx(0.01, abs=0.002)
+    # every row by the sweeps, at most one a grid point (0.3 s: 30 and the baseline), on the grid
+    assert worker.sampler.hot_rows == 0 and worker.sampler.swept == rows - 1
+    assert rows <= 32
     end.finish()
     loop.close()
+    assert_on_grid(written(tmp_path, end))
     a.close()
     b.close()
 
@@ -135,17 +142,15 @@ def test_rr_ends_take_their_rows_at_their_own_idle_points(veth_pair, tmp_path, f
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     server.events()
     for side in (0, 1):
-        stamps, spacing = [], []
+        stamps = []
         for s in specs:
             flow = ends(tmp_path, s["flow_id"])[side]
             cpu = flow.summary["cpu"]
             assert cpu["sampling_hot_rows"] >= 0.8 * (cpu["sampling_hot_rows"] + cpu["sampling_swept_rows"])
-            t = list(flow.columns["t_mono"])[1:-1]
-            assert len(t) >= 100
-            stamps += t
-            spacing.append(statistics.median(y - x for x, y in zip(t, t[1:])))
+            late = assert_on_grid(flow)  # one row per grid point it kept, never before it
+            assert late.size + tick_stats(flow).missed >= 0.9 * 1.5 / 0.01  # a row per grid point, or a missed one
+            stamps += list(flow.columns["t_mono"])[1:-1]
             assert flow.columns["transactions"][-1] == flow.summary["transactions"]
-        assert statistics.median(spacing) == pytest.approx(0.01, abs=0.0005)
         if flows > 1:
             assert len(set(stamps)) >= 0.8 * len(stamps)  # own instants, not one per grid point
 
@@ -177,16 +182,18 @@ def test_the_c_loop_of_rr_flow_ends_runs_the_sweep_of_its_members(tmp_path):
     loop.run(lambda: time.monotonic() >= stop)
     sampler = worker.sampler
     assert sampler.handed and group.sweep_interval == 0.01 and sampler.swept <= 4  # the first sweep's rows
-    for end in made:
-        assert 25 <= end.nrows + end.samples <= 32
-    assert sampler.hot_rows >= 2 * 24
+    rows = [end.nrows + end.samples for end in made]
+    assert max(rows) <= 32  # at most one a grid point (0.3 s: 30 and the baseline)
+    assert sampler.hot_rows >= sum(rows) - 2 - 4  # all but the baselines and the first sweep's: the C loop's
     group.leave(made[0])  # the sweep goes back to a timer
     assert not sampler.handed and group.sweep_interval == 0.0
     swept = sampler.swept
     stop = time.monotonic() + 0.05
     loop.call_at(stop, lambda: None)
     loop.run(lambda: time.monotonic() >= stop)
-    assert sampler.swept >= swept + 4
+    assert sampler.swept >= swept + 2  # the timer's sweeps again (5 grid points; a loaded machine may skip some)
     _done(worker, made)
     for sock in (a, b, lsock):
         sock.close()
+    for end in made:
+        assert_on_grid(written(tmp_path, end))  # one schedule, whoever ran the sweep

@@ -59,7 +59,9 @@ def test_lone_sender_spins_and_both_ends_agree(veth_pair, tmp_path, flows):
     server.events()
     sends_per_poll = calls["sendto"] / calls["epoll_wait"]
     if flows == 1:
-        assert sends_per_poll > 6, calls
+        # spinning: as many blocking sends as fit between two of the loop's timers (~10 quiet, fewer the
+        # less CPU a loaded machine leaves it); a polled sender makes at most one a poll
+        assert sends_per_poll > 3, calls
     else:
         assert sends_per_poll <= 2.05, calls  # (a few of the sends are the handshake's)
     for s in specs:

@@ -43,6 +43,16 @@ SENT = {
     "restore": {},
     "claim": {"run": "20261126-1", "controller": "laptop:1234"},
     "release": {},
+    "trace_start": {"exp": 3, "ports": [12867], "buffer_kb": 4096},
+    "trace_stop": {"exp": 3},
+    "watch_start": {"exp": 3, "name": "app", "interval": 0.01, "ports": [5000], "cgroup": "", "pid": 0},
+    "watch_stop": {"exp": 3, "name": "app"},
+    "link_schedule": {"exp": 3, "dev": "r-h1", "t0": 1764150000.25, "until": 1764150004.5,
+                      "steps": [[0.0, "rate", 50e6], [2.0, "rate", 10e6]],
+                      "trace": {"name": "cellular", "text": "1\n", "limit_bytes": 0, "limit_packets": 100},
+                      "host": "router"},
+    "link_stop": {"exp": 3},
+    "shape": {"devs": ["veth0", "r-h1"]},
 }
 
 

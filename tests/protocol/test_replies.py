@@ -56,6 +56,18 @@ SENT = {
     "restore": {"restored": ["net.ipv4.tcp_wmem=4096 16384 4194304"], "errors": []},
     "claim": {"run": "20261126-1", "since": 1764150000.25},
     "release": {"released": True, "tool_servers_stopped": ["iperf3:5201"]},
+    "trace_start": {"exp": "3", "done": True, "observers": [{"kind": "trace", "name": "netesto-9-3-1", "pid": 77,
+                                                              "state": "running"}]},
+    "trace_stop": {"exp": "3", "done": False, "observers": [{"kind": "trace", "name": "netesto-9-3-1", "pid": 77,
+                                                             "state": "stopping"}]},
+    "watch_start": {"exp": "3", "done": True, "observers": [{"kind": "watch", "name": "app", "pid": 78,
+                                                              "state": "running"}]},
+    "watch_stop": {"exp": "3", "done": True, "observers": [{"kind": "watch", "name": "app", "pid": 78,
+                                                            "state": "done", "summary": {"sockets": 1}}]},
+    "link_schedule": {"dev": "r-h1", "base": {"rate": 100000000, "delay": 10.0}, "steps": 2, "trace": "ab12"},
+    "link_stop": {"stopped": ["r-h1"], "errors": []},
+    "shape": {"devs": {"r-h1": {"dev": "r-h1", "rate_bps": 20000000, "buffer_bytes": 25000, "delay_ms": 5.0,
+                                "tc": "qdisc htb 1: root ..."}}},
 }
 
 # The other shapes a command's reply takes.

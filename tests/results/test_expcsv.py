@@ -38,6 +38,10 @@ def test_default_fields_txt_has_the_original_58_then_the_limit_shares() -> None:
         ([("bytes", "1K"), ("bytes", "2M"), ("bytes", "x")], {"bytes": "2001000.0"}),
         # sumRateDur: 10 Mbit/s for 20 s + 30 Mbit/s for 10 s over the longest 20 s.
         ([("dur", "20"), ("rate", "10"), ("dur", "10"), ("rate", "30")], {"rate": "25.0"}),
+        # Two 10 s flows 5 s apart, 75 Mbit/s each on a 100 Mbit/s link: their bits over the 15 s they
+        # spanned (the "all" row said 150, over the longest dur, on a 100 Mbit/s link).
+        ([("dur", "10"), ("delay", "0"), ("rate", "75"), ("dur", "10"), ("delay", "5"), ("rate", "75")],
+         {"rate": "100.0"}),
         ([("adaptive-rx", "1"), ("adaptive-rx", "0")], {"adaptive_rx": "0.500"}),
     ],
 )

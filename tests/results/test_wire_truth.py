@@ -84,9 +84,12 @@ def lab(tmp_path_factory):
     with tbutil.testbed_up(tmp_path_factory, hosts=3, bw="100mbit", rtt="20ms", buffer="1bdp") as up:
         work = tmp_path_factory.mktemp("wire")
         first = _run_captured(up, work, TWO_FLOWS, work / "two.pcap")
+        from netesto.controller.claim import LabClaim
+        from netesto.controller import Lab
         from netesto.testbed.inplace import reshape
 
-        reshape(up.name, buffer="16bdp")
+        with LabClaim(Lab.from_file(up.lab), run="wire truth") as claim:  # a testbed with agents: under a claim
+            reshape(up.name, buffer="16bdp", claim=claim)
         second = _run_captured(up, work, SMALL_BUFFER, work / "small.pcap")
         yield {"up": up, "work": work, "out": first + second}
 

@@ -15,10 +15,11 @@ import netesto.script
 SCRIPT = Path(netesto.script.__file__).resolve().parent
 # What the language may lean on: its own modules, the error tree, the one policy,
 # the shared vocabulary, the protocol's name rules and the flow spec's value lists
-# (CRR_CLOSES; that module leans on nothing else, checked below), and the distributions of drawn
-# workloads (netesto.workload: stdlib and the vocabulary, checked below too).
+# (CRR_CLOSES; that module leans on nothing else, checked below), the distributions of drawn
+# workloads (netesto.workload: stdlib and the vocabulary, checked below too) and the words of
+# changing links (SET_LINK's parameters, shapes and trace files: netesto.linkshape, netesto.linktrace).
 ALLOWED = ("netesto.script", "netesto.errors", "netesto.policy", "netesto.vocab", "netesto.protocol.names",
-           "netesto.protocol.flowspec", "netesto.workload")
+           "netesto.protocol.flowspec", "netesto.workload", "netesto.linkshape", "netesto.linktrace")
 NEVER = ("netesto.engine", "netesto.agent", "netesto.controller", "netesto.results", "netesto.plots",
          "netesto.testbed", "netesto.drivers", "netesto.collectors", "IPython", "xarray", "zmq")
 

@@ -13,6 +13,7 @@ from netesto.errors import SweepError
 from netesto.results import combine, open_experiment, open_experiments
 from netesto.results.cube import open_sweep, stats, t95, write_cube
 from netesto.results.manifest import Manifest, PointRecord
+from netesto.results.stats import value_range
 from netesto.results.sweep import experiment_summary
 from netesto.sweep.grid import parse_grid, points
 
@@ -61,14 +62,60 @@ def test_the_cube_has_the_sweep_dims_and_each_points_numbers(swept: Path) -> Non
             assert math.isnan(float(got.rate)) and "no congestion control" in str(got.error.values)
 
 
-def test_stats_give_the_mean_and_a_95_percent_interval(swept: Path) -> None:
+def test_stats_give_the_mean_an_interval_inside_the_measures_range_and_its_n(swept: Path) -> None:
     cube = open_sweep(swept).cube
-    st = stats(cube)
-    both = cube.rate.sel(ca="cubic", bw="10mbit").values
-    assert float(st.rate.sel(ca="cubic", bw="10mbit")) == pytest.approx(both.mean())
-    assert float(st.rate_ci95.sel(ca="cubic", bw="10mbit")) == pytest.approx(t95(1) * both.std(ddof=1) / math.sqrt(2))
-    one = st.sel(ca="bbr", bw="10mbit")  # rep 1 of it failed
-    assert int(one.n) == 1 and math.isnan(float(one.rate_ci95)) and np.isfinite(float(one.rate))
+    with pytest.warns(UserWarning, match="fewer than 3 repetitions"):
+        st = stats(cube)
+    cell = {"ca": "cubic", "bw": "10mbit"}
+    both = cube.rate.sel(**cell).values
+    half = t95(1) * both.std(ddof=1) / math.sqrt(2)
+    assert float(st.rate.sel(**cell)) == pytest.approx(both.mean())
+    assert float(st.rate_hi.sel(**cell)) == pytest.approx(both.mean() + half)
+    assert float(st.rate_lo.sel(**cell)) == pytest.approx(max(0.0, both.mean() - half))  # a rate is never below 0
+    assert int(st.rate_n.sel(**cell)) == 2 and "fewer than 3 repetitions" in st.attrs["warning"]
+    # cubic's share: 0.73 beside bbr (experiment 1), 1.0 alone (experiment 2); t reaches past both ends of [0, 1]
+    share = cube.cc_share.sel(**cell, cc="cubic").values
+    reach = t95(1) * share.std(ddof=1) / math.sqrt(2)
+    assert sorted(share.round(2)) == [0.73, 1.0] and share.mean() - reach < 0 and share.mean() + reach > 1
+    lo, hi = st.cc_share_lo.sel(**cell, cc="cubic"), st.cc_share_hi.sel(**cell, cc="cubic")
+    assert (float(lo), float(hi)) == (0.0, 1.0) and "clipped to [0, 1]" in lo.attrs["interval"]
+    assert int(st.cc_share_n.sel(**cell, cc="cubic")) == 2
+    for name in st.data_vars:  # every interval of every measure stays inside its range
+        if str(name).endswith("_lo"):
+            low, high = value_range(str(name)[:-3])
+            for bound in (st[name], st[f"{str(name)[:-3]}_hi"]):
+                v = bound.values[np.isfinite(bound.values)]
+                assert ((v >= low) & (v <= high)).all(), name
+    one = st.sel(ca="bbr", bw="10mbit")  # rep 1 of it failed: n 1, a mean and no interval
+    assert int(one.n) == 1 and int(one.rate_n) == 1 and math.isnan(float(one.rate_lo)) and np.isfinite(float(one.rate))
+    boot = stats(cube, method="bootstrap", warn=False)  # percentiles of resampled means: inside the values seen
+    assert share.min() <= float(boot.cc_share_lo.sel(**cell, cc="cubic")) <= float(
+        boot.cc_share_hi.sel(**cell, cc="cubic")) <= share.max()
+
+
+def test_the_cube_has_each_algorithms_and_each_groups_numbers(swept: Path) -> None:
+    from netesto.results.groups import breakdown
+
+    sw = open_sweep(swept)
+    cube = sw.cube
+    assert cube.cc_share.dims == ("ca", "bw", "rep", "cc") and list(cube.cc.values) == ["cubic", "bbr"]
+    assert cube.grp_rate.dims == ("ca", "bw", "rep", "grp") and list(cube.grp.values) == [1, 2, 3]
+    for rec in sw.manifest:
+        if rec.status != "ok":
+            continue
+        got = cube.sel(ca=rec.params["ca"], bw=rec.params["bw"], rep=rec.rep)
+        ds = open_experiment(swept / rec.experiments[0])
+        b = breakdown(ds)
+        assert float(got.cc_share.sum()) == pytest.approx(1.0)  # the algorithms' shares add up
+        for cc in dict.fromkeys(str(c) for c in ds.ca.values):  # each algorithm: its flows' rates together
+            mine = [str(c) == cc for c in ds.ca.values]
+            assert float(got.cc_rate.sel(cc=cc)) == pytest.approx(float(b.steady_rate[mine].sum()))
+            assert int(got.cc_flows.sel(cc=cc)) == sum(mine)
+        assert [str(v) for v in got.grp_ca.values if str(v)] == [
+            "/".join(dict.fromkeys(str(c) for c, g in zip(ds.ca.values, ds.group.values) if g == k))
+            for k in sorted(set(int(g) for g in ds.group.values))]
+    table = sw.flow_table(ca="cubic", bw="10mbit")  # every flow of the chosen points, with its numbers
+    assert len(table) == 3 + 2 and set(table.ca) == {"cubic", "bbr"} and (table.share <= 1).all()
 
 
 def test_flows_of_points_open_lazily(swept: Path) -> None:
@@ -97,10 +144,35 @@ def test_the_sweep_report_opens_offline_with_plots_and_links(swept: Path) -> Non
     assert sum(h.endswith("/exp.html") for h in links(page)) == 7
     shown = show(page, swept / "report.png")
     assert shown.errors == []
-    # goodput, RTT, retransmits and Jain against bw; per ca a line and its points (CI bars are annotations)
-    assert [f["title"].split(" (")[0] for f in shown.figures] == ["goodput", "smoothed RTT", "retransmitted", "Jain fairness"]
-    assert all(f["renderers"] == ["ca=cubic", "ca=cubic", "ca=bbr", "ca=bbr"] for f in shown.figures)
+    # by default: each algorithm's share, rate and queueing delay (a panel per ca swept), the flows' spread,
+    # the paper's figures, and the summary (goodput, RTT, retransmits, Jain against bw, a line per ca)
+    titles = [f["title"].split(" (")[0].split(" |")[0] for f in shown.figures]
+    assert titles[:2] == ["share of the bottleneck per congestion control"] * 2
+    assert titles[-4:] == ["goodput", "smoothed RTT", "retransmitted", "Jain fairness"]
+    assert "goodput" in titles and "every flow's goodput" in titles
+    assert all(f["renderers"] == ["ca=cubic", "ca=cubic", "ca=bbr", "ca=bbr"] for f in shown.figures[-4:])
+    share = shown.figures[0]  # a line, its points and interval bars per algorithm
+    assert [g["type"] for g in share["glyphs"]][:2] == ["Line", "Scatter"] and {"cubic", "bbr"} <= set(share["renderers"])
     assert painted(shown.png) > 0.02
+    assert "n=2" in shown.text and "[0.000, 1.000] n=2" in shown.text  # n beside every interval, clipped to [0, 1]
+
+
+def test_the_reports_figures_are_chosen_by_name(swept: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "netesto", "report", "sweep", str(swept), "--figures",
+                           "share:bw,paper"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    shown = show(swept / "sweep.html", tmp_path / "chosen.png")
+    titles = [f["title"].split(" |")[0] for f in shown.figures]
+    assert shown.errors == [] and titles == ["share of the bottleneck per congestion control"] * 2 + [
+        "goodput (bars) and RTT (points) per algorithm", "retransmitted (%) vs number of flows",
+        "Jain fairness vs number of flows"]
+    assert Manifest.load(swept).figures == ["share:bw", "paper"]  # kept: the next report draws them too
+    bad = subprocess.run([sys.executable, "-m", "netesto", "report", "sweep", str(swept), "--figures", "shares"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "did you mean 'share'" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_a_users_template_replaces_netestos(swept: Path, tmp_path: Path) -> None:

@@ -75,5 +75,37 @@ def test_a_notebook_without_a_parameters_cell_or_at_all(tmp_path: Path) -> None:
 
 def test_the_shipped_notebooks_declare_what_the_docs_say() -> None:
     root = Path(__file__).parents[2] / "notebooks"
-    assert list(parameters_of(root / "sweep.ipynb")) == ["ca", "bw", "rtt", "buffer", "dur", "flows", "lab", "workdir"]
+    assert list(parameters_of(root / "sweep.ipynb")) == ["ca", "bw", "rtt", "host_rtt", "buffer", "dur", "delay", "flows",
+                                                         "steady", "lab", "workdir"]
     assert list(parameters_of(root / "analysis.ipynb")) == ["sweep_dir"]
+
+
+@pytest.mark.parametrize(("name", "default", "value", "ok"), [
+    ("ca", "cubic", "bbr:2+cubic", True), ("ca", "cubic", "bbr,cubic", False), ("ca", "cubic", "bbr+", False),
+    ("dur", "3", "30+20", True), ("dur", "3", "30s", False), ("delay", "0", "0+-1", False),
+    ("host_rtt", "", "h2:20ms+h3:40ms", True), ("host_rtt", "", "h3", False), ("host_rtt", "", "", True),
+])
+def test_a_mix_its_times_and_host_rtts_are_kinds_of_their_own(name: str, default: str, value: str, ok: bool) -> None:
+    from netesto.sweep.values import checked
+
+    if ok:
+        assert checked(name, value, default) == value
+    else:
+        with pytest.raises(SweepError, match=f"parameter {name}="):
+            checked(name, value, default)
+
+
+def test_the_reports_figures_come_from_the_command_line_else_the_notebooks_metadata(tmp_path: Path) -> None:
+    import nbformat
+
+    from netesto.sweep.run import figure_list
+
+    nb = write(tmp_path / "p.ipynb", "ca = 'cubic'", "print(ca)")
+    assert figure_list(None, nb) == []  # nothing chosen: the default
+    data = nbformat.read(nb, as_version=4)
+    data.metadata["netesto"] = {"figures": ["share", "paper:bw"]}
+    nbformat.write(data, nb)
+    assert figure_list(None, nb) == ["share", "paper:bw"]
+    assert figure_list("rate, flows", nb) == ["rate", "flows"]  # the command line wins
+    with pytest.raises(SweepError, match=r"figure 'shares' \(did you mean 'share'\?\): one of share, rate"):
+        figure_list(["shares"], nb)

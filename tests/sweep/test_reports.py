@@ -12,6 +12,7 @@ import pytest
 
 from netesto.errors import SweepError
 from netesto.report.compare import compare
+from netesto.results import open_experiment
 from netesto.results.cube import open_sweep, t95
 
 from ..plots.browser import show
@@ -46,9 +47,11 @@ def test_the_compare_page_opens_offline_and_links_both_sweeps(processed: Path, t
     a, b = make_sweep(processed, tmp_path / "a"), make_sweep(processed, tmp_path / "b", shift=1)
     from netesto.report.sweep import write_report
 
-    made = subprocess.run([sys.executable, "-m", "netesto", "report", "sweep", str(a)], capture_output=True, text=True)
+    # the summary figures only: the default's others are drawn (and timed) in test_cube
+    made = subprocess.run([sys.executable, "-m", "netesto", "report", "sweep", str(a), "--figures", "summary"],
+                          capture_output=True, text=True)
     assert made.returncode == 0 and made.stdout.strip() == str(a / "sweep.html"), made.stdout + made.stderr
-    write_report(b)  # the same, without a second interpreter loading bokeh
+    write_report(b, figures="summary")  # the same, without a second interpreter loading bokeh
     done = subprocess.run([sys.executable, "-m", "netesto", "report", "compare", str(a), str(b)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -57,6 +60,37 @@ def test_the_compare_page_opens_offline_and_links_both_sweeps(processed: Path, t
     assert sorted(links(page)) == ["../a/sweep.html", "sweep.html"]
     shown = show(page, tmp_path / "compare.png")
     assert shown.errors == [] and len(shown.figures) == 4
+
+
+def test_compare_names_every_difference_between_the_sweeps(processed: Path, tmp_path: Path) -> None:
+    import json
+
+    from netesto.report.compare import differences, write_compare
+    from netesto.results.manifest import Manifest
+    from netesto.results.storage import write_netcdf
+
+    a, b = make_sweep(processed, tmp_path / "a"), make_sweep(processed, tmp_path / "b", shift=1)
+    assert differences(open_sweep(a), open_sweep(a)) == []
+    m = Manifest.load(b)  # B: a fixed buffer, a patched controller, a host with another kernel and sysctl
+    m.fixed = {"buffer": "0.5bdp"}
+    m.steady = "2s"
+    m.provenance = {"netesto": "0.2.0", "packages": {"numpy": "9.9"}}
+    m.save(b)
+    first = b / next(r for r in m if r.status == "ok").experiments[0] / "exp.nc"
+    ds = open_experiment(first)
+    kernels, sysctls = json.loads(ds.attrs["kernels"]), json.loads(ds.attrs["sysctls"])
+    kernels["h1"] = "6.99-patched"
+    sysctls["h1"]["net.ipv4.tcp_ecn"] = "1" if sysctls["h1"].get("net.ipv4.tcp_ecn") != "1" else "2"
+    write_netcdf(ds.assign_attrs(kernels=json.dumps(kernels), sysctls=json.dumps(sysctls)), first)
+    found = {d["what"]: (d["a"], d["b"]) for d in differences(open_sweep(a), open_sweep(b))}
+    assert found["--set buffer"] == ("(none)", "0.5bdp") and found["steady window"] == ("0s", "2s")
+    assert found["controller netesto"][1] == "0.2.0" and found["package numpy"][1] == "9.9"
+    assert found["h1 kernel"][1] == "6.99-patched" and "h1 sysctl net.ipv4.tcp_ecn" in found
+    assert "h2 kernel" not in found  # only what differs
+    page = write_compare(a, b)
+    text = show(page, tmp_path / "diff.png").text
+    for what in ("--set buffer", "0.5bdp", "h1 kernel", "6.99-patched", "h1 sysctl net.ipv4.tcp_ecn", "package numpy"):
+        assert what in text, what
 
 
 def test_the_index_of_a_workdir_links_every_experiment(processed: Path, tmp_path: Path) -> None:

@@ -64,6 +64,30 @@ def test_points_run_a_failed_one_is_kept_and_resume_runs_only_it(notebook: Path,
     after = {r["dir"]: (out / r["notebook"]).stat().st_mtime_ns for r in json.loads((out / "manifest.json").read_text())["points"].values()}
     assert [d for d in after if after[d] != before[d]] == [recs[2]["dir"]]
     assert broken_links(out / "sweep.html") == []
+    # a finished sweep resumed with a check: nothing runs, and the check is evaluated on every point
+    checked = cli(str(notebook), "-p", "x=1,2,3", "--set", "name=b", "--set", f"fail_if={flag}", "--set", f"src={src}",
+                  "--out", str(out), "-q", "--resume", "--check", "jain > 2", "--check", "cc_share_cubic <= 1")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert "3 of 3 points ok (0 run now), 0 failed, 3 failing a check" in checked.stdout
+    assert checked.stdout.count("check failed") == 3 and "jain > 2" in checked.stdout
+    m = json.loads((out / "manifest.json").read_text())
+    assert all(r["checks"] == {"jain > 2": False, "cc_share_cubic <= 1": True} for r in m["points"].values())
+    assert strict_json_files(out) >= 1 + 3 + 3  # the manifest, each point's notebook and experiment.json
+
+
+def strict_json_files(root: Path) -> int:
+    """Every JSON file under ``root`` (notebooks too) parsed by a strict parser: NaN and Infinity, which
+    Python's json writes by default and JSON.parse refuses, fail the test. How many there were."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    files = [p for p in root.rglob("*") if p.suffix in (".json", ".ipynb") and p.is_file()]
+    for path in files:
+        try:
+            json.loads(path.read_text(), parse_constant=refuse)
+        except ValueError as exc:
+            raise AssertionError(f"{path}: not strict JSON: {exc}") from None
+    return len(files)
 
 
 def test_the_api_returns_the_result_and_a_point_without_an_experiment_fails(notebook: Path, src: str,
@@ -84,7 +108,7 @@ def test_the_api_returns_the_result_and_a_point_without_an_experiment_fails(note
     (["-p", "x=one"], "x='one'"),
     (["-p", "x=1", "--set", "x=2"], "both swept and fixed"),
     (["-p", "x=1", "--check", "jian > 1"], "did you mean 'jain'"),
-    (["-p", "x=1", "--lab", "{lab}"], "h1: no answer to hello within 3 s from 127.0.0.1:9"),
+    (["-p", "x=1", "--lab", "{lab}"], "h1: no answer to hello in 3 s from 127.0.0.1:9"),
 ])
 def test_bad_input_is_refused_before_anything_runs(notebook: Path, tmp_path: Path, args: list[str], message: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,9 +1,13 @@
-"""A 2 x 2 sweep (ca x bw) of notebooks/sweep.ipynb on a real testbed, end to end.
+"""A sweep of notebooks/sweep.ipynb on a real testbed, end to end: two repetitions of a point that
+mixes two congestion controls at two RTTs (bbr from h2 at 10 ms, reno from h3 at 30 ms), and two
+of a point whose congestion control does not exist.
 
-Interrupted after its first point and resumed, it runs only the rest; each point's
-testbed is reshaped to its bw; the points of an unknown ca fail and are recorded while
-the others complete; the reports open in chromium; notebooks/analysis.ipynb reads the
-result. (One sweep for all of it: each point costs a kernel and an experiment.)
+Interrupted after its first point and resumed, it runs only the rest; the testbed is reshaped
+to the points' bw and host RTTs; the points of an unknown ca fail and are recorded while the
+others complete; the cube holds each algorithm's share and rate with n and intervals inside
+their range; every JSON file it wrote is strict JSON; the reports open in chromium, the share
+figure drawn; notebooks/analysis.ipynb reads the result. (One sweep for all of it: each point
+costs a kernel and an experiment.)
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pytest
 
 from ..testbed import tbutil
 from .pages import broken_links, links
+from .test_run import strict_json_files
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 NOTEBOOKS = Path(__file__).parents[2] / "notebooks"
@@ -27,7 +32,7 @@ NOTEBOOKS = Path(__file__).parents[2] / "notebooks"
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory):
-    with tbutil.testbed_up(tmp_path_factory, hosts=2, bw="100mbit", rtt="10ms") as up:
+    with tbutil.testbed_up(tmp_path_factory, hosts=3, bw="100mbit", rtt="10ms") as up:
         yield up
 
 
@@ -99,12 +104,13 @@ def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
     return errors, drawn, figures
 
 
-def test_a_sweep_interrupted_resumed_reshaped_with_failing_points_and_reported(bed, tmp_path: Path) -> None:
+def test_a_sweep_of_mixes_interrupted_resumed_reshaped_with_failing_points_and_reported(bed, tmp_path: Path) -> None:
     from ..plots.browser import painted, show
 
     out = tmp_path / "sw"
     # the nosuchcc points come last: the interrupted run ends before them, the resumed one runs them
-    args = ["-p", "ca=reno,nosuchcc", "-p", "bw=20mbit,50mbit", "--check", "rate > 1"]
+    args = ["-p", "ca=bbr+reno,nosuchcc", "--reps", "2", "--set", "bw=20mbit", "--set", "host_rtt=h3:30ms",
+            "--steady", "0.5s", "--check", "rate > 1"]
     proc = subprocess.Popen(sweep_cmd(bed, out, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     with tbutil.group_killed_after(proc):
@@ -122,7 +128,7 @@ def test_a_sweep_interrupted_resumed_reshaped_with_failing_points_and_reported(b
     again = subprocess.run(sweep_cmd(bed, out, *args, "--resume"), capture_output=True, text=True, timeout=300)
     assert again.returncode == 1, again.stdout + again.stderr
     assert f"2 of 4 points ok ({4 - len(done)} run now)" in again.stdout, again.stdout
-    assert "failed ca=nosuchcc,bw=20mbit,rep=0" in again.stdout and "failed ca=nosuchcc,bw=50mbit,rep=0" in again.stdout
+    assert "failed ca=nosuchcc,rep=0" in again.stdout and "failed ca=nosuchcc,rep=1" in again.stdout
     recs = manifest(out)
     bad = [r for r in recs if r["params"]["ca"] == "nosuchcc"]
     assert [r["status"] for r in bad] == ["failed", "failed"] and all("nosuchcc" in r["error"] for r in bad), bad
@@ -130,22 +136,38 @@ def test_a_sweep_interrupted_resumed_reshaped_with_failing_points_and_reported(b
     assert all(r["status"] == "ok" and r["experiments"] for r in recs), recs
     assert all((out / r["notebook"]).stat().st_mtime_ns == done[r["key"]] for r in recs if r["key"] in done)
     assert all(r["checks"] == {"rate > 1": True} for r in recs)
+    assert strict_json_files(out) >= 1 + 4 + 2  # the manifest, the notebooks, the experiments' experiment.json
 
     import netesto
 
     sw = netesto.open_sweep(out)
-    assert sw.cube.rate.dims == ("ca", "bw", "rep")
-    # the testbed was reshaped for each point
-    assert 10 < float(sw.cube.rate.sel(ca="reno", bw="20mbit", rep=0)) <= 20.5
-    assert 25 < float(sw.cube.rate.sel(ca="reno", bw="50mbit", rep=0)) <= 51
+    cube = sw.cube.sel(ca="bbr+reno")
+    assert sw.cube.rate.dims == ("ca", "rep") and sw.cube.attrs["steady"] == "500ms"
+    # the testbed was reshaped for the points: 20 Mbit/s (it is up at 100), shared by the two algorithms
+    assert all(10 < float(v) <= 20.5 for v in cube.rate.values)
+    assert sorted(map(str, sw.cube.cc.values)) == ["bbr", "reno"] and list(cube.grp_ca.values[0]) == ["bbr", "reno"]
+    for rep in (0, 1):  # each point's algorithms: shares that add up to 1, both delivering
+        shares = cube.cc_share.sel(rep=rep)
+        assert float(shares.sum()) == pytest.approx(1.0) and (shares > 0).all() and (cube.cc_rate.sel(rep=rep) > 0).all()
+        assert 10 < float(cube.cc_rate.sel(rep=rep).sum()) <= 20.5  # together, the bottleneck's 20 Mbit/s
+    st = sw.stats(warn=False).sel(ca="bbr+reno")
+    for cc in ("bbr", "reno"):  # n beside each interval, and the interval inside the measure's range
+        one = st.sel(cc=cc)
+        assert int(one.cc_share_n) == 2 and int(one.cc_rate_n) == 2
+        assert 0 <= float(one.cc_share_lo) <= float(one.cc_share) <= float(one.cc_share_hi) <= 1
+        assert 0 <= float(one.cc_rate_lo) <= float(one.cc_rate) <= float(one.cc_rate_hi)
+    assert "fewer than 3 repetitions" in sw.stats(warn=False).attrs["warning"]
 
-    # what shaped each point is in its dataset: the testbed's bottleneck, the -D values, the seed, tools, qdiscs
+    # what shaped each point is in its dataset: the bottleneck, each host's RTT, the mix, the seed, tools, qdiscs
     ds = netesto.open_experiment(out / recs[0]["experiments"][0])
-    assert recs[0]["params"] == {"ca": "reno", "bw": "20mbit"}
-    assert json.loads(ds.attrs["testbed"])["bw"] == 20_000_000 and json.loads(ds.attrs["testbed"])["rtt"] == 10.0
-    assert json.loads(ds.attrs["defines"])["ca"] == "reno" and ds.attrs["seed"] >= 0
+    shape = json.loads(ds.attrs["testbed"])
+    assert shape["bw"] == 20_000_000 and shape["rtt"] == 10.0 and shape["host_rtt"] == {"h3": 30.0}
+    assert json.loads(ds.attrs["defines"])["ca2"] == "reno" and ds.attrs["seed"] >= 0 and ds.attrs["steady"] == "500ms"
     assert "python" in json.loads(ds.attrs["tools"])["h1"] and "qdisc" in json.loads(ds.attrs["qdiscs"])["h1"]
     assert float(netesto.combine([ds]).bw.values[0]) == 20e6
+    # each group at its own RTT: bbr from h2 at 10 ms, reno from h3 at 30 ms (data and ACK paths both delayed)
+    assert ds.base_rtt.values.tolist() == [10.0, 30.0] and list(ds.grp_host.values) == ["h2", "h3"]
+    assert 9.5 <= float(ds.steady_min_rtt.values[0]) <= 13 and 29.5 <= float(ds.steady_min_rtt.values[1]) <= 34
 
     report = out / "sweep.html"
     assert broken_links(report) == []
@@ -156,7 +178,10 @@ def test_a_sweep_interrupted_resumed_reshaped_with_failing_points_and_reported(b
     assert sum(h.endswith("notebook.html") for h in hrefs) == 4 and len([e for r in recs for e in r["experiments"]]) == 2
     assert sum(h.endswith("exp.html") for h in hrefs) == len([e for r in manifest(out) for e in r["experiments"]])
     shown = show(report, tmp_path / "report.png")
-    assert shown.errors == [] and len(shown.figures) == 4 and painted(shown.png) > 0.02
+    assert shown.errors == [] and painted(shown.png) > 0.02  # no console error, no CDN request
+    share = next(f for f in shown.figures if f["title"].startswith("share of the bottleneck"))
+    assert {"bbr", "reno"} <= set(share["renderers"])  # a line per algorithm, drawn
+    assert all(g["n"] >= 1 for g in share["glyphs"]) and "n=2" in shown.text
     errors, drawn, figures = frames_drawn(out / recs[0]["html"])
     assert errors == [] and drawn == 1  # the executed notebook's plot, drawn offline
     assert figures["Congestion window"] == 2  # a line per flow
@@ -170,4 +195,28 @@ def test_a_sweep_interrupted_resumed_reshaped_with_failing_points_and_reported(b
     from netesto.report.notebook import export_html
 
     errors, drawn, figures = frames_drawn(export_html(done_nb))
-    assert errors == [] and drawn == 1 and len(figures) == 4
+    assert errors == [] and drawn == 1 and len(figures) == 5  # each algorithm's share, and the summary's four
+
+
+def test_the_study_notebook_runs_short_end_to_end(bed, tmp_path: Path) -> None:
+    """notebooks/study_bbr_buffer.ipynb with full=False: a 2-point sweep of bbr against cubic (1 and 8 BDP),
+    its table, its figure and its stated outcome (the full run is by hand: docs/sweeps.md)."""
+    import papermill
+
+    import netesto
+    from netesto.report.notebook import export_html
+
+    done = tmp_path / "study.ipynb"
+    papermill.execute_notebook(str(NOTEBOOKS / "study_bbr_buffer.ipynb"), str(done), cwd=str(tmp_path),
+                               parameters={"testbed": bed.name, "out": str(tmp_path / "study"),
+                                           "point_notebook": str(NOTEBOOKS / "sweep.ipynb")},
+                               progress_bar=False, kernel_name="python3")
+    sw = netesto.open_sweep(tmp_path / "study")
+    assert list(sw.cube.buffer_bdp.values) == [1.0, 8.0] and sorted(map(str, sw.cube.cc.values)) == ["bbr", "cubic"]
+    assert (sw.cube.status == "ok").all() and sw.cube.attrs["steady"] == "1s"
+    text = done.read_text()
+    assert "bbr's share " in text and " at 1 BDP to " in text and "published (Hock et al. 2017)" in text
+    errors, drawn, figures = frames_drawn(export_html(done))
+    assert errors == [] and drawn == 1
+    assert sum(t.startswith("share of the bottleneck") for t in figures) == 1  # and the queueing delay's
+    assert strict_json_files(tmp_path / "study") >= 1 + 2 + 2

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
 import time
 from types import SimpleNamespace
+from typing import Iterator
 
 from netesto.testbed import nfqueue
 from netesto.testbed.delaycontrol import send_control
@@ -29,6 +31,22 @@ def verdicts(data: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
+@contextlib.contextmanager
+def running(line: DelayLine, kernel: socket.socket) -> Iterator[None]:
+    """``line``'s loop in a thread while the block runs; then stopped, joined, closed (``kernel`` too)."""
+    thread = threading.Thread(target=line.run)
+    thread.start()
+    try:
+        yield
+    finally:
+        line.running = False
+        line.wake_w.send(b"\0")
+        thread.join(timeout=10)
+        line.close()
+        kernel.close()
+    assert not thread.is_alive()
+
+
 def test_each_packet_held_from_its_own_stamp(tmp_path) -> None:
     ours, kernel = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     nfq = SimpleNamespace(sock=ours, close=ours.close, stamper=None)
@@ -36,10 +54,8 @@ def test_each_packet_held_from_its_own_stamp(tmp_path) -> None:
     line = DelayLine(nfq, {1: LinkSettings(delay_ms=20), 2: LinkSettings(delay_ms=20, loss=1.0)},  # type: ignore[arg-type]
                      control=control)
     ours.setblocking(False)
-    thread = threading.Thread(target=line.run)
-    thread.start()
     got: dict[int, tuple[int, int]] = {}
-    try:
+    with running(line, kernel):
         start = time.monotonic_ns()
         real = time.time_ns()
         ago = real - 8_000_000  # arrived 8 ms ago: due 12 ms from now
@@ -55,12 +71,6 @@ def test_each_packet_held_from_its_own_stamp(tmp_path) -> None:
             for _queue, packet_id, verdict in verdicts(data):
                 got[packet_id] = (verdict, at)
         stats = send_control(control, {"op": "stats"})["stats"]
-    finally:
-        line.running = False
-        line.wake_w.send(b"\0")
-        thread.join(timeout=10)
-        line.close()
-        kernel.close()
     assert got[4][0] == nfqueue.NF_DROP and got[4][1] <= got[1][1]  # dropped as read, not held
     assert got[1][0] == nfqueue.NF_ACCEPT and got[1][1] >= 12_000_000
     assert got[2][0] == nfqueue.NF_ACCEPT and got[2][1] >= 20_000_000
@@ -68,4 +78,3 @@ def test_each_packet_held_from_its_own_stamp(tmp_path) -> None:
     assert stats["early"] == 0 and stats["held"] == 3 and stats["dropped"] == 1  # type: ignore[index]
     assert stats["unstamped"] == 1 and stats["capped"] == 1 and stats["packets"] == 4  # type: ignore[index]
     assert stats["queues"]["1"]["released"] == 3 and stats["queues"]["2"]["dropped"] == 1  # type: ignore[index]
-    assert not thread.is_alive()

@@ -28,7 +28,9 @@ magics are rejected before any allocation.
 
 from __future__ import annotations
 
+import socket
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,3 +174,31 @@ __all__ = [
     "reply_length",
     "take_reply",
 ]
+
+
+# The start marker's arrival, from the kernel: a server end held off the CPU when the marker came
+# would otherwise date the flow's start from when it read it, and judge a client that ran its whole
+# time to have ended early (SO_TIMESTAMPNS on the connection only until the marker is read).
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # (Linux's value; typeshed lacks the name)
+_STAMP = struct.Struct("qq")  # struct timespec
+STAMP_SPACE = socket.CMSG_SPACE(_STAMP.size)
+
+
+def stamp_arrivals(sock: socket.socket, on: bool) -> None:
+    """Have the kernel date what ``sock`` receives (CLOCK_REALTIME, given with each recvmsg), or stop."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, int(on))
+    except OSError:
+        pass  # then the marker is dated when it is read
+
+
+def arrival(ancillary: list[tuple[int, int, bytes]]) -> tuple[float, float] | None:
+    """(monotonic, wall) of the data a recvmsg returned, from its kernel stamp; None without one.
+    Never later than now: a stamp ahead of the clock (a step) is now."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _STAMP.size:
+            sec, nsec = _STAMP.unpack_from(data)
+            mono, wall = time.monotonic(), time.time()
+            age = max(0.0, wall - (sec + nsec * 1e-9))
+            return mono - age, wall - age
+    return None

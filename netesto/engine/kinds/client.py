@@ -195,8 +195,9 @@ class ClientFlow(ClientRun):
         self.loop.unregister(sock.fileno())
         self.sock = sock
         self.phase = "ready"
+        self.ready_wall = time.time()
         start_at = self.spec.start_at
-        wait = 0.0 if start_at is None else start_at - time.time()
+        wait = 0.0 if start_at is None else start_at - self.ready_wall
         if wait > RT_LEAD:
             self.timers.append(self.loop.call_later(wait - RT_LEAD, self._hold_rt))
         else:

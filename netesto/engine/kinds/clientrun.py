@@ -42,6 +42,7 @@ class ClientRun(FlowEnd):
         self._inbuf = bytearray()
         self.last_progress: tuple[float, int, int, int | None] = (0.0, 0, 0, None)
         self.closing = False  # we told the server the flow is over
+        self.ready_wall = 0.0  # when it had connected and handshaken (0: not yet)
 
     def _run(self) -> None:
         try:
@@ -66,6 +67,8 @@ class ClientRun(FlowEnd):
                 "t_wall": self.start_wall,
                 "start_at": start_at,
                 "skew": (self.start_wall - start_at) if start_at else 0.0,
+                # when it had connected and handshaken: a flow not ready by its instant starts late
+                "ready": self.ready_wall or self.start_wall,
                 "ca": self.ca,
                 "local": list(self.local),
                 "remote": list(self.remote),

@@ -68,8 +68,8 @@ class DrawnRRServer(ServerFlow):
 class DrawnCRRServer(CRRServer):
     """TCP_CRR with drawn sizes: the control connection, and joins that are :class:`DrawnJoin`."""
 
-    def begin_server(self) -> None:
-        ServerFlow.begin_server(self)  # not CRRServer's: the C accept's tables have one reply size per flow
+    def begin_server(self, stamp: tuple[float, float] | None = None) -> None:
+        ServerFlow.begin_server(self, stamp)  # not CRRServer's: the C accept's tables have one reply size per flow
 
     def joined(self, conn: socket.socket, leftover: bytes) -> None:
         DrawnJoin(self, conn, leftover)

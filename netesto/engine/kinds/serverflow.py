@@ -89,11 +89,11 @@ class ServerFlow(FlowEnd):
         """Set up after a good hello; returns the extra reply fields."""
         return {}
 
-    def begin_server(self) -> None:
-        """The data phase starts now: at the hello, or at the client's start marker."""
+    def begin_server(self, stamp: tuple[float, float] | None = None) -> None:
+        """The data phase starts now (or at ``stamp``): at the hello, or at the client's start marker."""
         if self.start_mono:
             return
-        self.begin()
+        self.begin(stamp)
         self.timers.append(
             self.loop.call_at(self.start_mono + self.spec.dur + GRACE, self._watchdog)
         )
@@ -103,6 +103,7 @@ class ServerFlow(FlowEnd):
     def hold(self, wait: float) -> None:
         """Wait for the client's start marker (it handshook ahead of its start instant)."""
         self.timers.append(self.loop.call_later(wait + GO_TIMEOUT, self._no_go))
+        hs.stamp_arrivals(self.conn, True)
         self.loop.register(self.fd, IN, self._on_go)
 
     def _no_go(self) -> None:
@@ -111,8 +112,8 @@ class ServerFlow(FlowEnd):
         self.finish(f"no start marker from client {self.where} within {GO_TIMEOUT:.0f} s of its start instant")
 
     def _on_go(self, events: int) -> None:
-        try:
-            data = self.conn.recv(len(hs.GO))  # exactly the marker: flow data may follow at once
+        try:  # exactly the marker (flow data may follow at once), dated by the kernel
+            data, ancillary, _flags, _addr = self.conn.recvmsg(len(hs.GO), hs.STAMP_SPACE)
         except BlockingIOError:
             return
         except OSError as exc:
@@ -123,8 +124,9 @@ class ServerFlow(FlowEnd):
                         else f"bad start marker {data!r} from client {self.where}")
             return
         self.loop.unregister(self.fd)
+        hs.stamp_arrivals(self.conn, False)
         try:
-            self.begin_server()
+            self.begin_server(hs.arrival(ancillary))
         except OSError as exc:
             self.finish(f"cannot record flow {self.spec.flow_id}: {describe_error(exc)}")
             return
@@ -138,8 +140,9 @@ class ServerFlow(FlowEnd):
 
         A client that crashed or was stopped closes its socket just like one
         that finished, so the time tells them apart (the server side starts
-        when the client's first byte arrives, so a complete flow is short by
-        at most a one-way delay: well inside the 1 % + 10 ms allowed).
+        when the client's start marker arrived, by the kernel's stamp, however
+        late this end read it, so a complete flow is short by at most a one-way
+        delay: well inside the 1 % + 10 ms allowed).
         """
         elapsed = self.elapsed()
         if elapsed < self.spec.dur * 0.99 - 0.01:
@@ -200,8 +203,8 @@ class CRRServer(ServerFlow):
         self.extra["joins_c"] = 0
         return {"session": self.session}
 
-    def begin_server(self) -> None:
-        super().begin_server()
+    def begin_server(self, stamp: tuple[float, float] | None = None) -> None:
+        super().begin_server(stamp)
         if self.finished or self.session in self.sw.fast_joins:
             return
         # from now on its joins may be served in C (see ServerWorker._accept_c), by any worker

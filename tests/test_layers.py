@@ -124,7 +124,8 @@ RULES = [
                             "netesto.controller", "netesto.plots", "netesto.report", "netesto.sweep",
                             "netesto.testbed", "netesto.script", "netesto.magics"),
      "results read raw files; pages and plots are drawn above them"),
-    (("netesto.raw", "netesto.protocol", "netesto.policy", "netesto.vocab", "netesto.errors", "netesto.labfile"),
+    (("netesto.raw", "netesto.protocol", "netesto.policy", "netesto.vocab", "netesto.errors", "netesto.labfile",
+      "netesto.workload"),
      ("netesto.engine", "netesto.drivers", "netesto.collectors", "netesto.agent", "netesto.controller",
       "netesto.results", "netesto.script", "netesto.testbed", "netesto.plots", "netesto.report"),
      "formats and the wire belong to neither side"),
@@ -245,7 +246,8 @@ ENGINE_WALLS = [
 # them), and each other test type's modules in netesto/engine/kinds/.
 KIND_BASES = {"flowend", "clientrun", "client", "serverflow"}
 TEST_TYPES = {"TCP_RR": {"client_rr", "server_rr", "rrgroup"}, "TCP_CRR": {"client_crr"},
-              "UDP_STREAM, UDP_RR": {"client_udp", "server_udp"}}
+              "UDP_STREAM, UDP_RR": {"client_udp", "server_udp"},
+              "TCP_RR, TCP_CRR drawn": {"workload", "client_wrr", "client_wcrr", "server_wrr"}}
 
 
 def _engine_part(module: str) -> str | None:

@@ -131,6 +131,7 @@ def _start_host(r: RunContext, c: str, targets: list[Target], t_common: float) -
         new = expand_do_client(
             a, client=c, server=server, server_address=r.lab.resolve(server).test_address,
             port=port, token=e.token, start_at=at_agent,
+            run_seed=r.seed, link_bps=int(r.testbed.get("bw") or 0),
         )
         specs += new
         for i, s in enumerate(new):

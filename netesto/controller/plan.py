@@ -151,6 +151,10 @@ def check_actions(actions: Iterable[Action], lab: Lab) -> None:
             raise LabError(f"{a.loc}: {exc.message}") from exc  # where the script names it
         if isinstance(a, DoClient):
             check_flow_ids(a, lab, pairs)
+            if a.load and not a.bottleneck and not lab.testbed.get("bw"):
+                raise ScriptError(f"DO_CLIENT: load={a.load:g} needs the bottleneck's rate: lab {lab.name} has no "
+                                  "testbed", file=a.loc.file, line=a.loc.line, column=a.loc.column,
+                                  text=a.loc.text, hint="give bottleneck=RATE, e.g. bottleneck=100mbit")
 
 
 def check_flow_ids(a: DoClient, lab: Lab, pairs: dict[FlowKey, DoClient]) -> None:

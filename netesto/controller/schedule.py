@@ -8,11 +8,14 @@ here.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from netesto.errors import ScriptError
 from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.experiment import FlowId, short_host
 from netesto.script.actions import DoClient
+from netesto.workload import SIZE, poisson_gap, seed_of
+from netesto.workload import parse as parse_dist
 
 
 def flow_id(client: str, server: str, group: int, instance: int) -> str:
@@ -33,6 +36,8 @@ def expand_do_client(
     port: int | Sequence[int],
     token: str = "",
     start_at: float | None = None,
+    run_seed: int = 0,
+    link_bps: int = 0,
 ) -> list[FlowSpec]:
     """The FlowSpecs of one DO_CLIENT: one per instance.
 
@@ -53,6 +58,7 @@ def expand_do_client(
         ("exp_name", action.exp_name),
         ("instances", str(action.instances)),
     )
+    drawn = _workload(action, run_seed, link_bps) if action.workload else {}
     specs = []
     for i in range(action.instances):
         specs.append(
@@ -76,9 +82,28 @@ def expand_do_client(
                 driver=action.driver,
                 exp=action.exp,
                 meta=meta + (("instance", str(i)),),
+                **({**drawn, "stream": i} if drawn else {}),
             )
         )
     return specs
+
+
+def _workload(action: DoClient, run_seed: int, link_bps: int) -> dict[str, Any]:
+    """The FlowSpec fields of a DO_CLIENT's workload: its seed, and gaps from its load= (docs/workloads.md)."""
+    link = action.bottleneck or link_bps
+    gap = action.gap
+    if action.load:
+        if link <= 0:
+            loc = action.loc
+            raise ScriptError(f"DO_CLIENT: load={action.load:g} needs the bottleneck's rate: this lab has no "
+                              "testbed", file=loc.file, line=loc.line, column=loc.column, text=loc.text,
+                              hint="give bottleneck=RATE, e.g. bottleneck=100mbit")
+        sizes = [parse_dist(d, SIZE).mean if d else float(n)
+                 for d, n in ((action.req_dist, action.req), (action.reply_dist, action.reply))]
+        gap = poisson_gap(max(sizes), action.load, link, action.instances)
+    return {"req_dist": action.req_dist, "reply_dist": action.reply_dist, "gap": gap,
+            "open_loop": action.open_loop, "load": action.load, "link_bps": link,
+            "seed": action.seed if action.seed >= 0 else seed_of(run_seed, action.exp, action.group)}
 
 
 def agent_instants(now: float, lead: float, offsets: Mapping[str, float]) -> dict[str, float]:

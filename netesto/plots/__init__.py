@@ -22,6 +22,13 @@ def latency_cdf(source: Any, **kw: Any) -> Any:
     return build(source, **kw)
 
 
+def fct_slowdown(source: Any, **kw: Any) -> Any:
+    """Flow completion time slowdown by size of drawn workloads (see :func:`netesto.plots.fct.fct_slowdown`)."""
+    from netesto.plots.fct import fct_slowdown as build
+
+    return build(source, **kw)
+
+
 def trace_plot(ds: Any, *args: Any, **kw: Any) -> Any:
     """Every ACK's cwnd and srtt of the traced flow ends, zoomable to single ACKs
     (see :func:`netesto.plots.trace.trace_plot`)."""
@@ -44,4 +51,4 @@ def save(obj: Any, path: Any, **kw: Any) -> Any:
     return write(obj, path, **kw)
 
 
-__all__ = ["latency_cdf", "save", "table", "timeseries", "trace_plot"]
+__all__ = ["fct_slowdown", "latency_cdf", "save", "table", "timeseries", "trace_plot"]

@@ -16,12 +16,16 @@ from netesto.errors import TrafficError, UsageError
 from netesto.policy import MAX_FLOW_SECONDS
 from netesto.protocol.names import check_name, is_name
 from netesto.vocab import DRIVERS, TEST_TYPES
+from netesto.workload import SIZE, TIME, DistError
+from netesto.workload import parse as parse_dist
 
 # How a TCP_CRR transaction's connection ends:
 # "rst": the client closes first with SO_LINGER 0 (a reset): no TIME_WAIT on either end (neper's default);
 # "client": the client closes first (FIN): TIME_WAIT on the client (neper --time_wait);
 # "server": the server closes after its reply, the client closes at its EOF: TIME_WAIT on the server (netperf).
 CRR_CLOSES = ("rst", "client", "server")
+WORKLOAD_TESTS = ("TCP_RR", "TCP_CRR")  # the tests whose sizes and gaps may be drawn (docs/workloads.md)
+MAX_SEED = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,17 @@ class FlowSpec:
     meta: tuple[tuple[str, str], ...] = ()
     # TCP_CRR: who ends each transaction's connection (see CRR_CLOSES)
     crr_close: str = "rst"
+    # A stochastic workload (TCP_RR, TCP_CRR; docs/workloads.md): the distributions of request and reply
+    # sizes and of the wait before each request, in netesto.workload's canonical text ("": the constant
+    # req/reply, no wait); the draws come from the streams of (seed, stream) (netesto.workload.draws).
+    req_dist: str = ""
+    reply_dist: str = ""
+    gap: str = ""  # closed loop: the pause after each reply; open loop: the time between arrivals
+    open_loop: bool = False  # TCP_CRR: each request at its arrival time on a connection of its own
+    seed: int = 0
+    stream: int = 0  # the flow's instance in its DO_CLIENT: its own streams of the seed's draws
+    link_bps: int = 0  # the bottleneck rate the workload's load and slowdowns refer to, bits/s (0: unknown)
+    load: float = 0.0  # the load of the bottleneck asked for (load=; 0: none)
 
     def __post_init__(self) -> None:
         if not is_name(self.flow_id):  # it names files on both ends: never a path
@@ -79,9 +94,38 @@ class FlowSpec:
             )
         if not 0 < self.port < 65536:
             raise TrafficError(f"flow {self.flow_id}: bad port {self.port}")
-        for name in ("req", "reply", "local_buffer", "remote_buffer", "pacing", "rate"):
+        for name in ("req", "reply", "local_buffer", "remote_buffer", "pacing", "rate", "link_bps", "stream"):
             if getattr(self, name) < 0:
                 raise TrafficError(f"flow {self.flow_id}: {name} must be >= 0")
+        if self.workload:
+            self._check_workload()
+
+    @property
+    def workload(self) -> bool:
+        """True when the flow draws its sizes or gaps (or arrives open loop): see docs/workloads.md."""
+        return bool(self.req_dist or self.reply_dist or self.gap or self.open_loop)
+
+    def _check_workload(self) -> None:
+        where = f"flow {self.flow_id}"
+        if self.test not in WORKLOAD_TESTS:
+            raise TrafficError(f"{where}: drawn sizes and gaps are for {' and '.join(WORKLOAD_TESTS)}, not {self.test}")
+        if self.open_loop and self.test != "TCP_CRR":
+            raise TrafficError(f"{where}: open-loop arrivals are for TCP_CRR (a connection per request)")
+        if self.driver != "builtin":
+            raise TrafficError(f"{where}: drawn sizes and gaps need the builtin driver, not {self.driver}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise TrafficError(f"{where}: seed must be an integer in 0..{MAX_SEED}, got {self.seed!r}")
+        if not (isinstance(self.load, (int, float)) and 0 <= self.load <= 1):
+            raise TrafficError(f"{where}: load must be in 0..1, got {self.load!r}")
+        for name, kind in (("req_dist", SIZE), ("reply_dist", SIZE), ("gap", TIME)):
+            text = getattr(self, name)
+            if not isinstance(text, str):
+                raise TrafficError(f"{where}: {name} must be a distribution's text, got {text!r}")
+            if text:
+                try:
+                    parse_dist(text, kind)
+                except DistError as exc:
+                    raise TrafficError(f"{where}: bad {name} {text[:80]!r}: {exc}") from None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -102,4 +146,4 @@ class FlowSpec:
             raise TrafficError(f"bad flow spec: {exc}") from exc
 
 
-__all__ = ["CRR_CLOSES", "FlowSpec"]
+__all__ = ["CRR_CLOSES", "FlowSpec", "MAX_SEED", "WORKLOAD_TESTS"]

@@ -56,6 +56,7 @@ class PagePlots:
     script: str = ""
     plots: tuple[dict[str, Any], ...] = ()
     note: str = ""
+    fct: Any = None  # the FCT-slowdown figure's div (drawn workloads), in a block of its own
 
 
 def page_plots(ds: Any, raw: Any = None) -> PagePlots:
@@ -95,13 +96,27 @@ def page_plots(ds: Any, raw: Any = None) -> PagePlots:
     for name, caption, panel in page_panels(ds):
         (fig,) = figures(panel)
         shown.append((name, fig.title.text, caption, fig))
-    emb = embed([fig for *_, fig in shown])
+    fct = _fct_figure(ds)
+    emb = embed([fig for *_, fig in shown] + ([fct] if fct is not None else []))
     from markupsafe import Markup
 
     plots = tuple({"id": name, "title": title, "caption": caption, "div": Markup(div), "folded": name in FOLDED}
                   for (name, title, caption, _), div in zip(shown, emb.divs))
     # bokeh's own code and the plots' JSON data: inserted as markup
-    return PagePlots(Markup(emb.head), Markup(emb.script), plots)
+    return PagePlots(Markup(emb.head), Markup(emb.script), plots, fct=Markup(emb.divs[-1]) if fct is not None else None)
+
+
+def _fct_figure(ds: Any) -> Any:
+    """The FCT-slowdown-by-size figure of a drawn workload's transactions (None without any)."""
+    if "txn" not in ds.dims:
+        return None
+    from netesto.plots.fct import fct_slowdown
+    from netesto.plots.page import figures
+
+    try:
+        return figures(fct_slowdown(ds))[0]
+    except ValueError:  # no completed transaction with a slowdown: the tables say why
+        return None
 
 
 def in_unit(key: str, text: str) -> str:
@@ -152,10 +167,13 @@ def render_page(ds: Any, groups: Sequence[Any], all_items: Sequence[tuple[str, s
     plots = page_plots(ds, raw)
     from markupsafe import Markup
 
+    from netesto.results.fct import page_rows
     from netesto.results.health import page_context
 
     return jinja2.Environment(autoescape=True).from_string(text).render(
         **page_context(ds),  # the sampling, limits and flow-warnings blocks
+        **page_rows(ds),  # the flow completion times block: its tables
+        fct_figure=plots.fct,
         plots=plots.plots,
         bokeh_head=plots.head,
         bokeh_script=plots.script,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from netesto.results.analysis import Table, figure8
 from netesto.results.dataset import build_dataset
 from netesto.results.expcsv import aggregate, append_rows, load_fields, parse_fields
+from netesto.results.fct import fct_compare, fct_table
 from netesto.results.fairness import (
     convergence_time,
     fairness_by,
@@ -30,6 +31,8 @@ __all__ = [
     "concat_flows",
     "convergence_time",
     "fairness_by",
+    "fct_compare",
+    "fct_table",
     "figure8",
     "grid",
     "jain_index",

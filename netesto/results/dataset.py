@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from netesto.raw.experiment import short_host
+from netesto.results.fct import add_transactions
 from netesto.results.changes import with_changes
 from netesto.results.hostfiles import HostSnapshot
 from netesto.results.load import ExperimentRaw, FlowRecord
@@ -240,6 +241,7 @@ def build_dataset(raw: ExperimentRaw, *, steady: str | None = None) -> xr.Datase
         data_vars["host_after"] = (("node", "counter"), after, var_attrs("host_after"))
         data_vars["host_delta"] = (("node", "counter"), after - before, var_attrs("host_delta"))
     ds = xr.Dataset(data_vars, coords=coords, attrs=_attrs(raw, t0, interval))
+    ds = add_transactions(ds, raw)  # drawn workloads' transactions (dim txn), their completion times
     ds.attrs["flow_warnings"] = json.dumps(flow_warnings(ds, raw))
     ds = add_traces(ds, raw)  # the flows' kernel traces, if any: event axes beside the samples and the grid
     offsets = {h: raw.clock_offset(h) for h in raw.record.hosts}

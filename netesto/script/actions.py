@@ -91,6 +91,14 @@ class DoClient(RemoteAction):
     here: the interpreter numbers groups 1, 2, 3... per experiment. ``crr_close``
     (TCP_CRR only) says who ends each transaction's connection: ``rst``, ``client``
     or ``server`` (:data:`~netesto.protocol.flowspec.CRR_CLOSES`).
+
+    A stochastic workload (docs/workloads.md): ``req_dist``/``reply_dist``/``gap`` are
+    distributions in :mod:`netesto.workload`'s canonical text ("" = the constant
+    ``req``/``reply``, which then hold the distributions' means, and no gap);
+    ``open_loop`` sends requests at their arrival times (TCP_CRR), every ``gap`` apart or,
+    with ``load`` (0..1 of the bottleneck), at Poisson times the controller derives from the
+    bottleneck's rate (``bottleneck`` bits/s, 0 = the lab's testbed); ``seed`` is the
+    DO_CLIENT's seed, -1 = derived from the run's.
     """
 
     kind: ClassVar[str] = "DO_CLIENT"
@@ -112,7 +120,18 @@ class DoClient(RemoteAction):
     rate: int = 0
     interval: float = 0.01
     crr_close: str = "rst"
+    req_dist: str = ""
+    reply_dist: str = ""
+    gap: str = ""
+    open_loop: bool = False
+    load: float = 0.0
+    bottleneck: int = 0
+    seed: int = -1
     trace: str = ""  # ends whose host records tcp_probe: client, server, both, none ("": the run's default)
+
+    @property
+    def workload(self) -> bool:
+        return bool(self.req_dist or self.reply_dist or self.gap or self.open_loop)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from netesto.script import linkcmd
 from netesto.script.book import COMMON, Book
 from netesto.script.located import Args
 from netesto.script.parser import suggest
+from netesto.script.workload import workload_args
 from netesto.vocab import DRIVERS, STREAM_TESTS, TEST_TYPES
 
 MAX_SECONDS = 7 * 86400.0  # longest WAIT, dur or delay accepted
@@ -45,7 +46,7 @@ ARGS: dict[str, tuple[str, ...] | None] = {
     "DO_CLIENT": COMMON + (
         "server", "ca", "dur", "delay", "instances", "req", "reply", "stats",
         "localBuffer", "remoteBuffer", "test", "group", "driver", "pacing", "rate", "interval",
-        "crr_close", "trace",
+        "crr_close", "trace", "gap", "arrivals", "load", "bottleneck", "seed",
     ),
     "GET_DATA": COMMON,
     "SET_SYSCTL": None,
@@ -155,13 +156,14 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
                       len(mix))
     instances = g("instances", "1", lambda s: V.to_int(s, low=1, high=10000))
     test = _test(args)
-    req, req_text = _request(args, test)
-    reply = g("reply", "1", V.to_size)
+    driver = g("driver", "builtin", lambda s: s)
+    drawn = workload_args(args, test, driver, instances)  # docs/workloads.md
+    req, req_text = (drawn.pop("req"), args.raw("req")) if "req" in drawn else _request(args, test)
+    reply = drawn.pop("reply") if "reply" in drawn else g("reply", "1", V.to_size)
     stats = g("stats", "0", lambda s: V.to_int(s, low=0, high=1))
     local_buffer = g("localBuffer", "0", V.to_size)
     remote_buffer = g("remoteBuffer", "0", V.to_size)
     group = g("group", "0", lambda s: V.to_int(s, low=0))
-    driver = g("driver", "builtin", lambda s: s)
     if driver not in DRIVERS:
         raw = args.raw("driver")
         raise args.error_at("driver", f"DO_CLIENT: unknown driver {raw!r}",
@@ -189,7 +191,7 @@ def do_client(args: Args, book: Book) -> Iterator[Action]:
             ca=ca, dur=dur, delay=delay, instances=count or instances, req=req, req_text=req_text,
             reply=reply, stats=stats, local_buffer=local_buffer, remote_buffer=remote_buffer,
             test=test, group=flow_group, driver=driver, pacing=pacing, rate=rate,
-            interval=interval, crr_close=crr_close, trace=trace,
+            interval=interval, crr_close=crr_close, trace=trace, **drawn,
         )
 
 

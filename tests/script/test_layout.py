@@ -15,10 +15,11 @@ import netesto.script
 SCRIPT = Path(netesto.script.__file__).resolve().parent
 # What the language may lean on: its own modules, the error tree, the one policy,
 # the shared vocabulary, the protocol's name rules and the flow spec's value lists
-# (CRR_CLOSES; that module leans on nothing else, checked below), and the words of changing links
-# (SET_LINK's parameters, shapes and trace files: netesto.linkshape, netesto.linktrace).
+# (CRR_CLOSES; that module leans on nothing else, checked below), the distributions of drawn
+# workloads (netesto.workload: stdlib and the vocabulary, checked below too) and the words of
+# changing links (SET_LINK's parameters, shapes and trace files: netesto.linkshape, netesto.linktrace).
 ALLOWED = ("netesto.script", "netesto.errors", "netesto.policy", "netesto.vocab", "netesto.protocol.names",
-           "netesto.protocol.flowspec", "netesto.linkshape", "netesto.linktrace")
+           "netesto.protocol.flowspec", "netesto.workload", "netesto.linkshape", "netesto.linktrace")
 NEVER = ("netesto.engine", "netesto.agent", "netesto.controller", "netesto.results", "netesto.plots",
          "netesto.testbed", "netesto.drivers", "netesto.collectors", "IPython", "xarray", "zmq")
 
@@ -35,9 +36,11 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_every_module_of_the_language_imports_only_what_it_may() -> None:
+    import netesto.workload
     from netesto.protocol import flowspec
 
-    for path in [*sorted(SCRIPT.glob("*.py")), Path(flowspec.__file__)]:
+    workload = sorted(Path(netesto.workload.__file__).parent.glob("*.py"))
+    for path in [*sorted(SCRIPT.glob("*.py")), Path(flowspec.__file__), *workload]:
         for name in _imports(path):
             if name.startswith("netesto"):
                 assert name == "netesto" or name.startswith(ALLOWED), f"{path.name} imports {name}"

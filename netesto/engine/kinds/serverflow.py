@@ -247,6 +247,10 @@ class CRRServer(ServerFlow):
     def go(self) -> None:
         self.loop.register(self.fd, IN, self._on_ctl)
 
+    def joined(self, conn: socket.socket, leftover: bytes) -> None:
+        """A transaction connection of this flow (``leftover``: what came after its join)."""
+        JoinConn(self, conn, leftover)
+
     def _on_ctl(self, events: int) -> None:
         if self.read_ctl(self.conn) == b"":  # the client's EOF: the flow is over
             self.client_ended()

@@ -21,7 +21,8 @@ from netesto.engine.kinds.flowend import FlowEnd, describe_error, safe_flow_id
 from netesto.engine.core.loop import IN, Loop, Timer
 from netesto.engine.kinds.server_rr import RRServer
 from netesto.engine.kinds.server_udp import UDPServer
-from netesto.engine.kinds.serverflow import CRRServer, JoinConn, ServerFlow, ServerHost, StreamServer
+from netesto.engine.kinds.server_wrr import DrawnCRRServer, DrawnRRServer
+from netesto.engine.kinds.serverflow import CRRServer, ServerFlow, ServerHost, StreamServer
 from netesto.engine.serve.tokens import TokenSet
 from netesto.errors import TrafficError
 from netesto.policy import MAX_FLOW_SECONDS
@@ -44,6 +45,9 @@ SERVER_TYPES: dict[str, type[ServerFlow]] = {
     "UDP_STREAM": UDPServer,
     "UDP_RR": UDPServer,
 }
+DRAWN_SERVER_TYPES: dict[str, type[ServerFlow]] = {"TCP_RR": DrawnRRServer, "TCP_CRR": DrawnCRRServer}
+# the flow spec's fields of a drawn workload (docs/workloads.md), taken from the hello's spec
+WORKLOAD_FIELDS = ("req_dist", "reply_dist", "gap", "open_loop", "seed", "stream", "link_bps", "load")
 
 
 class Pending:
@@ -242,7 +246,7 @@ class ServerWorker(ServerHost):
             conn.close()
             return
         try:
-            JoinConn(flow, conn, leftover)
+            flow.joined(conn, leftover)
         except OSError:
             conn.close()
 
@@ -260,8 +264,8 @@ class ServerWorker(ServerHost):
                                  or not 0 <= hold <= hs.MAX_GO_WAIT):
             self._refuse(conn, f"bad go {hold!r}")
             return
-        cls = SERVER_TYPES[spec.test]
-        if cls is CRRServer:
+        cls = (DRAWN_SERVER_TYPES if spec.workload else SERVER_TYPES)[spec.test]
+        if issubclass(cls, CRRServer):
             self.defer_accept()
         flow: ServerFlow | None = None
         try:
@@ -343,6 +347,7 @@ class ServerWorker(ServerHost):
                 exp=ints["exp"],
                 meta=meta,
                 crr_close=str(spec_in.get("crr_close", "rst")) if isinstance(spec_in, dict) else "rst",
+                **({k: spec_in[k] for k in WORKLOAD_FIELDS if k in spec_in} if isinstance(spec_in, dict) else {}),
             )
         except (TrafficError, ValueError, TypeError) as exc:
             raise _Refuse(f"bad flow spec: {exc}") from exc

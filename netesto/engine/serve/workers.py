@@ -27,6 +27,8 @@ from netesto.engine.kinds.client import ClientFlow, StreamClient
 from netesto.engine.kinds.client_crr import CRRClient
 from netesto.engine.kinds.client_rr import RRClient
 from netesto.engine.kinds.client_udp import UDPClient
+from netesto.engine.kinds.client_wcrr import DrawnCRRClient
+from netesto.engine.kinds.client_wrr import DrawnRRClient
 from netesto.engine.kinds.flowend import FlowEnd, Worker, check_datadir, json_line
 from netesto.engine.core.loop import Loop, stop_on_signals
 from netesto.errors import TrafficError
@@ -45,6 +47,8 @@ CLIENT_TYPES: dict[str, type[ClientFlow]] = {
     "UDP_STREAM": UDPClient,
     "UDP_RR": UDPClient,
 }
+# drawn sizes and gaps (FlowSpec.workload; docs/workloads.md): TCP_RR and TCP_CRR in Python
+DRAWN_CLIENT_TYPES: dict[str, type[ClientFlow]] = {"TCP_RR": DrawnRRClient, "TCP_CRR": DrawnCRRClient}
 
 
 def check_congestion_control(spec: FlowSpec) -> None:
@@ -79,7 +83,7 @@ def run_worker(specs: Sequence[FlowSpec], datadir: str, emit: Callable[[dict[str
 
     stop_on_signals(lambda signum: _Stop(signal.Signals(signum).name))
     for spec in specs:
-        flow = CLIENT_TYPES[spec.test](worker, spec)
+        flow = (DRAWN_CLIENT_TYPES if spec.workload else CLIENT_TYPES)[spec.test](worker, spec)
         worker.flows.append(flow)
         try:
             check_congestion_control(spec)

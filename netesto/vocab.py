@@ -44,6 +44,21 @@ def _scaled(pattern: "re.Pattern[str]", text: str, expected: str) -> float:
     return float(m.group(1)) * _SCALES[pattern][unit.lower() if pattern.flags & re.IGNORECASE else unit]
 
 
+def parse_number(text: str) -> float:
+    """A finite number, else ValueError saying what was expected and what came.
+
+    >>> parse_number("2.5e3")
+    2500.0
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def parse_size(text: str | int) -> int:
     """Bytes from a number with netperf's suffixes: K/M/G = 2^10/2^20/2^30,
     k/m/g = 10^3/10^6/10^9, an optional ``b``/``B``; 0..2^40.
@@ -122,6 +137,7 @@ __all__ = [
     "STREAM_TESTS",
     "TEST_TYPES",
     "parse_host_times",
+    "parse_number",
     "parse_rate",
     "parse_size",
     "parse_time_ms",

@@ -196,24 +196,16 @@ class EngineServer:
         """Paths the engine server and its workers hold open (None if /proc cannot tell)."""
         if self.proc is None or self.proc.poll() is not None:
             return set()
-        pids, out = [self.proc.pid], set()
+        from netesto.collectors.sockowner import fd_targets
+
+        pids = [self.proc.pid]
         try:
             for task in os.listdir(f"/proc/{self.proc.pid}/task"):
                 with open(f"/proc/{self.proc.pid}/task/{task}/children") as f:
                     pids += [int(x) for x in f.read().split()]
         except OSError:  # no CONFIG_PROC_CHILDREN, or it just ended
             return None
-        for pid in pids:
-            try:
-                fds = os.listdir(f"/proc/{pid}/fd")
-            except OSError:
-                continue
-            for fd in fds:
-                try:
-                    out.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
-                except OSError:
-                    pass
-        return out
+        return fd_targets(pids)
 
     def running(self, exp: str) -> list[str]:
         """Server ends of ``exp``'s flows still open here (their files still being written)."""

@@ -51,8 +51,9 @@ def process_cgroup(pid: int) -> str:
     raise TrafficError(f"process {pid} is in no cgroup v2 hierarchy")
 
 
-def process_inodes(pids: Iterable[int]) -> set[int]:
-    """The inodes of the sockets the processes ``pids`` hold open (gone processes hold none)."""
+def fd_targets(pids: Iterable[int]) -> set[str]:
+    """What the open file descriptors of the processes ``pids`` point at (``/proc/PID/fd`` links:
+    paths, ``socket:[inode]``, ...; gone processes hold none)."""
     out = set()
     for pid in pids:
         try:
@@ -61,12 +62,15 @@ def process_inodes(pids: Iterable[int]) -> set[int]:
             continue
         for name in names:
             try:
-                target = os.readlink(f"/proc/{pid}/fd/{name}")
+                out.add(os.readlink(f"/proc/{pid}/fd/{name}"))
             except OSError:
                 continue
-            if target.startswith("socket:["):
-                out.add(int(target[8:-1]))
     return out
+
+
+def process_inodes(pids: Iterable[int]) -> set[int]:
+    """The inodes of the sockets the processes ``pids`` hold open (gone processes hold none)."""
+    return {int(t[8:-1]) for t in fd_targets(pids) if t.startswith("socket:[")}
 
 
 def descendants(pid: int) -> list[int]:
@@ -90,4 +94,4 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-__all__ = ["CGROUP_MOUNT", "cgroup_id", "cgroup_root", "descendants", "process_cgroup", "process_inodes"]
+__all__ = ["CGROUP_MOUNT", "cgroup_id", "cgroup_root", "descendants", "fd_targets", "process_cgroup", "process_inodes"]

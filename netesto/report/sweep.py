@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from netesto.report.render import render
 from netesto.results.manifest import DONE
+from netesto.results.ncio import NC_LOCK
 
 REPORT = "sweep.html"
 COLUMNS = (("rate", "goodput", "Mbit/s", 2), ("mean_rtt", "sRTT", "ms", 2), ("qdelay", "queueing", "ms", 2),
@@ -79,7 +80,7 @@ def host_facts(sw: Any) -> dict[str, Any]:
     if first is None:
         return {}
     try:
-        with netCDF4.Dataset(checked(first)) as nc:  # a damaged exp.nc is refused before HDF5 reads it
+        with NC_LOCK, netCDF4.Dataset(checked(first)) as nc:  # a damaged exp.nc is refused before HDF5 reads it
             return {k: json.loads(nc.getncattr(k)) for k in ("kernels", "tools", "sysctls", "qdiscs")
                     if k in nc.ncattrs()}
     except ResultsError as exc:

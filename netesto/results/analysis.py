@@ -34,6 +34,7 @@ from netesto.raw.experiment import FILENAME, ExperimentRecord, read_experiment
 from netesto.results.integrity import checked
 from netesto.results.expcsv import Field, aggregate, load_fields, parse_other
 from netesto.results.summaries import parse_exp_out
+from netesto.results.ncio import NC_LOCK
 
 TEXT_COLUMNS = frozenset({"exp", "expName", "desc", "kernel", "host", "server", "ca", "test"})
 # Row colours of the original's table, by congestion control.
@@ -73,7 +74,7 @@ def _desc_other(expdir: Path) -> tuple[str, list[tuple[str, str]]]:
         import netCDF4
 
         # netCDF4 itself: reads two attributes, not the whole dataset
-        with netCDF4.Dataset(checked(expdir / "exp.nc")) as nc:  # a damaged one is not read
+        with NC_LOCK, netCDF4.Dataset(checked(expdir / "exp.nc")) as nc:  # a damaged one is not read
             return str(nc.getncattr("desc")), parse_other(json.loads(nc.getncattr("other")))
     except Exception:  # no or unreadable exp.nc: the run's own description
         pass

@@ -35,6 +35,7 @@ from netesto.results.stats import stats as _stats
 from netesto.results.stats import t95
 from netesto.results.storage import open_experiment
 from netesto.results.sweep import SUMMARY_UNITS, experiment_summary
+from netesto.results.ncio import NC_LOCK
 
 CUBE = "sweep.nc"
 
@@ -159,7 +160,8 @@ def build_cube(directory: str | Path, manifest: Manifest) -> xr.Dataset:
 def write_cube(directory: str | Path, manifest: Manifest) -> Path:
     path = Path(directory) / CUBE
     tmp = path.with_name(f".{CUBE}.tmp")
-    build_cube(directory, manifest).to_netcdf(tmp, engine="netcdf4")
+    with NC_LOCK:
+        build_cube(directory, manifest).to_netcdf(tmp, engine="netcdf4")
     return seal(tmp, path)  # with its sha256 sidecar, checked by open_sweep
 
 
@@ -251,7 +253,7 @@ def open_sweep(directory: str | Path) -> Sweep:
     if not (root / CUBE).is_file():
         raise SweepError(f"{root}: no {CUBE} (the sweep has not finished: `netesto sweep ... --resume` ends it)")
     try:
-        with xr.open_dataset(checked(root / CUBE), engine="netcdf4") as ds:
+        with NC_LOCK, xr.open_dataset(checked(root / CUBE), engine="netcdf4") as ds:
             cube = ds.load()
     except ResultsError:
         raise

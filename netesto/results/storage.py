@@ -19,6 +19,7 @@ from netesto.errors import ResultsError
 from netesto.results.dataset import build_dataset
 from netesto.results.integrity import IntegrityWarning, check_digest, checked, seal
 from netesto.results.load import load_experiment
+from netesto.results.ncio import NC_LOCK
 
 
 def write_netcdf(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
@@ -40,7 +41,8 @@ def write_netcdf(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
         elif var.dtype.kind in "OUS":
             encoding[str(name)] = {"dtype": "S1", "fletcher32": True}
     try:
-        ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
+        with NC_LOCK:
+            ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
         seal(tmp, path)
     except Exception as exc:
         tmp.unlink(missing_ok=True)
@@ -59,7 +61,7 @@ def open_experiment(path: str | os.PathLike[str]) -> xr.Dataset:
     if nc.is_file():
         check_digest(nc)
         try:
-            with xr.open_dataset(nc, engine="netcdf4") as ds:
+            with NC_LOCK, xr.open_dataset(nc, engine="netcdf4") as ds:
                 return ds.load()
         # A damaged file makes netCDF4/HDF5 raise RuntimeError, AttributeError,
         # KeyError, ... besides OSError: all of them mean "this file is unreadable".

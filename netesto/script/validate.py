@@ -12,7 +12,7 @@ import re
 from typing import Callable
 
 from netesto.policy import MODULE_PARAMS, QDISC_ACTIONS, QDISCS, SYSCTL_ALIASES, SYSCTLS, check_sysctl, describe
-from netesto.vocab import parse_rate, parse_size
+from netesto.vocab import parse_number, parse_rate, parse_size
 
 _WORD = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
@@ -45,12 +45,7 @@ def to_int(text: str, *, low: int | None = None, high: int | None = None) -> int
 
 def to_float(text: str, *, low: float | None = None, high: float | None = None) -> float:
     _not_huge(text, "a number")
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"expected a finite number, got {text!r}")
+    value = parse_number(text)
     _check_range(value, low, high)
     return value
 

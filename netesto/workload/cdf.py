@@ -16,7 +16,7 @@ import math
 import re
 from importlib import resources
 
-from netesto.vocab import parse_size
+from netesto.vocab import parse_number, parse_size
 
 MAX_POINTS = 256  # a CDF travels inside the flow's hello (16 KiB): resample a finer one
 MAX_FILE_BYTES = 1 << 20
@@ -28,16 +28,6 @@ Points = tuple[tuple[float, float], ...]
 
 class CdfError(ValueError):
     """A CDF that cannot be used: the message names where (``file:line``)."""
-
-
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"expected a finite number, got {text!r}")
-    return value
 
 
 def check_points(points: list[tuple[float, float, str]]) -> Points:
@@ -77,8 +67,8 @@ def parse_cdf_text(text: str, source: str) -> Points:
         if len(fields) not in (2, 3):
             raise CdfError(f"{where}: expected 'value probability', got {raw.strip()[:60]!r}")
         try:
-            value = float(parse_size(fields[0])) if fields[0][-1:].isalpha() else _number(fields[0])
-            prob = _number(fields[-1])
+            value = float(parse_size(fields[0])) if fields[0][-1:].isalpha() else parse_number(fields[0])
+            prob = parse_number(fields[-1])
         except ValueError as exc:
             raise CdfError(f"{where}: {exc} (the line: {raw.strip()[:60]!r})") from None
         points.append((value, prob, where))
@@ -93,8 +83,8 @@ def parse_points(text: str) -> Points:
         if not colon:
             raise CdfError(f"point {i}: expected value:probability, got {item[:40]!r}")
         try:
-            v = float(parse_size(value)) if value[-1:].isalpha() else _number(value)
-            points.append((v, _number(prob), f"point {i}"))
+            v = float(parse_size(value)) if value[-1:].isalpha() else parse_number(value)
+            points.append((v, parse_number(prob), f"point {i}"))
         except ValueError as exc:
             raise CdfError(f"point {i}: {exc}") from None
     return check_points(points)

@@ -106,21 +106,9 @@ class DrawnJoin(JoinConn):
             self.out = PATTERN[:min(owed, CHUNK)]
             self._send()
 
-    def _send(self) -> None:
-        try:
-            n = self.conn.send(self.out)
-        except BlockingIOError:
-            n = 0
-        except OSError:  # the client reset it (also while JoinConn's __init__ runs: nobody else would close it)
-            self.close()
-            return
-        self.flow.tx += n
+    def _advance(self, n: int) -> None:
         self.owed -= n
         self.out = PATTERN[:min(self.owed, CHUNK)]
-        if not self.out and self.close_first:
-            self.close()
-        else:
-            self._poll()
 
 
 __all__ = ["DrawnCRRServer", "DrawnJoin", "DrawnRRServer"]

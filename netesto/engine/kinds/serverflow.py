@@ -318,12 +318,19 @@ class JoinConn:
             n = self.conn.send(self.out)
         except BlockingIOError:
             n = 0
+        except OSError:  # the client reset it (also while __init__ runs, from a leftover: nobody else would close it)
+            self.close()
+            return
         self.flow.tx += n
-        self.out = self.out[n:]
+        self._advance(n)
         if not self.out and self.close_first:
             self.close()
         else:
             self._poll()
+
+    def _advance(self, n: int) -> None:
+        """``n`` bytes of the reply went out: what is left of it in ``out``."""
+        self.out = self.out[n:]
 
     def _on_event(self, events: int) -> None:
         if self.closed:

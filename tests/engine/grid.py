@@ -14,16 +14,17 @@ from netesto.raw.nflow import RawFlow
 from netesto.results.ticks import row_lateness, tick_stats
 
 
-def assert_on_grid(flow: RawFlow, *, interval: float = 0.01) -> np.ndarray:
+def assert_on_grid(flow: RawFlow, *, interval: float = 0.01, quartile: float = 0.5) -> np.ndarray:
     """Every tick row of ``flow`` at or after its grid point, the grid the asked interval's, and no
-    more than a quarter of its ticks late by half an interval or more (a schedule of another step, or
-    ticks held to some other event, makes nearly all of them that late); the lateness (us) of each tick."""
+    more than a quarter of its ticks late by ``quartile`` of an interval or more (a schedule of another
+    step, or ticks held to some other event, makes nearly all of them that late); the lateness (us) of
+    each tick."""
     assert float(flow.header["interval"]) == interval and "tick_epoch" in flow.header, flow.header
     late = row_lateness(flow)
     late = late[np.isfinite(late)]
     assert late.size >= 10, (flow.path, late.size)
     assert late.min() >= -1.0, (flow.path, late.min())  # (us: float stamps of one instant)
-    assert np.percentile(late, 25) < interval * 1e6 / 2, (flow.path, np.percentile(late, [25, 50, 99]))
+    assert np.percentile(late, 25) < interval * 1e6 * quartile, (flow.path, np.percentile(late, [25, 50, 99]))
     stats = tick_stats(flow)
     assert stats.ticks == late.size and stats.missed >= 0
     return late

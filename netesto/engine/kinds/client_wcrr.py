@@ -114,7 +114,8 @@ class DrawnCRRClient(DrawnClient):
         seq, req, reply, due = self.pending
         if self.spec.open_loop:
             self._next(due)  # on time whatever becomes of this one (late timers catch up)
-        due_wall = time.time() - (time.monotonic() - due)
+        # on the flow's own clock pair: reading both clocks now put a preemption between them into the due time
+        due_wall = self.start_wall + (due - self.start_mono)
         if len(self.open) >= self.limit:
             assert self.log is not None
             self.log.record(seq, due_wall, time.time(), 0.0, 0.0, req, reply, REFUSED,

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from netesto.controller import links
 from netesto.controller.context import NETSERVER_PORT, RunContext
+from netesto.controller.names import check_congestion
 from netesto.controller.observe import start_batch
 from netesto.controller.plan import check_flow_ids
 from netesto.controller.progress import ActionFinished, ActionStarted, FlowsScheduled, HostError, Notice
@@ -71,6 +72,7 @@ def do_clients(r: RunContext, batch: list[DoClient]) -> None:
     """Start a batch of DO_CLIENTs at one common instant."""
     t_begin = time.time()
     check_limits(r, batch)
+    check_congestion(r, batch)  # a run of a list checked them all before it began: a lazy one, here
     for a in batch:
         check_flow_ids(a, r.lab, r.pairs)
     for a in batch:

@@ -1,4 +1,4 @@
-"""Names the agents can check before any flow starts: a flow's congestion control on both of its hosts.
+"""Names the agents can check before any flow starts: a flow's congestion control and tool on both of its hosts.
 
 A flow whose algorithm its host does not have used to fail at its start, after the
 experiment's earlier flows, snapshots and reshapes had run (a sweep point took 10-20 s
@@ -23,19 +23,39 @@ from netesto.vocab import RR_TESTS, STREAM_TESTS
 _TCP = frozenset(t for t in STREAM_TESTS | RR_TESTS if t.startswith("TCP_"))
 
 
-def check_congestion(r: RunContext, actions: Iterable[Action]) -> None:
-    """UsageError at the first DO_CLIENT of ``actions`` whose ``ca`` one of its two hosts lacks."""
+# the tool each end of a flow of a driver runs, as the agents' hello names them (netserver comes with netperf)
+_TOOLS = {"iperf3": ("iperf3", "iperf3"), "netperf": ("netperf", "netperf")}
+
+
+def check_names(r: RunContext, actions: Iterable[Action]) -> None:
+    """UsageError at the first DO_CLIENT of ``actions`` whose ``ca`` or driver's tool one of its two hosts lacks."""
     for a in actions:
-        if not isinstance(a, DoClient) or not a.ca or a.test not in _TCP:
+        if not isinstance(a, DoClient):
             continue
-        for name in (a.host, a.server):
-            host = r.lab.resolve(name).name
-            have = r.remote(host, lambda h: list(h.info.congestion))
-            if not have or a.ca in have:  # unreachable (dropped, said), or an agent that does not say
-                continue
-            hint = suggest(a.ca, have)
-            raise UsageError(f"{a.loc}: DO_CLIENT ca={a.ca}: {host} has no congestion control {a.ca!r}; it has "
-                             f"{', '.join(have)}" + (f" ({hint})" if hint else ""))
+        _check_driver(r, a)
+        if a.ca and a.test in _TCP:
+            _check_ca(r, a)
 
 
-__all__ = ["check_congestion"]
+def _check_ca(r: RunContext, a: DoClient) -> None:
+    for name in (a.host, a.server):
+        host = r.lab.resolve(name).name
+        have = r.remote(host, lambda h: list(h.info.congestion))
+        if not have or a.ca in have:  # unreachable (dropped, said), or an agent that does not say
+            continue
+        hint = suggest(a.ca, have)
+        raise UsageError(f"{a.loc.origin()}: DO_CLIENT ca={a.ca}: {host} has no congestion control {a.ca!r}; "
+                         f"it has {', '.join(have)}" + (f" ({hint})" if hint else ""))
+
+
+def _check_driver(r: RunContext, a: DoClient) -> None:
+    for name, tool in zip((a.host, a.server), _TOOLS.get(a.driver, ())):
+        host = r.lab.resolve(name).name
+        have = r.remote(host, lambda h: dict(h.info.tools))
+        if not have or tool in have:  # unreachable (dropped, said), or an agent that does not say
+            continue
+        raise UsageError(f"{a.loc.origin()}: DO_CLIENT driver={a.driver}: {host} has no {tool} on its agent's "
+                         f"PATH; install it there or use driver=builtin")
+
+
+__all__ = ["check_names"]

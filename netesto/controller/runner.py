@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 from netesto.controller.context import Abort, RunContext
 from netesto.controller.flows import do_clients
 from netesto.controller.handlers import HANDLERS, batched, get_data, process_stored, run_processing, stored
-from netesto.controller.names import check_congestion
+from netesto.controller.names import check_names
 from netesto.controller.plan import check_actions
 from netesto.controller.progress import (
     ActionFinished,
@@ -69,8 +69,8 @@ class Runner(RunContext):
         aborted: BaseException | None = None
         with RunSignals(self._signalled) as signals:
             try:
-                if planned is not None:  # every flow's algorithm on both of its hosts, before anything runs
-                    check_congestion(self, planned)
+                if planned is not None:  # every flow's algorithm and tool on both of its hosts, before anything runs
+                    check_names(self, planned)
                 for item in batched(actions):
                     try:
                         if isinstance(item, list):

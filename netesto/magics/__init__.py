@@ -11,10 +11,13 @@ from typing import Any
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register :class:`~netesto.magics.cellmagic.NetestoMagics` with ``ipython``."""
+    """Register :class:`~netesto.magics.cellmagic.NetestoMagics` with ``ipython``, and make plain
+    holoviews, bokeh and panel output draw offline (:mod:`netesto.magics.offline`)."""
     from netesto.magics.cellmagic import NetestoMagics
+    from netesto.magics.offline import arrange
 
     ipython.register_magics(NetestoMagics)
+    arrange(ipython)
 
 
 def show(obj: Any, title: str = "netesto") -> None:

@@ -50,13 +50,25 @@ def manifest(out: Path) -> list[dict]:
 
 
 # In every frame with a bokeh document: each figure's title and its number of glyph renderers.
-_FIGURES = """() => window.Bokeh ? Object.fromEntries([...Bokeh.documents[0].all_models]
+_FIGURES = """() => window.Bokeh && Bokeh.documents.length ? Object.fromEntries([...Bokeh.documents[0].all_models]
   .filter(m => m.constructor.__name__ === 'Figure')
   .map(f => [f.title ? f.title.text : '', f.renderers.filter(r => r.constructor.__name__ === 'GlyphRenderer').length]))
   : null"""
 
-# A frame is ready once its bokeh (if it has one) has built its document.
-_BUILT = "() => !window.Bokeh || Bokeh.documents.length > 0"
+# A frame is ready once its bokeh has built the document it embeds (a page can hold BokehJS and no
+# document: a notebook's hv.extension output).
+_BUILT = """() => !window.Bokeh || Bokeh.documents.length > 0
+  || !document.querySelector('script[type="application/json"]')"""
+
+
+def _built(frame) -> bool:
+    """Whether ``frame`` is ready (a frame detached meanwhile, as a notebook's loaders make them: yes)."""
+    from playwright.sync_api import Error
+
+    try:
+        return bool(frame.evaluate(_BUILT))
+    except Error:
+        return frame.is_detached()
 
 
 def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
@@ -77,7 +89,7 @@ def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
             pg.route("http*://**", lambda route: (errors.append(f"network: {route.request.url}"), route.abort()))
             pg.goto(page.resolve().as_uri())  # waits for the load event, the srcdoc frames' too
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not all(f.evaluate(_BUILT) for f in pg.frames):
+            while time.monotonic() < deadline and not all(_built(f) for f in pg.frames):
                 pg.wait_for_timeout(100)
             pg.wait_for_timeout(1000)  # bokeh paints its canvases after the document is built
             figures: dict[str, int] = {}

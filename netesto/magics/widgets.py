@@ -98,8 +98,7 @@ class WidgetProgress(Progress):
 
     def on_run_finished(self, e: RunFinished) -> None:
         self._finished = True
-        if self.stop_button is not None:
-            self.stop_button.disabled = True
+        self._end_stop_button("stopped" if e.interrupted else "finished")
         self.bar.max = max(self.bar.max, e.elapsed)
         self.bar.value = self.bar.max
         exps = ", ".join(str(x) for x in e.experiments) or "none"
@@ -125,10 +124,17 @@ class WidgetProgress(Progress):
         top = self.box.children[0]
         top.children = (*top.children, button)
 
+    def _end_stop_button(self, state: str) -> None:
+        """The Stop button, once the run is over: disabled, saying how it ended (not "stopping" forever)."""
+        if self.stop_button is not None:
+            self.stop_button.disabled, self.stop_button.description = True, state
+            self.stop_button.button_style = ""
+
     def close_run(self, text: str = "stopped") -> None:
         """End the view of a run that finished without saying so (an error before RunFinished)."""
         with self._lock:
             if not self._finished:
+                self._end_stop_button(text)
                 self._finished = True
                 self.bar.bar_style = "danger"
                 self.status.value = f"{text} after {time.time() - self._t0:.1f} s"

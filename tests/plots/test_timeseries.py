@@ -66,6 +66,12 @@ def test_one_panel_per_variable_one_line_per_flow(dataset: xr.Dataset) -> None:
     (legend,) = goodput.legend
     assert [getattr(item.label, "value", item.label) for item in legend.items] == [*flows, "sum", "retransmits"]
     assert legend.click_policy == "hide" and all(len(item.renderers) == 1 for item in legend.items)
+    # the hover names a flow by its line's name: no column repeating the name at each point (page size)
+    from bokeh.models import HoverTool
+
+    flow_lines = [r for r in goodput.renderers if r.name in flows]
+    assert len(flow_lines) == 3 and all("flow" not in r.data_source.data for r in flow_lines)
+    assert any(("flow", "$name") in t.tooltips for t in goodput.toolbar.tools if isinstance(t, HoverTool))
     # the goodput lines are the 200 ms mean of the samples, in the unit the panel names
     first = _lines(goodput)[flows[0]]
     assert goodput.yaxis[0].axis_label == "goodput (Gbit/s)"  # loopback

@@ -65,6 +65,9 @@ install: apt-packages
 	       "(a first install fetches ~110 packages: minutes)"; \
 	  $(call pip_with_heartbeat,-e '.[$(EXTRAS)]') && echo "$(INSTALL_KEY)" > "$(STAMP)"; \
 	fi
+	@# an editable install leaves out the wheel's data files: nbconvert finds the offline template by name here
+	@t="$$($(PY) -c 'import sys; print(sys.prefix)')/share/jupyter/nbconvert/templates"; \
+	  mkdir -p "$$t" && ln -sfn "$(CURDIR)/report_templates/nbconvert/netesto-offline" "$$t/netesto-offline"
 
 demo: install
 	$(PY) -m netesto demo

@@ -15,6 +15,7 @@ from netesto._version import __version__
 from netesto.agent.config import AgentConfig
 from netesto.agent.control import HostControl
 from netesto.agent.facts import tool_versions
+from netesto.collectors.tcpinfo import congestion_controls
 from netesto.agent.flows import FlowManager
 from netesto.agent.lease import Lease
 from netesto.agent.observe import ObserveHandlers, Observers
@@ -135,6 +136,7 @@ class Handlers(ObserveHandlers):
             commands=list(COMMANDS),
             journal_pending=not a.control.journal.empty(),
             tools=tool_versions(),
+            congestion=congestion_controls(),
         )
 
     def cmd_claim(self, args: ClaimArgs) -> ClaimReply:

@@ -10,10 +10,12 @@ values are in the host's byte order, like the ``.nflow`` columns.
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 import sys
 from array import array
+from pathlib import Path
 
 from netesto.errors import CongestionControlError, TrafficError
 
@@ -152,6 +154,21 @@ def available_congestion_controls() -> list[str]:
         return []
 
 
+def congestion_controls() -> list[str]:
+    """What a socket of this host can be set to: the kernel's available algorithms, then those
+    built as modules (``tcp_<name>.ko``), which a privileged ``TCP_CONGESTION`` loads."""
+    found = available_congestion_controls()
+    here = Path("/lib/modules") / os.uname().release / "kernel" / "net" / "ipv4"
+    try:
+        modules = sorted(p.name.split(".", 1)[0][4:] for p in here.glob("tcp_*.ko*"))
+    except OSError:
+        modules = []
+    return found + [m for m in modules if m not in found and m not in _NOT_CC_MODULES]
+
+
+_NOT_CC_MODULES = frozenset({"diag"})  # tcp_diag.ko: sock_diag, not an algorithm
+
+
 def set_congestion_control(sock: socket.socket, name: str) -> None:
     """``setsockopt(TCP_CONGESTION)``; an unknown/disallowed name raises
     :class:`CongestionControlError` listing what is available."""
@@ -217,6 +234,7 @@ __all__ = [
     "ZERO_CC",
     "ZERO_INFO",
     "available_congestion_controls",
+    "congestion_controls",
     "column_arrays",
     "congestion_control",
     "decode_record",

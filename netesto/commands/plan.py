@@ -117,7 +117,7 @@ def main(args: argparse.Namespace) -> int:
                      counter=args.counter)
     actions, estimate = list(plan.actions), plan.estimate
     try:
-        _print(actions, estimate, as_json=args.json)
+        _print(actions, estimate, plan.run_estimate(imported=False), as_json=args.json)
     except BrokenPipeError:
         # The reader went away (`netesto plan x | head`): stop quietly, like a tool
         # killed by SIGPIPE; stdout goes to /dev/null so the exit-time flush cannot fail.
@@ -128,9 +128,9 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print(actions: "list[Action]", estimate: float, *, as_json: bool) -> None:
+def _print(actions: "list[Action]", estimate: float, run: float, *, as_json: bool) -> None:
     if as_json:
-        json.dump({"actions": [a.to_dict() for a in actions], "estimate_s": estimate},
+        json.dump({"actions": [a.to_dict() for a in actions], "estimate_s": estimate, "run_estimate_s": run},
                   sys.stdout, indent=1)
         sys.stdout.write("\n")
         sys.stdout.flush()
@@ -139,5 +139,6 @@ def _print(actions: "list[Action]", estimate: float, *, as_json: bool) -> None:
     for a in actions:
         out.write(format_action(a) + "\n")
     out.write(f"# {len(actions)} actions, estimated wall time {_format_seconds(estimate)}"
-              f" ({estimate:.1f} s)\n")
+              f" ({estimate:.1f} s) of waits and flows; a run {_format_seconds(run)} ({run:.1f} s) "
+              "with its flows' start lead, connections, fetches and processing\n")
     out.flush()

@@ -36,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernel", default="python3", help="Jupyter kernel to run the notebook in (default python3)")
     parser.add_argument("--timeout", type=float, help="seconds a cell may run before the point fails")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    parser.add_argument("--fresh-kernels", action="store_true",
+                        help="a new kernel for every point (default: one kept warm per lab, reset between points)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print every point's parameters and estimated seconds, and the total; run nothing")
 
 
 def _fixed(items: list[str]) -> dict[str, str]:
@@ -60,6 +64,14 @@ def main(args: argparse.Namespace) -> int:
     from netesto.sweep.grid import count, parse_grid
 
     count(parse_grid(args.params), args.reps)  # the size limit, before the heavy imports below
+    if args.dry_run:
+        from netesto.sweep.dryrun import dry_run, text
+
+        workers = max(1, len(args.labs) + len(args.testbeds))
+        rows = dry_run(args.notebook, args.params, reps=args.reps, fixed=_fixed(args.fixed), checks=args.checks,
+                       out=args.out, resume=args.resume, workers=workers)
+        sys.stdout.write(text(rows, workers))
+        return 0
     from netesto.sweep.run import sweep
 
     check_out(args.out)
@@ -67,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
         result = sweep(args.notebook, args.params, reps=args.reps, out=args.out, labs=args.labs,
                        testbeds=args.testbeds, fixed=_fixed(args.fixed), resume=args.resume, checks=args.checks,
                        kernel_name=args.kernel, timeout=args.timeout, progress=not args.quiet,
-                       steady=args.steady, figures=args.figures)
+                       steady=args.steady, figures=args.figures, fresh_kernels=args.fresh_kernels)
     except KeyboardInterrupt:
         print(f"netesto sweep: interrupted: the points done are kept in {args.out}/manifest.json; "
               f"`netesto sweep ... --out {args.out} --resume` runs the rest", file=sys.stderr)

@@ -68,7 +68,7 @@ def run_plan(
     runner = Runner(lab, wd, progress=progress, script=plan.text, defines=dict(plan.defines), **runner_options)
     runner.validate(plan.actions)
     try:
-        result = runner.run(plan.counted(wd / "counter"))
+        result = runner.run(plan.counted(wd / "counter"), planned=plan.actions)
     except NetestoError as exc:
         # What the script defined stays defined when an agent failed; a script
         # error (a clash only the run's own checks see) keeps the caller's state.

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from netesto.controller import links
 from netesto.controller.context import NETSERVER_PORT, RunContext
+from netesto.controller.names import check_names
 from netesto.controller.observe import start_batch
 from netesto.controller.plan import check_flow_ids
 from netesto.controller.progress import ActionFinished, ActionStarted, FlowsScheduled, HostError, Notice
@@ -71,6 +72,7 @@ def do_clients(r: RunContext, batch: list[DoClient]) -> None:
     """Start a batch of DO_CLIENTs at one common instant."""
     t_begin = time.time()
     check_limits(r, batch)
+    check_names(r, batch)  # a run of a list checked them all before it began: a lazy one, here
     for a in batch:
         check_flow_ids(a, r.lab, r.pairs)
     for a in batch:
@@ -236,7 +238,7 @@ def report_failed_flows(r: RunContext, client: str, e: ExpState, st: StatusReply
     """A flow that ended in error (refused connection, reset, refused spec...) is an error of
     the experiment (experiment.json's ``errors``) and of the run: the run goes on and the other
     flows' data stands, but it ends with an error (non-zero exit, a failed notebook cell)."""
-    ours = {rec.spec.flow_id for rec in e.flows if rec.host == client}
+    ours = {rec.spec.flow_id: rec.action.loc.origin() for rec in e.flows if rec.host == client}
     errors = st.errors
     for flow in st.failed:
         if flow not in ours or flow in e.failed_flows or (  # cut short by this run's own interrupt
@@ -244,12 +246,15 @@ def report_failed_flows(r: RunContext, client: str, e: ExpState, st: StatusReply
             continue
         e.failed_flows.add(flow)
         # the agent's words: escaped here, as they go into the run's errors (its exit message) too
+        # the script line first (the user's, then the macro's), as a script error reads
         text = f"flow {printable(flow, 200)} of experiment {e.exp} failed: {printable(errors.get(flow) or 'error')}"
-        e.errors.append(f"{client}: {text}")
-        r.errors.append(f"{client}: {text}")
+        said = f"{ours[flow]}: {client}: {text}"
+        e.errors.append(said)
+        r.errors.append(said)
         if r.first_error is None:
-            r.first_error = AgentError(text, host=client, kind="FlowFailed")
-        r.emit(HostError(host=client, error=text))
+            r.first_error = AgentError(said, kind="FlowFailed")
+            r.first_error.host = client  # named inside the message, after the line
+        r.emit(HostError(host=client, error=f"{ours[flow]}: {text}"))
 
 
 __all__ = ["check_limits", "do_clients", "ping", "prepare_server", "report_failed_flows", "server_ports", "wait_flows"]

@@ -65,6 +65,14 @@ class Plan:
         """Seconds the plan takes to run (:func:`netesto.script.estimate_seconds`)."""
         return estimate_seconds(self.actions)
 
+    def run_estimate(self, imported: bool | None = None) -> float:
+        """Seconds a run of the plan takes, with what running costs: flows' start lead, connections,
+        fetching, processing (:mod:`netesto.controller.estimate`); ``imported``: run in a process that
+        has processing's modules imported (None: this one, as it is now)."""
+        from netesto.controller.estimate import run_seconds, warm
+
+        return run_seconds(self.actions, imported=warm() if imported is None else imported)
+
     def counted(self, counter_file: Path) -> Iterator[Action]:
         """The actions, writing ``counter_file`` as each one is reached (and at the end)."""
         written = self.counter_start

@@ -23,11 +23,12 @@ ends; Ctrl-C stops flows and restores before re-raising.
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from netesto.controller.context import Abort, RunContext
 from netesto.controller.flows import do_clients
 from netesto.controller.handlers import HANDLERS, batched, get_data, process_stored, run_processing, stored
+from netesto.controller.names import check_names
 from netesto.controller.plan import check_actions
 from netesto.controller.progress import (
     ActionFinished,
@@ -53,11 +54,14 @@ class Runner(RunContext):
         ScriptError at a DO_CLIENT whose flow ids another one of its experiment has."""
         check_actions(actions, self.lab)
 
-    def run(self, actions: Iterable[Action]) -> RunResult:
+    def run(self, actions: Iterable[Action], *, planned: Sequence[Action] | None = None) -> RunResult:
         """Execute ``actions`` in order (a lazy iterator is consumed lazily; a list
-        is checked against the lab first, so an unknown host fails before anything runs)."""
+        is checked against the lab first, so an unknown host fails before anything runs).
+        ``planned``: all that a lazy ``actions`` will give (a plan's actions), checked with the
+        agents before anything runs, as a list is."""
         if isinstance(actions, (list, tuple)):
             self.validate(actions)
+            planned = actions
         t0 = time.time()
         make_workdir(self.workdir)
         self.emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))
@@ -65,6 +69,8 @@ class Runner(RunContext):
         aborted: BaseException | None = None
         with RunSignals(self._signalled) as signals:
             try:
+                if planned is not None:  # every flow's algorithm and tool on both of its hosts, before anything runs
+                    check_names(self, planned)
                 for item in batched(actions):
                     try:
                         if isinstance(item, list):

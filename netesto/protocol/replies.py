@@ -108,6 +108,7 @@ class HelloReply(CommandReply):
     commands: list[str] = _wire(list, items=str, factory=list)
     journal_pending: bool = _wire(bool, False)
     tools: Mapping[str, str] = _wire(dict, factory=dict)
+    congestion: list[str] = _wire(list, items=str, factory=list)  # algorithms a flow may ask for ([]: not said)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,19 @@ class Location:
     def __str__(self) -> str:
         return f"{self.file}:{self.line}"
 
+    def origin(self) -> str:
+        """Where a run-time error points: the user's own line first, then the macro line it came to.
+
+        >>> Location("inlib", 171, stack=("RUN OneFlowStream at <cell>:3", "RUN MServerStream at inlib:393")).origin()
+        '<cell>:3 (RUN OneFlowStream) > inlib:171'
+        >>> Location("t.nts", 4).origin()
+        't.nts:4'
+        """
+        if not self.stack:
+            return str(self)
+        name, _, place = self.stack[0].partition(" at ")
+        return f"{place} ({name}) > {self}"
+
 
 @dataclass(frozen=True)
 class Action:

@@ -12,15 +12,18 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from netesto.sweep import checks as criteria  # not "import netesto.sweep.checks": netesto.sweep is also a function
 from netesto.errors import NetestoError, clip
 from netesto.results.manifest import DONE, LEFTOVER, Manifest, PointRecord, inside
 from netesto.sweep.attempts import experiments_in, set_aside
 from netesto.sweep.values import checked
+
+if TYPE_CHECKING:
+    from netesto.sweep.kernel import WarmKernel
 
 SHAPE_PARAMS = ("bw", "rtt", "buffer", "loss", "jitter", "host_rtt")  # applied to a testbed before its point runs
 # The kernel's own warnings (e.g. ipykernel's about TCP without encryption, on a
@@ -51,6 +54,8 @@ class Context:
     manifest: Manifest
     lock: threading.Lock
     stop: threading.Event
+    fresh_kernels: bool = False
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)  # point key -> seconds per phase
 
     def save(self) -> None:
         with self.lock:
@@ -90,9 +95,13 @@ def recover_stale(worker: Worker, ctx: Context, rec: PointRecord | None) -> None
         ctx.manifest.save(ctx.directory)
 
 
-def run_point(rec: PointRecord, worker: Worker, ctx: Context) -> None:
-    """Run ``rec``'s next attempt; its record saved when it starts, when its notebook ends, when all is read."""
+def run_point(rec: PointRecord, worker: Worker, ctx: Context, kernel: WarmKernel | None = None,
+              on_line: Callable[[str], None] | None = None) -> None:
+    """Run ``rec``'s next attempt (in ``kernel``, kept warm from the worker's last point; each line the
+    kernel prints to ``on_line``); its record saved when it starts, when its notebook ends, when all is read."""
     import papermill
+
+    from netesto.sweep.kernel import ENGINE
 
     set_aside(rec, ctx.directory)
     pdir = inside(ctx.directory, rec.dir)
@@ -102,16 +111,21 @@ def run_point(rec: PointRecord, worker: Worker, ctx: Context) -> None:
     rec.status, rec.error, rec.lab, rec.started = "running", "", worker.lab, time.time()
     rec.notebook = out_nb.relative_to(ctx.directory).as_posix()
     ctx.save()
-    t0 = time.monotonic()
+    clock = Clock()
     try:
         if worker.testbed:
             _shape(worker.testbed, {**{k: ctx.declared[k] for k in SHAPE_PARAMS if k in ctx.declared}, **values},
                    worker.lab)
+        clock.lap("shape")
+        km = kernel.manager(pdir) if kernel is not None else None
+        clock.lap("kernel")
         # The kernel starts in the point's directory (nbclient's resources path), not through
         # papermill's cwd=, which chdirs the whole process: points run in parallel threads.
         papermill.execute_notebook(str(ctx.nb), str(out_nb), parameters=values, kernel_name=ctx.kernel_name,
                                    progress_bar=False, log_output=False, execution_timeout=ctx.timeout,
-                                   extra_arguments=KERNEL_ARGS, resources={"metadata": {"path": str(pdir)}})
+                                   extra_arguments=KERNEL_ARGS, resources={"metadata": {"path": str(pdir)}},
+                                   engine_name=ENGINE, km=km, on_line=on_line)
+        clock.lap("notebook")
         rec.status = DONE
     except papermill.PapermillExecutionError as exc:
         rec.status, rec.error = "failed", f"In [{exc.exec_count}]: {_cell_error(out_nb, exc)}"
@@ -120,29 +134,66 @@ def run_point(rec: PointRecord, worker: Worker, ctx: Context) -> None:
     except Exception as exc:  # noqa: BLE001 - a kernel that died, a bad notebook: recorded, the sweep goes on
         rec.status, rec.error = "failed", f"{type(exc).__name__}: {exc}"
     finally:
+        if rec.status != DONE and kernel is not None:
+            kernel.end()  # its state is unknown: its atexit handlers run now, the next point gets a new kernel
         if rec.status == "failed" and ctx.stop.is_set():
             rec.status = "interrupted"  # it failed because the sweep was being stopped
-        rec.seconds = round(time.monotonic() - t0, 3)
+        rec.seconds = round(clock.total(), 3)
         rec.experiments, rec.leftover = experiments_in(ctx.directory, rec.dir)
         if rec.status == DONE and not rec.experiments:
             rec.status = "failed"
             rec.error = (f"the notebook ended without an experiment (no exp.nc under {rec.dir}/): "
                          "did its run go to another workdir?")
         ctx.save()  # the point is recorded as it ended before anything slower (a second Ctrl-C) can stop us
-    _finish_point(rec, worker, ctx, out_nb)
+    _finish_point(rec, worker, ctx, out_nb, clock)
+    ctx.timings[rec.key] = {**clock.laps, **_cells(out_nb), "total": round(clock.total(), 3)}
 
 
-def _finish_point(rec: PointRecord, worker: Worker, ctx: Context, out_nb: Path) -> None:
+class Clock:
+    """Seconds per phase of a point (``laps``), for the sweep's timing breakdown."""
+
+    def __init__(self) -> None:
+        self.t0 = self.last = time.monotonic()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self.last, 3)
+        self.last = now
+
+    def total(self) -> float:
+        return time.monotonic() - self.t0
+
+
+def _cells(out_nb: Path) -> dict[str, float]:
+    """From the executed notebook's papermill metadata: the seconds its code cells ran (``cells``) and the
+    longest one (``cell_max``)."""
+    import json
+
+    try:
+        nb = json.loads(out_nb.read_text(encoding="utf-8"))
+        durations = [float(c["metadata"]["papermill"]["duration"] or 0) for c in nb["cells"]
+                     if c.get("cell_type") == "code" and "papermill" in c.get("metadata", {})]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {"cells": round(sum(durations), 3), "cell_max": round(max(durations, default=0.0), 3)}
+
+
+def _finish_point(rec: PointRecord, worker: Worker, ctx: Context, out_nb: Path, clock: Clock) -> None:
     """The slower part of a point's end: stale agent data fetched, HTML export, summary, checks."""
+    clock.lap("recorded")
     try:
         recover_stale(worker, ctx, rec)
     except NetestoError as exc:  # the next point's own check says it again if it still matters
         say(f"netesto sweep: after {rec.key}: {exc.format_message()}")
+    clock.lap("recover")
     if out_nb.exists():
         rec.html = _export_html(out_nb, ctx.directory)
+    clock.lap("export")
     if rec.status == DONE:
         summarize(rec, ctx.directory, ctx.manifest.steady, ctx.checks)
     ctx.save()
+    clock.lap("summary")
 
 
 def summarize(rec: PointRecord, directory: Path, steady: str, checks: list[str], *, read: bool = True) -> None:

@@ -19,6 +19,7 @@ class SweepResult:
     report: Path | None = None
     cube: Path | None = None
     ran: list[str] = field(default_factory=list)  # keys of the points run this time
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)  # key -> seconds per phase, run this time
 
     @property
     def failed(self) -> list[PointRecord]:

@@ -27,7 +27,9 @@ from netesto.errors import SweepError
 from netesto.results.manifest import DONE, Manifest, PointRecord
 from netesto.sweep.grid import Point, count, parse_grid, points
 from netesto.sweep.notebook import check_names, parameters_of
-from netesto.sweep.point import Context, Worker, recover_stale, run_point, say, summarize
+from netesto.sweep.estimate import estimates
+from netesto.sweep.point import KERNEL_ARGS, Context, Worker, recover_stale, run_point, say, summarize
+from netesto.sweep.progress import SweepProgress, display
 from netesto.sweep.result import SweepResult
 from netesto.sweep.values import checked
 
@@ -119,6 +121,7 @@ def sweep(
     report: bool = True,
     steady: str | None = None,
     figures: str | Sequence[str] | None = None,
+    fresh_kernels: bool = False,
 ) -> SweepResult:
     """Run ``notebook`` once per point of the grid ``params`` (``{"ca": ["cubic",
     "bbr"]}`` or ``["ca=cubic,bbr", ...]``) and repetition, in ``out``.
@@ -132,7 +135,10 @@ def sweep(
     evaluated on every point, also on those an earlier run of a resumed sweep ran.
     ``steady`` is the warm-up left out of every summary (``"5s"``, ``"10rtt"``;
     :mod:`netesto.results.steady`); ``figures`` the report's figures (see
-    :mod:`netesto.report.figures`).
+    :mod:`netesto.report.figures`). Each lab's points run one after another in one
+    kernel kept warm (:mod:`netesto.sweep.kernel`); ``fresh_kernels`` starts one per point.
+    ``progress``: True shows the sweep's bar (or lines, off a terminal) with each point's
+    own run progress; a callable is called with each point's record as it ends.
     """
     nb_path = Path(notebook).resolve()
     grid = parse_grid(params)
@@ -144,7 +150,7 @@ def sweep(
         if w.lab:
             check_reachable(w.lab)
     directory = Path(out).resolve()
-    manifest = _open_manifest(directory, nb_path, grid, reps, dict(fixed or {}), list(checks), resume)
+    manifest = open_manifest(directory, nb_path, grid, reps, dict(fixed or {}), list(checks), resume)
     _records(manifest, pts)
     manifest.provenance = provenance()
     manifest.defaults = {k: v for k, v in declared.items() if isinstance(v, (str, int, float, bool))}
@@ -160,8 +166,10 @@ def sweep(
     todo = [r for r in manifest if r.status != DONE]
     result = SweepResult(directory, manifest)
     ctx = Context(nb_path, directory, declared, dict(fixed or {}), kernel_name, timeout, list(checks), manifest,
-                  threading.Lock(), threading.Event())
-    bar = _progress(progress, len(manifest.points), len(manifest.points) - len(todo))
+                  threading.Lock(), threading.Event(), fresh_kernels, result.timings)
+    show = display(progress, len(manifest.points), len(manifest.points) - len(todo),
+                   estimates(nb_path, declared, dict(fixed or {}), todo, manifest))
+    ended_cb = progress if callable(progress) else None
     jobs: queue.Queue[PointRecord] = queue.Queue()
     for r in todo:
         jobs.put(r)
@@ -169,7 +177,10 @@ def sweep(
 
     ended = [threading.Event() for _ in workers]
 
+    from netesto.sweep.kernel import WarmKernel
+
     def work(worker: Worker, done: threading.Event) -> None:
+        kernel = WarmKernel(kernel_name, KERNEL_ARGS, fresh=fresh_kernels)
         try:
             # what a killed run or a restarted agent left on this lab, before its first point here
             recover_stale(worker, ctx, _last_on(manifest, worker.lab))
@@ -178,13 +189,19 @@ def sweep(
                     rec = jobs.get_nowait()
                 except queue.Empty:
                     return
-                run_point(rec, worker, ctx)
+                if show is not None:
+                    show.started(rec)
+                run_point(rec, worker, ctx, kernel, on_line=_lines(show, rec))
                 result.ran.append(rec.key)
-                bar(rec)
+                if show is not None:
+                    show.ended(rec)
+                if ended_cb is not None:
+                    ended_cb(rec)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             errors.append(exc)
             ctx.stop.set()
         finally:
+            kernel.end()
             done.set()
 
     threads = [threading.Thread(target=work, args=(w, e), name=f"sweep-{i}", daemon=True)
@@ -199,7 +216,8 @@ def sweep(
             say(f"netesto sweep: while stopping: {type(exc).__name__}: {exc}")
         raise
     finally:
-        bar(None)
+        if show is not None:
+            show.close()
     if errors:
         raise errors[0]
     if report:
@@ -261,7 +279,7 @@ def _last_on(manifest: Manifest, lab: str) -> PointRecord | None:
     return max(ran, key=lambda r: r.started or 0.0) if ran else None
 
 
-def _open_manifest(directory: Path, nb: Path, grid: dict[str, list[Any]], reps: int, fixed: dict[str, Any],
+def open_manifest(directory: Path, nb: Path, grid: dict[str, list[Any]], reps: int, fixed: dict[str, Any],
                    checks: list[str], resume: bool) -> Manifest:
     if not (directory / "manifest.json").exists():
         if directory.exists() and any(directory.iterdir()):
@@ -278,24 +296,11 @@ def _open_manifest(directory: Path, nb: Path, grid: dict[str, list[Any]], reps: 
     return old
 
 
-def _progress(progress: bool | Callable[[PointRecord], None], total: int, done: int) -> Callable[[PointRecord | None], None]:
-    if callable(progress):
-        cb = progress
-        return lambda rec: cb(rec) if rec is not None else None
-    if not progress:
-        return lambda rec: None
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total, initial=done, unit="point", desc="sweep", dynamic_ncols=True)
-
-    def update(rec: PointRecord | None) -> None:
-        if rec is None:
-            bar.close()
-            return
-        bar.set_postfix_str(f"{rec.key}: {rec.status}", refresh=False)
-        bar.update(1)
-
-    return update
+def _lines(show: SweepProgress | None, rec: PointRecord) -> Callable[[str], None] | None:
+    """Where the lines ``rec``'s kernel prints go: the sweep's display, as the point's progress."""
+    if show is None:
+        return None
+    return lambda text: show.line(rec, text)
 
 
 def _finish(result: SweepResult) -> None:

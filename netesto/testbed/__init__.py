@@ -13,8 +13,8 @@ from typing import Any
 
 import importlib
 
-__all__ = ["TestbedConfig", "UpResult", "down", "reshape", "status", "testbed", "up"]
-_MODULE = {"TestbedConfig": "config", "UpResult": "config", "reshape": "inplace"}  # name -> module, where not lifecycle
+__all__ = ["TestbedConfig", "UpResult", "down", "own_name", "reshape", "status", "testbed", "up"]
+_MODULE = {"TestbedConfig": "config", "UpResult": "config", "reshape": "inplace", "own_name": "naming"}  # name -> module, where not lifecycle
 
 
 def __getattr__(name: str) -> Any:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 from netesto.errors import TestbedError
 from netesto.labfile import LabFile, LabHost, write_lab
-from netesto.testbed import agents, buffers, loopback, shaping, topology
+from netesto.testbed import agents, buffers, loopback, naming, shaping, topology
 from netesto.testbed.config import WANTED_CC, TestbedConfig, UpResult
 from netesto.testbed.inplace import host_delay
 from netesto.testbed.state import (
@@ -148,10 +148,14 @@ def _release_globals(name: str) -> list[str]:
 
 
 def up(config: TestbedConfig, *, progress: Callable[[str], None] | None = None,
-       at_step: Callable[[str], None] | None = None) -> UpResult:
+       at_step: Callable[[str], None] | None = None, replace: bool = False) -> UpResult:
     """Build the testbed of ``config``; on any failure, undo everything and re-raise.
-    ``at_step`` is called with the name of each step of :data:`STEPS` as it begins."""
+    ``at_step`` is called with the name of each step of :data:`STEPS` as it begins; with
+    ``replace`` a testbed of the same name left up by this owner (a notebook run again after an
+    interrupt) is taken down first."""
     say = progress or (lambda _msg: None)
+    if replace and naming.take_back(config.name, down):
+        say(f"took down the testbed {config.name!r} this owner had left up")
     ok, why = (False, "asked for with --loopback") if config.loopback else namespaces_supported()
     if not ok:
         return loopback.up(config, reason=why, progress=say)

@@ -22,13 +22,17 @@ from netesto.errors import LabError
 from .agentproc import AgentProc, make_keys, start_agent
 
 
-def start_pair(pair, tmp_path: Path, *, shape_h1: bool = False, lease: float | None = None) -> tuple[Path, dict[str, AgentProc]]:
+def start_pair(pair, tmp_path: Path, *, shape_h1: bool = False, lease: float | None = None,
+               path: dict[str, str] | None = None) -> tuple[Path, dict[str, AgentProc]]:
     """Agents h1 (pair.a) and h2 (pair.b) with CURVE keys; returns the lab file.
 
-    With ``shape_h1`` the lab says h1's traffic is shaped by agent h2 on its veth0.
+    With ``shape_h1`` the lab says h1's traffic is shaped by agent h2 on its veth0; ``path``
+    gives an agent its own PATH (the tools its host has).
     """
     keys = make_keys(tmp_path / "keys")
-    popen = {"h1": lambda argv: pair.popen(pair.a, argv), "h2": lambda argv: pair.popen(pair.b, argv)}
+    env = {n: ["env", f"PATH={p}"] for n, p in (path or {}).items()}
+    popen = {"h1": lambda argv: pair.popen(pair.a, [*env.get("h1", []), *argv]),
+             "h2": lambda argv: pair.popen(pair.b, [*env.get("h2", []), *argv])}
     addr = {"h1": pair.addr_a, "h2": pair.addr_b}
     agents = {n: start_agent(popen[n], n, addr[n], tmp_path, keys=keys, lease=lease) for n in ("h1", "h2")}
     hosts = {

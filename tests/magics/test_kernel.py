@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -25,13 +26,47 @@ RUN InlibShortWaits
 """
 
 
+# A flow that fails after it started: its client tool dies of a signal mid-run. An unknown congestion
+# control no longer serves, it is refused before anything runs (tests/controller/test_refuse_early.py).
+CRASH = """\
+SOURCE inlib
+RUN InlibShortWaits
+BEGIN CrashingFlow dur
+DO_SERVER host=h1 exp=COUNTER start=1
+DO_CLIENT host=h2 server=h1 test=TCP_STREAM ca=cubic dur=$dur driver=iperf3
+GET_DATA host=h1
+GET_DATA host=h2
+END CrashingFlow
+RUN CrashingFlow dur=$dur
+"""
+
+# what the testbed's agents find as iperf3: the real server; a client that crashes half a second in
+CRASHING_IPERF3 = """\
+#!/bin/sh
+case " $* " in *" -s "*) exec {real} "$@";; esac
+sleep 0.5
+echo "iperf3 stand-in: crashing on purpose" >&2
+kill -SEGV $$
+"""
+
+
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
     from netesto.testbed.lifecycle import TestbedConfig, down, up
 
     where = tmp_path_factory.mktemp("kbed")
-    tb = up(TestbedConfig.parse(name=f"k{os.getpid() % 100000}x{next(_names)}", hosts=2, rtt="10ms",
-                                bw="100mbit", dir=where))
+    real = shutil.which("iperf3")
+    assert real, "these tests need iperf3 (apt-get install iperf3)"
+    (where / "bin").mkdir()
+    (where / "bin" / "iperf3").write_text(CRASHING_IPERF3.format(real=real))
+    (where / "bin" / "iperf3").chmod(0o755)
+    path = os.environ["PATH"]
+    os.environ["PATH"] = f"{where / 'bin'}{os.pathsep}{path}"  # the agents started now inherit it
+    try:
+        tb = up(TestbedConfig.parse(name=f"k{os.getpid() % 100000}x{next(_names)}", hosts=2, rtt="10ms",
+                                    bw="100mbit", dir=where))
+    finally:
+        os.environ["PATH"] = path
     try:
         yield tb
     finally:
@@ -136,13 +171,16 @@ def test_a_second_interrupt_during_the_cleanup_does_not_cut_it_short(kernel, tes
 
 def test_a_failed_flow_fails_the_cell_after_storing_the_data(kernel, testbed, tmp_path):
     work = tmp_path / "res"
-    cell = f"%%netesto -D dur=1 --workdir {work} --as bad\n" + STREAM.format(extra="", ca="nosuchca")
+    cell = f"%%netesto -D dur=2 --workdir {work} --as bad\n" + CRASH
     ex = kernel.execute(cell)
     assert ex.status == "error"
-    assert "congestion control 'nosuchca'" in ex.stream("stderr") and "Traceback" not in ex.stream("stderr")
+    said = ex.stream("stderr")
+    assert "Traceback" not in said and said.count("crashing on purpose") == 1, said  # the reason, once
+    # the user's line first (the RUN in the cell), then the macro's line
+    assert "run failed: <cell>:9 (RUN CrashingFlow) > <cell>:5: h2: flow h2-h1-1-0 of experiment 1 failed" in said, said
     kept = kernel.value("dict(ok=bad.ok, exps=bad.exps)")
     assert kept == {"ok": False, "exps": [1]}
-    assert "nosuchca" in " ".join(json.loads((work / "1" / "experiment.json").read_text())["errors"])
+    assert "crashing on purpose" in " ".join(json.loads((work / "1" / "experiment.json").read_text())["errors"])
 
 
 def test_nbclient_sees_the_failed_cell_and_stops(testbed, tmp_path):
@@ -150,11 +188,11 @@ def test_nbclient_sees_the_failed_cell_and_stops(testbed, tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell(f"%load_ext netesto\n%netesto lab {testbed.lab}\n%netesto workdir {tmp_path / 'w'}"),
-        nbformat.v4.new_code_cell("%%netesto -D dur=1\n" + STREAM.format(extra="", ca="nosuchca")),
+        nbformat.v4.new_code_cell("%%netesto -D dur=2\n" + CRASH),
         nbformat.v4.new_code_cell("after = 1"),
     ]
     client = NotebookClient(nb, timeout=120, km=kernel_manager(tmp_path), resources={"metadata": {"path": str(tmp_path)}})
-    with pytest.raises(CellExecutionError, match="nosuchca"):
+    with pytest.raises(CellExecutionError, match="crashing on purpose"):
         client.execute()
     assert nb.cells[2].get("execution_count") is None  # the cell after the failed one never ran
     assert (tmp_path / "w" / "1" / "experiment.json").is_file()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -33,3 +34,36 @@ def test_quickstart_runs_and_shows_both_flows(tmp_path):
     assert errors == [] and drawn == 2
     assert renderers["Goodput (200 ms mean)"] >= 2 and renderers["Congestion window"] == 2  # one per flow
     assert renderers["Delivery rate"] == 2 and renderers["Min RTT"] == 2
+
+
+@pytest.mark.slow
+def test_the_quickstart_runs_again_in_one_kernel_after_an_interrupt(tmp_path):
+    from netesto.testbed.state import state_path
+
+    from .kernel import Kernel
+    from .test_kernel import _flows_running
+
+    nb = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)
+    cells = [cell.source for cell in nb.cells if cell.cell_type == "code"]
+    kernel = Kernel(tmp_path / "k", cwd=tmp_path)
+    name = ""
+    try:
+        for code in cells[:2]:
+            assert kernel.execute(code, timeout=120).status == "ok"
+        name = kernel.value("tb.name")
+        assert re.fullmatch(r"q[0-9a-f]{2,9}", name), name  # this user's and this kernel's own
+        first = kernel.execute(cells[2], interrupt_after=1.0, interrupt_when=_flows_running, timeout=120)
+        assert first.interrupted_at is not None and "run interrupted" in str(first.reply.get("traceback")), first.reply
+        assert state_path(name).exists()  # the interrupt left the testbed up, as a user's would
+        # top to bottom again in the same kernel: the first cell takes back its own testbed
+        for i, code in enumerate(cells):
+            ex = kernel.execute(code, timeout=240)
+            assert ex.status == "ok", (i, ex.reply, ex.stream("stderr"))
+        assert kernel.value("two.exps") == [2]  # the interrupted run kept experiment 1
+        assert not state_path(name).exists()  # its last cell took the testbed down
+    finally:
+        kernel.close()
+        if name and state_path(name).exists():
+            from netesto.testbed.lifecycle import down
+
+            down(name)

@@ -28,7 +28,7 @@ SENT = {
     "hello": {"protocol": "1.0", "package": "0.1.0", "agent": "h1.lab", "hostname": "h1", "kernel": "6.8.0",
               "time": 1764150000.25, "monotonic": 1234.5, "clock": "CLOCK_REALTIME (time.time)", "pid": 4242,
               "lease": 30.0, "unfetched": ["3", "4"], "commands": list(COMMANDS), "journal_pending": False,
-              "tools": {"python": "3.12.3", "iperf3": "3.16"}},
+              "tools": {"python": "3.12.3", "iperf3": "3.16"}, "congestion": ["reno", "cubic", "bbr"]},
     "time": {"time": 1764150000.25},
     "heartbeat": {"lease": 30, "time": 1764150000.25},
     "snapshot": {"files": ["0/h1.snmp", "0/h1.netstat"]},

@@ -53,7 +53,7 @@ def test_plan_text(tmp_path: Path) -> None:
     outside.mkdir()
     assert run_plan(*args, cwd=outside).stdout.startswith(f"{script}:5  h1  DO_SERVER")
     assert any("DO_CLIENT exp=43" in ln and "ca=bbr" in ln for ln in lines)
-    assert lines[-1] == "# 12 actions, estimated wall time 0:10 (10.5 s)"
+    assert lines[-1].startswith("# 12 actions, estimated wall time 0:10 (10.5 s) of waits and flows; a run ")
     assert (tmp_path / "counter").read_text() == "41\n"  # planning never consumes counter values
 
 

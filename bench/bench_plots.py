@@ -50,6 +50,7 @@ def main() -> None:
 
     import netesto.plots
     from netesto.plots.flows import PER_FLOW_MAX
+    from netesto.plots.page import render
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
@@ -63,7 +64,7 @@ def main() -> None:
             t0 = time.perf_counter()
             layout = netesto.plots.timeseries(ds)
             t1 = time.perf_counter()
-            file_html(hv.render(layout, backend="bokeh"), INLINE, "bench")
+            file_html(render(layout), INLINE, "bench")  # thinned for the screen, as netesto's pages draw it
             t2 = time.perf_counter()
             path = netesto.plots.save(netesto.plots.timeseries(ds), Path(tmp) / "flows.html")
             t3 = time.perf_counter()
@@ -103,8 +104,7 @@ def baseline(ds: xr.Dataset) -> object:
     over the same display-thinned data netesto.plots draws."""
     import holoviews as hv
 
-    from netesto.plots.display import envelope
-    from netesto.plots.flows import PAGE_BINS
+    from netesto.plots.display import PAGE_BINS, envelope
 
     time_ = ds["time"].values
     bins = PAGE_BINS // ds.sizes["flow"]

@@ -44,6 +44,14 @@ def table(table: Any, x: str, y1: Any, **kw: Any) -> Any:
     return table_plot(table, x, y1, **kw)
 
 
+def thin(obj: Any, **kw: Any) -> Any:
+    """A copy of a plot as netesto draws it: long lines thinned to their extremes per bin, many flows one
+    multi-line (see :func:`netesto.plots.screen.thin`); for ``hv.save`` or a holoviews display of many flows."""
+    from netesto.plots.screen import thin as thinned
+
+    return thinned(obj, **kw)
+
+
 def save(obj: Any, path: Any, **kw: Any) -> Any:
     """A self-contained HTML file, bokeh's JavaScript inline (see :func:`netesto.plots.page.save`)."""
     from netesto.plots.page import save as write
@@ -51,4 +59,4 @@ def save(obj: Any, path: Any, **kw: Any) -> Any:
     return write(obj, path, **kw)
 
 
-__all__ = ["fct_slowdown", "latency_cdf", "save", "table", "timeseries", "trace_plot"]
+__all__ = ["fct_slowdown", "latency_cdf", "save", "table", "thin", "timeseries", "trace_plot"]

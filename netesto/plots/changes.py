@@ -79,9 +79,9 @@ def change_marks(ds: Any, top: float, right: float = np.inf) -> list[Any]:
     return out
 
 
-def trace_lines(ds: Any, factor: float) -> list[Any]:
+def trace_lines(ds: Any, factor: float, tdim: Any = "time", vdim: Any = "goodput") -> list[Any]:
     """The rate each trace link's trace offered (``trace_rate``, divided by ``factor``), a dashed grey line a
-    link, for the goodput panel; [] without one."""
+    link, for the goodput panel (its dimensions ``tdim`` and ``vdim``: the flows' axes); [] without one."""
     if "trace_rate" not in ds:
         return []
     import holoviews as hv
@@ -90,7 +90,7 @@ def trace_lines(ds: Any, factor: float) -> list[Any]:
     out = []
     for link in ds["link"].values:
         rate = np.asarray(ds["trace_rate"].sel(link=link).values, dtype=float) / factor
-        out.append(hv.Curve((time, rate), "time", "goodput", label=f"trace {link} (offered)").opts(
+        out.append(hv.Curve((time, rate), tdim, vdim, label=f"trace {link} (offered)").opts(
             color="grey", line_dash="dashed", line_width=1))
     return out
 

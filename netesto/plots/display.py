@@ -1,14 +1,20 @@
-"""Thinning long per-flow series for display only (numpy, no holoviews): the dataset keeps every sample.
+"""Thinning long per-flow series for display only: the dataset and the plot objects keep every sample.
 
 A screen is ~1000 pixels wide; a 60 s flow sampled every 10 ms has 6000 points. Each line is cut
 into equal bins and keeps, per bin, its lowest and highest sample in time order (an envelope:
 peaks and dips stay visible, unlike a mean or a stride). Bins with no finite sample stay NaN, which
-bokeh draws as a gap.
+bokeh draws as a gap. :func:`netesto.plots.screen.thin` applies it to the curves of a holoviews object
+as it is drawn (pages, netesto's notebook display): the object and the dataset keep every sample.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+BINS = 1000  # display bins per line (each keeps its min and max): about one per pixel column
+PAGE_BINS = 20_000  # per panel: many flows get fewer bins each, so a page stays small and quick
 
 
 def envelope(time: np.ndarray, data: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
@@ -43,23 +49,35 @@ def envelope(time: np.ndarray, data: np.ndarray, bins: int) -> tuple[np.ndarray,
     return at.reshape(len(data), -1).astype(np.float32), values.reshape(len(data), -1).astype(np.float32)
 
 
-def first_per_bin(mask: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """(row, column) of the True cells of ``mask`` (flows x samples), keeping only the first of each
-    row in each of ``bins`` equal bins when there are more than ``2 * bins`` columns (what a
-    screen can tell apart). Marks such as retransmissions stay one per flow and pixel column.
+def first_per_bin(times: np.ndarray, groups: np.ndarray, bins: int) -> np.ndarray:
+    """Which of the points at ``times`` (each of a group, e.g. its flow) to draw: all when there are
+    at most ``2 * bins``, else the first of each group in each of ``bins`` equal bins of their time
+    span (what a screen can tell apart). Marks such as retransmissions stay one per flow and pixel
+    column. Returns their indices, in order.
 
-    >>> m = np.zeros((2, 10), bool); m[0, [1, 2, 7]] = True; m[1, 9] = True
-    >>> [a.tolist() for a in first_per_bin(m, 2)]
-    [[0, 0, 1], [1, 7, 9]]
-    >>> [a.tolist() for a in first_per_bin(m, 5)]
-    [[0, 0, 0, 1], [1, 2, 7, 9]]
+    >>> t = np.array([1.0, 2.0, 7.0, 9.0, 0.0, 9.5])
+    >>> first_per_bin(t, np.array(["a", "a", "a", "b", "a", "a"]), 2).tolist()
+    [2, 3, 4]
+    >>> first_per_bin(t, np.zeros(6), 3).tolist()
+    [0, 1, 2, 3, 4, 5]
     """
-    rows, cols = np.nonzero(mask)
-    if mask.shape[1] <= 2 * bins or not len(cols):
-        return rows, cols
-    width = -(-mask.shape[1] // bins)
-    _, keep = np.unique(rows * (bins + 1) + cols // width, return_index=True)
-    return rows[keep], cols[keep]
+    t = np.asarray(times, dtype=float)
+    if len(t) <= 2 * bins:
+        return np.arange(len(t))
+    lo, hi = float(np.nanmin(t)), float(np.nanmax(t))
+    at = np.minimum(((t - lo) / ((hi - lo) / bins or 1.0)).astype(int), bins - 1)
+    _, group = np.unique(np.asarray(groups), return_inverse=True)
+    order = np.argsort(t, kind="stable")  # np.unique keeps the first of each (group, bin) in this order
+    _, keep = np.unique((group * bins + at)[order], return_index=True)
+    return np.sort(order[keep])
 
 
-__all__ = ["envelope", "first_per_bin"]
+def columns(curve: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A curve's time values and its values as one row (what :func:`envelope` takes), read from its
+    data interface: ``dimension_values`` runs holoviews' pipeline per call (0.6 of 0.8 s for 192 curves)."""
+    values = curve.interface.values
+    return (np.asarray(values(curve, curve.kdims[0]), dtype=float),
+            np.asarray(values(curve, curve.vdims[0]), dtype=float)[None])
+
+
+__all__ = ["BINS", "PAGE_BINS", "columns", "envelope", "first_per_bin"]

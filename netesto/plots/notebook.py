@@ -37,12 +37,9 @@ def _height(model: Any) -> int:
 
 def page(obj: Any, title: str = "netesto") -> tuple[str, int]:
     """``obj``'s self-contained page and the height it needs in pixels."""
-    import holoviews as hv
+    from netesto.plots.page import render, standalone
 
-    from netesto.plots.page import bokeh_backend, standalone
-
-    bokeh_backend()
-    model = hv.render(obj, backend="bokeh")
+    model = render(obj)  # long lines thinned for the screen, as on a saved page
     return standalone(model, title), (_height(model) or DEFAULT_HEIGHT) + MARGIN
 
 

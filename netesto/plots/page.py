@@ -35,14 +35,26 @@ def bokeh_backend() -> None:
     hv.Store.set_current_backend("bokeh")
 
 
+def render(obj: Any) -> Any:
+    """The bokeh model of a holoviews object (its long curves thinned for the screen:
+    :func:`netesto.plots.screen.thin`), or ``obj`` itself when it is a bokeh model already."""
+    import holoviews as hv
+    from bokeh.model import Model
+
+    from netesto.plots.screen import thin
+
+    if isinstance(obj, Model):
+        return obj
+    bokeh_backend()
+    return hv.render(thin(obj), backend="bokeh")
+
+
 def figures(obj: Any) -> list[Any]:
     """The bokeh figures of a holoviews object (a layout's panels top to bottom), each with its
     own toolbar; panels that share an axis in the layout keep sharing it."""
-    import holoviews as hv
     from bokeh.models import GridPlot
 
-    bokeh_backend()
-    root = hv.render(obj, backend="bokeh")
+    root = render(obj)
     if not isinstance(root, GridPlot):
         return [root]
     out: list[Any] = [child for child, *_ in sorted(root.children, key=lambda c: (c[1], c[2]))]
@@ -54,15 +66,12 @@ def figures(obj: Any) -> list[Any]:
 def embed(objs: Sequence[Any]) -> Embedded:
     """Render ``objs`` (holoviews objects or bokeh models) into one bokeh document for a page:
     one div per object, the shared script and the inline resources (see :class:`Embedded`)."""
-    import holoviews as hv
     from bokeh.core.templates import CSS_RESOURCES, JS_RESOURCES
     from bokeh.embed import components
     from bokeh.embed.bundle import bundle_for_objs_and_resources
-    from bokeh.model import Model
     from bokeh.resources import INLINE
 
-    bokeh_backend()
-    models = [o if isinstance(o, Model) else hv.render(o, backend="bokeh") for o in objs]
+    models = [render(o) for o in objs]
     script, divs = components(models)
     bundle = bundle_for_objs_and_resources(models, INLINE)
     # only what is inline: the bundle's file URLs are panel's server-relative script (see above)
@@ -73,13 +82,10 @@ def embed(objs: Sequence[Any]) -> Embedded:
 
 def standalone(obj: Any, title: str = "netesto") -> str:
     """``obj`` (a holoviews object or a bokeh model) as one page, bokeh's JavaScript inline."""
-    import holoviews as hv
     from bokeh.embed import file_html
-    from bokeh.model import Model
     from bokeh.resources import INLINE
 
-    bokeh_backend()
-    model = obj if isinstance(obj, Model) else hv.render(obj, backend="bokeh")
+    model = render(obj)
     # bokeh's own page, not holoviews.save's panel template: that one loads icons and MathJax from CDNs.
     return _SERVER_SCRIPT.sub("", file_html(model, INLINE, title))
 
@@ -92,4 +98,4 @@ def save(obj: Any, path: Any, *, title: str = "netesto") -> Path:
     return out
 
 
-__all__ = ["Embedded", "bokeh_backend", "embed", "figures", "save", "standalone"]
+__all__ = ["Embedded", "bokeh_backend", "embed", "figures", "render", "save", "standalone"]

@@ -36,9 +36,12 @@ def test_envelope_of_a_length_not_a_multiple_of_the_bins() -> None:
     assert ts.shape[1] <= 20 and vs[0, -1] == 1000.0 and vs[0, 0] == 0.0
 
 
-def test_first_per_bin_passes_short_masks_through() -> None:
-    m = np.zeros((2, 50), bool)
-    m[0, [3, 4, 5]] = True
-    rows, cols = first_per_bin(m, 25)
-    assert rows.tolist() == [0, 0, 0] and cols.tolist() == [3, 4, 5]
-    assert [a.tolist() for a in first_per_bin(m, 5)] == [[0], [3]]
+def test_first_per_bin_passes_short_series_through_and_keeps_each_groups_first() -> None:
+    t = np.arange(50.0)
+    flows = np.array(["a", "b"] * 25)
+    assert first_per_bin(t, flows, 25).tolist() == list(range(50))
+    keep = first_per_bin(t, flows, 5)  # 5 bins of 10 s: the first of a and of b in each
+    assert keep.tolist() == [0, 1, 10, 11, 20, 21, 30, 31, 40, 41]
+    shuffled = np.random.default_rng(1).permutation(50)  # the first in time, wherever it stands
+    assert sorted(t[shuffled][first_per_bin(t[shuffled], flows[shuffled], 5)].tolist()) == [
+        0.0, 1.0, 10.0, 11.0, 20.0, 21.0, 30.0, 31.0, 40.0, 41.0]

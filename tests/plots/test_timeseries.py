@@ -34,12 +34,10 @@ def _labels(ds: xr.Dataset) -> list[str]:
 
 
 def _figures(layout: object) -> list[object]:
-    """The bokeh figures holoviews renders ``layout`` to, top to bottom."""
-    import holoviews as hv
-    from bokeh.plotting import figure
+    """The bokeh figures netesto draws ``layout`` as (on its pages, in a notebook), top to bottom."""
+    from netesto.plots.page import figures
 
-    root = hv.render(layout, backend="bokeh")
-    return [root] if isinstance(root, figure) else [f for f, *_ in root.children]  # type: ignore[attr-defined]
+    return figures(layout)
 
 
 def _lines(fig: object) -> dict[str, np.ndarray]:
@@ -68,18 +66,27 @@ def test_one_panel_per_variable_one_line_per_flow(dataset: xr.Dataset) -> None:
     (legend,) = goodput.legend
     assert [getattr(item.label, "value", item.label) for item in legend.items] == [*flows, "sum", "retransmits"]
     assert legend.click_policy == "hide" and all(len(item.renderers) == 1 for item in legend.items)
+    # the hover names a flow by its line's name: no column repeating the name at each point (page size)
+    from bokeh.models import HoverTool
+
+    flow_lines = [r for r in goodput.renderers if r.name in flows]
+    assert len(flow_lines) == 3 and all("flow" not in r.data_source.data for r in flow_lines)
+    assert any(("flow", "$name") in t.tooltips for t in goodput.toolbar.tools if isinstance(t, HoverTool))
     # the goodput lines are the 200 ms mean of the samples, in the unit the panel names
     first = _lines(goodput)[flows[0]]
-    assert panels[0].opts.get().kwargs["ylabel"] == "goodput (Gbit/s)"  # loopback
+    assert goodput.yaxis[0].axis_label == "goodput (Gbit/s)"  # loopback
     raw = dataset.goodput.isel(flow=0).values / 1e9
     assert np.nanmax(first) <= np.nanmax(raw) + 1e-6
     assert np.nanmax(first) > 0.5 * np.nanmax(raw)
-    # the sum is the sum of the flows' lines, the dataset's goodput_sum_smooth (NaN where no flow runs)
-    total = _lines(goodput)["sum"]
-    lines = [v for f, v in _lines(goodput).items() if f != "sum"]
-    parts = np.nansum(lines, axis=0)
-    running = np.isfinite(lines).any(axis=0)
-    assert np.allclose(total[running], parts[running], rtol=1e-5) and np.isnan(total[~running]).all()
+    # the sum is the sum of the flows' curves, the dataset's goodput_sum_smooth (NaN where no flow runs)
+    total = panels[0].Curve.Sum
+    at = {t: i for i, t in enumerate(total.dimension_values("time"))}
+    parts = np.full((len(flows), len(at)), np.nan)
+    for k, curve in enumerate(panels[0].NdOverlay.I):
+        parts[k, [at[t] for t in curve.dimension_values("time")]] = curve.dimension_values("goodput")
+    running = np.isfinite(parts).any(axis=0)
+    summed = total.dimension_values("goodput")
+    assert np.allclose(summed[running], np.nansum(parts, axis=0)[running]) and np.isnan(summed[~running]).all()
 
 
 def test_retransmits_are_marked_where_the_counter_rises(dataset: xr.Dataset) -> None:
@@ -138,7 +145,7 @@ def test_an_experiment_of_a_run_result_plots_itself(tmp_path: Path) -> None:
     shutil.copytree(DATA / "2", tmp_path / "2")
     process_experiment(tmp_path, 2)
     exp = ExperimentResult(exp=2, exp_name="", path=tmp_path / "2", hosts=(), flows=())
-    (panel,) = exp.plot("cwnd")
+    panel = exp.plot("cwnd")  # one variable: its panel (an Overlay), which * and + combine
     assert panel.opts.get().kwargs["title"] == "Congestion window" and len(_lines(_figures(panel)[0])) >= 1
     assert len(exp.plot()) == 3
 
@@ -171,17 +178,14 @@ def test_up_to_per_flow_max_flows_each_flow_is_a_legend_entry() -> None:
 def test_many_flows_are_one_multi_line_whose_hover_names_each_flow() -> None:
     """Above PER_FLOW_MAX flows a panel is one bokeh MultiLine (one renderer, a line per flow,
     each with its flow name and colour), thinned for the screen; the dataset is untouched."""
-    import holoviews as hv
     from bokeh.models import HoverTool, MultiLine
-    from bokeh.plotting import figure
 
     import netesto.plots
 
     ds = _many(20)  # above PER_FLOW_MAX
     before = ds.goodput.values.copy()
     layout = netesto.plots.timeseries(ds, ["cwnd", "goodput"])
-    grid = hv.render(layout, backend="bokeh")
-    figures = sorted(grid.select({"type": figure}), key=lambda f: f.title.text)
+    figures = sorted(_figures(layout), key=lambda f: f.title.text)  # type: ignore[attr-defined]
     assert [f.title.text for f in figures] == ["Congestion window", "Goodput (200 ms mean)"]
     cwnd, goodput = figures
     (flows_renderer,) = [r for r in cwnd.renderers if r.name == "flows"]

@@ -157,6 +157,19 @@ class LiveState:
             return 0.0
         return max(0.0, self.estimate - self.elapsed(now), self._flows_end - now)
 
+    def left_text(self, now: float | None = None) -> str:
+        """``12 s left``; past the estimate while work remains, ``finishing`` (never ``0 s left``).
+
+        >>> s = LiveState(estimate=10.0)
+        >>> s.t0 = 100.0
+        >>> s.left_text(now=104.2), s.left_text(now=112.0)
+        ('6 s left', 'finishing (past the 10 s estimate)')
+        """
+        left = self.time_left(now)
+        if self.finished is None and left < 0.5:
+            return f"finishing (past the {self.estimate:.0f} s estimate)"
+        return f"{left:.0f} s left"
+
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -207,7 +220,7 @@ class LiveText(ConsoleProgress):
         more = f" (+{len(recent) - self.max_flows} more)" if len(recent) > self.max_flows else ""
         hosts = "; ".join(f"{h}: {text}" for h, text in self.state.hosts().items())
         self._line(f"  goodput {shown}{more}; sum {format_rate(sum(s.rate for s in recent))} | {hosts} | "
-                   f"{self.state.time_left(now):.0f} s left")
+                   f"{self.state.left_text(now)}")
 
 
 __all__ = ["LiveState", "LiveText", "Sample", "format_rate"]

@@ -238,7 +238,8 @@ class NetestoMagics(Magics):
         plan = self._plan(cell, args, defines, lab)
         if lab is None:
             raise UsageError("no lab: use `%netesto lab FILE` or `%%netesto --lab FILE`")
-        progress = self._progress(plan.estimate, args.progress, planned_flows(plan.actions, lab))
+        # the bar's length: the run's whole time (start lead, fetching, processing), not only the script's
+        progress = self._progress(plan.run_estimate(), args.progress, planned_flows(plan.actions, lab))
         return plan, lab, self._workdir(args), progress
 
     def _run(self, cell: str, args: Any, defines: dict[str, str]) -> Any:

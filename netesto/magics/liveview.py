@@ -122,7 +122,7 @@ class LiveWidgetProgress(WidgetProgress):
     def _live_text(self) -> str:
         recent = self.state.recent(3.0)
         rate = f"sum {format_rate(sum(s.rate for s in recent))}, " if recent else ""
-        return f"{rate}{self.state.time_left():.0f} s left"
+        return f"{rate}{self.state.left_text()}"
 
     def _hosts_html(self) -> str:
         cells = "".join(f"<td style='padding-right:1.5em'><b>{html.escape(h)}</b> {html.escape(text)}</td>"

@@ -52,8 +52,9 @@ class WidgetProgress(Progress):
     def _tick(self, text: str | None = None) -> None:
         elapsed = time.time() - self._t0
         self.bar.value = min(elapsed, self._estimate)
-        if text is not None:
-            self.status.value = f"{elapsed:5.1f}/{self._estimate:.0f} s  {text}"
+        if text is not None:  # past the estimate the bar stays full and says so, not "14.5/7 s"
+            of = f"/{self._estimate:.0f} s" if elapsed <= self._estimate else f" s of an estimated {self._estimate:.0f}"
+            self.status.value = f"{elapsed:5.1f}{of}  {text}"
 
     def _log(self, text: str, colour: str = "") -> None:
         style = f' style="color:{colour}"' if colour else ""

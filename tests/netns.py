@@ -1,7 +1,9 @@
 """Test helpers: network namespaces with a unique per-run prefix, always removed.
 
 Every namespace a test creates is named ``<RUN_PREFIX><n><suffix>``, so
-concurrent test runs never collide and leftovers are attributable.
+concurrent test runs never collide and leftovers are attributable. The prefix
+comes from the pid, so each pytest-xdist worker (a process of its own) has its
+own, and a worker's :func:`remove_stale` at its start never takes a live one's.
 :func:`cleanup_all` removes every namespace of this run (and kills the
 processes inside them) at session end, even after failures.
 :func:`remove_stale` removes those of runs that died without their

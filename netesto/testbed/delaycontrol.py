@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -49,10 +50,20 @@ def guard_links(guards: dict[str, tuple[int, int, str]], stop: "threading.Event"
                 print(f"delayline: cannot re-install the bottleneck on {dev}: {exc}", flush=True)
 
 
+UNIX_PATH_MAX = 107  # bytes of an AF_UNIX socket's path (sun_path is 108, with its NUL)
+
+
 def send_control(path: str | os.PathLike[str], request: dict[str, object], *, timeout: float = 2.0) -> dict[str, object]:
     """Send one request to a running delay line's control socket; its reply."""
     client = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     reply_path = f"{path}.{os.getpid()}.{time.monotonic_ns()}.reply"
+    own_dir = None
+    if len(os.fsencode(reply_path)) > UNIX_PATH_MAX:
+        # a control socket whose path fits may still leave no room for the suffix (a pytest-xdist
+        # worker's tmp_path: 85 bytes + 25): the reply socket goes in a short directory of its own
+        # (a path, not an abstract name: the delay line may run in another network namespace)
+        own_dir = tempfile.mkdtemp(prefix="netesto-reply-")
+        reply_path = os.path.join(own_dir, "r")
     try:
         client.bind(reply_path)
         client.settimeout(timeout)
@@ -68,6 +79,8 @@ def send_control(path: str | os.PathLike[str], request: dict[str, object], *, ti
             os.unlink(reply_path)
         except FileNotFoundError:
             pass
+        if own_dir is not None:
+            os.rmdir(own_dir)
 
 
 def delayline_stats(state: dict[str, Any], *, reset: bool = False) -> dict[str, Any]:

@@ -101,19 +101,28 @@ def test_a_lapsed_lease_ends_the_traces_and_keeps_their_files(veth_pair, agents,
 
 
 def test_an_instance_left_by_a_killed_agent_is_removed_when_an_agent_starts(veth_pair, agents, keys) -> None:
+    """...and one whose agent still runs is kept: agents of two test runs, or of two pytest-xdist
+    workers, on one host never take each other's traces away."""
     dead = subprocess.Popen(["true"])
     dead.wait()
+    alive = subprocess.Popen(["sleep", "60"])  # the pid of an agent that still runs
     left = tracefs_root() / "instances" / f"netesto-{dead.pid}-9-1"
-    left.mkdir()
+    kept = tracefs_root() / "instances" / f"netesto-{alive.pid}-9-1"
     try:
-        (left / "events" / "tcp" / "tcp_probe" / "enable").write_text("1")
+        for inst in (left, kept):
+            inst.mkdir()
+            (inst / "events" / "tcp" / "tcp_probe" / "enable").write_text("1")
         a = agents(keys=keys, netns=veth_pair.a, bind=veth_pair.addr_a, tag="a", extra=("--name", "h1"))
         from tests.agent.agentproc import wait_for
 
         # gone once an agent has started: this one, or any other agent starting on the machine meanwhile
         # (another test run's does the same), which is why its log line is not required
         assert wait_for(lambda: not left.exists(), timeout=10), a.log_text()
+        assert kept.exists() and (kept / "events" / "tcp" / "tcp_probe" / "enable").read_text().strip() == "1"
     finally:
-        if left.exists():
-            (left / "events" / "tcp" / "tcp_probe" / "enable").write_text("0")
-            left.rmdir()
+        alive.kill()
+        alive.wait()
+        for inst in (left, kept):
+            if inst.exists():
+                (inst / "events" / "tcp" / "tcp_probe" / "enable").write_text("0")
+                inst.rmdir()

@@ -115,11 +115,14 @@ def test_a_watched_transfer_is_sampled_from_outside_to_its_last_byte(veth_pair, 
     assert out["got"] == out["sent"] and out["back"] == 777
     # the rows' application counters at the end: exactly what each side wrote and read
     assert client[1:3] == [out["sent"], 777] and server[1:3] == [777, out["sent"]]
-    assert client[0] >= 30 and server[0] >= 30  # 10 ms rows over 0.6 s
+    # 10 ms rows over 0.6 s: each grid point a row of each end, or a tick the watcher was late for (a
+    # machine busy with other work holds it off the CPU: 14 rows and the rest late on a loaded one)
+    late = out["cost"]["late_ticks"]
+    assert client[0] + late >= 30 and server[0] + late >= 30 and min(client[0], server[0]) >= 3, (client, server, late)
     assert client[3] == server[3] == "TCP_STREAM"  # the client end sent the data
     assert client[5] == server[5].replace(".server.", ".client.")  # both ends name the flow alike
     assert "destroyed" in (client[4], server[4])
-    assert out["left"] == [] and out["cost"]["socket_samples"] >= 60
+    assert out["left"] == [] and out["cost"]["socket_samples"] + 2 * late >= 60
 
 
 OWNED = """

@@ -78,3 +78,19 @@ def test_each_packet_held_from_its_own_stamp(tmp_path) -> None:
     assert stats["early"] == 0 and stats["held"] == 3 and stats["dropped"] == 1  # type: ignore[index]
     assert stats["unstamped"] == 1 and stats["capped"] == 1 and stats["packets"] == 4  # type: ignore[index]
     assert stats["queues"]["1"]["released"] == 3 and stats["queues"]["2"]["dropped"] == 1  # type: ignore[index]
+
+
+def test_a_control_socket_with_a_long_path_answers(tmp_path) -> None:
+    """A control socket whose path fits an AF_UNIX address with no room for the reply socket's suffix
+    beside it (a pytest-xdist worker's tmp_path came to that) still answers; no reply socket is left."""
+    ours, kernel = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    nfq = SimpleNamespace(sock=ours, close=ours.close, stamper=None)
+    deep = tmp_path / ("d" * max(1, 100 - len(str(tmp_path)) - len("/control.sock") - 1))
+    deep.mkdir()
+    control = str(deep / "control.sock")
+    assert 95 <= len(control) <= 107
+    line = DelayLine(nfq, {1: LinkSettings(delay_ms=20)}, control=control)  # type: ignore[arg-type]
+    with running(line, kernel):
+        reply = send_control(control, {"op": "settings", "queue": 1})
+    assert reply["ok"] and reply["settings"]["delay_ms"] == 20, reply  # type: ignore[index]
+    assert sorted(p.name for p in deep.iterdir()) == []  # (the loop removed its own socket on close)

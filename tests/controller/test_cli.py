@@ -231,7 +231,10 @@ def test_progress_subclass_sees_flow_events_while_flows_run(loopback_lab: Path, 
             self._add(f"stored:{e.host}")
 
     seen = Seen()
-    run(SCRIPT.replace("$dur", "2"), lab=loopback_lab, workdir=tmp_path / "w", progress=seen)
+    # the WAIT outlasts the 2 s flow by 2 s: a loaded machine starts a flow up to ~1.5 s into it (the start
+    # lead), and the flow's progress must come while the WAIT still runs
+    run(SCRIPT.replace("$dur", "2").replace("WAIT 2", "WAIT 4"), lab=loopback_lab, workdir=tmp_path / "w",
+        progress=seen)
     order = seen.order
     first_get = order.index("action:GET_DATA")
     during = order[:first_get]

@@ -76,7 +76,7 @@ demo: install
 # subprocesses rather than on the CPU, so 4 workers on this project's 2-vCPU machines take about half
 # the serial wall time (README, "Set-up"). Work stealing: the longest tests (sweeps, notebooks,
 # ~1 min each) do not queue behind one worker. TEST_WORKERS=0 runs it in this one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 0
 test: install
 	$(PY) -m mypy netesto
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)

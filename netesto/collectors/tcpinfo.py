@@ -154,6 +154,9 @@ def available_congestion_controls() -> list[str]:
         return []
 
 
+_NOT_CC_MODULES = frozenset({"diag"})  # tcp_diag.ko: sock_diag, not an algorithm
+
+
 def congestion_controls() -> list[str]:
     """What a socket of this host can be set to: the kernel's available algorithms, then those
     built as modules (``tcp_<name>.ko``), which a privileged ``TCP_CONGESTION`` loads."""
@@ -164,9 +167,6 @@ def congestion_controls() -> list[str]:
     except OSError:
         modules = []
     return found + [m for m in modules if m not in found and m not in _NOT_CC_MODULES]
-
-
-_NOT_CC_MODULES = frozenset({"diag"})  # tcp_diag.ko: sock_diag, not an algorithm
 
 
 def set_congestion_control(sock: socket.socket, name: str) -> None:

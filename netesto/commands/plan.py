@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from netesto.errors import UsageError
+from netesto.script.estimate import clock
 
 if TYPE_CHECKING:
     from netesto.script.actions import Action
@@ -28,13 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="pretend the counter file holds N (default: ./counter, else 0)")
     group.add_argument("--workdir", metavar="DIR",
                        help="read the counter file from DIR instead of the current directory")
-
-
-def _format_seconds(secs: float) -> str:
-    whole = int(round(secs))
-    h, rest = divmod(whole, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 def _value_text(value: object) -> str:
@@ -138,7 +132,7 @@ def _print(actions: "list[Action]", estimate: float, run: float, *, as_json: boo
     out = sys.stdout
     for a in actions:
         out.write(format_action(a) + "\n")
-    out.write(f"# {len(actions)} actions, estimated wall time {_format_seconds(estimate)}"
-              f" ({estimate:.1f} s) of waits and flows; a run {_format_seconds(run)} ({run:.1f} s) "
+    out.write(f"# {len(actions)} actions, estimated wall time {clock(estimate)}"
+              f" ({estimate:.1f} s) of waits and flows; a run {clock(run)} ({run:.1f} s) "
               "with its flows' start lead, connections, fetches and processing\n")
     out.flush()

@@ -33,4 +33,16 @@ def estimate_seconds(actions: Iterable[Action]) -> float:
     return max(t, last)
 
 
-__all__ = ["estimate_seconds"]
+def clock(seconds: float) -> str:
+    """``1:05`` (m:ss) or ``1:02:05`` (h:mm:ss).
+
+    >>> clock(65), clock(3725.4)
+    ('1:05', '1:02:05')
+    """
+    whole = int(round(seconds))
+    h, rest = divmod(whole, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+__all__ = ["clock", "estimate_seconds"]

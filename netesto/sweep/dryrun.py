@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from netesto.results.manifest import DONE, Manifest, PointRecord
+from netesto.script.estimate import clock
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,6 @@ def dry_run(notebook: str | Path, params: Mapping[str, Any] | Sequence[str], *, 
     return [Row(r.key, {**fixed, **r.params}, secs.get(r.key)) for r in todo]
 
 
-def clock(seconds: float) -> str:
-    """``1:05`` (m:ss) or ``1:02:05`` (h:mm:ss)."""
-    whole = int(round(seconds))
-    h, rest = divmod(whole, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
 def text(rows: list[Row], workers: int = 1) -> str:
     """The dry run as printed: a line per point, then the total (divided among parallel workers)."""
     lines = [f"{'seconds':>8}  point"]
@@ -67,4 +60,4 @@ def text(rows: list[Row], workers: int = 1) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Row", "clock", "dry_run", "text"]
+__all__ = ["Row", "dry_run", "text"]

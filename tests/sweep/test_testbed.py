@@ -61,6 +61,27 @@ _BUILT = """() => !window.Bokeh || Bokeh.documents.length > 0
   || !document.querySelector('script[type="application/json"]')"""
 
 
+# An element and its ancestors as "tag.class display visibility WxH", to say why it has no area.
+_ANCESTRY = """e => { const out = []; for (let n = e; n && n.nodeType === 1; n = n.parentElement) {
+  const s = getComputedStyle(n), r = n.getBoundingClientRect();
+  out.push(`${n.tagName.toLowerCase()}.${n.className} ${s.display} ${s.visibility} ${r.width}x${r.height}`) }
+  return out.join(' < ') }"""
+
+
+def _shown(pg, element) -> dict | None:
+    """``element`` scrolled into the viewport and its box there once painted, or None when in 30 s it
+    never has an area (an element's screenshot would wait for it, then fail saying only "not visible")."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        element.evaluate("e => e.scrollIntoView({block: 'center'})")
+        box = element.bounding_box()
+        if box and box["width"] > 0 and box["height"] > 0:
+            pg.wait_for_timeout(1000)  # bokeh paints a canvas once it is scrolled to
+            return element.bounding_box()
+        pg.wait_for_timeout(250)
+    return None
+
+
 def _built(frame) -> bool:
     """Whether ``frame`` is ready (a frame detached meanwhile, as a notebook's loaders make them: yes)."""
     from playwright.sync_api import Error
@@ -103,9 +124,9 @@ def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
                 png = page.with_suffix(f".frame{drawn}.png")
                 if frame.parent_frame:  # a frame off screen is painted once scrolled to
                     element = frame.frame_element()
-                    element.scroll_into_view_if_needed()
-                    pg.wait_for_timeout(1000)
-                    element.screenshot(path=str(png))
+                    box = _shown(pg, element)
+                    assert box, f"{page}: frame {drawn} has no area on the page: {element.evaluate(_ANCESTRY)}"
+                    pg.screenshot(path=str(png), clip=box)
                 else:
                     pg.screenshot(path=str(png))
                 from ..plots.browser import painted

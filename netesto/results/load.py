@@ -178,13 +178,16 @@ def _check_flow_ends(flows_dir: Path, flow_id: str, meta: dict[str, Any],
                      client: RawFlow | None, server: RawFlow | None, raw: ExperimentRaw) -> None:
     """Name an end's file that is absent while the other end's is there (its
     host died, a fetch failed). Only the built-in engine always writes a
-    server file (netperf never does, iperf3 not always)."""
+    server file (netperf never does, iperf3 not always), and a client that
+    never began (its file says ``started: false``: stopped before its start,
+    or it could not connect) has no server end to lose."""
     ends = {"client": client, "server": server}
     for side, flow in ends.items():
         p = flows_dir / f"{flow_id}.{side}.nflow"
         if flow is not None or p.exists():  # read, or unreadable and reported already
             continue
-        if side == "server" and str(meta.get("driver") or "builtin") != "builtin":
+        if side == "server" and (str(meta.get("driver") or "builtin") != "builtin"
+                                 or (client is not None and client.header.get("started") is False)):
             continue
         if str(meta.get("driver")) == "watch":  # a watched socket: its peer's host may be no lab host
             continue

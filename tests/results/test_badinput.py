@@ -242,6 +242,33 @@ def test_a_missing_flow_end_is_named(workdir: Path) -> None:
     assert ds.sizes["flow"] == 2 and (ds.rate.values > 0).all()
 
 
+def test_a_client_that_never_began_has_no_server_end_to_miss(workdir: Path) -> None:
+    """Interrupted before its start (or refused by its server), a client leaves a file saying
+    ``started: false`` and its server none: that is no lost data, and the flow is named as one
+    that never started rather than as a missing file."""
+    from netesto.raw.nflow import Column, FlowWriter, read_flow
+
+    flows = workdir / "2" / "flows"
+    client = flows / "h1-h2-1-0.client.nflow"
+    header = dict(read_flow(client).header)
+    columns = [Column(str(n), str(t), str(u)) for n, t, u in header["columns"]]
+    for key in ("type", "format", "columns", "byteorder", "record"):
+        header.pop(key, None)
+    client.unlink()
+    FlowWriter(client, columns, {**header, "started": False}).close({})
+    (flows / "h1-h2-1-0.server.nflow").unlink()
+    res = process_experiment(workdir, 2)
+    joined = "\n".join(res.errors)
+    assert "h1-h2-1-0.server.nflow" not in joined, res.errors
+    from netesto.results import open_experiment
+
+    assert "flow h1-h2-1-0 never started" in open_experiment(workdir / "2").attrs["flow_warnings"]
+    # a server end missing beside a client that did begin is still lost data
+    (flows / "h1-h2-1-1.server.nflow").unlink()
+    again = process_experiment(workdir, 2)
+    assert f"{flows / 'h1-h2-1-1.server.nflow'}: missing" in "\n".join(again.errors)
+
+
 def test_a_driver_without_server_file_is_not_an_error(workdir: Path) -> None:
     """netperf writes no server file: its absence loses nothing."""
     import json

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Protocol
 from netesto._version import __version__
 from netesto.agent.config import AgentConfig
 from netesto.agent.control import HostControl
-from netesto.agent.facts import tool_versions
+from netesto.agent.facts import interfaces, qdiscs, tool_versions
 from netesto.collectors.tcpinfo import congestion_controls
 from netesto.agent.flows import FlowManager
 from netesto.agent.lease import Lease
@@ -137,6 +137,8 @@ class Handlers(ObserveHandlers):
             journal_pending=not a.control.journal.empty(),
             tools=tool_versions(),
             congestion=congestion_controls(),
+            qdiscs=qdiscs(),
+            interfaces=interfaces(),
         )
 
     def cmd_claim(self, args: ClaimArgs) -> ClaimReply:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 from netesto.controller import links
 from netesto.controller.context import RunContext
 from netesto.controller.flows import prepare_server, wait_flows
+from netesto.controller.names import shape_target
 from netesto.controller.observe import do_trace, do_watch, stop_host
 from netesto.controller.progress import DataStored, EchoText, ExperimentProcessed, Notice
 from netesto.controller.records import NO_RESULTS, ExpState, process_results, skews_from_files, start_notices
@@ -153,13 +154,6 @@ def _tcpdump(r: RunContext, a: DoTcpdump) -> None:
         e.tcpdumps.add(r.lab.resolve(a.host).name)
 
 
-def _shape_target(r: RunContext, host: str) -> tuple[str, str]:
-    lh = r.lab.resolve(host)
-    if lh.shape is not None:
-        return lh.shape.agent, lh.shape.dev
-    return lh.name, lh.dev
-
-
 def _changing(r: RunContext, host: str, what: Callable[[HostSession], Any]) -> None:
     def call(h: HostSession) -> Any:
         h.changed = True  # even a failed change may have left something to restore
@@ -184,12 +178,12 @@ def _module_params(r: RunContext, a: SetModuleParams) -> None:
 
 
 def _qdisc(r: RunContext, a: SetQdisc) -> None:
-    agent, dev = _shape_target(r, a.host)
+    agent, dev = shape_target(r, a.host)
     _changing(r, agent, lambda h: h.client.set_qdisc(dev, a.qdisc, a.action, a.rate, a.burst, a.limit, a.other))
 
 
 def _netem(r: RunContext, a: SetNetem) -> None:
-    agent, dev = _shape_target(r, a.host)
+    agent, dev = shape_target(r, a.host)
     _changing(r, agent, lambda h: h.client.set_netem(dev, a.delay, a.jitter, a.loss, a.rate, a.limit))
 
 

@@ -109,6 +109,8 @@ class HelloReply(CommandReply):
     journal_pending: bool = _wire(bool, False)
     tools: Mapping[str, str] = _wire(dict, factory=dict)
     congestion: list[str] = _wire(list, items=str, factory=list)  # algorithms a flow may ask for ([]: not said)
+    qdiscs: list[str] = _wire(list, items=str, factory=list)  # root qdiscs its kernel can install ([]: not said)
+    interfaces: list[str] = _wire(list, items=str, factory=list)  # its network devices ([]: not said)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         netns.cleanup_all()
 
 
+@pytest.fixture(autouse=True)
+def _bokehjs_carried_anew() -> None:
+    """Each test starts as a fresh kernel does: its first notebook plot carries BokehJS (netesto.plots.inline)."""
+    from netesto.plots.inline import forget
+
+    forget()
+
+
 @pytest.fixture
 def veth_pair():
     """Two fresh namespaces joined by a veth (``pair.a``/``pair.b``), removed after."""

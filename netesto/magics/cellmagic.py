@@ -40,7 +40,6 @@ class NetestoMagics(Magics):
         self.workdir = Path(DEFAULT_WORKDIR)
         # What the cells that ran so far defined; None: nothing yet (or %netesto reset).
         self.state: State | None = None
-        self.bokehjs_loaded = False  # BokehJS goes into the page once per session (it is large)
 
     @magic_arguments(name="netesto")
     @argument("what", choices=["lab", "workdir", "show", "reset"], help="what to set, show or reset")
@@ -213,9 +212,7 @@ class NetestoMagics(Magics):
             except ImportError:  # no jupyter_bokeh (or ipywidgets): the bar at least
                 mode = "bar"
             else:
-                if not self.bokehjs_loaded:
-                    load_bokehjs()
-                    self.bokehjs_loaded = True
+                load_bokehjs([view.plot.layout])  # once per kernel, before the view that needs it
         if mode == "bar":
             try:
                 from netesto.magics.widgets import WidgetProgress
@@ -225,7 +222,7 @@ class NetestoMagics(Magics):
                 mode = "text"
         if mode == "text":
             return LiveText(estimate=estimate)
-        display(view)
+        view.display = display(view.box, display_id=True)  # the snapshot replaces it when the run ends
         return view
 
     def _prepare(self, cell: str, args: Any, defines: dict[str, str]) -> tuple[Any, Any, Path, Any]:
@@ -256,6 +253,7 @@ class NetestoMagics(Magics):
             finally:
                 if hasattr(progress, "close_run"):
                     progress.close_run()  # a widget whose run ended without RunFinished is not left "running"
+                    progress.freeze()  # a static snapshot in its place: it reopens, and exports show it
                 if shown:
                     held.target.writelines(held.held)
 
@@ -276,6 +274,7 @@ class NetestoMagics(Magics):
                 self.state = kept.state  # what the script defined, for the cells after it
             if hasattr(progress, "close_run"):
                 progress.close_run()
+                progress.freeze()
 
         handle.on_done(finished)
         return handle

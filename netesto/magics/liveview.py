@@ -3,7 +3,9 @@
 The plot is :class:`netesto.plots.live.LivePlot` (bokeh) hosted in a
 ``jupyter_bokeh.BokehModel`` widget: its updates travel as widget messages, which
 JupyterLab renders offline through jupyterlab_widgets and jupyter_bokeh's lab
-extension, BokehJS itself coming inline once per kernel (:func:`load_bokehjs`).
+extension, BokehJS itself coming inline once per kernel (:func:`load_bokehjs`). When the
+run is over the view leaves a static snapshot in its place (:meth:`LiveWidgetProgress.snapshot`):
+its final plot, hosts and log, which reopen with the notebook and show in its exports.
 A ticker thread draws what arrived twice a second, so the view moves while the
 kernel's main thread waits on the run.
 """
@@ -63,12 +65,20 @@ class BatchedBokehModel(BokehModel):  # type: ignore[misc]  # jupyter_bokeh is u
             self.send({"msg": "patch"}, [buffer.to_bytes()])
 
 
-def load_bokehjs() -> None:
-    """Put BokehJS (inline: labs are offline) into the page, for the BokehModel views."""
-    from bokeh.io import output_notebook
-    from bokeh.resources import INLINE
+def load_bokehjs(models: Iterable[Any]) -> None:
+    """Put the BokehJS ``models`` need (inline: labs are offline) into the page for the BokehModel
+    view, unless an earlier output of this kernel did (:mod:`netesto.plots.inline`). Not bokeh's
+    ``output_notebook``: that stores BokehJS twice in the notebook, as JavaScript and as JSON."""
+    from IPython.display import display
 
-    output_notebook(INLINE, hide_banner=True)
+    from netesto.plots.inline import carrier
+
+    import bokeh
+
+    html_ = carrier(list(models))
+    if html_:
+        display({"text/html": html_, "text/plain": f"(BokehJS {bokeh.__version__}, for this notebook's plots)"},
+                raw=True)
 
 
 class LiveWidgetProgress(WidgetProgress):
@@ -139,6 +149,12 @@ class LiveWidgetProgress(WidgetProgress):
     def close_run(self, text: str = "stopped") -> None:
         super().close_run(text)
         self._stop.set()
+
+    def snapshot_parts(self) -> tuple[str, str]:
+        from netesto.plots.inline import output
+
+        with self._lock:
+            return self._hosts_html() + output(self.plot.layout), ""
 
 
 __all__ = ["BatchedBokehModel", "LiveWidgetProgress", "load_bokehjs"]

@@ -1,4 +1,6 @@
-"""Live progress of a run in a notebook: an ipywidgets bar, action line and log."""
+"""Live progress of a run in a notebook: an ipywidgets bar, action line and log, and the static
+snapshot that takes their place when the run is over (widgets are dead once the kernel is gone:
+a saved notebook reopened, or exported, would show "model not found" or ``VBox(children=...``)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ class WidgetProgress(Progress):
         self._t0 = time.time()
         self._estimate = max(estimate, 1.0)
         self._lock = threading.Lock()
-        self._lines: list[str] = []
+        self._lines: list[tuple[str, str]] = []  # (text, colour)
+        self.display: Any = None  # the DisplayHandle the view was shown with: freeze() updates it
         self.bar = w.FloatProgress(value=0.0, min=0.0, max=self._estimate, description="netesto",
                                    layout=w.Layout(width="60%"))
         self.status = w.Label(value="starting")
@@ -57,9 +60,8 @@ class WidgetProgress(Progress):
             self.status.value = f"{elapsed:5.1f}{of}  {text}"
 
     def _log(self, text: str, colour: str = "") -> None:
-        style = f' style="color:{colour}"' if colour else ""
-        self._lines.append(f"<div{style}>{html.escape(text)}</div>")
-        self.log.value = "".join(self._lines[-12:])
+        self._lines.append((text, colour))
+        self.log.value = _lines_html(self._lines[-12:])
 
     def handle(self, event: Any) -> None:
         with self._lock:
@@ -131,6 +133,32 @@ class WidgetProgress(Progress):
             self.stop_button.disabled, self.stop_button.description = True, state
             self.stop_button.button_style = ""
 
+    def snapshot_parts(self) -> tuple[str, str]:
+        """HTML a subclass shows between the status line and the log (and its plain text)."""
+        return "", ""
+
+    def snapshot(self) -> "Snapshot":
+        """The view as it ends, in static HTML: its status, what :meth:`snapshot_parts` adds, the whole log."""
+        extra_html, extra_text = self.snapshot_parts()
+        with self._lock:
+            status, style, lines = self.status.value, self.bar.bar_style, list(self._lines)
+        colour = {"success": "#2e7d32", "danger": "#c62828", "warning": "#ef6c00"}.get(style, "inherit")
+        log = (f"<details{' open' if len(lines) <= 12 else ''}><summary>log ({len(lines)} lines)</summary>"
+               f"{_lines_html(lines)}</details>") if lines else ""
+        page = (f'<div class="netesto-run"><div><b>netesto</b> <span style="color:{colour}">{html.escape(status)}'
+                f"</span></div>{extra_html}{log}</div>")
+        text = "\n".join([f"netesto: {status}", *([extra_text] if extra_text else []), *(t for t, _ in lines)])
+        return Snapshot(page, text)
+
+    def freeze(self) -> None:
+        """Put :meth:`snapshot` in the view's place in the notebook and close the view's widgets."""
+        if self.display is None:
+            return
+        self.display.update(self.snapshot())
+        self.display = None
+        for widget in _widgets(self.box):
+            widget.close()
+
     def close_run(self, text: str = "stopped") -> None:
         """End the view of a run that finished without saying so (an error before RunFinished)."""
         with self._lock:
@@ -139,3 +167,30 @@ class WidgetProgress(Progress):
                 self._finished = True
                 self.bar.bar_style = "danger"
                 self.status.value = f"{text} after {time.time() - self._t0:.1f} s"
+
+
+class Snapshot:
+    """A finished run's view as notebook output: static HTML, and plain text for text exports."""
+
+    def __init__(self, html_: str, text: str) -> None:
+        self.html, self.text = html_, text
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _lines_html(lines: list[tuple[str, str]]) -> str:
+    """Log lines as HTML, each in its colour."""
+    return "".join((f'<div style="color:{c}">' if c else "<div>") + f"{html.escape(t)}</div>" for t, c in lines)
+
+
+def _widgets(root: Any) -> list[Any]:
+    """``root`` and every widget inside it (a box's children, depth first), with their layouts and styles."""
+    out = [root] + [part for part in (getattr(root, "layout", None), getattr(root, "style", None))
+                    if hasattr(part, "close")]  # each a widget model of its own
+    for child in getattr(root, "children", ()):
+        out += _widgets(child)
+    return out

@@ -1,7 +1,7 @@
 """HTML for notebooks: an experiment's or a run's summary table and main plots (what rich reprs show).
 
-The HTML is self-contained (bokeh's JavaScript inline, once per output): it renders in
-JupyterLab with no internet and in a notebook exported by nbconvert.
+The HTML draws offline (bokeh's JavaScript inline, once per kernel: :mod:`netesto.plots.inline`):
+it renders in JupyterLab with no internet and in a notebook exported by nbconvert.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _plots(datasets: Sequence[Any]) -> tuple[str, str, list[str]]:
         note = html.escape(f"Plots need holoviews and bokeh; {install_hint(exc.name or 'holoviews')}.")
         return "", "", [f"<p>{note}</p>"] * len(datasets)
     from netesto.plots.flows import timeseries
-    from netesto.plots.page import embed
+    from netesto.plots.inline import embed
 
     layouts = []
     for ds in datasets:

@@ -239,6 +239,18 @@ def test_the_live_view_draws_every_flow_at_least_once_a_second(kernel, testbed, 
     assert any(v.rstrip().endswith("s left") for v in texts)  # time left
     assert any(v.startswith("done in") for v in texts)
 
+    # when the run is over a static snapshot takes the view's place (a saved notebook reopens with it)
+    # and the view's widgets are closed: no "model not found" after a restart, no VBox(...) in exports
+    (view_id,) = [c["transient"]["display_id"] for _, c in ex.of("display_data")
+                  if c.get("transient", {}).get("display_id")]
+    (snap,) = [c["data"] for _, c in ex.of("update_display_data") if c["transient"]["display_id"] == view_id]
+    page = snap["text/html"]
+    assert "done in" in page and "experiment 1 kernel" in page and "data-root-id" in page  # status, log, plot
+    assert "BEGIN bokeh.min.js" not in page and "h2-h1-1-1" in page  # drawn by the BokehJS carried before
+    assert snap["text/plain"].startswith("netesto: done in") and "experiment 1 kernel" in snap["text/plain"]
+    opened = {c["comm_id"] for _, c in ex.of("comm_open")}
+    assert opened and opened <= {c["comm_id"] for _, c in ex.of("comm_close")}
+
 
 def test_without_a_widget_front_end_the_cell_prints_progress_lines(kernel, testbed, tmp_path):
     # nbclient (papermill, nbconvert) executes with allow_stdin off and shows no live widget.

@@ -15,23 +15,31 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 @pytest.mark.slow
 def test_quickstart_runs_and_shows_both_flows(tmp_path):
     nb = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)
+    # as in JupyterLab (nbclient's "auto" is plain lines): the live view, which leaves its snapshot
+    (run,) = [c for c in nb.cells if c.source.startswith("%%netesto --as two")]
+    run.source = run.source.replace("%%netesto --as two", "%%netesto --as two --progress live", 1)
     NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
     assert "cubic" in text and "bbr" in text
-    assert "experiments 1" in text
+    assert "netesto: done in" in text  # the live view's snapshot, in place of its widgets
+    assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     assert (tmp_path / "quickstart-results" / "exp.csv").exists()
-    # exported with nbconvert, it opens offline in chromium with the per-flow plot drawn
+    # small: BokehJS once in the whole notebook (the first plot carries it), under 2 MB saved
     done = tmp_path / "quickstart.ipynb"
     nbformat.write(nb, done)
+    saved = done.read_text()
+    assert saved.count("BEGIN bokeh.min.js") == 1 and done.stat().st_size < 2_000_000, done.stat().st_size
+    # exported with nbconvert, it opens offline in chromium with every plot drawn
     from netesto.report.notebook import export_html
 
     from ..sweep.test_testbed import frames_drawn
 
     errors, drawn, renderers = frames_drawn(export_html(done))
-    # two bokeh documents: the run `--as two` showed after its cell, and show(exp.plot(...)) in its frame
-    assert errors == [] and drawn == 2
+    # three bokeh documents in the page: the live view's last plot, the run `--as two` showed after its
+    # cell, and show(exp.plot(...))
+    assert errors == [] and drawn == 3, (errors, drawn)
     assert renderers["Goodput (200 ms mean)"] >= 2 and renderers["Congestion window"] == 2  # one per flow
     assert renderers["Delivery rate"] == 2 and renderers["Min RTT"] == 2
 

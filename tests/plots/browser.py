@@ -8,6 +8,13 @@ from pathlib import Path
 
 import pytest
 
+# Every element naming a bokeh root (data-root-id) is a root of one of the page's bokeh documents.
+ALL_EMBEDDED = """() => { const roots = [...document.querySelectorAll('[data-root-id]')];
+  if (roots.length === 0) return true;
+  if (window.Bokeh === undefined) return false;
+  const built = new Set(Bokeh.documents.flatMap(d => d.roots().map(r => r.id)));
+  return roots.every(e => built.has(e.getAttribute('data-root-id'))) }"""
+
 # Every figure of the page with its glyph renderers: name, glyph type and, for a multi-line, how many
 # lines it draws (one per flow), n its data rows; and whether the figure has a hover tool.
 _FIGURES = """() => Bokeh.documents.flatMap(d => [...d.all_models])
@@ -48,6 +55,7 @@ def show(page_path: Path, png: Path, *, open_details: bool = False) -> Shown:
                                                     route.abort()))
             page.goto(page_path.resolve().as_uri())
             page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=30_000)
+            page.wait_for_function(ALL_EMBEDDED, timeout=30_000)  # every output's, each when its BokehJS came
             page.wait_for_timeout(1000)  # bokeh paints its canvases after the document is built
             if open_details:
                 page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")

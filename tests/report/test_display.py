@@ -43,8 +43,9 @@ def test_the_flow_table_has_a_row_per_flow_and_only_columns_with_values(workdir:
 
 
 def test_a_run_and_an_experiment_show_in_a_browser(workdir: Path, tmp_path: Path) -> None:
-    """Both reprs on one page, as in a notebook with two outputs: each brings bokeh inline,
-    nothing loads from the network, every plot draws, the run's broken experiment is a row."""
+    """Both reprs on one page, as in a notebook with two outputs: the first brings bokeh inline and
+    the second draws with it, nothing loads from the network, every plot draws, the run's broken
+    experiment is a row."""
     from netesto.report.display import experiment_html, run_html
 
     result = _result(workdir, (1, 2, 9), errors=("h3: agent <h3> unreachable",))  # no 9/ at all
@@ -53,6 +54,7 @@ def test_a_run_and_an_experiment_show_in_a_browser(workdir: Path, tmp_path: Path
     assert result.experiments[1]._repr_html_().startswith('<div class="netesto-result">')
     assert "agent &lt;h3&gt; unreachable" in run and "no data" in run and "3.2 s, failed" in run
     one = experiment_html(xr.open_dataset(workdir / "2" / "exp.nc"))
+    assert run.count("BEGIN bokeh.min.js") == 1 and "BEGIN bokeh.min.js" not in one
     page = tmp_path / "reprs.html"
     page.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{run}{one}</body></html>")
     shown = show(page, tmp_path / "reprs.png")

@@ -49,17 +49,12 @@ def manifest(out: Path) -> list[dict]:
     return sorted(data["points"].values(), key=lambda r: (r["index"], r["rep"]))
 
 
-# In every frame with a bokeh document: each figure's title and its number of glyph renderers.
-_FIGURES = """() => window.Bokeh && Bokeh.documents.length ? Object.fromEntries([...Bokeh.documents[0].all_models]
+# In every frame with bokeh documents: how many, and each figure's title with its number of glyph renderers.
+_FIGURES = """() => window.Bokeh && Bokeh.documents.length ? {docs: Bokeh.documents.length,
+  figures: Object.fromEntries(Bokeh.documents.flatMap(d => [...d.all_models])
   .filter(m => m.constructor.__name__ === 'Figure')
-  .map(f => [f.title ? f.title.text : '', f.renderers.filter(r => r.constructor.__name__ === 'GlyphRenderer').length]))
+  .map(f => [f.title ? f.title.text : '', f.renderers.filter(r => r.constructor.__name__ === 'GlyphRenderer').length]))}
   : null"""
-
-# A frame is ready once its bokeh has built the document it embeds (a page can hold BokehJS and no
-# document: a notebook's hv.extension output).
-_BUILT = """() => !window.Bokeh || Bokeh.documents.length > 0
-  || !document.querySelector('script[type="application/json"]')"""
-
 
 # An element and its ancestors as "tag.class display visibility WxH", to say why it has no area.
 _ANCESTRY = """e => { const out = []; for (let n = e; n && n.nodeType === 1; n = n.parentElement) {
@@ -83,18 +78,21 @@ def _shown(pg, element) -> dict | None:
 
 
 def _built(frame) -> bool:
-    """Whether ``frame`` is ready (a frame detached meanwhile, as a notebook's loaders make them: yes)."""
+    """Whether bokeh built every document ``frame`` embeds (outputs draw one after another); a frame
+    detached meanwhile, as a notebook's loaders make them: yes."""
     from playwright.sync_api import Error
 
+    from ..plots.browser import ALL_EMBEDDED
+
     try:
-        return bool(frame.evaluate(_BUILT))
+        return bool(frame.evaluate(ALL_EMBEDDED))
     except Error:
         return frame.is_detached()
 
 
 def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
-    """Console errors of ``page`` opened offline, how many of its frames hold a bokeh
-    document, and their figures' glyph renderers by title; each frame's canvas must
+    """Console errors of ``page`` opened offline, how many bokeh documents its frames
+    hold, and their figures' glyph renderers by title; each frame with a document must
     be painted (not blank)."""
     pw = pytest.importorskip("playwright.sync_api")
     exe = shutil.which("chromium")
@@ -115,23 +113,23 @@ def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
             pg.wait_for_timeout(1000)  # bokeh paints its canvases after the document is built
             figures: dict[str, int] = {}
             drawn = 0
-            for frame in pg.frames:
+            for n, frame in enumerate(pg.frames):
                 found = frame.evaluate(_FIGURES)
                 if found is None:
                     continue
-                drawn += 1
-                figures.update(found)
-                png = page.with_suffix(f".frame{drawn}.png")
+                drawn += found["docs"]
+                figures.update(found["figures"])
+                png = page.with_suffix(f".frame{n}.png")
                 if frame.parent_frame:  # a frame off screen is painted once scrolled to
                     element = frame.frame_element()
                     box = _shown(pg, element)
-                    assert box, f"{page}: frame {drawn} has no area on the page: {element.evaluate(_ANCESTRY)}"
+                    assert box, f"{page}: frame {n} has no area on the page: {element.evaluate(_ANCESTRY)}"
                     pg.screenshot(path=str(png), clip=box)
                 else:
                     pg.screenshot(path=str(png))
                 from ..plots.browser import painted
 
-                assert painted(png) > 0.02, f"{page}: frame {drawn} is blank"
+                assert painted(png) > 0.02, f"{page}: frame {n} is blank"
         finally:
             browser.close()
     return errors, drawn, figures

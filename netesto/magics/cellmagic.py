@@ -252,8 +252,7 @@ class NetestoMagics(Magics):
                 raise
             finally:
                 if hasattr(progress, "close_run"):
-                    progress.close_run()  # a widget whose run ended without RunFinished is not left "running"
-                    progress.freeze()  # a static snapshot in its place: it reopens, and exports show it
+                    _freeze(progress)
                 if shown:
                     held.target.writelines(held.held)
 
@@ -273,11 +272,27 @@ class NetestoMagics(Magics):
             if getattr(kept, "state", None) is not None:
                 self.state = kept.state  # what the script defined, for the cells after it
             if hasattr(progress, "close_run"):
-                progress.close_run()
-                progress.freeze()
+                _freeze(progress)
 
         handle.on_done(finished)
         return handle
+
+
+def _freeze(progress: Any) -> None:
+    """End a widget view: not left "running" if its run ended without RunFinished, then replaced by its
+    static snapshot (which reopens, and exports show). The run is over: a Ctrl-C landing here (a second
+    one, as the cleanup ends) is let go rather than leaving the view half replaced."""
+    import signal
+    import threading
+
+    held = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, lambda *_: None) if held else None
+    try:
+        progress.close_run()
+        progress.freeze()
+    finally:
+        if held:
+            signal.signal(signal.SIGINT, old)
 
 
 def _widget_frontend(shell: Any) -> bool:

@@ -35,6 +35,12 @@ class BatchedBokehModel(BokehModel):  # type: ignore[misc]  # jupyter_bokeh is u
         self._held: list[Any] | None = None
         super().__init__(model)
 
+    def close(self) -> None:
+        """Close once: jupyter_bokeh's second close (a widget's ``__del__`` closes it again) raised KeyError."""
+        if not getattr(self, "_closed", False):
+            self._closed = True
+            super().close()
+
     @contextmanager
     def batch(self) -> Iterator[None]:
         self._held = []

@@ -1,0 +1,143 @@
+"""The quickstart in a real JupyterLab, driven by chromium: it runs, saves small, reopens drawn.
+
+This is the route users take: JupyterLab's own output renderers, its widget manager with
+jupyter_bokeh's extension, its notebook trust. The server is local, and every request that
+would leave the machine is refused and counted as an error (labs are offline).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+# What the open notebook's page draws: bokeh's documents and their figures' titles.
+_DRAWN = """() => window.Bokeh === undefined ? null : {docs: Bokeh.documents.length,
+  titles: Bokeh.documents.flatMap(d => [...d.all_models]).filter(m => m.constructor.__name__ === 'Figure')
+    .map(f => f.title ? f.title.text : '')}"""
+_PANEL = "() => window.jupyterapp && jupyterapp.shell.currentWidget && jupyterapp.shell.currentWidget.context"
+_IDLE = """() => { const w = jupyterapp.shell.currentWidget, k = w.sessionContext.session && w.sessionContext.session.kernel;
+  return k && k.status === 'idle' && w.content.widgets.filter(c => c.model.type === 'code')
+    .every(c => c.model.executionCount !== null) }"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def lab_server(tmp_path: Path):
+    """A JupyterLab server on loopback serving ``tmp_path``: (base URL, token)."""
+    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed (the test extra has it)")
+    port, token = _free_port(), secrets.token_hex(16)
+    log = (tmp_path / "jupyterlab.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+         f"--ServerApp.token={token}", f"--ServerApp.root_dir={tmp_path}", "--LabApp.expose_app_in_browser=True",
+         "--ServerApp.port_retries=0"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter-config")})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "jupyterlab.log").read_text()
+                time.sleep(0.3)
+        yield base, token
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and the kernels it started
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def _open(browser, url: str, errors: list[str]):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    local = ("http://127.0.0.1", "data:", "blob:")
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(local)
+               else (errors.append(f"network: {r.request.url}"), r.abort()))
+    page.goto(url)
+    page.wait_for_function(_PANEL, timeout=60_000)
+    return page
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+def test_the_quickstart_runs_in_jupyterlab_saves_small_and_reopens_drawn(lab_server, tmp_path: Path) -> None:
+    from netesto.testbed.lifecycle import down, status
+
+    pw = pytest.importorskip("playwright.sync_api")
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.skip("Debian's chromium is not installed")
+    base, token = lab_server
+    shutil.copy(NOTEBOOKS / "quickstart.ipynb", tmp_path / "quickstart.ipynb")
+    before = {st["name"] for st in status()}
+    url = f"{base}/lab/tree/quickstart.ipynb?token={token}&reset"
+    errors: list[str] = []
+    try:
+        with pw.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+            try:
+                page = _open(browser, url, errors)
+                page.wait_for_function("() => jupyterapp.shell.currentWidget.sessionContext.session"
+                                       " && jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=60_000)
+                page.evaluate("() => jupyterapp.commands.execute('notebook:run-all-cells')")
+                page.wait_for_timeout(2000)
+                page.wait_for_function(_IDLE, timeout=300_000, polling=500)
+                page.wait_for_timeout(2000)  # the last outputs draw
+                live = page.evaluate(_DRAWN)
+                run = page.evaluate("() => [...document.querySelectorAll('.netesto-run')].map(e => e.innerText)")
+                page.evaluate("() => jupyterapp.commands.execute('docmanager:save')")
+                page.wait_for_function("() => !jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+                page.close()
+                # the kernel gone, as after a restart or on another day: the saved outputs alone
+                for k in json.load(urllib.request.urlopen(f"{base}/api/kernels?token={token}")):
+                    urllib.request.urlopen(urllib.request.Request(f"{base}/api/kernels/{k['id']}?token={token}",
+                                                                  method="DELETE"))
+                reopened_errors: list[str] = []
+                again = _open(browser, url, reopened_errors)
+                again.wait_for_function("() => window.Bokeh && Bokeh.documents.length >= 3", timeout=30_000)
+                again.wait_for_timeout(1000)
+                reopened = again.evaluate(_DRAWN)
+                text = again.evaluate("() => document.body.innerText")
+            finally:
+                browser.close()
+    finally:
+        for name in {st["name"] for st in status()} - before:  # the notebook's own, if it failed before its end
+            down(name)
+    assert errors == [], errors
+    # the live view's snapshot took its place: status, hosts, log; its last plot, the run's and show()'s
+    assert len(run) == 1 and "done in" in run[0] and "experiment 1 processed" in run[0], run
+    assert {"goodput per flow", "Goodput (200 ms mean)", "Delivery rate"} <= set(live["titles"]), live
+    saved = (tmp_path / "quickstart.ipynb").read_text()
+    assert saved.count("BEGIN bokeh.min.js") == 1  # BokehJS once in the notebook
+    assert "application/vnd.jupyter.widget-view+json" not in saved  # no dead widget to reopen
+    assert len(saved.encode()) < 2_000_000, len(saved.encode())
+    assert reopened_errors == [], reopened_errors
+    assert reopened["docs"] == 3 and {"goodput per flow", "Goodput (200 ms mean)", "Delivery rate"} <= set(
+        reopened["titles"]), reopened
+    assert "model not found" not in text and "done in" in text

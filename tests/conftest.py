@@ -42,11 +42,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _bokehjs_carried_anew() -> None:
-    """Each test starts as a fresh kernel does: its first notebook plot carries BokehJS (netesto.plots.inline)."""
+def _as_a_fresh_process() -> None:
+    """Each test starts as a fresh kernel does: its first notebook plot carries BokehJS (netesto.plots.inline),
+    and its run estimates have learned nothing from earlier runs (netesto.controller.estimate)."""
+    from netesto.controller.estimate import forget as unlearn
     from netesto.plots.inline import forget
 
     forget()
+    unlearn()
 
 
 @pytest.fixture

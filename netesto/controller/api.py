@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from netesto.controller.estimate import learn
 from netesto.controller.lab import Lab
 from netesto.controller.plan import Plan, make_plan
 from netesto.controller.progress import ProgressCallback
@@ -67,6 +68,7 @@ def run_plan(
     make_workdir(wd)
     runner = Runner(lab, wd, progress=progress, script=plan.text, defines=dict(plan.defines), **runner_options)
     runner.validate(plan.actions)
+    modelled = plan.modelled()
     try:
         result = runner.run(plan.counted(wd / "counter"), planned=plan.actions)
     except NetestoError as exc:
@@ -75,6 +77,8 @@ def run_plan(
         if isinstance(exc.detail, RunResult) and not isinstance(exc, ScriptError):
             exc.detail = replace(exc.detail, state=plan.state)
         raise
+    if result.ok:  # a run stopped early or failed says nothing of what running costs
+        learn(plan.estimate, modelled, result.elapsed)
     return replace(result, state=plan.state)
 
 

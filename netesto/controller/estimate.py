@@ -8,10 +8,18 @@ and each PROCESS_EXP writes ``exp.nc`` and ``exp.html`` (a fixed cost and a cost
 per flow-second of samples). The constants are measured on the namespace testbed
 (docs/running.md, "How long a run takes"); :func:`run_seconds` walks the actions
 with them.
+
+On a loaded machine (or a slower one) the costs are larger than measured: processing
+took 2-4x its quiet time at load 7-9, and estimates fell 26-45 % short. Each run of a
+process (a notebook's kernel, a sweep's kept kernel) therefore tells :func:`learn` what
+its costs really came to, and :func:`learned` scales the next estimates' costs (never
+the script's own time) by the median of the last runs' ratios.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -104,4 +112,37 @@ def run_seconds(actions: Iterable[Action], costs: Costs = DEFAULT, *, imported: 
     return max(t, last) + costs.end
 
 
-__all__ = ["Costs", "DEFAULT", "run_seconds", "warm"]
+# (modelled, measured) costs in seconds of this process's last runs that ended as planned
+_HISTORY: deque[tuple[float, float]] = deque(maxlen=8)
+LEARNED_RANGE = (0.5, 4.0)  # a ratio outside it says more about an odd run than about the machine
+
+
+def learn(script: float, modelled: float, elapsed: float) -> None:
+    """A run whose script takes ``script`` s was estimated at ``modelled`` s and took ``elapsed``:
+    remember how its costs (all but the script's own time) compared."""
+    cost, seen = modelled - script, elapsed - script
+    if cost > 0.5 and seen > 0:
+        _HISTORY.append((cost, seen))
+
+
+def learned() -> float:
+    """What this process's runs' costs came to against the model: the median ratio of the last runs,
+    within :data:`LEARNED_RANGE` (1.0 before any).
+
+    >>> forget(); learn(10.0, 14.0, 20.0); learn(10.0, 14.0, 18.0); learn(10.0, 14.0, 16.0); learned()
+    2.0
+    >>> forget(); learned()
+    1.0
+    """
+    if not _HISTORY:
+        return 1.0
+    ratio = statistics.median(seen / cost for cost, seen in _HISTORY)
+    return min(max(ratio, LEARNED_RANGE[0]), LEARNED_RANGE[1])
+
+
+def forget() -> None:
+    """Forget what earlier runs of this process taught (:func:`learn`)."""
+    _HISTORY.clear()
+
+
+__all__ = ["Costs", "DEFAULT", "LEARNED_RANGE", "forget", "learn", "learned", "run_seconds", "warm"]

@@ -67,8 +67,16 @@ class Plan:
 
     def run_estimate(self, imported: bool | None = None) -> float:
         """Seconds a run of the plan takes, with what running costs: flows' start lead, connections,
-        fetching, processing (:mod:`netesto.controller.estimate`); ``imported``: run in a process that
-        has processing's modules imported (None: this one, as it is now)."""
+        fetching, processing (:mod:`netesto.controller.estimate`), scaled by what this process's
+        earlier runs' costs came to (:func:`~netesto.controller.estimate.learned`); ``imported``: run
+        in a process that has processing's modules imported (None: this one, as it is now)."""
+        from netesto.controller.estimate import learned
+
+        script = self.estimate
+        return script + (self.modelled(imported) - script) * learned()
+
+    def modelled(self, imported: bool | None = None) -> float:
+        """:meth:`run_estimate` as the cost model alone says, before anything is learned."""
         from netesto.controller.estimate import run_seconds, warm
 
         return run_seconds(self.actions, imported=warm() if imported is None else imported)

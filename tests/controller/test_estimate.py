@@ -44,3 +44,20 @@ def test_a_pause_splits_a_batch_and_costs_scale() -> None:
     slow = Costs(process=10.0)
     assert run_seconds(together.actions, slow, imported=True) - together.run_estimate(imported=True) == \
         pytest.approx(10.0 - DEFAULT.process)
+
+
+def test_estimates_scale_their_costs_by_what_this_process_runs_cost() -> None:
+    from netesto.controller.estimate import LEARNED_RANGE, learn, learned
+
+    plan = make_plan(EXP, counter=0)
+    script, model = plan.estimate, plan.run_estimate(imported=True)
+    assert learned() == 1.0 and plan.modelled(imported=True) == model
+    learn(script, model, script + 2 * (model - script))  # a loaded machine: the costs took twice the model
+    learn(script, model, script + 1.5 * (model - script))
+    learn(script, model, script + 2.5 * (model - script))
+    assert learned() == pytest.approx(2.0)
+    # the script's own time stays; only what running costs is scaled
+    assert plan.run_estimate(imported=True) == pytest.approx(script + 2 * (model - script))
+    for _ in range(8):  # an absurd run or eight are held to the range (an old machine, not a hung one)
+        learn(script, model, script + 50 * (model - script))
+    assert learned() == LEARNED_RANGE[1]

@@ -252,6 +252,20 @@ def test_the_live_view_draws_every_flow_at_least_once_a_second(kernel, testbed, 
     assert opened and opened <= {c["comm_id"] for _, c in ex.of("comm_close")}
 
 
+def test_a_kernel_learns_what_its_runs_cost_and_not_from_a_stopped_one(kernel, testbed, tmp_path):
+    assert kernel.execute("from netesto.controller import estimate as _estimate; _estimate.forget()").status == "ok"
+    history = "list(_estimate.{})"
+    cell = f"%%netesto -D dur=1 --workdir {tmp_path / 'res'} --as learnt\n" + STREAM.format(extra="", ca="cubic")
+    assert kernel.execute(cell, allow_stdin=False).status == "ok"
+    ((cost, seen),) = kernel.value(history.format("_HISTORY"))
+    elapsed = kernel.value("learnt.elapsed")
+    assert 0 < seen <= elapsed and cost > 0  # what running cost beyond the script's own time, and its model
+    stopped = f"%%netesto -D dur=5 --workdir {tmp_path / 'stop'} --as cut\n" + STREAM.format(extra="", ca="cubic")
+    ex = kernel.execute(stopped, interrupt_after=1.5, interrupt_when=_flows_running, timeout=60)
+    assert ex.status == "error" and ex.reply["ename"] == "CellInterrupted"
+    assert len(kernel.value(history.format("_HISTORY"))) == 1  # an interrupted run teaches nothing
+
+
 def test_without_a_widget_front_end_the_cell_prints_progress_lines(kernel, testbed, tmp_path):
     # nbclient (papermill, nbconvert) executes with allow_stdin off and shows no live widget.
     cell = f"%%netesto -D dur=4 --workdir {tmp_path / 'res'} --as txt\n" + STREAM.format(extra="", ca="cubic")

@@ -3,7 +3,9 @@
 ``nice -n 10 python3 -m bench.bench_crr [--dur 3] [--reps 3] [--cpus 0,1]`` (root, repository root).
 
 One flow each: one engine TCP_CRR flow vs ``netperf -t TCP_CRR -- -r 1,1``
-vs ``tcp_crr -F 1 -T 1`` (neper), every client under ``taskset -c <client
+vs ``tcp_crr -F 1 -T 1`` (neper), each peer against the engine closing its
+connections as that peer does (``--crr-close matched``: netperf's server
+closes first, neper's client resets), every client under ``taskset -c <client
 CPU>`` and every server under ``taskset -c <server CPU>``. Each tool, in
 each repetition, gets a fresh veth pair (no TIME_WAIT sockets or server
 state left by another tool or repetition) and runs TWICE back to back on it,
@@ -59,9 +61,12 @@ def twice(make: Callable[[netns.VethPair], tuple[Run, Callable[[], None]]]) -> l
         pair.close()
 
 
-def engine_crr(eng: Engine, dur: float, prefix: list[str], costs: list[tuple[float, float, str]]) -> tuple[float, float]:
-    """(tps, p99 us) of one engine TCP_CRR flow; appends (client, server CPU us per transaction, loops) to costs."""
-    cli = eng.run([dict(flow_id="a-b-0-0", test="TCP_CRR", dur=dur, ca="")], workers=1, client_prefix=prefix)[0]
+def engine_crr(eng: Engine, dur: float, prefix: list[str], costs: list[tuple[float, float, str]],
+               close: str = "rst") -> tuple[float, float]:
+    """(tps, p99 us) of one engine TCP_CRR flow closing as ``close`` says (netesto's ``crr_close``);
+    appends (client, server CPU us per transaction, loops) to costs."""
+    cli = eng.run([dict(flow_id="a-b-0-0", test="TCP_CRR", dur=dur, ca="", crr_close=close)], workers=1,
+                  client_prefix=prefix)[0]
     srv = read_flow(eng.workdir / "srv" / str(eng.runs) / "flows" / "a-b-0-0.server.nflow").summary or {}
     per = [s["cpu"]["seconds"] * 1e6 / max(1, s["transactions"]) for s in (cli, srv)]
     loops = f"{cli.get('rr_loop', '-')}, {100 * srv.get('joins_c', 0) / max(1, srv['transactions']):.0f} % in C"
@@ -148,9 +153,19 @@ def syscalls(bin_dir: Path, cpus: Cpus, workdir: Path) -> None:
             pair.close()
 
 
+# How each peer ends a transaction's connection, as netesto's crr_close names it: netperf closes
+# gracefully, its server first; neper's client resets (no TIME_WAIT). The engine is compared with
+# each peer closing the same way: a reset saves a FIN exchange and a TIME_WAIT socket (5-8 %).
+PEER_CLOSE = {"netperf": "server", "neper": "rst"}
+
+
 def main() -> int:
     parser = arguments(__doc__, 3.0)
     parser.add_argument("--syscalls", action="store_true", help="count system calls per transaction instead")
+    parser.add_argument("--crr-close", choices=["matched", "rst", "client", "server"], default="matched",
+                        help="how the engine's flows close (crr_close): matched (default) runs it twice, closing as "
+                             "netperf does (server) against netperf and as neper does (rst) against neper; a mode "
+                             "runs every comparison with it (labelled: not like for like for a peer that differs)")
     args = parser.parse_args()
     bin_dir = ready("bench_crr")
     if bin_dir is None:
@@ -165,23 +180,27 @@ def main() -> int:
         return 0
     costs: list[tuple[float, float, str]] = []
 
-    def engine(pair: netns.VethPair) -> tuple[Run, Callable[[], None]]:
-        eng = Engine(pair, workdir / pair.a, server_prefix=pin(cpus[1]))
+    def engine(close: str) -> Callable[[netns.VethPair], tuple[Run, Callable[[], None]]]:
+        def make(pair: netns.VethPair) -> tuple[Run, Callable[[], None]]:
+            eng = Engine(pair, workdir / pair.a, server_prefix=pin(cpus[1]))
 
-        def run() -> tuple[float, float]:
-            return engine_crr(eng, args.dur, pin(cpus[0]), costs)
-        return run, eng.close
+            def run() -> tuple[float, float]:
+                return engine_crr(eng, args.dur, pin(cpus[0]), costs, close)
+            return run, eng.close
+        return make
 
     def netperf(pair: netns.VethPair) -> tuple[Run, Callable[[], None]]:
         srv = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
                                   "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)
-        return (lambda: netperf_rr(pair, bin_dir, "TCP_CRR", args.dur, cpus)), srv.kill
+        return (lambda: netperf_rr(pair, bin_dir, "TCP_CRR", args.dur, cpus)[:2]), srv.kill  # (tps, p99 us)
 
     def neper_crr(pair: netns.VethPair) -> tuple[Run, Callable[[], None]]:
-        return (lambda: neper(pair, bin_dir, "tcp_crr", 1, args.dur, cpus)), (lambda: None)
+        return (lambda: neper(pair, bin_dir, "tcp_crr", 1, args.dur, cpus)[:2]), (lambda: None)
 
-    tools = {"engine": engine, "netperf": netperf, "neper": neper_crr}
+    against = {peer: close if args.crr_close == "matched" else args.crr_close for peer, close in PEER_CLOSE.items()}
+    tools = {f"engine {close}": engine(close) for close in dict.fromkeys(against.values())}
+    tools.update(netperf=netperf, neper=neper_crr)
     runs: dict[str, list[list[tuple[float, float]]]] = {name: [] for name in tools}
     try:
         for rep in range(args.reps):
@@ -191,15 +210,18 @@ def main() -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"# TCP_CRR 1 flow, 1-byte request/reply, {args.dur:g} s runs, {args.reps} interleaved reps, "
           f"each tool on a fresh veth pair per rep, {where(cpus)} for every tool; shared noisy 2-vCPU machine")
-    print("# ratio = engine / peer of the same rep; p99 is of one whole connection's transaction")
+    print("# ratio = engine / peer of the same rep, the engine closing as " + ", ".join(
+        f"{close} against {peer} (which closes {PEER_CLOSE[peer]})" for peer, close in against.items())
+          + "; p99 is of one whole connection's transaction")
     results: list[bool | None] = []
     for i, which in ((0, "first run"), (1, "second run, back to back, same server")):
         cols = {f"{name} {what}": [r[i][k] for r in runs[name]]
                 for k, what in ((0, "tps"), (1, "p99 us")) for name in tools}
         table(f"TCP_CRR, {which}  [vs netperf -t TCP_CRR -- -r 1,1; neper tcp_crr -F 1 -T 1]", cols)
-        for peer in ("netperf", "neper"):
-            results.append(verdict(f"rate: engine / {peer}", cols["engine tps"], cols[f"{peer} tps"], ">=", 1.0))
-            verdict(f"p99: engine / {peer}", cols["engine p99 us"], cols[f"{peer} p99 us"], None, None)
+        for peer, close in against.items():
+            mine = f"engine {close}"
+            results.append(verdict(f"rate: {mine} / {peer}", cols[f"{mine} tps"], cols[f"{peer} tps"], ">=", 1.0))
+            verdict(f"p99: {mine} / {peer}", cols[f"{mine} p99 us"], cols[f"{peer} p99 us"], None, None)
     print("\nengine CPU per transaction (its worker processes, softirq charged to them included), "
           "runs in order; loops: client, joins the server served in C")
     for i, (cli, srv, loops) in enumerate(costs):

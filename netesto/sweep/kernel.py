@@ -3,9 +3,11 @@
 A fresh kernel per point paid its start (0.8 s) and the imports of netesto,
 xarray, holoviews and bokeh (3-5 s) again at every point. :class:`WarmKernel`
 keeps one kernel per worker (lab) instead: before each point its user namespace
-is reset (``%reset``: variables, ``In``/``Out``, execution count 1) and its working
-directory moved to the point's directory; what stays is what a reset keeps, the
-imported modules. A point that did not end ok (an error, a timeout, a dead kernel)
+is reset (``%reset``: variables, ``In``/``Out``, execution count 1), its working
+directory moved to the point's directory and its notebook plots made to carry BokehJS
+anew (:func:`netesto.plots.inline.forget`: each point's notebook stands alone); what
+stays is what a reset keeps, the imported modules (and what its runs taught the
+estimates). A point that did not end ok (an error, a timeout, a dead kernel)
 ends its kernel: its ``atexit`` handlers (the shipped notebook takes its own
 testbed down in one) run there and then, and the next point gets a new kernel.
 ``fresh=True`` (``--fresh-kernels``) starts a kernel per point as before.
@@ -28,9 +30,11 @@ from papermill.engines import NBClientEngine, papermill_engines
 ENGINE = "netesto-point"
 LineSink = Callable[[str], None]
 
-# Run in the kept kernel before a point: nothing of the last point's namespace, its directory.
+# Run in the kept kernel before a point: nothing of the last point's namespace, its directory, and
+# its first plot carrying BokehJS again (each point's notebook is saved and exported on its own).
 _PREPARE = ("get_ipython().reset(new_session=True, aggressive=False)\n"
-            "__import__('os').chdir({path!r})\n")
+            "__import__('os').chdir({path!r})\n"
+            "__import__('netesto.plots.inline', fromlist=['forget']).forget()\n")
 
 
 class _PointClient(PapermillNotebookClient):  # type: ignore[misc]

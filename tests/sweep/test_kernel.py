@@ -24,6 +24,10 @@ leak = x
 pathlib.Path("kernel.json").write_text(__import__("json").dumps({"pid": os.getpid(), "seen": seen, "cwd": os.getcwd()}))
 if src:
     shutil.copytree(src, "results/1")
+import holoviews as hv
+from IPython.display import display
+from netesto.plots.notebook import show
+display(show(hv.Curve([(0, 1), (1, x)])))
 print(f"step one of {x}")
 print(f"step two of {x}")
 if x == fail:
@@ -51,6 +55,8 @@ def test_points_share_a_warm_kernel_reset_between_them_and_a_failed_one_ends_it(
     for k in ks:  # every point's notebook counts its cells from 1, as in a kernel of its own
         counts = [c["execution_count"] for c in json.loads(k["nb"].read_text())["cells"] if c["cell_type"] == "code"]
         assert counts[0] == 1, counts
+        # and its plot carries BokehJS (the kernel's earlier point carried it in a notebook of its own)
+        assert k["nb"].read_text().count("BEGIN bokeh.min.js") == 1, k["dir"]
     assert set(res.timings) == {r for r in res.manifest.points} and all(t["total"] > 0 for t in res.timings.values())
     err = capsys.readouterr().err
     assert "\r" not in err  # not a terminal: one line per update, none piled on another

@@ -28,6 +28,7 @@ class BackgroundRun:
         self._callbacks: list[Callable[[BackgroundRun], None]] = []
         self._lock = threading.Lock()
         self.started = time.time()
+        self.ended: float | None = None  # time.time() when the run ended (None while it runs)
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
@@ -39,6 +40,7 @@ class BackgroundRun:
             if isinstance(exc, NetestoError):
                 self._result = exc.detail  # what the run kept (a RunResult), if it got that far
         finally:
+            self.ended = time.time()
             with self._lock:
                 self._done.set()
                 callbacks = list(self._callbacks)

@@ -113,8 +113,11 @@ class WidgetProgress(Progress):
             self.status.value = f"done in {e.elapsed:.1f} s: experiments {exps}"
 
     def add_stop(self, stop: Callable[[], None]) -> None:
-        """A Stop button calling ``stop()`` (a background run's: its clicks arrive while the kernel is idle)."""
+        """A Stop button calling ``stop()`` (a background run's), its clicks handled in a kernel subshell
+        beside the main thread (:mod:`netesto.magics.subshell`): at once, even while another cell runs."""
         import ipywidgets as w
+
+        from netesto.magics.subshell import answer_beside
 
         button = w.Button(description="Stop", button_style="warning", icon="stop", layout=w.Layout(width="8em"))
 
@@ -123,6 +126,7 @@ class WidgetProgress(Progress):
             stop()
 
         button.on_click(clicked)
+        answer_beside(button)
         self.stop_button = button
         top = self.box.children[0]
         top.children = (*top.children, button)

@@ -279,6 +279,15 @@ def test_without_a_widget_front_end_the_cell_prints_progress_lines(kernel, testb
     assert "done in" in ex.stream("stdout")
 
 
+def _wait_flows_running(kernel, timeout: float = 30) -> None:
+    """Until a background run's view says its flows run (its start lead is longer on a loaded machine)."""
+    deadline = time.time() + timeout
+    while True:
+        msg = kernel.kc.get_iopub_msg(timeout=max(0.1, deadline - time.time()))
+        if _flows_running(msg["msg_type"], msg["content"]):
+            return
+
+
 def test_a_background_cell_returns_at_once_and_its_stop_button_works_while_the_kernel_is_idle(kernel, testbed,
                                                                                               tmp_path):
     work = tmp_path / "res"
@@ -290,12 +299,39 @@ def test_a_background_cell_returns_at_once_and_its_stop_button_works_while_the_k
     buttons = [c["comm_id"] for _, c in ex.of("comm_open") if c["data"]["state"].get("_model_name") == "ButtonModel"]
     assert len(buttons) == 1
     assert kernel.value("bg.done") is False  # the kernel is idle, the run goes on
-    time.sleep(2.5)  # the flow runs
+    _wait_flows_running(kernel)
+    time.sleep(1)
     click(kernel, buttons[0])
     res = kernel.value("(lambda r: dict(interrupted=r.interrupted, exps=r.exps))(bg.wait(30))")
     assert res == {"interrupted": True, "exps": [1]}
     assert "stopped" in kernel.value("repr(bg)")
     assert (work / "1" / "flows" / "h2-h1-1-0.client.nflow").is_file()
+    assert json.loads((work / "1" / "experiment.json").read_text())["interrupted"] is True
+    assert _agents_idle(testbed) == {"h1": ([], []), "h2": ([], [])}
+
+
+def test_a_background_stop_acts_at_once_while_another_cell_keeps_the_kernel_busy(kernel, testbed, tmp_path):
+    work = tmp_path / "res"
+    cell = f"%%netesto --background -D dur=30 --workdir {work} --as busy_bg\n" + STREAM.format(extra="", ca="cubic")
+    ex = kernel.execute(cell)
+    assert ex.status == "ok", ex.reply
+    (button,) = [c["comm_id"] for _, c in ex.of("comm_open") if c["data"]["state"].get("_model_name") == "ButtonModel"]
+    _wait_flows_running(kernel)
+    # the kernel's main thread is busy for 12 s; the click comes 1 s into it
+    busy = kernel.kc.execute("import time as _t; _busy_from = _t.time(); _t.sleep(12)")
+    time.sleep(1)
+    clicked = time.time()
+    click(kernel, button)
+    deadline = time.time() + 60
+    while True:  # wait for the busy cell's end
+        msg = kernel.kc.get_iopub_msg(timeout=max(1, deadline - time.time()))
+        if (msg["parent_header"].get("msg_id") == busy and msg["msg_type"] == "status"
+                and msg["content"]["execution_state"] == "idle"):
+            break
+    ended = kernel.value("(lambda r: [r.interrupted, r.exps, busy_bg.ended])(busy_bg.wait(30))")
+    assert ended[:2] == [True, [1]]
+    # stopped within seconds of the click (its flows stopped, data fetched, hosts restored), not after the 12 s
+    assert ended[2] - clicked < 8, ended[2] - clicked
     assert json.loads((work / "1" / "experiment.json").read_text())["interrupted"] is True
     assert _agents_idle(testbed) == {"h1": ([], []), "h2": ([], [])}
 

@@ -13,16 +13,27 @@ WARM_OVERHEAD = 2.5
 COLD_EXTRA = 6.0
 
 
+_PLANNED: dict[tuple[Any, ...], float | None] = {}  # a point's run estimate by what it depends on: planned once
+
+
 def run_seconds(params: Mapping[str, Any], declared: Mapping[str, Any]) -> float | None:
     """The point's run as ``netesto plan`` estimates it, when the notebook is the shipped one's shape
-    (a flow mix of ``ca``, ``dur``, ``delay``, ``flows``); else None (unknown)."""
+    (a flow mix of ``ca``, ``dur``, ``delay``, ``flows``); else None (unknown). Each mix is planned once
+    (re-estimating the points left after each point ends asks again)."""
     if "ca" not in declared or "dur" not in declared:
         return None
+    v = {**declared, **params}
+    key = tuple(repr(v.get(name)) for name in ("ca", "dur", "delay", "flows"))
+    if key not in _PLANNED:
+        _PLANNED[key] = _planned(v)
+    return _PLANNED[key]
+
+
+def _planned(v: Mapping[str, Any]) -> float | None:
     from netesto.controller.plan import make_plan
     from netesto.errors import NetestoError
     from netesto.sweep.mix import Mix
 
-    v = {**declared, **params}
     try:
         mix = Mix.parse(str(v["ca"]), dur=v["dur"], delay=v.get("delay", 0), flows=int(v.get("flows", 1)))
         return make_plan(mix.script("sweep"), defines=mix.defines(), counter=0).run_estimate(imported=True)
@@ -37,8 +48,10 @@ def overhead(done: Iterable[PointRecord], declared: Mapping[str, Any], fixed: Ma
 
     extra = []
     for rec in done:
+        if rec.status != "ok" or not rec.seconds:
+            continue
         own = run_seconds({**fixed, **rec.params}, declared)
-        if rec.status == "ok" and rec.seconds and own is not None:
+        if own is not None:
             extra.append(rec.seconds - own)
     return max(0.0, statistics.median(extra)) if extra else WARM_OVERHEAD
 

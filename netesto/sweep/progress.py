@@ -63,6 +63,11 @@ class SweepProgress:
         est = self.estimates.get(rec.key)
         self._say(rec, f"started (estimate {est:.0f} s)" if est else "started")
 
+    def re_estimate(self, estimates: dict[str, float]) -> None:
+        """New estimates of the points not started yet (learned from the points that ended)."""
+        with self._lock:
+            self.estimates.update(estimates)
+
     def line(self, rec: PointRecord, text: str) -> None:
         self._say(rec, printable(text))
 

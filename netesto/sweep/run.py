@@ -197,7 +197,8 @@ def sweep(
                     show.ended(rec)
                     with jobs.mutex:  # the points left, estimated with the overhead the points done took
                         left = list(jobs.queue)
-                    show.re_estimate(estimates(nb_path, declared, dict(fixed or {}), left, manifest, workers=0))
+                    with contextlib.suppress(Exception):  # the display's estimates must not fail the sweep
+                        show.re_estimate(estimates(nb_path, declared, dict(fixed or {}), left, manifest, workers=0))
                 if ended_cb is not None:
                     ended_cb(rec)
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread

@@ -22,7 +22,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
 def show(obj: Any, title: str = "netesto") -> None:
     """Display ``obj`` (a holoviews object) now, as :func:`netesto.plots.notebook.show` draws it:
-    its offline page in an iframe (for a plot in the middle of a cell, or in a loop)."""
+    its bokeh document, BokehJS inline once per kernel (for a plot in the middle of a cell, or in a loop)."""
     from IPython.display import display
 
     from netesto.plots.notebook import show as shown

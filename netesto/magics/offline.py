@@ -13,8 +13,8 @@ pay). A user's explicit ``inline=False`` still wins.
 
 holoviews' own display still goes through panel, whose stylesheets stay CDN
 links in a notebook: a holoviews object shown as a cell's result is drawn
-instead as :func:`netesto.plots.notebook.show` draws it (its offline page in an
-iframe), by a display formatter registered for holoviews' ``Dimensioned``
+instead as :func:`netesto.plots.notebook.show` draws it (its bokeh document, BokehJS
+inline once per kernel), by a display formatter registered for holoviews' ``Dimensioned``
 (without importing holoviews). Objects with a ``DynamicMap`` inside need a live
 kernel and keep holoviews' display.
 """
@@ -45,7 +45,8 @@ def arrange(ipython: Any) -> None:
 
 
 def _offline_bundle(obj: Any) -> Any:
-    """The display of a holoviews object: its offline page in an iframe (holoviews' own with a DynamicMap)."""
+    """The display of a holoviews object: as :func:`netesto.plots.notebook.show` draws it (holoviews' own with
+    a DynamicMap)."""
     from holoviews import DynamicMap
 
     if isinstance(obj, DynamicMap) or obj.traverse(lambda x: x, [DynamicMap]):

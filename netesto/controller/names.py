@@ -69,9 +69,11 @@ def _check_qdisc(r: RunContext, a: SetQdisc, agent: str) -> None:
 
 
 def _check_dev(r: RunContext, a: SetQdisc | SetNetem | SetLink | DoTcpdump, agent: str, dev: str) -> None:
+    if not dev:  # the agent picks its default route's device
+        return
     host = r.lab.resolve(agent).name
     have = r.remote(host, lambda h: list(h.info.interfaces))
-    if not dev or not have or dev in have:
+    if not have or dev in have:
         return
     hint = suggest(dev, have)
     raise UsageError(f"{a.loc.origin()}: {a.kind}: {host} has no network device {dev!r} (the lab file's "

@@ -67,7 +67,7 @@ class Runner(RunContext):
         self.emit(RunStarted(lab=self.lab.name, hosts=tuple(self.lab.names), workdir=str(self.workdir)))
         interrupted = False
         aborted: BaseException | None = None
-        with RunSignals(self._signalled) as signals:
+        with RunSignals(self._signalled, stop=self._stop.set) as signals:
             try:
                 if planned is not None:  # every flow's algorithm and tool on both of its hosts, before anything runs
                     check_names(self, planned)

@@ -39,8 +39,9 @@ class RunSignals:
     (the command line's :func:`signals_interrupt`) stop it; a library run leaves a SIGTERM
     it was not asked to take to its default. :meth:`cleanup` takes all three."""
 
-    def __init__(self, later: Callable[[int], None]) -> None:
+    def __init__(self, later: Callable[[int], None], stop: Callable[[], None] | None = None) -> None:
         self.later = later
+        self.stop = stop  # also asked at the first signal: the run's next wait stops it, should the raise be lost
         self.phase = "run"
         self.first: int | None = None  # the signal that stopped the run
         self.signals: list[int] = []  # every one received, in order
@@ -51,6 +52,11 @@ class RunSignals:
         if self.phase == "run":
             self.phase = "cleanup"
             self.first = signum
+            if self.stop is not None:
+                # A KeyboardInterrupt raised in a finalizer (a socket's __del__ that the garbage collector
+                # ran just then) is printed and dropped: the run went on to its end (rc 0, flows of 30 s
+                # run out) while the later signals only hurried a cleanup that had not begun.
+                self.stop()
             raise KeyboardInterrupt(signal.Signals(signum).name)
         self.later(signum)
 

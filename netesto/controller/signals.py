@@ -32,6 +32,14 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def _aside(fn: Callable[..., None], *args: Any) -> None:
+    """Run ``fn`` in a thread of its own. A signal handler runs inside whatever the main thread was
+    doing, which may hold a lock ``fn`` takes: a second Ctrl-C that came while the first one's
+    "restoring the hosts" line was being printed waited for the progress line's lock its own thread
+    held, and the run hung for good (an Event's set takes a lock too)."""
+    threading.Thread(target=fn, args=args, name="netesto-signal", daemon=True).start()
+
+
 class RunSignals:
     """The handlers of one run (main thread only; elsewhere this does nothing).
 
@@ -56,9 +64,9 @@ class RunSignals:
                 # A KeyboardInterrupt raised in a finalizer (a socket's __del__ that the garbage collector
                 # ran just then) is printed and dropped: the run went on to its end (rc 0, flows of 30 s
                 # run out) while the later signals only hurried a cleanup that had not begun.
-                self.stop()
+                _aside(self.stop)
             raise KeyboardInterrupt(signal.Signals(signum).name)
-        self.later(signum)
+        _aside(self.later, signum)
 
     def _take(self, sig: int) -> None:
         if sig not in self._old:

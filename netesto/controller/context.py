@@ -171,14 +171,18 @@ class RunContext:
             self.emit(HostError(host=host, error=str(exc), fatal=True))
 
     def sleep(self, seconds: float) -> None:
-        """Sleep (cancellable), delivering the agents' pushed flow events meanwhile."""
+        """Sleep (cancellable), delivering the agents' pushed flow events meanwhile. A cancel stops the
+        run (KeyboardInterrupt) while it runs; in its cleanup (a link schedule's settling) only a hurry
+        ends the sleep, early, and never by raising: the restore and the fetch go on."""
         end = time.monotonic() + seconds
         while True:
             left = end - time.monotonic()
             if left <= 0:
                 return
-            if self._stop.wait(min(left, 0.25)):
-                raise KeyboardInterrupt("run cancelled")
+            if self.wait_stop.wait(min(left, 0.25)):
+                if self.phase == "run":
+                    raise KeyboardInterrupt("run cancelled")
+                return
             if self.progress is not None:
                 self.sessions.poll_events()
 

@@ -9,10 +9,14 @@ from pathlib import Path
 import pytest
 
 # Every element naming a bokeh root (data-root-id) is a root of one of the page's bokeh documents.
+# (A page whose BokehJS came twice, holoviews' extension loading its own after netesto's, has two Bokeh
+# instances: window.Bokeh and window.Bokeh[version]; their documents are looked for in both.)
+DOCUMENTS = """(window.Bokeh === undefined ? [] : [...new Set([window.Bokeh, ...Object.keys(window.Bokeh)
+  .filter(k => /^[0-9]/.test(k)).map(k => window.Bokeh[k])])].flatMap(b => b && b.documents ? b.documents : []))"""
 ALL_EMBEDDED = """() => { const roots = [...document.querySelectorAll('[data-root-id]')];
   if (roots.length === 0) return true;
   if (window.Bokeh === undefined) return false;
-  const built = new Set(Bokeh.documents.flatMap(d => d.roots().map(r => r.id)));
+  const built = new Set(""" + DOCUMENTS + """.flatMap(d => d.roots().map(r => r.id)));
   return roots.every(e => built.has(e.getAttribute('data-root-id'))) }"""
 
 # Every figure of the page with its glyph renderers: name, glyph type and, for a multi-line, how many

@@ -23,6 +23,7 @@ import pytest
 
 
 from ..testbed import tbutil
+from ..plots.browser import DOCUMENTS
 from .pages import broken_links, links
 from .test_run import strict_json_files
 
@@ -50,11 +51,11 @@ def manifest(out: Path) -> list[dict]:
 
 
 # In every frame with bokeh documents: how many, and each figure's title with its number of glyph renderers.
-_FIGURES = """() => window.Bokeh && Bokeh.documents.length ? {docs: Bokeh.documents.length,
-  figures: Object.fromEntries(Bokeh.documents.flatMap(d => [...d.all_models])
+_FIGURES = """() => { const docs = """ + DOCUMENTS + """; return docs.length ? {docs: docs.length,
+  figures: Object.fromEntries(docs.flatMap(d => [...d.all_models])
   .filter(m => m.constructor.__name__ === 'Figure')
   .map(f => [f.title ? f.title.text : '', f.renderers.filter(r => r.constructor.__name__ === 'GlyphRenderer').length]))}
-  : null"""
+  : null }"""
 
 # An element and its ancestors as "tag.class display visibility WxH", to say why it has no area.
 _ANCESTRY = """e => { const out = []; for (let n = e; n && n.nodeType === 1; n = n.parentElement) {

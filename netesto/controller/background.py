@@ -29,6 +29,9 @@ class BackgroundRun:
         self._lock = threading.Lock()
         self.started = time.time()
         self.ended: float | None = None  # time.time() when the run ended (None while it runs)
+        # The run's live samples (netesto.plots.livedata.LiveData) when its progress view keeps them:
+        # ``live.holoviews("goodput")`` is a DynamicMap that follows the run.
+        self.live: Any = None
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 

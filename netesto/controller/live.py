@@ -25,6 +25,7 @@ from netesto.controller.progress import (
     RunFinished,
     RunStarted,
 )
+from netesto.plots.livedata import LiveData
 
 _DOING = {"DO_SERVER": "serving", "DO_CLIENT": "starting flows", "GET_DATA": "fetching data",
           "SET_SYSCTL": "configuring", "SET_QDISC": "configuring", "SET_NETEM": "configuring",
@@ -199,6 +200,7 @@ class LiveText(ConsoleProgress):
                  max_flows: int = 8) -> None:
         super().__init__(stream)
         self.state = LiveState(estimate)
+        self.live = LiveData()  # every sample, for holoviews users (as the live view's plot data)
         self.every = every
         self.max_flows = max_flows
         self._last_line = 0.0
@@ -208,12 +210,14 @@ class LiveText(ConsoleProgress):
         super().handle(event)
         if isinstance(event, FlowProgress) and event.event == "progress":
             self._summary(event.t)
+        elif isinstance(event, RunFinished):
+            self.live.add(self.state.take())
 
     def _summary(self, now: float) -> None:
         if now - self._last_line < self.every:
             return
         self._last_line = now
-        self.state.take()
+        self.live.add(self.state.take())
         recent = self.state.recent(2 * self.every + 1, now)
         shown = ", ".join(f"{s.flow} {format_rate(s.rate)}" + (f" cwnd {s.cwnd:.0f}" if s.cwnd is not None else "")
                           for s in recent[: self.max_flows])

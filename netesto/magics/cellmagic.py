@@ -266,6 +266,7 @@ class NetestoMagics(Magics):
                                                        trace=args.trace))
         if hasattr(progress, "add_stop"):
             progress.add_stop(handle.stop)
+        handle.live = getattr(progress, "live", None)  # its samples as holoviews data, while it runs
 
         def finished(done: BackgroundRun) -> None:
             kept = done.result

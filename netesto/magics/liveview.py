@@ -101,6 +101,7 @@ class LiveWidgetProgress(WidgetProgress):
         self.state = LiveState(estimate)
         self.plot = LivePlot()
         self.plot.declare(flows)
+        self.live = self.plot.data  # the samples drawn, for holoviews users (netesto.plots.livedata)
         self.hosts = w.HTML(value="")
         self.figure = BatchedBokehModel(self.plot.layout)
         self.box.children = (self.box.children[0], self.hosts, self.figure, self.log)

@@ -12,6 +12,13 @@ session still find it in theirs.
 A notebook whose carrying output was cleared (and not re-run) leaves the outputs after it
 with a note saying so in place of their plot; :func:`forget` makes this kernel's next
 plot carry BokehJS again. Saved pages (:mod:`netesto.plots.page`) always carry their own.
+
+When bokeh's or panel's own notebook loader ran in this kernel (``output_notebook``, and so
+``hv.extension`` and ``pn.extension``), that loader's output carries every BokehJS library, and
+netesto's outputs carry none: they wait for the page's BokehJS and the plugins their documents need.
+A second copy beside that loader's raced with it: panel loads its BokehJS asynchronously, and
+whichever copy ran first, documents embedded in one Bokeh instance were missed by the other
+(measured: the plot or panel's own document undrawn in 3 of 4 loads with two busy loops beside).
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ _LIBRARY = re.compile(r"/\* BEGIN (\S+\.js) \*/")  # how bokeh's INLINE bundle o
 _DIV_ID = re.compile(r'<div id="([^"]+)"')
 WAIT_SECONDS = 10.0  # how long a plot waits for BokehJS from an output above before it says it is missing
 _carried: set[str] = set()  # "bokeh.min.js@3.9.2", ...: put into this kernel's outputs already
+# What a BokehJS plugin, once loaded, adds to its Bokeh (how a plot knows the page's loader got that far).
+_PLUGIN_NAMES = {"bokeh-widgets.min.js": "Widgets", "bokeh-tables.min.js": "Tables"}
 
 
 def forget() -> None:
@@ -33,9 +42,28 @@ def forget() -> None:
     _carried.clear()
 
 
+def _page_loader() -> bool:
+    """Whether bokeh's own notebook loader (``output_notebook``: also ``hv.extension``'s and
+    ``pn.extension``'s) ran in this kernel, its output putting every BokehJS library into the page."""
+    from bokeh.io.state import curstate
+
+    return bool(curstate().notebook)
+
+
+def plugins(models: Sequence[Any]) -> list[str]:
+    """What the BokehJS plugins ``models`` need add to Bokeh once loaded ("Widgets", "Tables")."""
+    from bokeh.embed.bundle import bundle_for_objs_and_resources
+    from bokeh.resources import INLINE
+
+    bundle = bundle_for_objs_and_resources(list(models), INLINE)
+    names = (_LIBRARY.match(js) for js in bundle.js_raw)
+    return [_PLUGIN_NAMES[n.group(1)] for n in names if n is not None and n.group(1) in _PLUGIN_NAMES]
+
+
 def head(models: Sequence[Any]) -> str:
     """The ``<script>``/``<style>`` an output drawing bokeh ``models`` needs in this kernel: the BokehJS
-    libraries no earlier output carried (with bokeh's one-line settings after them), and the CSS."""
+    libraries no earlier output carried (with bokeh's one-line settings after them), and the CSS;
+    no library once bokeh's own notebook loader ran (:func:`_page_loader`)."""
     import bokeh
     from bokeh.core.templates import CSS_RESOURCES, JS_RESOURCES
     from bokeh.embed.bundle import bundle_for_objs_and_resources
@@ -43,6 +71,7 @@ def head(models: Sequence[Any]) -> str:
 
     bundle = bundle_for_objs_and_resources(list(models), INLINE)
     libraries, settings = [], []
+    by_loader = _page_loader()
     for js in bundle.js_raw:
         found = _LIBRARY.match(js)
         if found is None:
@@ -51,7 +80,8 @@ def head(models: Sequence[Any]) -> str:
         key = f"{found.group(1)}@{bokeh.__version__}"
         if key not in _carried:
             _carried.add(key)
-            libraries.append(js)
+            if not by_loader:
+                libraries.append(js)
     scripts = [_guarded(js, bokeh.__version__) for js in libraries]
     if libraries:
         scripts.append(JS_RESOURCES.render(js_raw=settings, js_files=[]))
@@ -86,16 +116,20 @@ def carrier(models: Sequence[Any]) -> str:
     return drawn if _LIBRARY.search(drawn) else ""
 
 
-def _waiting(script: str, div: str, version: str) -> str:
-    """bokeh's embed ``script`` (unwrapped) run once BokehJS ``version`` is in the page; after
-    :data:`WAIT_SECONDS` without it, a note in place of the plot's ``div`` says why."""
+def _waiting(script: str, div: str, version: str, needs: Sequence[str] = ()) -> str:
+    """bokeh's embed ``script`` (unwrapped) run once BokehJS ``version`` is in the page with the plugins
+    whose names are ``needs``; after :data:`WAIT_SECONDS` without it, a note in place of the plot's
+    ``div`` says why."""
     root = _DIV_ID.search(div)
-    note = ("This plot needs BokehJS, which the first plot this kernel showed carried; that output is gone. "
-            "Re-run the notebook, or run netesto.plots.inline.forget() and then this cell.")
+    note = ("This plot needs BokehJS, which an output above carried (this kernel's first plot, or "
+            "hv.extension / output_notebook); that output is gone. Re-run the notebook, or run "
+            "netesto.plots.inline.forget() and then this cell.")
     return f"""<script type="text/javascript">(function() {{
   const version = {json.dumps(version)}, root = {json.dumps(root.group(1) if root else "")};
+  const needs = {json.dumps(list(needs))};
   const ready = () => window.Bokeh !== undefined && (window.Bokeh.version === version
-    || (window.Bokeh.versions !== undefined && window.Bokeh.versions.has(version)));
+    || (window.Bokeh.versions !== undefined && window.Bokeh.versions.has(version)))
+    && needs.every(name => window.Bokeh[name] !== undefined);
   let waited = 0;
   const go = function() {{
     if (ready()) {{
@@ -121,7 +155,8 @@ def embed(objs: Sequence[Any]) -> Embedded:
     models = [render(o) for o in objs]
     script, divs = components(models, wrap_script=False)
     head_html = head(models)
-    return Embedded(head_html, _waiting(script, divs[0] if divs else "", bokeh.__version__), tuple(divs))
+    return Embedded(head_html, _waiting(script, divs[0] if divs else "", bokeh.__version__, plugins(models)),
+                    tuple(divs))
 
 
 def output(obj: Any) -> str:
@@ -130,4 +165,4 @@ def output(obj: Any) -> str:
     return f'<div class="netesto-plot">{drawn.head}{drawn.divs[0]}{drawn.script}</div>'
 
 
-__all__ = ["WAIT_SECONDS", "carrier", "embed", "forget", "head", "output"]
+__all__ = ["WAIT_SECONDS", "carrier", "embed", "forget", "head", "output", "plugins"]

@@ -4,7 +4,9 @@
 into it (``source.stream``), so a displayed document sends only the new points. It
 works wherever a bokeh document is kept in sync with its view: in a notebook the
 magics host it in a ``jupyter_bokeh.BokehModel`` widget (:mod:`netesto.magics.liveview`);
-nothing here imports IPython.
+nothing here imports IPython. Every sample drawn is also in :attr:`LivePlot.data`
+(:class:`~netesto.plots.livedata.LiveData`): the same samples as a holoviews ``Buffer`` and
+``DynamicMap`` a user keeps and extends.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.models.annotations import Span
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
+
+from netesto.plots.livedata import LiveData
 
 if TYPE_CHECKING:
     from netesto.controller.live import Sample
@@ -45,6 +49,7 @@ class LivePlot:
         self.layout = column(self.goodput, self.cwnd)
         self.sources: dict[str, tuple[ColumnDataSource, ColumnDataSource]] = {}
         self.points = 0
+        self.data = LiveData()  # every sample drawn, for holoviews users (its buffer, its DynamicMaps)
 
     def _frozen(self) -> AbstractContextManager[Any]:
         """New lines change the document's model graph: walk it once, not once per line (16 flows'
@@ -81,6 +86,7 @@ class LivePlot:
         cwnds: dict[str, dict[str, list[Any]]] = {}
         n = 0
         samples = list(samples)
+        self.data.add(samples)
         if any(s.flow not in self.sources for s in samples):
             self.declare(s.flow for s in samples)
         for s in samples:

@@ -204,6 +204,7 @@ def test_flows_use_the_test_address_control_stays_on_the_control_address(tmp_pat
         h2.stop()
 
 
+@pytest.mark.alone
 def test_progress_subclass_sees_flow_events_while_flows_run(loopback_lab: Path, tmp_path: Path) -> None:
     """The callback interface the notebook plugs into: ``on_<event>`` methods, flow progress
     relayed from the agents during the WAIT (before any GET_DATA), data stored after."""

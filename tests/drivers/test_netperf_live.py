@@ -54,6 +54,7 @@ def _dataset(bed, tmp_path: Path, test: str, driver: str, req: str = "S"):
     return result[result.exps[0]].dataset
 
 
+@pytest.mark.alone
 def test_a_netperf_stream_has_the_builtin_variables_and_the_bottleneck_rate(bed, tmp_path):
     builtin = _dataset(bed, tmp_path, "TCP_STREAM", "builtin")
     netperf = _dataset(bed, tmp_path, "TCP_STREAM", "netperf")
@@ -68,6 +69,7 @@ def test_a_netperf_stream_has_the_builtin_variables_and_the_bottleneck_rate(bed,
     assert all(10 <= r <= 51 for r in rates), rates
 
 
+@pytest.mark.alone
 def test_a_netperf_rr_reports_transactions_and_latency_like_the_engine(bed, tmp_path):
     builtin = _dataset(bed, tmp_path, "TCP_RR", "builtin", req="1")
     netperf = _dataset(bed, tmp_path, "TCP_RR", "netperf", req="1")

@@ -80,6 +80,7 @@ def crr_tps(pair, server: Server, tmp_path, name: str, streams: int) -> tuple[fl
     return flows[0][0].summary["tps"], flows
 
 
+@pytest.mark.alone
 @pytest.mark.netns
 def test_crr_beside_bulk_senders_keeps_its_rate(veth_pair, tmp_path):
     """Interleaved twice (alone, beside, alone, beside): the best of each, on a shared noisy machine."""

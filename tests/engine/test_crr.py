@@ -21,6 +21,7 @@ def crr_run(pair, server: Server, tmp_path, flow_id: str, **kw) -> tuple[dict, d
     return cli.summary, srv.summary
 
 
+@pytest.mark.alone
 def test_crr_twice_back_to_back_keeps_its_rate(veth_pair, tmp_path):
     pair = veth_pair
     pair.run(pair.a, ["sysctl", "-q", "-w", f"net.ipv4.ip_local_port_range={PORTS}"]).check_returncode()

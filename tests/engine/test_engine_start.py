@@ -15,6 +15,7 @@ pytestmark = pytest.mark.netns
 TYPES = ["TCP_STREAM", "TCP_MAERTS", "TCP_RR", "TCP_CRR", "UDP_STREAM", "UDP_RR"]
 
 
+@pytest.mark.alone
 def test_every_type_starts_at_its_instant(veth_pair, tmp_path):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")

@@ -128,6 +128,7 @@ def _client(pair, tmp_path, specs):
     return pair.run(pair.a, argv, timeout=60)
 
 
+@pytest.mark.alone
 @pytest.mark.netns
 @hot
 @pytest.mark.parametrize("flows", [1, 16])

@@ -33,6 +33,7 @@ def expected(s: dict, n: int) -> list[tuple[int, int, float]]:
     return w.draws(s.get("req", 1), s.get("reply", 1)).take(n)
 
 
+@pytest.mark.alone
 def test_drawn_flows_send_the_seeds_sizes_and_both_ends_agree(veth_pair, tmp_path):
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv")

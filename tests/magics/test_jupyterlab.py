@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.plots.browser import DOCUMENTS
+
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 # What the open notebook's page draws: bokeh's documents and their figures' titles.
@@ -141,3 +143,57 @@ def test_the_quickstart_runs_in_jupyterlab_saves_small_and_reopens_drawn(lab_ser
     assert reopened["docs"] == 3 and {"goodput per flow", "Goodput (200 ms mean)", "Delivery rate"} <= set(
         reopened["titles"]), reopened
     assert "model not found" not in text and "done in" in text
+
+
+# The lines of the page's bokeh documents (holoviews' own display puts its BokehJS beside netesto's):
+# how many points each glyph renderer holds.
+_LINES = ("() => " + DOCUMENTS + ".flatMap(d => [...d.all_models]).filter(m => m.constructor.__name__ === 'GlyphRenderer')"
+          + ".map(r => r.data_source.get_length())")
+_LIVE_CELLS = [
+    "%load_ext netesto\nimport holoviews as hv\nhv.extension('bokeh')",
+    "import threading, time\n"
+    "from netesto.controller.live import Sample\n"
+    "from netesto.plots.livedata import LiveData\n"
+    "data = LiveData()\n"
+    "data.add([Sample('a', 'h2', 0.0, 1e7), Sample('b', 'h2', 0.0, 2e7)])\n"
+    "def feed():  # samples arriving as a run's do, after the cell ended\n"
+    "    for i in range(1, 41):\n"
+    "        time.sleep(0.25)\n"
+    "        data.add([Sample('a', 'h2', i / 4, 1e7 + i * 1e5), Sample('b', 'h2', i / 4, 2e7)])\n"
+    "threading.Thread(target=feed, daemon=True).start()\n"
+    "data.holoviews('goodput') * hv.HLine(15)",
+]
+
+
+@pytest.mark.slow
+def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server, tmp_path: Path) -> None:
+    """The live samples' DynamicMap, composed by the user and shown by holoviews' own display, follows
+    samples that come after its cell ended, offline (holoviews' comm, no server, no CDN)."""
+    import nbformat
+
+    pw = pytest.importorskip("playwright.sync_api")
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.skip("Debian's chromium is not installed")
+    base, token = lab_server
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in _LIVE_CELLS])
+    nbformat.write(nb, tmp_path / "live.ipynb")
+    errors: list[str] = []
+    with pw.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        try:
+            page = _open(browser, f"{base}/lab/tree/live.ipynb?token={token}&reset", errors)
+            page.wait_for_function("() => jupyterapp.shell.currentWidget.sessionContext.session"
+                                   " && jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=60_000)
+            page.evaluate("() => jupyterapp.commands.execute('notebook:run-all-cells')")
+            page.wait_for_timeout(1000)
+            page.wait_for_function(_IDLE, timeout=120_000, polling=250)
+            page.wait_for_function(_LINES + ".filter(n => n > 0).length >= 2", timeout=30_000, polling=100)
+            first = page.evaluate(_LINES)
+            page.wait_for_function(_LINES + ".filter(n => n >= 41).length >= 2", timeout=60_000, polling=250)
+            last = page.evaluate(_LINES)
+        finally:
+            browser.close()
+    assert errors == [], errors
+    assert sorted(n for n in first if n > 0)[-2:] < [41, 41], first  # drawn before the samples were all in
+    assert sorted(last)[-2:] == [41, 41], last  # both flows' lines, every sample, redrawn in the page

@@ -301,6 +301,11 @@ def test_a_background_cell_returns_at_once_and_its_stop_button_works_while_the_k
     assert kernel.value("bg.done") is False  # the kernel is idle, the run goes on
     _wait_flows_running(kernel)
     time.sleep(1)
+    # its samples, as holoviews data the user keeps while the run goes on
+    before = kernel.value("len(bg.live)")
+    time.sleep(1.5)
+    grown = kernel.value("(lambda d: (len(d), list(d.holoviews('goodput')[()].keys())))(bg.live)")
+    assert grown[0] > before and grown[1] == ["h2-h1-1-0"], (before, grown)
     click(kernel, buttons[0])
     res = kernel.value("(lambda r: dict(interrupted=r.interrupted, exps=r.exps))(bg.wait(30))")
     assert res == {"interrupted": True, "exps": [1]}

@@ -55,6 +55,7 @@ PROCESS_EXP
 """
 
 
+@pytest.mark.alone
 def test_a_bbr_flow_s_trace_holds_every_ack_at_the_samples_state(bed, tmp_path) -> None:
     exp = _run(bed, tmp_path, "DO_SERVER host=h2 start=1\n" + BBR, trace="client")
     ds = exp.dataset

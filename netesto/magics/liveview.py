@@ -23,6 +23,7 @@ from jupyter_bokeh import BokehModel
 from netesto.controller.live import LiveState, format_rate
 from netesto.controller.progress import FlowsScheduled, ProgressEvent, RunFinished
 from netesto.magics.widgets import WidgetProgress
+from netesto.plots.livedata import DOCUMENTS
 
 TICK = 0.5  # seconds between redraws
 
@@ -34,6 +35,11 @@ class BatchedBokehModel(BokehModel):  # type: ignore[misc]  # jupyter_bokeh is u
     def __init__(self, model: Any) -> None:
         self._held: list[Any] | None = None
         super().__init__(model)
+
+    def _sync_model(self, model: Any, content: dict[str, Any], buffers: list[Any]) -> None:
+        """The front end's change (a zoom, a legend click), applied while no redraw changes the document."""
+        with DOCUMENTS:
+            super()._sync_model(model, content, buffers)
 
     def close(self) -> None:
         """Close once: jupyter_bokeh's second close (a widget's ``__del__`` closes it again) raised KeyError."""
@@ -115,7 +121,7 @@ class LiveWidgetProgress(WidgetProgress):
         super().handle(event)
 
     def on_flows_scheduled(self, e: FlowsScheduled) -> None:
-        with self.figure.batch():
+        with DOCUMENTS, self.figure.batch():
             self.plot.declare(e.flows)
 
     def _ticking(self) -> None:
@@ -130,7 +136,7 @@ class LiveWidgetProgress(WidgetProgress):
         with self._lock:
             if self._finished:
                 return
-            with self.figure.batch():
+            with DOCUMENTS, self.figure.batch():
                 self.plot.add(self.state.take())
                 self.plot.now(self.state.elapsed())
             self._tick(self._live_text())
@@ -147,7 +153,7 @@ class LiveWidgetProgress(WidgetProgress):
         return f"<table><tr>{cells}</tr></table>"
 
     def on_run_finished(self, e: RunFinished) -> None:
-        with self.figure.batch():
+        with DOCUMENTS, self.figure.batch():
             self.plot.add(self.state.take())
         self.hosts.value = self._hosts_html()
         super().on_run_finished(e)
@@ -160,7 +166,7 @@ class LiveWidgetProgress(WidgetProgress):
     def snapshot_parts(self) -> tuple[str, str]:
         from netesto.plots.inline import output
 
-        with self._lock:
+        with self._lock, DOCUMENTS:
             return self._hosts_html() + output(self.plot.layout), ""
 
 

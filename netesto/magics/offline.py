@@ -15,8 +15,9 @@ holoviews' own display still goes through panel, whose stylesheets stay CDN
 links in a notebook: a holoviews object shown as a cell's result is drawn
 instead as :func:`netesto.plots.notebook.show` draws it (its bokeh document, BokehJS
 inline once per kernel), by a display formatter registered for holoviews' ``Dimensioned``
-(without importing holoviews). Objects with a ``DynamicMap`` inside need a live
-kernel and keep holoviews' display.
+(without importing holoviews). Objects with a ``DynamicMap`` driven by streams (a run's live
+samples: :mod:`netesto.plots.livedata`) are drawn in a ``jupyter_bokeh`` widget that their streams
+redraw; a ``DynamicMap`` with key dimensions (sliders) keeps holoviews' display.
 """
 
 from __future__ import annotations
@@ -45,15 +46,37 @@ def arrange(ipython: Any) -> None:
 
 
 def _offline_bundle(obj: Any) -> Any:
-    """The display of a holoviews object: as :func:`netesto.plots.notebook.show` draws it (holoviews' own with
-    a DynamicMap)."""
+    """The display of a holoviews object: as :func:`netesto.plots.notebook.show` draws it; one with a
+    DynamicMap driven by streams only as a live bokeh widget (:func:`_live_bundle`); one whose DynamicMap
+    has key dimensions (sliders, panel's widgets) by holoviews' own display."""
     from holoviews import DynamicMap
 
-    if isinstance(obj, DynamicMap) or obj.traverse(lambda x: x, [DynamicMap]):
-        return obj._repr_mimebundle_()
+    maps = obj.traverse(lambda x: x, [DynamicMap])
+    if isinstance(obj, DynamicMap) or maps:
+        if any(m.kdims for m in maps):
+            return obj._repr_mimebundle_()
+        return _live_bundle(obj)
     from netesto.plots.notebook import show
 
     return {"text/html": show(obj)._repr_html_(), "text/plain": repr(obj)}
+
+
+def _live_bundle(obj: Any) -> Any:
+    """``obj`` rendered by holoviews' bokeh plotting and shown in a ``jupyter_bokeh`` widget, as the live
+    view is: its streams' events (a :class:`~netesto.plots.livedata.LiveData` buffer's samples) redraw it
+    through widget messages, with BokehJS inline once per kernel. holoviews' own display goes through
+    panel, whose stylesheets it links from a CDN (a blank-styled plot and failed requests offline)."""
+    import holoviews as hv
+
+    from netesto.magics.liveview import BatchedBokehModel, load_bokehjs
+    from netesto.plots.page import bokeh_backend
+
+    bokeh_backend()
+    plot = hv.renderer("bokeh").get_plot(obj)
+    load_bokehjs([plot.state])
+    widget = BatchedBokehModel(plot.state)
+    widget.hv_plot = plot  # held with the widget: the plot's stream subscriptions redraw it
+    return widget._repr_mimebundle_()
 
 
 def _inline(module: ModuleType) -> None:

@@ -24,6 +24,13 @@ from typing import TYPE_CHECKING, Any, Iterable
 if TYPE_CHECKING:
     from netesto.controller.live import Sample
 
+# Held by every change to a bokeh document that netesto shows live: the samples' redraws (a ticker
+# thread, or whatever thread feeds a LiveData) and the front end's own changes (a range the user zoomed,
+# applied in the kernel's main thread: :class:`netesto.magics.liveview.BatchedBokehModel`). A bokeh
+# document is not thread-safe: unguarded, a redraw raised "Set changed size during iteration" in 1 of
+# about 10 JupyterLab sessions and the plot stopped there.
+DOCUMENTS = threading.RLock()
+
 # The metrics a sample carries, with their units (the Curves' value dimensions).
 METRICS = {"goodput": "Mbit/s", "cwnd": "packets", "srtt": "ms"}
 COLUMNS = ("t", "flow", "host", *METRICS)
@@ -63,7 +70,8 @@ class LiveData:
                 self._cols[column].extend(values)
             buffer = self._buffer
         if buffer is not None:
-            buffer.send(_frame(rows))
+            with DOCUMENTS:  # its DynamicMaps' plots redraw in this thread
+                buffer.send(_frame(rows))
 
     def frame(self) -> Any:
         """The samples so far as a pandas DataFrame (columns t, flow, host, goodput, cwnd, srtt)."""
@@ -113,4 +121,4 @@ def _frame(cols: dict[str, list[Any]]) -> Any:
                          **{m: pd.Series(cols[m], dtype=float) for m in METRICS}})
 
 
-__all__ = ["BUFFER_ROWS", "COLUMNS", "LiveData", "METRICS"]
+__all__ = ["BUFFER_ROWS", "COLUMNS", "DOCUMENTS", "LiveData", "METRICS"]

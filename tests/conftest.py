@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -39,6 +40,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _NETNS_OK:
         netns.cleanup_all()
+
+
+@pytest.fixture(autouse=True)
+def _signals_as_found() -> Iterator[None]:
+    """SIGINT, SIGTERM and the signal mask as the test found them: one that left SIGINT ignored or
+    blocked in this process passes that on to every process the later tests start (SIG_IGN and the mask
+    survive exec), and their Ctrl-C tests see no Ctrl-C. What a test left is put back, with a warning
+    naming it."""
+    import signal
+    import warnings
+
+    nums = (signal.SIGINT, signal.SIGTERM)
+    before = [signal.getsignal(n) for n in nums], signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    after = [signal.getsignal(n) for n in nums], signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if after != before:
+        for n, handler in zip(nums, before[0]):
+            signal.signal(n, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before[1])
+        warnings.warn(f"the test left the signals changed: {before} -> {after} (put back)", stacklevel=1)
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,17 @@ def _netns_ok() -> bool:
     return _NETNS_OK
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C as a terminal's foreground process has it, in this process and so in every process the tests
+    start. Started as a background job of a non-interactive shell (``make test &``, a CI step's
+    ``cmd &``), pytest and each xdist worker inherit SIGINT ignored, pass it on (SIG_IGN survives exec),
+    and the tests that stop a run or a sweep with Ctrl-C see nothing stop it."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Namespaces left by runs that died without their cleanup go first (their processes with them)."""
     if _netns_ok():

@@ -90,15 +90,32 @@ def test_bad_define_and_missing_lab(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 not installed")
+def _two_free_ports() -> int:
+    """A base port free with the one after it, below the kernel's ephemeral range: 5201 may be someone
+    else's on this host, and a port the kernel handed out once (bind to port 0) it hands out again to the
+    connections of tests running beside this one ("Address already in use" for iperf3's listener)."""
+    import random
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        base = random.randrange(10000, min(low, 30000) - 1)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", base))
+                b.bind(("127.0.0.1", base + 1))
+        except OSError:
+            continue
+        return base
+    raise AssertionError("no two free ports below the ephemeral range")
+
+
 def test_iperf3_driver_gets_a_server_per_flow(loopback_lab: Path, tmp_path: Path) -> None:
     from netesto.controller import run
 
     text = ("DO_SERVER host=h2 start=1\n"
             "DO_CLIENT host=h1 server=h2 test=TCP_STREAM req=S dur=1 driver=iperf3 instances=2\n"
             "WAIT 1\nGET_DATA host=h2\nGET_DATA host=h1\n")
-    with socket.socket() as probe:  # a free base port: 5201 may be someone else's on this host
-        probe.bind(("127.0.0.1", 0))
-        base = probe.getsockname()[1]
+    base = _two_free_ports()
     result = run(text, lab=loopback_lab, workdir=tmp_path / "w", iperf3_port=base)
     flows = tmp_path / "w" / str(result.exps[0]) / "flows"
     assert result[result.exps[0]].path == flows.parent

@@ -55,7 +55,7 @@ def lab_server(tmp_path: Path):
         env={**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter-config")})
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # its start, beside the suite's other workers
         while True:
             try:
                 urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
@@ -81,8 +81,8 @@ def _open(browser, url: str, errors: list[str]):
     local = ("http://127.0.0.1", "data:", "blob:")
     page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(local)
                else (errors.append(f"network: {r.request.url}"), r.abort()))
-    page.goto(url)
-    page.wait_for_function(_PANEL, timeout=60_000)
+    page.goto(url, timeout=120_000)
+    page.wait_for_function(_PANEL, timeout=180_000)  # JupyterLab's first load, beside the suite's other workers
     return page
 
 
@@ -106,7 +106,7 @@ def test_the_quickstart_runs_in_jupyterlab_saves_small_and_reopens_drawn(lab_ser
             try:
                 page = _open(browser, url, errors)
                 page.wait_for_function("() => jupyterapp.shell.currentWidget.sessionContext.session"
-                                       " && jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=60_000)
+                                       " && jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=120_000)
                 page.evaluate("() => jupyterapp.commands.execute('notebook:run-all-cells')")
                 page.wait_for_timeout(2000)
                 page.wait_for_function(_IDLE, timeout=300_000, polling=500)
@@ -191,7 +191,7 @@ def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server
         try:
             page = _open(browser, f"{base}/lab/tree/live.ipynb?token={token}&reset", errors)
             page.wait_for_function("() => jupyterapp.shell.currentWidget.sessionContext.session"
-                                   " && jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=60_000)
+                                   " && jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=120_000)
             page.evaluate("() => jupyterapp.commands.execute('notebook:run-all-cells')")
             page.wait_for_timeout(1000)
             page.wait_for_function(_IDLE, timeout=120_000, polling=250)

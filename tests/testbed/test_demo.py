@@ -111,6 +111,7 @@ def _unprivileged_ok() -> bool:
     return probe.returncode == 0 and probe.stdout.strip() != "0"
 
 
+@pytest.mark.alone  # its agents share the host's own stack, whose congestion control tests beside it change
 @pytest.mark.skipif(not _unprivileged_ok(), reason="unshare --user is not available")
 def test_demo_without_root_falls_back_to_a_loopback_lab(tmp_path) -> None:
     """`netesto demo` with euid != 0 (a fresh user namespace: no CAP_NET_ADMIN over this

@@ -99,6 +99,10 @@ def _layer(module: str) -> str:
 PRESENTATION_HOOKS: dict[tuple[str, str], str] = {
     ("netesto.results.analysis", "netesto.plots.tables"):
         "Table.plot() draws the table an exp.py-style script made, as the original's plot commands did",
+    ("netesto.controller.result", "netesto.plots"): "ExperimentResult.plot() draws the experiment it holds",
+    ("netesto.controller.result", "netesto.report.display"): "a run's and an experiment's rich repr in a notebook",
+    ("netesto.controller.records", "netesto.report.experiment"):
+        "PROCESS_EXP writes exp.html beside exp.nc, as the original wrote each experiment's page",
 }
 
 
@@ -120,6 +124,8 @@ RULES = [
     (("netesto.controller",), ("netesto.agent", "netesto.engine", "netesto.drivers", "netesto.collectors",
                                "netesto.testbed"),
      "the controller talks to agents over the wire only, and labs reach it as data"),
+    (("netesto.controller",), ("netesto.plots", "netesto.report", "netesto.sweep", "netesto.magics"),
+     "the controller runs experiments; what draws or shows them sits above it"),
     (("netesto.results",), ("netesto.engine", "netesto.drivers", "netesto.collectors", "netesto.agent",
                             "netesto.controller", "netesto.plots", "netesto.report", "netesto.sweep",
                             "netesto.testbed", "netesto.script", "netesto.magics"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 from netesto.controller.progress import (
     ActionStarted,
@@ -25,7 +25,6 @@ from netesto.controller.progress import (
     RunFinished,
     RunStarted,
 )
-from netesto.plots.livedata import LiveData
 
 _DOING = {"DO_SERVER": "serving", "DO_CLIENT": "starting flows", "GET_DATA": "fetching data",
           "SET_SYSCTL": "configuring", "SET_QDISC": "configuring", "SET_NETEM": "configuring",
@@ -200,7 +199,9 @@ class LiveText(ConsoleProgress):
                  max_flows: int = 8) -> None:
         super().__init__(stream)
         self.state = LiveState(estimate)
-        self.live = LiveData()  # every sample, for holoviews users (as the live view's plot data)
+        # What gets every sample (the magics hand them to a netesto.plots.livedata.LiveData, kept as ``live``)
+        self.on_samples: Callable[[list[Sample]], None] | None = None
+        self.live: Any = None
         self.every = every
         self.max_flows = max_flows
         self._last_line = 0.0
@@ -211,13 +212,17 @@ class LiveText(ConsoleProgress):
         if isinstance(event, FlowProgress) and event.event == "progress":
             self._summary(event.t)
         elif isinstance(event, RunFinished):
-            self.live.add(self.state.take())
+            self._hand(self.state.take())
+
+    def _hand(self, samples: list[Sample]) -> None:
+        if self.on_samples is not None:
+            self.on_samples(samples)
 
     def _summary(self, now: float) -> None:
         if now - self._last_line < self.every:
             return
         self._last_line = now
-        self.live.add(self.state.take())
+        self._hand(self.state.take())
         recent = self.state.recent(2 * self.every + 1, now)
         shown = ", ".join(f"{s.flow} {format_rate(s.rate)}" + (f" cwnd {s.cwnd:.0f}" if s.cwnd is not None else "")
                           for s in recent[: self.max_flows])

@@ -200,8 +200,6 @@ class NetestoMagics(Magics):
         """The cell's progress sink, displayed: the live view, the bar, or plain lines."""
         from IPython.display import display
 
-        from netesto.controller.live import LiveText
-
         if mode == "auto":
             mode = "live" if _widget_frontend(self.shell) else "text"
         if mode == "live":
@@ -221,7 +219,7 @@ class NetestoMagics(Magics):
             except ImportError:
                 mode = "text"
         if mode == "text":
-            return LiveText(estimate=estimate)
+            return text_progress(estimate)
         view.display = display(view.box, display_id=True)  # the snapshot replaces it when the run ends
         return view
 
@@ -277,6 +275,18 @@ class NetestoMagics(Magics):
 
         handle.on_done(finished)
         return handle
+
+
+def text_progress(estimate: float) -> Any:
+    """Plain progress lines that also keep every sample as holoviews data (``.live``: a
+    :class:`~netesto.plots.livedata.LiveData`), as the live view does."""
+    from netesto.controller.live import LiveText
+    from netesto.plots.livedata import LiveData
+
+    text = LiveText(estimate=estimate)
+    text.live = LiveData()
+    text.on_samples = text.live.add
+    return text
 
 
 def _freeze(progress: Any) -> None:

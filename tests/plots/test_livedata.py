@@ -9,7 +9,7 @@ import pytest
 from bokeh.document import Document
 from bokeh.models import ColumnDataSource, GlyphRenderer
 
-from netesto.controller.live import LiveText, Sample
+from netesto.controller.live import Sample
 from netesto.controller.progress import FlowProgress, RunFinished, RunStarted
 from netesto.plots.live import LivePlot
 from netesto.plots.livedata import LiveData
@@ -56,7 +56,10 @@ def test_the_frame_has_every_sample_with_units_and_nan_for_what_a_sample_lacks()
 
 
 def test_text_progress_keeps_every_sample_too():
-    text = LiveText(open("/dev/null", "w"), estimate=5.0, every=60.0)
+    from netesto.magics.cellmagic import text_progress
+
+    text = text_progress(5.0)
+    text.stream, text.every = open("/dev/null", "w"), 60.0
     text.handle(RunStarted(lab="lab", hosts=("h2",), workdir="w", t=100.0))
     for i in range(3):
         text.handle(FlowProgress(host="h2", exp=1, flow="f1", event="progress", data={"goodput_bps": 1e6 * i},

@@ -114,6 +114,7 @@ def test_parked_clients_take_their_rows_with_no_transaction_of_theirs_in_flight(
 SERVER_HELD = 0.03  # (0.55-1.53 % measured, an upper bound)
 
 
+@pytest.mark.alone
 @pytest.mark.netns
 def test_16_flows_rows_hold_no_client_transaction_and_servers_wait_for_a_quiet_moment(veth_pair, tmp_path,
                                                                                       monkeypatch):

@@ -97,6 +97,7 @@ def _capture(ns: str, dev: str, path: Path) -> subprocess.Popen[str]:
     return proc
 
 
+@pytest.mark.alone
 def test_a_trace_link_delivers_what_the_trace_offers_per_100_ms(bed, tmp_path) -> None:
     """A 600 ms trace (24, 6, then 12 Mbit/s for 200 ms each) on the link toward h1, a UDP flood at 40 Mbit/s
     into it for 4 s: tcpdump on the router's egress counts the bytes that left in each 100 ms from the

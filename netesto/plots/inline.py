@@ -50,26 +50,30 @@ def _page_loader() -> bool:
     return bool(curstate().notebook)
 
 
-def plugins(models: Sequence[Any]) -> list[str]:
-    """What the BokehJS plugins ``models`` need add to Bokeh once loaded ("Widgets", "Tables")."""
+def _bundle(models: Sequence[Any]) -> Any:
+    """bokeh's INLINE bundle of what ``models`` need."""
     from bokeh.embed.bundle import bundle_for_objs_and_resources
     from bokeh.resources import INLINE
 
-    bundle = bundle_for_objs_and_resources(list(models), INLINE)
+    return bundle_for_objs_and_resources(list(models), INLINE)
+
+
+def plugins(models: Sequence[Any], bundle: Any = None) -> list[str]:
+    """What the BokehJS plugins ``models`` need add to Bokeh once loaded ("Widgets", "Tables");
+    ``bundle``: their :func:`_bundle`, when made already."""
+    bundle = bundle if bundle is not None else _bundle(models)
     names = (_LIBRARY.match(js) for js in bundle.js_raw)
     return [_PLUGIN_NAMES[n.group(1)] for n in names if n is not None and n.group(1) in _PLUGIN_NAMES]
 
 
-def head(models: Sequence[Any]) -> str:
+def head(models: Sequence[Any], bundle: Any = None) -> str:
     """The ``<script>``/``<style>`` an output drawing bokeh ``models`` needs in this kernel: the BokehJS
     libraries no earlier output carried (with bokeh's one-line settings after them), and the CSS;
     no library once bokeh's own notebook loader ran (:func:`_page_loader`)."""
     import bokeh
     from bokeh.core.templates import CSS_RESOURCES, JS_RESOURCES
-    from bokeh.embed.bundle import bundle_for_objs_and_resources
-    from bokeh.resources import INLINE
 
-    bundle = bundle_for_objs_and_resources(list(models), INLINE)
+    bundle = bundle if bundle is not None else _bundle(models)
     libraries, settings = [], []
     by_loader = _page_loader()
     for js in bundle.js_raw:
@@ -154,9 +158,9 @@ def embed(objs: Sequence[Any]) -> Embedded:
 
     models = [render(o) for o in objs]
     script, divs = components(models, wrap_script=False)
-    head_html = head(models)
-    return Embedded(head_html, _waiting(script, divs[0] if divs else "", bokeh.__version__, plugins(models)),
-                    tuple(divs))
+    bundle = _bundle(models)  # once: the libraries to carry and the plugins to wait for
+    return Embedded(head(models, bundle), _waiting(script, divs[0] if divs else "", bokeh.__version__,
+                                                   plugins(models, bundle)), tuple(divs))
 
 
 def output(obj: Any) -> str:

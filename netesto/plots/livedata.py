@@ -4,7 +4,7 @@
 srtt). ``data.buffer`` is a holoviews :class:`~holoviews.streams.Buffer` that gets each new
 sample as it arrives, and ``data.holoviews("goodput")`` a ``DynamicMap`` over it: one Curve per
 flow (an ``NdOverlay`` keyed by ``flow``), real data in every element, so ``*``, ``+``, ``.opts``
-and ``.select`` work on it and a display of it (``hv.extension`` or panel) follows the run::
+and ``.select`` work on it, and shown after ``%load_ext netesto`` it redraws as the run goes on::
 
     h = netesto_result                      # a --background run's handle
     live = h.live.holoviews("goodput") * hv.HLine(50)
@@ -58,7 +58,7 @@ class LiveData:
 
     def add(self, samples: Iterable[Sample]) -> None:
         """Record ``samples`` and send them to the buffer, when one was asked for."""
-        rows = {c: [] for c in COLUMNS}  # type: dict[str, list[Any]]
+        rows: dict[str, list[Any]] = {c: [] for c in COLUMNS}
         for s in samples:
             for column, value in (("t", s.t), ("flow", s.flow), ("host", s.host), ("goodput", s.rate / 1e6),
                                   ("cwnd", s.cwnd), ("srtt", s.srtt)):

@@ -149,8 +149,10 @@ def processed_twoflow(work: Path) -> None:
     skew = {f["flow_id"]: f["start_skew"] for f in doc["flows"]}
     expected = 0.5 + skew["h1-h2-2-0"] - skew["h1-h2-1-0"]
     assert float(f2.start - f1.start) == pytest.approx(expected, abs=0.02)
-    assert float(f1.duration) == pytest.approx(2.0, abs=0.2)
-    assert float(f2.duration) == pytest.approx(1.0, abs=0.2)
+    # never shorter than asked; longer by the end timer's lateness and the send buffer's drain
+    # to the receiver, both of which a loaded machine stretches (CI, 4 workers on 2 cores: +0.32 s)
+    assert 2.0 - 0.01 <= float(f1.duration) < 2.0 + 1.0
+    assert 1.0 - 0.01 <= float(f2.duration) < 1.0 + 1.0
     for f in (f1, f2):
         bits = float(f.goodput.fillna(0).sum()) * ds.attrs["interval"]
         assert bits == pytest.approx(float(f.bytes) * 8, rel=1e-6)

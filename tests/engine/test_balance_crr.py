@@ -80,23 +80,23 @@ def crr_tps(pair, server: Server, tmp_path, name: str, streams: int) -> tuple[fl
     return flows[0][0].summary["tps"], flows
 
 
-@pytest.mark.alone
 @pytest.mark.netns
-def test_crr_beside_bulk_senders_keeps_its_rate(veth_pair, tmp_path):
-    """Interleaved twice (alone, beside, alone, beside): the best of each, on a shared noisy machine."""
+def test_crr_beside_bulk_senders_gets_a_server_worker_of_its_own(veth_pair, tmp_path):
+    """The server places a CRR flow, then three bulk senders: they keep off the CRR flow's worker.
+
+    No rate is compared: beside senders paced to 100 Mbit/s a CRR flow sharing its worker keeps
+    ~90 % of its rate too, while two busy loops beside the suite spread its rate alone over 3x
+    (5.8-16.9 k/s in one run), so a rate bar tests the scheduler, not the placement."""
     pair = veth_pair
     server = Server(pair, pair.b, pair.addr_b, tmp_path / "srv", "--workers", "2")
-    alone, beside = [], []
     try:
-        for rnd in range(2):
-            alone.append(crr_tps(pair, server, tmp_path, f"alone{rnd}", 0)[0])
-            tps, flows = crr_tps(pair, server, tmp_path, f"beside{rnd}", 3)
-            beside.append(tps)
-            pids = Counter(srv.header["pid"] for _, srv in flows)
-            assert pids[flows[0][1].header["pid"]] == 1, pids  # the CRR flow's server worker runs no bulk flow
+        tps, flows = crr_tps(pair, server, tmp_path, "beside", 3)
     finally:
         server.events()
-    assert max(beside) >= 0.5 * max(alone), (alone, beside)
+    pids = Counter(srv.header["pid"] for _, srv in flows)
+    assert len(pids) == 2 and pids[flows[0][1].header["pid"]] == 1, pids
+    cli, srv = flows[0]
+    assert tps > 0 and cli.summary["transactions"] == srv.summary["transactions"]
 
 
 @pytest.mark.netns

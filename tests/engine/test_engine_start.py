@@ -42,7 +42,8 @@ def test_every_type_starts_at_its_instant(veth_pair, tmp_path):
         if s["test"].startswith("TCP"):
             assert cli.summary["bytes_tx"] == srv.summary["bytes_rx"], fid
             assert cli.summary["bytes_rx"] == srv.summary["bytes_tx"], fid
-        assert cli.summary["duration"] == pytest.approx(1.0, abs=0.2)
+        # never shorter than asked; longer by the end timer's lateness and the drain (stretched by load)
+        assert 1.0 - 0.01 <= cli.summary["duration"] < 1.0 + 1.0
     server.events()
 
 

@@ -16,7 +16,8 @@ sampled vs (nearly) unsampled, RR p99 sampled vs unsampled, the cost of one samp
    is the median of the pair ratios with its distribution-free 95 %
    interval, pooled over ``--within-runs`` runs (0: skip), next to a control
    run sampled in no window. ``--within-only`` runs just this part.
-1. 64 TCP_STREAM flows on a veth pair with ``interval=0.01`` vs ``interval=60``
+1. 64 TCP_STREAM flows on a veth pair, flat out and then each paced to ``--paced`` Mbit/s
+   (40), with ``interval=0.01`` vs ``interval=60``
    (one sample at the start and one at the end: the engine's way of "not
    sampling"), pairs of runs in ABBA order after one discarded warm-up run:
    goodput ratio per pair, bytes per engine CPU second, and the sampler's
@@ -30,7 +31,12 @@ sampled vs (nearly) unsampled, RR p99 sampled vs unsampled, the cost of one samp
    counted here; measured: small). Printed with it: us per row and the
    share of rows taken hot. The target (< 1.5 %) is held to this share;
    the bytes per engine CPU second (sampled over unsampled) is the all-in
-   reading (caches included), as noisy as the neighbours' load.
+   reading (caches included), as noisy as the neighbours' load. Per run also
+   the sampler's share of one core (its ticks over the run's seconds: what a
+   user's host gives up at this flow count and interval, however busy the flows
+   are) and the with/without check: the engine's CPU sampled less unsampled over
+   the sampler's own ticks (paced flows do the same work either way, so there 1.0
+   means the ticks are the whole cost).
 2. RR p99 sampled vs unsampled (``--rr-only``, ``--no-rr``): 1 TCP_RR flow, then 16
    on one client worker, client and server pinned to different CPUs
    (``--rr-cpus``), runs of ``interval=0.01`` and ``interval=60``
@@ -124,18 +130,19 @@ def sampling_share(engine: Engine) -> tuple[float, float, int, int]:
             sum(w[2] for w in workers.values()))
 
 
-def goodput(engine: Engine, dur: float, interval: float, flows: int) -> tuple[float, float]:
-    """Aggregate goodput (bit/s) and bytes per CPU second of the engine's processes (client and server)."""
+def goodput(engine: Engine, dur: float, interval: float, flows: int, pacing: int = 0) -> tuple[float, float, float]:
+    """Aggregate goodput (bit/s), bytes per CPU second of the engine's processes (client and server) and
+    those CPU seconds; ``pacing``: each flow's rate (bit/s, 0 flat out)."""
     server0 = tree_cpu(engine.proc.pid)
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     summaries = engine.run([
-        dict(flow_id=f"a-b-0-{i}", test="TCP_STREAM", dur=dur, ca="cubic", interval=interval)
+        dict(flow_id=f"a-b-0-{i}", test="TCP_STREAM", dur=dur, ca="cubic", interval=interval, pacing=pacing)
         for i in range(flows)
     ])
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = tree_cpu(engine.proc.pid) - server0 + (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     total = sum(s["bytes_tx"] for s in summaries)
-    return total * 8 / max(s["duration"] for s in summaries), total / cpu
+    return total * 8 / max(s["duration"] for s in summaries), total / cpu, cpu
 
 
 _COUNTER = """
@@ -236,35 +243,43 @@ def within_run_part(dur: float, flows: int, runs: int, window: float) -> None:
           f"{mid:.4f} [{lo:.4f}-{hi:.4f}] (95 % interval; {NO_GOODPUT_TARGET})", flush=True)
 
 
-def stream_part(dur: float, reps: int, flows: int, workdir: Path) -> None:
-    """Part 1: 64 stream flows, sampled and unsampled runs in ABBA pairs; the sampler's share of the engine's CPU."""
+def stream_part(dur: float, reps: int, flows: int, workdir: Path, pacing: int = 0) -> None:
+    """Part 1: 64 stream flows (flat out, or each paced to ``pacing`` bit/s), sampled and unsampled runs in
+    ABBA pairs; the sampler's share of the engine's CPU and of one core, and the engine's CPU with the
+    sampler over without it (the with/without check of the self-reported ticks)."""
     pair = netns.make_veth_pair()
+    how = f"each paced to {pacing / 1e6:g} Mbit/s" if pacing else "flat out"
     try:
         engine = Engine(pair, workdir / "engine")
-        print(f"# sampling cost ({dur} s runs, {reps} pairs in ABBA order after a discarded warm-up "
-              "run; shared noisy 2-vCPU machine)", flush=True)
-        goodput(engine, dur, 0.01, flows)  # warm-up: the first run after the server starts is slower
-        sampled, unsampled, eff, share, per_row, hot = [], [], [], [], [], []
+        print(f"# sampling cost, {flows} flows {how} ({dur} s runs, {reps} pairs in ABBA order after a discarded "
+              "warm-up run; shared noisy 2-vCPU machine)", flush=True)
+        goodput(engine, dur, 0.01, flows, pacing)  # warm-up: the first run after the server starts is slower
+        sampled, unsampled, eff, share, per_row, hot, core, extra = [], [], [], [], [], [], [], []
         for k in range(reps):
             # ABBA: which run of a pair goes first alternates, so a drift or an
             # order effect does not favour one side
             order = (60.0, 0.01) if k % 2 == 0 else (0.01, 60.0)
             got = {}
             for interval in order:
-                got[interval] = goodput(engine, dur, interval, flows)
+                got[interval] = goodput(engine, dur, interval, flows, pacing)
                 if interval == 0.01:
                     ticks, cpu, rows, hot_rows = sampling_share(engine)
                     share.append(ticks / cpu)
                     per_row.append(ticks / rows * 1e6)
                     hot.append(hot_rows / rows)
+                    core.append(ticks / dur)
             unsampled.append(got[60.0][0])
             sampled.append(got[0.01][0])
             eff.append(got[0.01][1] / got[60.0][1])
+            # what sampling added to the engine's CPU, per second of the run, over what the sampler said it spent
+            # (meaningful where the work is fixed: paced flows move the same bytes either way)
+            extra.append((got[0.01][2] - got[60.0][2]) / dur / core[-1] if core[-1] > 0 else math.nan)
             print(f"  pair {k + 1} ({'unsampled first' if k % 2 == 0 else 'sampled first'}): unsampled "
                   f"{unsampled[-1] / 1e9:.2f} Gbit/s, sampled {sampled[-1] / 1e9:.2f} Gbit/s, "
                   f"ratio {sampled[-1] / unsampled[-1]:.3f}; bytes per engine CPU second ratio {eff[-1]:.3f}; "
-                  f"sampler {100 * share[-1]:.2f} % of the engine's CPU ({per_row[-1]:.2f} us per row, "
-                  f"{100 * hot[-1]:.0f} % of the rows taken hot)", flush=True)
+                  f"sampler {100 * share[-1]:.2f} % of the engine's CPU, {100 * core[-1]:.2f} % of a core "
+                  f"({per_row[-1]:.2f} us per row, {100 * hot[-1]:.0f} % of the rows taken hot); engine CPU with "
+                  f"- without sampling = {extra[-1]:.2f} x the sampler's own", flush=True)
         engine.close()
     finally:
         pair.close()
@@ -277,8 +292,14 @@ def stream_part(dur: float, reps: int, flows: int, workdir: Path) -> None:
     print(f"bytes moved per CPU second of the engine (client + server processes), sampled / unsampled: "
           f"median {statistics.median(eff):.3f} [{eff[0]:.3f}-{eff[-1]:.3f}] (all effects of sampling, caches "
           "included, but as noisy as the neighbours' load; kernel work done in ksoftirqd is not in it)", flush=True)
-    for values in (share, per_row, hot):
+    for values in (share, per_row, hot, core, extra):
         values.sort()
+    print(f"{flows} flows {how}, sampled at 10 ms: the sampler took {100 * statistics.median(core):.2f} % of one core "
+          f"[{100 * core[0]:.2f}-{100 * core[-1]:.2f}], {statistics.median(per_row):.2f} us per row; with/without: the "
+          f"engine's CPU grew by {statistics.median(extra):.2f} [{extra[0]:.2f}-{extra[-1]:.2f}] x what the sampler "
+          "reported (1: its ticks are all it costs; flat-out flows move more bytes unsampled, so there it "
+          "reads low; a spread far wider than 0-2 says the runs' own CPU moved more than sampling costs)",
+          flush=True)
     print(f"the sampler's share of the engine's CPU: {100 * statistics.median(share):.2f} % [{100 * share[0]:.2f}-"
           f"{100 * share[-1]:.2f}] (the thread CPU of its sweeps and of the rows its flow ends took at their idle "
           f"points, from the flow summaries' sampling_seconds, over the workers' CPU; {statistics.median(per_row):.2f} "
@@ -389,6 +410,8 @@ def main() -> int:
                         help="seconds per run (3 s runs swing by +-10 %%: a start transient and the neighbours)")
     parser.add_argument("--reps", type=int, default=6)
     parser.add_argument("--flows", type=int, default=64)
+    parser.add_argument("--paced", type=float, default=40.0, metavar="MBIT",
+                        help="part 1 again with each flow paced to MBIT Mbit/s (default 40; 0: skip)")
     parser.add_argument("--cost", action="store_true", help="also print the per-sample cost split")
     parser.add_argument("--cost-only", action="store_true", help="only print the per-sample cost split")
     parser.add_argument("--idle-only", action="store_true",
@@ -425,6 +448,8 @@ def main() -> int:
             if args.within_only:
                 return 0
         stream_part(args.dur, args.reps, args.flows, workdir)
+        if args.paced:  # the same rows where the engine has little else to do: their share of its CPU grows
+            stream_part(args.dur, args.reps, args.flows, workdir, pacing=int(args.paced * 1e6))
         if not args.no_rr:
             rr_part(args.dur, args.reps, args.rr_cpus, workdir)
         sampler_part(workdir)

@@ -1,4 +1,4 @@
-"""Process ties through Linux prctl: children that die with their parent, tight timers."""
+"""Process ties through Linux prctl: children that die with their parent, tight timers, names."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ import signal
 from typing import Any, Callable
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
 PR_SET_TIMERSLACK = 29
+SPARE_NAME = "netesto-spare"  # a flow-engine client waiting for its specs (netesto.agent.spare), as ps shows it
+SPARE_RUNNING = "netesto-client"  # ... and once it has them
 _libc: Any = None
 
 
-def _prctl(option: int, value: int) -> bool:
+def _prctl(option: int, value: int | bytes) -> bool:
     """``prctl(option, value)``; False where there is no prctl (not Linux)."""
     global _libc
     try:
@@ -45,4 +48,9 @@ def precise_timers() -> None:
     _prctl(PR_SET_TIMERSLACK, 1)
 
 
-__all__ = ["die_with_parent", "parent_death_signal", "precise_timers"]
+def name_process(name: str) -> None:
+    """Call this process ``name`` (its /proc comm, what ps and top show; 15 bytes at most)."""
+    _prctl(PR_SET_NAME, name.encode()[:15])
+
+
+__all__ = ["SPARE_NAME", "SPARE_RUNNING", "die_with_parent", "name_process", "parent_death_signal", "precise_timers"]

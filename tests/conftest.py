@@ -76,12 +76,15 @@ def _signals_as_found() -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _as_a_fresh_process() -> None:
     """Each test starts as a fresh kernel does: its first notebook plot carries BokehJS (netesto.plots.inline),
-    and its run estimates have learned nothing from earlier runs (netesto.controller.estimate)."""
+    and its run estimates and start leads have learned nothing from earlier runs (netesto.controller.estimate,
+    netesto.controller.startlead)."""
+    from netesto.controller import startlead
     from netesto.controller.estimate import forget as unlearn
     from netesto.plots.inline import forget
 
     forget()
     unlearn()
+    startlead.forget()
 
 
 @pytest.fixture

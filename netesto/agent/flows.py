@@ -20,6 +20,7 @@ from typing import Any, Callable
 from netesto.agent.diag import TcpDiag
 from netesto.agent.engineserver import EngineServer, engine_argv, kill
 from netesto.agent.pings import Pings
+from netesto.agent.spare import SpareClient
 from netesto.agent.store import DataStore, exp_name
 from netesto.errors import AgentError, NetestoError
 from netesto.policy import MAX_FLOWS_PER_REQUEST
@@ -75,6 +76,8 @@ class FlowManager:
         self._n = 0
         self._closing = False
         self.diag = TcpDiag()
+        self.spare = SpareClient(store)  # the next start_flows' engine client, started ahead
+        self.spare.refill()
         # exp -> {flow: error} of flows a previous agent process started and never saw end.
         self.interrupted: dict[str, dict[str, str]] = self._leftover_runs()
 
@@ -154,18 +157,9 @@ class FlowManager:
         # The pid keeps a restarted agent from overwriting a leftover (cut-short) run's specs.
         specs_path = self.store.write_private_json(f"specs-{name}-{os.getpid()}-{self._n}.json",
                                                    json.dumps([f.to_dict() for f in flows]))
-        argv = engine_argv("client", "--specs", str(specs_path), "--datadir", str(self.store.root))
-        errlog = open(self.store.private / f"client-{name}-{self._n}.stderr", "wb")
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errlog,
-                                    preexec_fn=parent_death_signal())
-        except OSError as exc:
-            raise AgentError(f"cannot start the flow engine client: {exc}", kind="EngineError") from exc
-        finally:
-            errlog.close()
+        proc, stderr = self.spare.take(specs_path) or self._new_client(name, specs_path)
         os.set_blocking(proc.stdout.fileno(), False)  # type: ignore[union-attr]
-        run = ClientRun(name, proc, [f.flow_id for f in flows], stderr=self.store.private / f"client-{name}-{self._n}.stderr",
-                        specs=specs_path)
+        run = ClientRun(name, proc, [f.flow_id for f in flows], stderr=stderr, specs=specs_path)
         run.state = {f.flow_id: "scheduled" for f in flows}
         self.runs.append(run)
         ping_errors: list[str] = []
@@ -182,6 +176,20 @@ class FlowManager:
                     ping_errors.append(exc.message)
         log.info("exp %s: started %d flows (pid %d)", name, len(flows), proc.pid)
         return StartFlowsReply(run.flows, proc.pid, specs_path.name, ping_errors or None)
+
+    def _new_client(self, name: str, specs_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+        """An engine client process for ``specs_path`` started now (no spare was waiting), and its stderr file."""
+        argv = engine_argv("client", "--specs", str(specs_path), "--datadir", str(self.store.root))
+        path = self.store.private / f"client-{name}-{self._n}.stderr"
+        errlog = open(path, "wb")
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errlog,
+                                    preexec_fn=parent_death_signal())
+        except OSError as exc:
+            raise AgentError(f"cannot start the flow engine client: {exc}", kind="EngineError") from exc
+        finally:
+            errlog.close()
+        return proc, path
 
     def ping_start(self, exp: Any, target: str, label: str, *, interval: float = 0.2, duration: float = 10.0) -> PingReply:
         return self.pings.start(exp, target, label, interval=interval, duration=duration)
@@ -263,6 +271,8 @@ class FlowManager:
             run.specs.unlink(missing_ok=True)
         log.info("exp %s: flow engine pid %d exited with %s%s", run.exp, run.proc.pid, rc, f": {tail}" if tail else "")
         self.push("flows_done", {"exp": run.exp, "host": self.host, **self.status(run.exp).to_wire()})
+        if not self._closing and all(r.finished for r in self.runs):  # no flows left here whose CPU it would take
+            self.spare.refill()
 
     def reap(self) -> None:
         for run in self.runs:
@@ -338,6 +348,7 @@ class FlowManager:
 
     def shutdown(self) -> None:
         self._closing = True
+        self.spare.close()
         self.stop(reason="stopped: the agent was shut down")
         self.server.shutdown()
         self.diag.close()

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from netesto.controller import startlead
 from netesto.controller.claim import LabClaim, new_token
 from netesto.controller.lab import Lab
 from netesto.controller.links import RunLinks
@@ -51,8 +52,8 @@ class RunContext:
         *,
         progress: ProgressCallback | None = None,
         client_factory: ClientFactory = default_client_factory,
-        lead: float = 1.0,
-        lead_per_host: float = 0.2,
+        lead: float | None = None,
+        lead_per_host: float | None = None,
         wait_margin: float = 15.0,
         clock_samples: int = 8,
         clock_refresh: float = 60.0,
@@ -71,8 +72,9 @@ class RunContext:
         self.trace = trace  # the ends of DO_CLIENTs without trace= that record tcp_probe (controller/observe.py)
         self.workdir = Path(workdir)
         self.progress = progress
+        # None: learned from the hosts' readiness (controller/startlead.py); a number: used as given
         self.lead = lead
-        self.lead_per_host = lead_per_host
+        self.lead_per_host = startlead.FIXED_PER_HOST if lead_per_host is None else lead_per_host
         self.wait_margin = wait_margin
         self.script = script
         # RAND_WAITs draw from a seeded generator: experiment.json records the seed
@@ -203,6 +205,20 @@ class RunContext:
         if self.phase == "run" and self._stop.is_set():
             raise KeyboardInterrupt("run cancelled")
 
+    def agent_id(self, host: str) -> str:
+        """What identifies ``host``'s agent beyond this run (its control address and port)."""
+        h = self.lab.resolve(host)
+        return f"{h.control}:{h.port}"
+
+    def start_lead(self, hosts: list[str], learned: bool = True) -> float:
+        """Seconds from scheduling a batch with flows on ``hosts`` to its common instant: as given to
+        the run, else learned from these hosts' readiness (``learned``: the batch's flows all tell it)."""
+        if self.lead is not None:
+            return self.lead + self.lead_per_host * max(0, len(hosts) - 1)
+        if not learned:
+            return startlead.FIXED + self.lead_per_host * max(0, len(hosts) - 1)
+        return startlead.lead([self.agent_id(h) for h in hosts], per_host=self.lead_per_host)
+
     def agent_event(self, host: str, ev: Any) -> None:
         """Engine events relayed by an agent (may run on the client's thread)."""
         data = ev if isinstance(ev, dict) else getattr(ev, "data", {}) or {}
@@ -216,6 +232,9 @@ class RunContext:
                     for rec in e.flows:
                         if rec.spec.flow_id == flow and rec.host == host and rec.start_skew is None:
                             rec.start_skew = start_skew(float(t), rec.start_agent)
+                            ready = data.get("ready")
+                            if rec.teaches_lead and isinstance(ready, (int, float)):
+                                startlead.learn(self.agent_id(host), float(ready) - rec.scheduled_agent)
                     for text in start_notices(e, host):  # a late start, said as it happens
                         self.emit(Notice(host=host, text=text))
         try:

@@ -3,14 +3,16 @@
 :func:`netesto.script.estimate_seconds` counts what the script asks for. A run
 also spends time the script does not say: each DO_CLIENT batch starts its flows
 ``lead`` (1 s) + 0.2 s per client host after it is reached (so every host starts
-them at one instant), every host is connected and snapshotted, data is fetched,
-and each PROCESS_EXP writes ``exp.nc`` and ``exp.html`` (a fixed cost and a cost
-per flow-second of samples). The constants are measured on the namespace testbed
-(docs/running.md, "How long a run takes"); :func:`run_seconds` walks the actions
-with them.
+them at one instant), 0.3 s once the hosts' readiness is learned (the run's later
+batches, a process's later runs: :mod:`netesto.controller.startlead`), every host
+is connected and snapshotted, data is fetched, and each PROCESS_EXP writes
+``exp.nc`` and ``exp.html`` (a fixed cost and a cost per flow-second of samples).
+The constants are measured on the namespace testbed
+of a quiet 2-vCPU machine (``python -m bench.bench_estimate``; docs/running.md, "How
+long a run takes"); :func:`run_seconds` walks the actions with them.
 
 On a loaded machine (or a slower one) the costs are larger than measured: processing
-took 2-4x its quiet time at load 7-9, and estimates fell 26-45 % short. Each run of a
+took 2-4x its quiet time at load 7-9. Each run of a
 process (a notebook's kernel, a sweep's kept kernel) therefore tells :func:`learn` what
 its costs really came to, and :func:`learned` scales the next estimates' costs (never
 the script's own time) by the median of the last runs' ratios.
@@ -30,17 +32,18 @@ from netesto.script.actions import Action, DoClient, DoServer, GetData, ProcessE
 class Costs:
     """Seconds a run spends beyond the script's own time (defaults: measured, see the module)."""
 
-    start: float = 0.3  # the run's start: the lab read, the workdir made
-    host: float = 0.15  # a host's first use: connect, hello, clocks
-    server: float = 0.1  # DO_SERVER order=0: snapshot, test server
+    start: float = 0.05  # the run's start: the lab read, the workdir made
+    host: float = 0.05  # a host's first use: connect, hello, clocks
+    server: float = 0.05  # DO_SERVER order=0: snapshot, test server
     lead: float = 1.0  # a DO_CLIENT batch: flows start this long after it ...
-    lead_per_host: float = 0.2  # ... and this per further client host
+    lead_per_host: float = 0.2  # ... and this per further client host, until their readiness is learned:
+    lead_learned: float = 0.3  # ... then this (controller/startlead.py: its floor, where engines start ahead)
     client: float = 0.05  # a DO_CLIENT's own requests
-    fetch: float = 0.2  # GET_DATA of one host
-    process: float = 2.5  # PROCESS_EXP: exp.nc and exp.html of an experiment ...
-    per_flow_second: float = 0.02  # ... and per second of each flow's samples
-    imports: float = 5.0  # the first PROCESS_EXP of a process: xarray, netCDF4, holoviews, bokeh imported
-    end: float = 0.2  # the run's end: restore, close
+    fetch: float = 0.05  # GET_DATA of one host
+    process: float = 0.7  # PROCESS_EXP: exp.nc and exp.html of an experiment ...
+    per_flow_second: float = 0.03  # ... and per second of each flow's samples
+    imports: float = 2.2  # the first PROCESS_EXP of a process: xarray, netCDF4, holoviews, bokeh imported
+    end: float = 0.05  # the run's end: restore, close
 
 
 DEFAULT = Costs()
@@ -53,12 +56,16 @@ def warm() -> bool:
     return all(m in sys.modules for m in ("xarray", "netCDF4", "holoviews.plotting.bokeh"))
 
 
-def run_seconds(actions: Iterable[Action], costs: Costs = DEFAULT, *, imported: bool = False) -> float:
+def run_seconds(actions: Iterable[Action], costs: Costs = DEFAULT, *, imported: bool = False,
+                seasoned: bool = False) -> float:
     """Wall seconds a run of ``actions`` takes, processing included (see the module); ``imported``: in a
-    process that has the processing's modules already (:func:`warm`), else the first PROCESS_EXP imports them."""
+    process that has the processing's modules already (:func:`warm`), else the first PROCESS_EXP imports them;
+    ``seasoned``: in a process that has learned its hosts' start leads (``startlead.known()``), else a
+    batch leads by the learned lead only once its client hosts have had one."""
     t = costs.start
     cold = not imported
     seen: set[str] = set()
+    led: set[str] = set()  # client hosts that had a batch: their leads are learned from then on
     ends: dict[tuple[int, str], float] = {}  # (exp, host) -> end of its last flow
     exp_ends: dict[int, float] = {}
     flow_seconds: dict[int, float] = {}
@@ -78,7 +85,11 @@ def run_seconds(actions: Iterable[Action], costs: Costs = DEFAULT, *, imported: 
         for a in batch:
             t += use(a.host) + use(a.server) + costs.client
         clients = {a.host for a in batch}
-        start = t + costs.lead + costs.lead_per_host * (len(clients) - 1)
+        if seasoned or clients <= led:
+            start = t + costs.lead_learned
+        else:
+            start = t + costs.lead + costs.lead_per_host * (len(clients) - 1)
+        led.update(clients)
         for a in batch:
             end = start + a.delay + a.dur
             for host in (a.host, a.server):

@@ -88,11 +88,14 @@ def do_clients(r: RunContext, batch: list[DoClient]) -> None:
     for exp_n in sorted({a.exp for a in batch}):  # the shape each experiment really starts under
         measure(r, r.exps[exp_n], [(r.lab.resolve(a.host).name, r.lab.resolve(a.server).name)
                                    for a in batch if a.exp == exp_n])
-    t_common = time.time() + r.lead + r.lead_per_host * (len(live) - 1) if live else None
+    # the lead: learned from these hosts' readiness when the builtin engine runs every flow of the batch
+    lead = r.start_lead(live, learned=all(a.driver == "builtin" for a in batch))
+    t_sched = time.time()
+    t_common = t_sched + lead if live else None
     links.start(r, batch, t_common)  # SET_LINKs before the batch: their time 0 is its start
     if t_common is not None:
         for c in live:
-            _start_host(r, c, per_host[c], t_common)
+            _start_host(r, c, per_host[c], t_common, t_sched, lead)
     err = "; ".join(r.errors[n_err:])
     for a in batch:
         r.emit(ActionFinished(kind=a.kind, host=a.host, exp=a.exp, elapsed=time.time() - t_begin, error=err))
@@ -122,8 +125,9 @@ def _targets(r: RunContext, batch: list[DoClient]) -> dict[str, list[Target]]:
     return per_host
 
 
-def _start_host(r: RunContext, c: str, targets: list[Target], t_common: float) -> None:
-    """Start client ``c``'s flows at ``t_common`` (controller time), one request per experiment."""
+def _start_host(r: RunContext, c: str, targets: list[Target], t_common: float, t_sched: float, lead: float) -> None:
+    """Start client ``c``'s flows at ``t_common`` (controller time, scheduled at ``t_sched`` with ``lead``),
+    one request per experiment."""
     h = r.hosts[c]
     at_agent = t_common + h.offset
     specs: list[FlowSpec] = []
@@ -137,14 +141,16 @@ def _start_host(r: RunContext, c: str, targets: list[Target], t_common: float) -
         )
         specs += new
         for i, s in enumerate(new):
-            records.append(FlowRecord(s, a, c, server, i, t_common + a.delay, at_agent + a.delay))
+            records.append(FlowRecord(s, a, c, server, i, t_common + a.delay, at_agent + a.delay,
+                                      scheduled_agent=t_sched + h.offset,
+                                      teaches_lead=a.delay == 0 and a.driver == "builtin"))
     by_exp: dict[int, list[FlowSpec]] = {}
     for s in specs:
         by_exp.setdefault(s.exp, []).append(s)
     if time.time() > at_agent - h.offset:
         r.emit(Notice(host=c, text=(
-            f"start instructions reached {c} after the scheduled instant (lead {r.lead:g} s "
-            f"+ {r.lead_per_host:g} s/host too short here): its flows start late")))
+            f"start instructions reached {c} after the scheduled instant (a lead of {lead:.2f} s was too "
+            "short here): its flows start late")))
     for exp_n, exp_specs in by_exp.items():
         e = r.exps[exp_n]
         ids = {s.flow_id for s in exp_specs}
@@ -159,7 +165,7 @@ def _start_host(r: RunContext, c: str, targets: list[Target], t_common: float) -
         e.waited.discard(c)
         dur = max(rec.spec.dur + rec.action.delay for rec in mine)
         r.emit(FlowsScheduled(exp=exp_n, host=c, flows=tuple(sorted(ids)), start_at=t_common, dur=dur,
-                              spans=tuple((rec.action.dur, rec.action.delay) for rec in mine)))
+                              spans=tuple((rec.action.dur, rec.action.delay) for rec in mine), lead=lead))
         for a, server, _ in targets:
             if a.exp == exp_n and (c, server) not in e.pings:
                 target = r.lab.resolve(server).test_address

@@ -65,21 +65,24 @@ class Plan:
         """Seconds the plan takes to run (:func:`netesto.script.estimate_seconds`)."""
         return estimate_seconds(self.actions)
 
-    def run_estimate(self, imported: bool | None = None) -> float:
+    def run_estimate(self, imported: bool | None = None, seasoned: bool | None = None) -> float:
         """Seconds a run of the plan takes, with what running costs: flows' start lead, connections,
         fetching, processing (:mod:`netesto.controller.estimate`), scaled by what this process's
         earlier runs' costs came to (:func:`~netesto.controller.estimate.learned`); ``imported``: run
-        in a process that has processing's modules imported (None: this one, as it is now)."""
+        in a process that has processing's modules imported, ``seasoned``: one that has learned the
+        hosts' start leads (None: this one, as it is now)."""
         from netesto.controller.estimate import learned
 
         script = self.estimate
-        return script + (self.modelled(imported) - script) * learned()
+        return script + (self.modelled(imported, seasoned) - script) * learned()
 
-    def modelled(self, imported: bool | None = None) -> float:
-        """:meth:`run_estimate` as the cost model alone says, before anything is learned."""
+    def modelled(self, imported: bool | None = None, seasoned: bool | None = None) -> float:
+        """:meth:`run_estimate` as the cost model alone says, before its costs are scaled by what was learned."""
+        from netesto.controller import startlead
         from netesto.controller.estimate import run_seconds, warm
 
-        return run_seconds(self.actions, imported=warm() if imported is None else imported)
+        return run_seconds(self.actions, imported=warm() if imported is None else imported,
+                           seasoned=startlead.known() if seasoned is None else seasoned)
 
     def counted(self, counter_file: Path) -> Iterator[Action]:
         """The actions, writing ``counter_file`` as each one is reached (and at the end)."""

@@ -74,6 +74,7 @@ class FlowsScheduled(ProgressEvent):
     start_at: float  # controller time
     dur: float  # from start_at to the end of the last of them
     spans: tuple[tuple[float, float], ...] = ()  # each flow's (dur, delay) as the script wrote them
+    lead: float = 0.0  # s from the batch's scheduling to start_at (controller/startlead.py)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ without changing the readers.
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,8 @@ class FlowRecord:
     start_agent: float  # the same instant in the client agent's time
     start_skew: float | None = None
     never_started: bool = False  # its client's file says its data phase never began
+    scheduled_agent: float = math.nan  # when its batch was scheduled, in the client agent's time
+    teaches_lead: bool = False  # its readiness says how long a start lead its host needs (startlead)
 
     @property
     def end_ctrl(self) -> float:

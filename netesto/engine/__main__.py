@@ -48,7 +48,8 @@ def add_arguments(
     srv.add_argument("--handshake-timeout", type=float, default=5.0,
                      help="seconds a new connection has to complete its handshake")
     cli = sub.add_parser("client", help=client_help, description=client_help)
-    cli.add_argument("--specs", required=datadir is None, help="JSON list of FlowSpec dicts")
+    cli.add_argument("--specs", required=datadir is None,
+                     help="JSON list of FlowSpec dicts ('-': its path on a line of stdin, read once imported)")
     cli.add_argument("--datadir", **where, help="raw files go to DATADIR/<exp>/flows/")
     cli.add_argument("--workers", type=WORKERS, default=None, help="worker processes (default min(2, flows))")
     for role in (srv, cli):  # bench_sampling's within-run comparison only: sample every other W-second window
@@ -65,7 +66,16 @@ def run(args: argparse.Namespace) -> int:
                      handshake_timeout=args.handshake_timeout, sample_duty=args.sample_duty)
     from netesto.engine.serve.workers import load_specs, run_client
 
-    return run_client(load_specs(args.specs), args.datadir, workers=args.workers, sample_duty=args.sample_duty)
+    specs = args.specs
+    if specs == "-":  # started ahead (netesto.agent.spare): imported, it waits for its specs file's path
+        from netesto.procs import SPARE_NAME, SPARE_RUNNING, name_process
+
+        name_process(SPARE_NAME)
+        specs = sys.stdin.readline().strip()
+        if not specs:
+            return 0  # let go unused
+        name_process(SPARE_RUNNING)
+    return run_client(load_specs(specs), args.datadir, workers=args.workers, sample_duty=args.sample_duty)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,8 +9,8 @@ from netesto.results.manifest import PointRecord
 # Seconds a point costs beyond its notebook's run (kernel reset, parameters, writing and exporting
 # the notebook, the summary), and the first point's kernel start and imports on top: measured with
 # bench/bench_sweep_overhead.py (see docs/sweeps.md); replaced by what the sweep's own points took.
-WARM_OVERHEAD = 2.5
-COLD_EXTRA = 6.0
+WARM_OVERHEAD = 1.0
+COLD_EXTRA = 4.0
 
 
 _PLANNED: dict[tuple[Any, ...], float | None] = {}  # a point's run estimate by what it depends on: planned once
@@ -36,7 +36,7 @@ def _planned(v: Mapping[str, Any]) -> float | None:
 
     try:
         mix = Mix.parse(str(v["ca"]), dur=v["dur"], delay=v.get("delay", 0), flows=int(v.get("flows", 1)))
-        return make_plan(mix.script("sweep"), defines=mix.defines(), counter=0).run_estimate(imported=True)
+        return make_plan(mix.script("sweep"), defines=mix.defines(), counter=0).run_estimate(imported=True, seasoned=True)
     except (NetestoError, ValueError, TypeError):
         return None
 

@@ -21,9 +21,12 @@ is handed to ``on_line`` as it arrives.
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
+from queue import Empty
 from typing import Any, Callable
 
+from nbclient.util import ensure_async, run_hook, run_sync
 from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine, papermill_engines
 
@@ -37,11 +40,55 @@ _PREPARE = ("get_ipython().reset(new_session=True, aggressive=False)\n"
             "__import__('netesto.plots.inline', fromlist=['forget']).forget()\n")
 
 
+async def _answered(channel: Any, msg_id: str, wait: float) -> bool:
+    """A message answering ``msg_id`` came on ``channel`` within ``wait`` seconds (others are dropped)."""
+    end = time.monotonic() + wait
+    while (left := end - time.monotonic()) > 0:
+        try:
+            msg = await ensure_async(channel.get_msg(timeout=left))
+        except Empty:
+            return False
+        if msg.get("parent_header", {}).get("msg_id") == msg_id:
+            return True
+    return False
+
+
+async def channels_ready(kc: Any, timeout: float) -> None:
+    """``kc``'s kernel answers a kernel_info on shell, and its status for it comes on iopub: both channels
+    are connected. (jupyter_client's wait_for_ready then waits out 0.2 s of iopub silence too, every
+    point; nbclient tells a cell's outputs from others by the request they answer anyway.)"""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg_id = kc.kernel_info()
+        if await _answered(kc.shell_channel, msg_id, 1.0) and await _answered(kc.iopub_channel, msg_id, 0.5):
+            return
+        if not await ensure_async(kc.is_alive()):
+            raise RuntimeError("the kernel died before it answered kernel_info")
+    raise RuntimeError(f"the kernel did not answer kernel_info on both channels in {timeout:g} s")
+
+
 class _PointClient(PapermillNotebookClient):  # type: ignore[misc]
-    """papermill's client, with each stream text of the kernel passed on line by line."""
+    """papermill's client, with each stream text of the kernel passed on line by line, and its channels
+    checked by :func:`channels_ready`."""
 
     on_line: LineSink | None = None
     _partial = ""
+
+    async def async_start_new_kernel_client(self) -> Any:
+        """nbclient's, with :func:`channels_ready` for its wait_for_ready."""
+        assert self.km is not None
+        try:
+            self.kc = self.km.client()
+            await ensure_async(self.kc.start_channels())
+            await channels_ready(self.kc, self.startup_timeout)
+        except Exception:
+            await self._async_cleanup_kernel()
+            raise
+        self.kc.allow_stdin = False
+        await run_hook(self.on_notebook_start, notebook=self.nb)
+        return self.kc
+
+    start_new_kernel_client = run_sync(async_start_new_kernel_client)
 
     def output(self, outs: Any, msg: dict[str, Any], display_id: Any, cell_index: int) -> Any:
         if self.on_line is not None and msg.get("msg_type") == "stream":
@@ -119,11 +166,16 @@ class WarmKernel:
             if not self.km.has_kernel or not run_sync(self.km.is_alive)():
                 return False
             kc = self.km.blocking_client()
-            kc.start_channels()
+            # The shell channel only: its reply says the reset ran. No wait_for_ready, which spends 0.2 s
+            # letting iopub go quiet (papermill's client does that once more, before the first cell).
+            kc.start_channels(iopub=False, stdin=False, hb=False, control=False)
             try:
-                kc.wait_for_ready(timeout=30)
-                reply = kc.execute_interactive(_PREPARE.format(path=str(directory)), silent=True,
-                                               store_history=False, timeout=30, output_hook=lambda msg: None)
+                msg_id = kc.execute(_PREPARE.format(path=str(directory)), silent=True, store_history=False)
+                deadline = time.monotonic() + 30
+                while True:
+                    reply = kc.get_shell_msg(timeout=max(0.0, deadline - time.monotonic()))
+                    if reply["parent_header"].get("msg_id") == msg_id:
+                        break
             finally:
                 kc.stop_channels()
         except Exception:  # noqa: BLE001 - a kernel that does not answer is replaced, not a failed point

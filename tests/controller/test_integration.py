@@ -232,15 +232,21 @@ GET_DATA host=h1
 
 
 def _engine_clients(ns: str) -> list[int]:
+    """The flow-engine clients running flows in ``ns``: a client the agent started ahead (``--specs -``)
+    runs some only once it has renamed itself for them (netesto.agent.spare)."""
     from netns import ns_pids  # tests/ is on sys.path (conftest)
+
+    from netesto.procs import SPARE_RUNNING
 
     out = []
     for pid in ns_pids(ns):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
         except OSError:
             continue
-        if b"netesto.engine" in cmd and b"client" in cmd:
+        ahead = b"--specs" in cmd and cmd[cmd.index(b"--specs") + 1:][:1] == [b"-"]
+        if b"netesto.engine" in cmd and b"client" in cmd and (not ahead or comm == SPARE_RUNNING):
             out.append(pid)
     return out
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from netesto.errors import UsageError
 from netesto.engine.__main__ import add_arguments as _engine_arguments
 from netesto.engine.__main__ import int_within
-from netesto.protocol.flowspec import FlowSpec
+from netesto.protocol.flowspec import CRR_CLOSES, FlowSpec
 from netesto.vocab import TEST_TYPES
 
 DATADIR = "netesto-flows"
@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     quick.add_argument("--pacing", default="0", help="max pacing rate (default 0: none)")
     quick.add_argument("--rate", default="0", help="UDP_STREAM target rate")
     quick.add_argument("--interval", type=float, default=0.01, help="sampling interval, s (default 0.01)")
+    quick.add_argument("--crr-close", choices=CRR_CLOSES, default="rst",
+                       help="how TCP_CRR ends each connection: rst (default: a reset, no TIME_WAIT, as neper), "
+                            "client (the client closes first), server (as netperf: the server first)")
     quick.add_argument("--token", default="", help="the experiment token the server accepts")
     quick.add_argument("--exp", type=int, default=None,
                        help="experiment number of the raw files (default: the next free one in DATADIR)")
@@ -87,7 +90,7 @@ def command_line_specs(args: argparse.Namespace) -> list[FlowSpec]:
         local_buffer=_value(args.buffer, "buffer", to_size),
         remote_buffer=_value(args.remote_buffer, "remote-buffer", to_size),
         pacing=_value(args.pacing, "pacing", to_bits), rate=_value(args.rate, "rate", to_bits),
-        interval=args.interval, token=args.token, exp=exp,
+        interval=args.interval, token=args.token, exp=exp, crr_close=args.crr_close,
     )
     return [FlowSpec(flow_id=f"{here}-{there}-1-{i}", **common) for i in range(args.instances)]
 

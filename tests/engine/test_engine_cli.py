@@ -100,6 +100,24 @@ def test_flow_client_takes_one_flow_from_the_command_line(tmp_path):
         assert total, rr.stdout
         per_flow = [int(n) for n in re.findall(r"^    (\d+) transactions", rr.stdout, re.M)]
         assert len(per_flow) == 4 and int(total.group(1)) == sum(per_flow)
+        # how CRR connections end, as each peer ends them: a reset leaves no TIME_WAIT, a client close leaves
+        # one per connection on the client's side (netperf's server-first close, on the server's)
+        def time_waits() -> int:
+            return len(subprocess.run(["ss", "-Htan", "state", "time-wait", "dport", "=", f":{port}"],
+                                      capture_output=True, text=True, timeout=10).stdout.splitlines())
+
+        for close in ("rst", "client"):
+            before = time_waits()
+            crr = subprocess.run([*quick, "--json", "-t", "tcp_crr", "-l", "0.3", "--crr-close", close],
+                                 capture_output=True, text=True, timeout=30)
+            assert crr.returncode == 0, crr.stderr
+            (summary,) = [e["summary"] for e in map(json.loads, crr.stdout.splitlines()) if e["event"] == "done"]
+            n, added = summary["transactions"], time_waits() - before
+            assert n > 0
+            # (the flow's own hello connection ends as a stream's does: one more)
+            assert added <= 1 if close == "rst" else added >= n, (close, n, added)
+        bad = subprocess.run([*quick, "-t", "tcp_crr", "--crr-close", "fin"], capture_output=True, text=True)
+        assert bad.returncode == 2 and "invalid choice: 'fin'" in bad.stderr
         # bad input: both or neither way of giving flows, a bad size
         for argv, what in (([*quick, "--specs", "x.json"], "--specs FILE or -H HOST"),
                            ([*NETESTO, "flow", "client"], "--specs FILE or -H HOST"),

@@ -69,14 +69,19 @@ def _live_bundle(obj: Any) -> Any:
     import holoviews as hv
 
     from netesto.magics.liveview import BatchedBokehModel, load_bokehjs
+    from netesto.plots.livedata import DOCUMENTS
     from netesto.plots.page import bokeh_backend
 
     bokeh_backend()
-    plot = hv.renderer("bokeh").get_plot(obj)
-    load_bokehjs([plot.state])
-    widget = BatchedBokehModel(plot.state)
-    widget.hv_plot = plot  # held with the widget: the plot's stream subscriptions redraw it
-    return widget._repr_mimebundle_()
+    # Samples may come meanwhile, on another thread: the plot subscribes to its streams before it has
+    # drawn itself, and a redraw then would draw it a second time, half-built (holoviews' subplots still
+    # None), and the widget's document would be serialised while being changed.
+    with DOCUMENTS:
+        plot = hv.renderer("bokeh").get_plot(obj)
+        load_bokehjs([plot.state])
+        widget = BatchedBokehModel(plot.state)
+        widget.hv_plot = plot  # held with the widget: the plot's stream subscriptions redraw it
+        return widget._repr_mimebundle_()
 
 
 def _inline(module: ModuleType) -> None:

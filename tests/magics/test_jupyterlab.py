@@ -152,6 +152,12 @@ def test_the_quickstart_runs_in_jupyterlab_saves_small_and_reopens_drawn(lab_ser
 # how many points each glyph renderer holds.
 _LINES = ("() => " + DOCUMENTS + ".flatMap(d => [...d.all_models]).filter(m => m.constructor.__name__ === 'GlyphRenderer')"
           + ".map(r => r.data_source.get_length())")
+# The page's Bokeh instances (the global one and any by version), each one's documents and their roots,
+# and each widget output's bokeh roots: which of them a plot that never showed is missing from.
+_BOKEH_STATE = """() => ({global: typeof window.Bokeh === 'undefined' ? null : window.Bokeh.version,
+  versions: window.Bokeh ? Object.keys(window.Bokeh).filter(k => /^[0-9]/.test(k)) : [],
+  documents: """ + DOCUMENTS + """.map(d => d.roots().length),
+  widgets: [...document.querySelectorAll('.jp-OutputArea-output.lm-Widget')].map(e => e.innerHTML.length)})"""
 _LIVE_CELLS = [
     "import threading, time\n"
     "from netesto.controller.live import Sample\n"
@@ -205,12 +211,13 @@ def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server
                 page.wait_for_timeout(250)
             text = page.evaluate("() => [...document.querySelectorAll('.jp-OutputArea-output')]"
                                  ".map(e => e.className + ': ' + e.innerText.slice(0, 300)).join(' | ')")
+            bokeh = page.evaluate(_BOKEH_STATE)  # what the page's BokehJS holds, should no line show
         finally:
             browser.close()
     failed = tmp_path / "feed-error.txt"
     assert not failed.exists(), failed.read_text()  # a redraw raised in the thread that sent the samples
     drawn = [lines for lines in seen if sum(n > 0 for n in lines) >= 2]
-    assert drawn, (seen[-5:], errors, text[-2000:])
+    assert drawn, (seen[-5:], errors, text[-2000:], bokeh)
     early, last = drawn[0], seen[-1]
     assert errors == [], errors
     assert sorted(n for n in early if n > 0)[-2:] < [41, 41], early  # drawn before the samples were all in

@@ -66,3 +66,36 @@ def test_text_progress_keeps_every_sample_too():
                                  t=101.0 + i))
     text.handle(RunFinished(t=104.0, elapsed=4.0, experiments=(1,), errors=()))
     assert text.live.frame().goodput.tolist() == [0.0, 1.0, 2.0]  # not only the lines it printed
+
+
+def test_a_live_dynamicmap_shown_while_samples_come_draws_once_whole():
+    """Shown in a notebook (the live widget) while another thread sends samples, as a run's progress thread
+    does: the plot subscribed to its streams before it had drawn itself, and a sample then drew it a second
+    time, half-built (holoviews' ``'NoneType' object has no attribute 'values'``, in the sending thread)."""
+    import threading
+
+    from netesto.magics.offline import _live_bundle
+
+    data = LiveData()
+    data.add([Sample("a", "h2", 0.0, 1e7), Sample("b", "h2", 0.0, 2e7)])
+    stop, errors = threading.Event(), []
+
+    def feed() -> None:
+        t = 0.0
+        while not stop.wait(0.002):
+            t += 0.01
+            try:
+                data.add([Sample("a", "h2", t, 1e7 + t * 1e5), Sample("b", "h2", t, 2e7)])
+            except Exception as exc:  # noqa: BLE001 - what the test is looking for
+                errors.append(exc)
+                return
+
+    sender = threading.Thread(target=feed, daemon=True)
+    sender.start()
+    try:
+        bundles = [_live_bundle(data.holoviews("goodput") * hv.HLine(15)) for _ in range(4)]
+    finally:
+        stop.set()
+        sender.join(timeout=10)
+    assert errors == []
+    assert all("application/vnd.jupyter.widget-view+json" in b for b in bundles)

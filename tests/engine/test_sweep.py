@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 from array import array
+from pathlib import Path
 
 import pytest
 
@@ -126,24 +127,36 @@ def test_bad_arguments_raise(args, error):
 def test_the_c_and_python_sweeps_write_the_same_files(tmp_path):
     """The same ticks through Sampler._tick with the C sweep and with the Python one (sample_tick): the same
     rows in the same blocks, counted alike, for stream ends and hot ends (one of them stalled)."""
-    counts = {}
-    for path in ("C", "python"):
-        worker = Worker(Loop(), str(tmp_path / path), lambda event: None)
-        if path == "python":
+    def ticks(where: Path, python: bool) -> tuple[tuple, bool]:
+        """The counts after the same ticks on one path, and whether every tick served the next grid point
+        (a process held past a grid point skips the points it missed, in either path: a loaded machine's)."""
+        worker = Worker(Loop(), str(where), lambda event: None)
+        if python:
             worker.sampler.c_sweep = None
         made = _stream_ends(worker, 11, "s") + [_rr_end(worker, i) for i in range(2)]
         stalled = made[-1]
+        steady = True
         for tick in range(2 * made[0].flush_rows + 3):
             for end in made[:11]:
                 end.tx += 1000
+            point = worker.sampler.next[0.01]
             worker.sampler._tick(0.01)
+            steady = steady and worker.sampler.next[0.01] == pytest.approx(point + 0.01)
             assert stalled.due_at == pytest.approx(worker.sampler.next[0.01])  # due again at the next point
-        counts[path] = ([end.samples for end in made], [end.nrows for end in made], worker.sampler.swept,
-                        worker.sampler.cpu_ns > 0)
+        got = ([end.samples for end in made], [end.nrows for end in made], worker.sampler.swept,
+               worker.sampler.cpu_ns > 0)
         _done(worker, made)
-    assert counts["C"] == counts["python"]
+        return got, steady
+
+    for attempt in range(5):  # the comparison holds for ticks that skipped nothing: taken again if one did
+        base = tmp_path / str(attempt)
+        (c_counts, c_steady), (p_counts, p_steady) = ticks(base / "C", False), ticks(base / "python", True)
+        if c_steady and p_steady:
+            break
+    assert c_steady and p_steady, "every attempt was held past a grid point"
+    assert c_counts == p_counts
     for i in range(11):
-        c, p = (read_flow(tmp_path / path / "1" / "flows" / f"s-{i}.client.nflow") for path in ("C", "python"))
+        c, p = (read_flow(base / path / "1" / "flows" / f"s-{i}.client.nflow") for path in ("C", "python"))
         assert c.rows == p.rows and list(c.columns["app_bytes_tx"]) == list(p.columns["app_bytes_tx"])
 
 

@@ -5,10 +5,11 @@ interpreter and imports (0.1-0.2 s on this project's 2-vCPU machines, 0.3-0.5 s 
 between the request and the flows being connected, and every batch's start lead had to cover
 them (:mod:`netesto.controller.startlead`). The agent keeps one client started ahead with
 ``--specs -`` instead: imported, it waits for one line on its stdin, the path of its specs file,
-and runs them as any client does (``ps`` shows a waiting one as ``netesto-spare``). A spare is started with the agent and again whenever a client
-run ends with no other one running, never while flows run (its start-up would take their CPU). It
-ends with the agent: its stdin closed, or the parent-death signal if the agent is killed. A spare
-that died or cannot be handed its specs is replaced by a client started as before.
+and runs them as any client does (``ps`` shows a waiting one as ``netesto-spare``). A spare is
+started with the agent and again whenever a client run ends with no other one running, never
+while flows run (its start-up would take their CPU). It ends with the agent: its stdin closed, or
+the parent-death signal if the agent is killed. A spare that died or cannot be handed its specs is
+replaced by a client started as before.
 """
 
 from __future__ import annotations

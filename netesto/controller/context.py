@@ -213,10 +213,9 @@ class RunContext:
     def start_lead(self, hosts: list[str], learned: bool = True) -> float:
         """Seconds from scheduling a batch with flows on ``hosts`` to its common instant: as given to
         the run, else learned from these hosts' readiness (``learned``: the batch's flows all tell it)."""
-        if self.lead is not None:
-            return self.lead + self.lead_per_host * max(0, len(hosts) - 1)
-        if not learned:
-            return startlead.FIXED + self.lead_per_host * max(0, len(hosts) - 1)
+        if self.lead is not None or not learned:
+            fixed = startlead.FIXED if self.lead is None else self.lead
+            return fixed + self.lead_per_host * max(0, len(hosts) - 1)
         return startlead.lead([self.agent_id(h) for h in hosts], per_host=self.lead_per_host)
 
     def agent_event(self, host: str, ev: Any) -> None:

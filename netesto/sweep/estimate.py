@@ -36,7 +36,8 @@ def _planned(v: Mapping[str, Any]) -> float | None:
 
     try:
         mix = Mix.parse(str(v["ca"]), dur=v["dur"], delay=v.get("delay", 0), flows=int(v.get("flows", 1)))
-        return make_plan(mix.script("sweep"), defines=mix.defines(), counter=0).run_estimate(imported=True, seasoned=True)
+        plan = make_plan(mix.script("sweep"), defines=mix.defines(), counter=0)
+        return plan.run_estimate(imported=True, seasoned=True)  # a kept kernel's: imports done, leads learned
     except (NetestoError, ValueError, TypeError):
         return None
 

@@ -40,17 +40,17 @@ _PREPARE = ("get_ipython().reset(new_session=True, aggressive=False)\n"
             "__import__('netesto.plots.inline', fromlist=['forget']).forget()\n")
 
 
-async def _answered(channel: Any, msg_id: str, wait: float) -> bool:
-    """A message answering ``msg_id`` came on ``channel`` within ``wait`` seconds (others are dropped)."""
+async def _answer(channel: Any, msg_id: str, wait: float) -> dict[str, Any] | None:
+    """The message answering ``msg_id`` on ``channel`` within ``wait`` seconds, or None (others are dropped)."""
     end = time.monotonic() + wait
     while (left := end - time.monotonic()) > 0:
         try:
-            msg = await ensure_async(channel.get_msg(timeout=left))
+            msg: dict[str, Any] = await ensure_async(channel.get_msg(timeout=left))
         except Empty:
-            return False
+            return None
         if msg.get("parent_header", {}).get("msg_id") == msg_id:
-            return True
-    return False
+            return msg
+    return None
 
 
 async def channels_ready(kc: Any, timeout: float) -> None:
@@ -60,7 +60,7 @@ async def channels_ready(kc: Any, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         msg_id = kc.kernel_info()
-        if await _answered(kc.shell_channel, msg_id, 1.0) and await _answered(kc.iopub_channel, msg_id, 0.5):
+        if await _answer(kc.shell_channel, msg_id, 1.0) and await _answer(kc.iopub_channel, msg_id, 0.5):
             return
         if not await ensure_async(kc.is_alive()):
             raise RuntimeError("the kernel died before it answered kernel_info")
@@ -166,21 +166,17 @@ class WarmKernel:
             if not self.km.has_kernel or not run_sync(self.km.is_alive)():
                 return False
             kc = self.km.blocking_client()
-            # The shell channel only: its reply says the reset ran. No wait_for_ready, which spends 0.2 s
-            # letting iopub go quiet (papermill's client does that once more, before the first cell).
+            # The shell channel only: its reply says the reset ran (papermill's client checks both channels
+            # before the first cell, :func:`channels_ready`).
             kc.start_channels(iopub=False, stdin=False, hb=False, control=False)
             try:
                 msg_id = kc.execute(_PREPARE.format(path=str(directory)), silent=True, store_history=False)
-                deadline = time.monotonic() + 30
-                while True:
-                    reply = kc.get_shell_msg(timeout=max(0.0, deadline - time.monotonic()))
-                    if reply["parent_header"].get("msg_id") == msg_id:
-                        break
+                reply = run_sync(_answer)(kc.shell_channel, msg_id, 30.0)
             finally:
                 kc.stop_channels()
         except Exception:  # noqa: BLE001 - a kernel that does not answer is replaced, not a failed point
             return False
-        return bool(reply["content"].get("status") == "ok")
+        return reply is not None and reply["content"].get("status") == "ok"
 
     def end(self) -> None:
         """End the kept kernel (its atexit handlers run); the next point starts a new one."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -108,7 +109,8 @@ def test_the_api_returns_the_result_and_a_point_without_an_experiment_fails(note
     (["-p", "x=one"], "x='one'"),
     (["-p", "x=1", "--set", "x=2"], "both swept and fixed"),
     (["-p", "x=1", "--check", "jian > 1"], "did you mean 'jain'"),
-    (["-p", "x=1", "--lab", "{lab}"], "h1: no answer to hello in 3 s from 127.0.0.1:9"),
+    # the wait as it really was: 3 s, or a little more on a loaded machine ("3.01 s")
+    (["-p", "x=1", "--lab", "{lab}"], r"h1: no answer to hello in 3(\.\d+)? s from 127\.0\.0\.1:9"),
 ])
 def test_bad_input_is_refused_before_anything_runs(notebook: Path, tmp_path: Path, args: list[str], message: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,7 +127,7 @@ def test_bad_input_is_refused_before_anything_runs(notebook: Path, tmp_path: Pat
     except SystemExit as exc:  # argparse's usage errors
         rc = exc.code
     done = capsys.readouterr()
-    assert rc not in (0, None) and message in done.err, done.out + done.err
+    assert rc not in (0, None) and re.search(message, done.err), done.out + done.err  # (a pattern)
     assert "Traceback" not in done.err
     assert not out.exists()
 

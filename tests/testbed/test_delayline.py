@@ -29,6 +29,7 @@ pytestmark = pytest.mark.netns
 ONE_WAY_MS = 10.0
 PATH_MS = 2 * ONE_WAY_MS
 RESOLUTION_MS = 0.001  # ping's summary and ss's minrtt print microseconds
+ARRIVAL_SLACK_NS = 100_000  # far below the 3 ms jitter, far above two CPUs' race into one queue
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +109,12 @@ def test_jitter_reorders_a_flow_only_where_netem_would(bed, tmp_path) -> None:
             fallback(ONE_WAY_MS, 3.0, rate)
             m = measure(bed.state, tmp_path / str(rate), seconds=1.5, tcp=True, ping_interval=0.05)
             data = sorted((h for h in m.holds if h.proto == 6 and h.src == h1["addr"]), key=lambda h: h.t_in_ns)
-            left = [h.t_in_ns + h.held_ns for h in data]
-            overtaken[rate] = sum(1 for a, b in zip(left, left[1:]) if b < a)
+            # A packet overtaken: one that came in clearly earlier (more than ARRIVAL_SLACK_NS) left later.
+            # Packets of one flow that two CPUs hand to the router's link within microseconds of each
+            # other may reach the delay line's queue in another order than the capture stamps them.
+            overtaken[rate] = sum(1 for i, a in enumerate(data) for b in data[i + 1:i + 64]
+                                  if b.t_in_ns - a.t_in_ns > ARRIVAL_SLACK_NS
+                                  and b.t_in_ns + b.held_ns < a.t_in_ns + a.held_ns)
             assert len(data) > 100 and m.capture_dropped == 0
             toward_h2 = [h.held_ns for h in m.holds if h.dst == h2["addr"]]
             assert min(toward_h2) >= (ONE_WAY_MS - 3.0) * 1e6  # each packet's hold is its own draw, never less

@@ -214,6 +214,10 @@ class Engine:
         """The last run's client end of ``flow_id``: its ``.nflow`` file read."""
         return read_flow(self.workdir / "cli" / str(self.runs) / "flows" / f"{flow_id}.client.nflow")
 
+    def server_flow(self, flow_id: str) -> RawFlow:
+        """The last run's server end of ``flow_id`` (once written: :meth:`server_summaries` waits for it)."""
+        return read_flow(self.workdir / "srv" / str(self.runs) / "flows" / f"{flow_id}.server.nflow")
+
     def p99_us(self, flow_ids: list[str]) -> float:
         """p99 latency (us) of the last run's client flows, their histograms merged (the ``.nflow`` summaries)."""
         merged = Histogram()

@@ -1,15 +1,18 @@
 """How late each sampler tick came, against the engine's own schedule (the header's ``tick_epoch``).
 
 The built-in engine samples a flow end on a grid of its worker's monotonic
-clock: its first row after the baseline is due at the grid point recorded in
+clock: its first row after the baseline serves the grid point recorded in
 the file's header as ``tick_epoch`` (the sweep the flow end joined), and each
-later row at the first grid point past the row before it (a sweep, or an RR
-end's own row, that comes late is followed by the next point still ahead: the
-points it passed are skipped, not caught up). So every tick row has a
+later row the next grid point, even one the row before already passed: a
+tick that came late owes the rows of the points it passed, and they follow
+as soon as the loop can take them. Only a row ``tick_backlog`` (a header
+field) or more intervals behind gives up the points it passed: the next row
+serves the first point ahead (netesto.engine.sampling.grid). Files written
+before ``tick_backlog`` existed skipped at once (a backlog of 0: each row
+served the first point past the row before). So every tick row has a
 scheduled instant, and its lateness is its ``t_mono`` minus that instant;
-a row more than one interval late means ``floor(lateness / interval)`` grid
-points without a row (missed ticks). The first row (the flow end joining) and
-the last (its end) are not ticks.
+the points given up are the missed ticks. The first row (the flow end
+joining) and the last (its end) are not ticks.
 """
 
 from __future__ import annotations
@@ -35,20 +38,39 @@ class TickStats:
     ticks: int = 0
 
 
-def scheduled(t_mono: np.ndarray, epoch: float, interval: float) -> np.ndarray:
-    """The scheduled instant of each row after the first (rows 1..n-1): ``epoch`` for row 1, then
-    the first grid point (``epoch + k * interval``) after the row before.
+def scheduled(t_mono: np.ndarray, epoch: float, interval: float, backlog: int = 0) -> np.ndarray:
+    """The scheduled instant of each row after the first (rows 1..n-1): ``epoch`` for row 1, then for
+    each the next grid point after the row before's (``epoch + k * interval``), or the first point past
+    that row's stamp when it came ``backlog`` or more intervals behind (0: always the first point past).
 
-    >>> scheduled(np.array([0.003, 0.0101, 0.0235, 0.0301]), 0.01, 0.01).round(4).tolist()
+    >>> t = np.array([0.003, 0.0101, 0.0235, 0.0301])
+    >>> scheduled(t, 0.01, 0.01).round(4).tolist()
     [0.01, 0.02, 0.03]
+    >>> t = np.array([0.003, 0.0101, 0.0551, 0.0552, 0.0553, 0.0601])   # a tick 35 ms late, the rows it owes
+    >>> scheduled(t, 0.01, 0.01, backlog=64).round(4).tolist()
+    [0.01, 0.02, 0.03, 0.04, 0.05]
+    >>> scheduled(t, 0.01, 0.01, backlog=2).round(4).tolist()   # 3 points behind: it gives them up
+    [0.01, 0.02, 0.06, 0.07, 0.08]
     """
     if t_mono.size < 2:
         return np.empty(0)
     prev = t_mono[1:-1]
-    after = epoch + (np.floor((prev - epoch) / interval + EPSILON) + 1.0) * interval
-    # a row that came before the epoch (none should): the epoch is still ahead of it
-    after = np.maximum(after, epoch + interval)
-    return np.concatenate(([epoch], after))
+    if backlog <= 0:  # each point depends on the row before only: at once
+        after = epoch + (np.floor((prev - epoch) / interval + EPSILON) + 1.0) * interval
+        # a row that came before the epoch (none should): the epoch is still ahead of it
+        after = np.maximum(after, epoch + interval)
+        return np.concatenate(([epoch], after))
+    out = np.empty(prev.size + 1)
+    out[0], start = epoch, 0
+    while True:  # consecutive points from row `start` on, up to the first row that came backlog behind
+        out[start:] = out[start] + np.arange(out.size - start) * interval
+        behind = np.flatnonzero(prev[start:] - out[start + 1:] >= backlog * interval - EPSILON)
+        if not behind.size:
+            return out
+        at = start + 1 + int(behind[0])
+        when = out[at]
+        out[at] = when + (np.floor((prev[at - 1] - when) / interval + EPSILON) + 1.0) * interval
+        start = at
 
 
 def row_lateness(flow: RawFlow | None) -> np.ndarray:
@@ -57,24 +79,37 @@ def row_lateness(flow: RawFlow | None) -> np.ndarray:
     if flow is None or not flow.rows:
         return np.empty(0)
     out = np.full(flow.rows, np.nan)
-    epoch, interval = _grid(flow)
-    if math.isnan(epoch) or flow.rows < 3:
-        return out
-    t = np.asarray(flow.columns["t_mono"], dtype=float)
-    late = (t[1:] - scheduled(t, epoch, interval)) * 1e6
-    out[1:-1] = late[:-1]  # the last row is the flow end's end, not a tick
+    points = _schedule(flow)
+    if points is not None:
+        t = np.asarray(flow.columns["t_mono"], dtype=float)
+        out[1:-1] = (t[1:-1] - points[:-1]) * 1e6  # the last row is the flow end's end, not a tick
     return out
 
 
+def _schedule(flow: RawFlow) -> np.ndarray | None:
+    """The scheduled instants of ``flow``'s rows 1..n-1 (see :func:`scheduled`); None where it cannot tell."""
+    epoch, interval = _grid(flow)
+    if math.isnan(epoch) or flow.rows < 3:
+        return None
+    try:
+        backlog = int(flow.header.get("tick_backlog", 0))
+    except (TypeError, ValueError):
+        return None
+    return scheduled(np.asarray(flow.columns["t_mono"], dtype=float), epoch, interval, backlog)
+
+
 def tick_stats(flow: RawFlow | None) -> TickStats:
-    """p50/p99/max lateness (us) of one flow end's ticks and the grid points it missed.
+    """p50/p99/max lateness (us) of one flow end's ticks and the grid points it missed (gave up).
 
     >>> from array import array
     >>> t = array("d", [0.001, 0.0102, 0.0205, 0.0451, 0.0503, 0.052])  # the third tick 15 ms late
-    >>> f = RawFlow("f.nflow", {"interval": 0.01, "tick_epoch": 0.01}, {"t_mono": t})
-    >>> s = tick_stats(f)
-    >>> round(s.max), s.missed, s.ticks
+    >>> s = tick_stats(RawFlow("f.nflow", {"interval": 0.01, "tick_epoch": 0.01}, {"t_mono": t}))
+    >>> round(s.max), s.missed, s.ticks   # (a file from before tick_backlog: the late tick skipped a point)
     (15100, 1.0, 4)
+    >>> t = array("d", [0.001, 0.0102, 0.0205, 0.0451, 0.0452, 0.0503, 0.052])  # its owed row follows
+    >>> s = tick_stats(RawFlow("f.nflow", {"interval": 0.01, "tick_epoch": 0.01, "tick_backlog": 64}, {"t_mono": t}))
+    >>> round(s.max), s.missed, s.ticks
+    (15100, 0.0, 5)
     """
     late = row_lateness(flow)
     late = late[np.isfinite(late)]
@@ -82,7 +117,10 @@ def tick_stats(flow: RawFlow | None) -> TickStats:
         return TickStats()
     interval = float(flow.header["interval"])
     p50, p99 = np.percentile(late, [50, 99])
-    missed = float(np.floor(late / (interval * 1e6) + EPSILON).clip(min=0).sum())
+    points = _schedule(flow)
+    assert points is not None  # (it gave the lateness)
+    # a step of more than one interval between two rows' points: the points between were given up
+    missed = float(np.round(np.diff(points[:-1]) / interval - 1.0).clip(min=0).sum())
     return TickStats(float(p50), float(p99), float(late.max()), missed, int(late.size))
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from netesto.engine.sampling import records
 from netesto.engine.native import fastloop
+from netesto.engine.sampling.grid import TICK_BACKLOG
 from netesto.engine.kinds.flowend import FlowEnd, Worker
 from netesto.engine.core.loop import Loop
 from netesto.engine.sampling.records import HEAD, LAT, interval_summary
@@ -82,9 +83,15 @@ def test_a_hot_row_is_the_row_the_sweep_builds_stamped_at_its_own_instant(pair):
     assert a.b_rec[:a.rec_len] == b.b_rec[:b.rec_len] and a.gaps == b.gaps and a.nrows == b.nrows == 1
     assert bytes(a.b_rec[a.rec_len - LAT.size:a.rec_len]) == interval_summary(array("q", [5_000, 9_000, 7_000]))
     assert not a.lat_raw and list(a.lat_done) == [5_000, 9_000, 7_000]
-    # its next row: the first grid point after its stamp, on its own grid
-    assert a.due_at == pytest.approx(due_at + 0.03) and mono < a.due_at <= mono + 0.01
-    assert acc[1] == 1 and acc[4] == 1 and acc[3] > 0  # the row, probed (its thread CPU)
+    # its next row: the next grid point, already past (owed: the row late by two points is followed by
+    # the rows of the points it passed), on its own grid
+    assert a.due_at == due_at + 0.01 and a.due_at < mono
+    # more than the backlog behind: the first grid point after its stamp (the points passed given up)
+    due_at = a.due_at = time.monotonic() - 0.01 * (TICK_BACKLOG + 2.5)
+    assert records.sample_end(a, acc) == 0
+    mono = HEAD.unpack_from(a.b_rec, a.rec_len)[1]
+    assert mono < a.due_at <= mono + 0.01 and abs((a.due_at - due_at) / 0.01 - round((a.due_at - due_at) / 0.01)) < 1e-6
+    assert acc[1] == 2 and acc[4] == 1 and acc[3] > 0  # the rows, the first probed (its thread CPU)
 
 
 @hot
@@ -148,11 +155,11 @@ def test_rr_ends_take_their_rows_at_their_own_idle_points(veth_pair, tmp_path, f
             flow = ends(tmp_path, s["flow_id"])[side]
             cpu = flow.summary["cpu"]
             assert cpu["sampling_hot_rows"] >= 0.8 * (cpu["sampling_hot_rows"] + cpu["sampling_swept_rows"])
-            # one row per grid point it kept, never before it. The C loop of 16 RR flows once took the first
-            # server end's rows a steady ~9.7 ms after their grid points (p25 9.6, p99 10.4 ms, on a quiet
-            # machine): its schedule offset from the header's grid by the flow's start, an open question
-            # (not lost rows: each is stamped with its own instant); held to under one interval there.
-            late = assert_on_grid(flow, quartile=0.5 if flows == 1 else 1.0)
+            # one row per grid point, never before it. The C loop of 16 RR flows once took the first server
+            # end's rows a steady ~9.7 ms after their grid points (p25 9.6, p99 10.4 ms, on a quiet machine):
+            # its schedule offset from the header's grid by the flow's start, an open question (not lost
+            # rows: each is stamped with its own instant); held to under three intervals at the median.
+            late = assert_on_grid(flow)
             assert late.size + tick_stats(flow).missed >= 0.9 * 1.5 / 0.01  # a row per grid point, or a missed one
             stamps += list(flow.columns["t_mono"])[1:-1]
             assert flow.columns["transactions"][-1] == flow.summary["transactions"]
@@ -174,6 +181,7 @@ def test_the_c_loop_of_rr_flow_ends_runs_the_sweep_of_its_members(tmp_path):
     loop = Loop()
     worker = Worker(loop, str(tmp_path), lambda event: None)
     made = []
+    began = time.monotonic()
     for i, sock in enumerate((a, b)):
         sock.setblocking(False)
         end = _rr_end(worker, i, sock)
@@ -188,7 +196,8 @@ def test_the_c_loop_of_rr_flow_ends_runs_the_sweep_of_its_members(tmp_path):
     sampler = worker.sampler
     assert sampler.handed and group.sweep_interval == 0.01 and sampler.swept <= 4  # the first sweep's rows
     rows = [end.nrows + end.samples for end in made]
-    assert max(rows) <= 32  # at most one a grid point (0.3 s: 30 and the baseline)
+    # at most one a grid point passed (about 30 in 0.3 s, more if joining took long) and the baseline
+    assert max(rows) <= (time.monotonic() - began) / 0.01 + 2, rows
     assert sampler.hot_rows >= sum(rows) - 2 - 4  # all but the baselines and the first sweep's: the C loop's
     group.leave(made[0])  # the sweep goes back to a timer
     assert not sampler.handed and group.sweep_interval == 0.0
@@ -196,7 +205,7 @@ def test_the_c_loop_of_rr_flow_ends_runs_the_sweep_of_its_members(tmp_path):
     stop = time.monotonic() + 0.05
     loop.call_at(stop, lambda: None)
     loop.run(lambda: time.monotonic() >= stop)
-    assert sampler.swept >= swept + 2  # the timer's sweeps again (5 grid points; a loaded machine may skip some)
+    assert sampler.swept >= swept + 2  # the timer's sweeps again (5 grid points)
     _done(worker, made)
     for sock in (a, b, lsock):
         sock.close()

@@ -14,6 +14,7 @@ import pytest
 
 from netesto.engine.sampling import records, sampler
 from netesto.engine.native import fastloop
+from netesto.engine.sampling.grid import TICK_BACKLOG
 from netesto.engine.kinds.client import StreamClient
 from netesto.engine.kinds.flowend import Worker
 from netesto.engine.core.loop import Loop
@@ -41,16 +42,22 @@ def _stream_ends(worker: Worker, n: int, prefix: str) -> list[StreamClient]:
 
 
 @c_sweep
-def test_a_sweep_with_nothing_left_to_python_returns_the_next_grid_point_past_now(tmp_path):
+def test_a_sweep_with_nothing_left_to_python_returns_the_next_grid_point_owed_or_ahead(tmp_path):
     worker = Worker(Loop(), str(tmp_path), lambda event: None)
     made = _stream_ends(worker, 3, "s")
     acc = _acc()
-    for behind in (0.0, 0.0123, 0.25, 3.0):  # on time, then grid points missed
+    # on time; late by part of a point and by 25 (the next point, owed: already past); by 300, more than
+    # the backlog (the first point ahead: the points passed given up)
+    for behind, owed in ((0.0, False), (0.0123, True), (0.25, True), (0.01 * (TICK_BACKLOG + 236), False)):
         point = time.monotonic() - behind
         before = time.monotonic()
         when = fastloop.sweep(made, [], point, 0.01, acc)
         after = time.monotonic()
-        assert type(when) is float and before < when <= after + 0.01 + 1e-9, behind
+        assert type(when) is float
+        if owed:
+            assert when == point + 0.01 and when < before, behind
+        else:
+            assert before < when <= after + 0.01 + 1e-9, behind
         steps = (when - point) / 0.01
         assert round(steps) >= 1 and abs(steps - round(steps)) < 1e-6  # on the grid, a step on at least
     assert acc[1] == 12 and acc[0] > 0  # its rows, its thread CPU
@@ -65,13 +72,17 @@ def test_hot_ends_get_a_row_when_still_due_and_are_due_at_the_next_grid_point(tm
     worker = Worker(Loop(), str(tmp_path), lambda event: None)
     late, took, idle = made = [_rr_end(worker, i) for i in range(3)]
     point = time.monotonic() - 0.001
-    late.due_at = point - 0.01  # its idle point did not come: the sweep takes its row
+    late.due_at = point - 0.01  # its idle point did not come: the sweep takes its row, and the one it owes
     took.due_at = point + 0.01  # it took its row at its idle point: not due
     idle.due_at = math.inf  # not yet gridded
     rows = [end.samples + end.nrows for end in made]
     when = fastloop.sweep([], made, point, 0.01, _acc())
-    assert [end.samples + end.nrows - n for end, n in zip(made, rows)] == [1, 0, 0]
-    assert late.due_at == pytest.approx(when) and idle.due_at == when and took.due_at == point + 0.01
+    assert [end.samples + end.nrows - n for end, n in zip(made, rows)] == [2, 0, 0]
+    stamps = [HEAD.unpack_from(late.b_rec, i * late.rec_len)[1] for i in range(late.nrows - 2, late.nrows)]
+    assert stamps[0] < stamps[1]  # the owed row at its own instant
+    # all caught up: each is due at the next point; the idle one joins there
+    assert late.due_at == pytest.approx(point + 0.01, abs=1e-9) and idle.due_at == when == point + 0.01
+    assert took.due_at == point + 0.01
     _done(worker, made)
 
 

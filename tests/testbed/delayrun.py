@@ -87,9 +87,12 @@ def measure(state: dict[str, Any], workdir: Path, *, seconds: float = 2.0, load_
 
 
 @contextlib.contextmanager
-def busy_loops(n: int = 2) -> Iterator[list[int]]:
-    """``n`` busy loops beside whatever runs inside (each its own process group, killed by pid after)."""
-    procs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True) for _ in range(n)]
+def busy_loops(n: int = 2, cpu: int | None = None) -> Iterator[list[int]]:
+    """``n`` busy loops beside whatever runs inside, on CPU ``cpu`` (None: wherever the kernel puts them), each
+    its own process group, killed by pid after."""
+    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    procs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True, preexec_fn=pin)
+             for _ in range(n)]
     try:
         yield [p.pid for p in procs]
     finally:

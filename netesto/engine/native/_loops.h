@@ -6,6 +6,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -18,6 +19,34 @@ static inline int64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The sampler's grid (netesto.engine.sampling.grid, the Python twin): grid points a flow end may owe rows
+ * for before it skips them, exported by each module as TICK_BACKLOG. */
+#define TICK_BACKLOG 64
+
+/* Python's float floor division a // b (floatobject.c's float_floor_div), for b > 0: the grid's steps as
+ * the Python twin counts them. */
+static inline double floor_div(double a, double b)
+{
+    double mod = fmod(a, b), div = (a - mod) / b;
+    if (mod != 0.0 && mod < 0.0) div -= 1.0; /* b > 0: the remainder takes b's sign */
+    if (div == 0.0) return copysign(0.0, a / b);
+    double fl = floor(div);
+    return div - fl > 0.5 ? fl + 1.0 : fl;
+}
+
+/* The grid point the row after one for point, taken at now, serves (grid.next_point): the next point,
+ * even one already past (a late tick's owed rows are taken as soon as the loop can), unless it is
+ * TICK_BACKLOG intervals behind or more: then the first point ahead (the points passed are missed). */
+static inline double next_point(double point, double now, double interval)
+{
+    double when = point + interval;
+    if (now - when >= TICK_BACKLOG * interval) {
+        when += (floor_div(now - when, interval) + 1.0) * interval;
+        if (when <= now) when += interval; /* (rounding) */
+    }
+    return when;
 }
 
 /* A time.monotonic() deadline (s) in ns; a loop with no timer gives inf: never */

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from netesto.collectors import tcpinfo
+from netesto.engine.sampling.grid import next_point
 from netesto.engine.sampling.histogram import Histogram
 from netesto.engine.sampling.records import CC_SLOT, GAPS, INFO_LEN, LAT, LAYOUTS, ZERO_LAT, lat_summary, sample_row
 from netesto.protocol.flowspec import FlowSpec
@@ -179,9 +180,8 @@ class FlowRecord:
                 rec[at:at + LAT.size] = self._latency_record()
         self.nrows += 1
         due, every = self.due_at, self.due_every
-        if due <= mono and every > 0:  # its next row: at the first grid point past this one (the C row_one's twin)
-            due += every * (math.floor((mono - due) / every) + 1)
-            self.due_at = due if due > mono else due + every  # (rounding)
+        if due <= mono and every > 0:  # its next row: the next grid point (the C advance_due's twin)
+            self.due_at = next_point(due, mono, every)
         if self.nrows >= self.flush_at and not self.lat_pending:  # else the block goes with its last part
             self.flush()
 

@@ -11,7 +11,8 @@ idle point and take their rows together once none of them is in flight;
 servers take theirs at a quiet moment (their clients parked).
 Each row carries the stamps of its own reading. A flow end whose row is due
 has ``due_at`` (monotonic) at or before now; the row moves it to the next
-grid point past its stamp. The Sampler's one timer per interval (the
+grid point (:mod:`~netesto.engine.sampling.grid`: one already past when the
+row came late, so the rows it owes follow at its next idle points). The Sampler's one timer per interval (the
 **sweep**, :data:`GRACE` of the interval after each grid point where hot flow
 ends are, at the grid point elsewhere) samples every other flow end and every
 hot one still due at once, in one call of the C ``sample_tick`` (stalled RR
@@ -34,6 +35,7 @@ from array import array
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from netesto.engine.native import fastloop
+from netesto.engine.sampling.grid import TICK_BACKLOG, next_point
 from netesto.engine.sampling.records import sample_end, sample_tick
 from netesto.protocol.flowspec import FlowSpec
 from netesto.raw.nflow import FlowWriter
@@ -179,9 +181,10 @@ class Sampler:
 
     def grid_point(self, interval: float) -> float:
         """The grid point (monotonic) the next sweep of ``interval`` serves: the first row a flow end that
-        joins now takes after its baseline is due there, each later one at the first grid point past the
-        row before it (a sweep that fell behind skips the points it missed). Its file's header records it
-        (``tick_epoch``), so results know every row's scheduled instant. Without a group yet, the grid
+        joins now takes after its baseline is due there, each later one at the next grid point
+        (:func:`~netesto.engine.sampling.grid.next_point`: a late row's owed ones follow at once, up to
+        TICK_BACKLOG of them). Its file's header records it (``tick_epoch``, with ``tick_backlog``), so
+        results know every row's scheduled instant. Without a group yet, the grid
         :meth:`add` will start."""
         if interval in self.handed:  # the C loop of RR flow ends keeps the grid meanwhile: the timer's again
             self.handed[interval].give_back_sweep()
@@ -250,20 +253,33 @@ class Sampler:
             self._swept += len(fast) + len(self.slow[interval])
             self.sweeps[interval] += 1
             self._sample(fast, self.slow[interval], now, wall)
-        when = point + interval
-        if when <= now:  # we fell behind: skip the missed grid points
-            when += ((now - when) // interval + 1) * interval
+            if hot:
+                self._owed(hot, point)
+        when = next_point(point, now, interval)  # (late: maybe past already, the sweep it owes comes next)
         self.next[interval] = when
         hot = self.hot_ends[interval]
-        if hot:  # rows the sweep left to Python, or skipped: due at the next grid point
+        if hot:  # a row moved its flow end's due_at on (FlowRecord.sample); those without one due: the next point
             sampled = not self.duty or bench_window_sampled(wall + when - now, self.duty)
             for flow in hot:
                 if not sampled:  # --sample-duty: no row of any kind in the next window
                     flow.due_at = math.inf
-                elif flow.due_at <= point or flow.due_at == math.inf:
+                elif flow.due_at == math.inf:
                     flow.due_at = when
+                elif now < flow.due_at <= point:  # its row came before its due_at (a sweep run early): as at point
+                    flow.due_at = next_point(flow.due_at, point, interval)
         self._cpu_ns += time.thread_time_ns() - cpu0
         self._arm(interval, when + self._grace(hot[0] if hot else None) * interval)
+
+    def _owed(self, hot: list[Sampled], point: float) -> None:
+        """The rows stalled hot flow ends still owe for points up to ``point`` (behind since a late sweep):
+        now, each at its own instant, as the C sweep takes them (fastloop's fl_tick_rows)."""
+        for _ in range(TICK_BACKLOG):
+            by = min(point, time.monotonic())  # (for a point already past: a sweep run early owes nothing more)
+            owed = [flow for flow in hot if flow.due_at <= by]
+            if not owed:
+                return
+            self._swept += len(owed)
+            self._sample(owed, [], time.monotonic(), time.time())
 
     def _arm(self, interval: float, at: float) -> None:
         """The next sweep of ``interval`` at ``at``: the loop's timer, or its C loop of RR flow ends when every

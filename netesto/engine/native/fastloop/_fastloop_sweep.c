@@ -17,19 +17,11 @@
 
 enum { SWEEP_NS, SWEEP_ROWS, SWEEP_N }; /* the sweep's acc: its thread CPU ns, the rows it took */
 
-/* Python's float floor division a // b (floatobject.c's float_floor_div), for b > 0: the grid's steps as
- * Sampler._tick counts them. */
-static double floor_div(double a, double b)
-{
-    double mod = fmod(a, b), div = (a - mod) / b;
-    if (mod != 0.0 && mod < 0.0) div -= 1.0; /* b > 0: the remainder takes b's sign */
-    if (div == 0.0) return copysign(0.0, a / b);
-    double fl = floor(div);
-    return div - fl > 0.5 ? fl + 1.0 : fl;
-}
-
-/* The hot ends whose row the sweep took or that had none due (due_at past point, or inf): due at when. 0 or -1. */
-static int hot_due(PyObject *hot, double point, double when)
+/* The hot ends that have no row due (due_at inf: after a --sample-duty window without rows): due at when.
+ * A row taken moved its flow end's due_at on itself (next_point: maybe still at or before point, the rows
+ * it owes), one left to Python moves it when built (FlowRecord.sample); a row taken before its due_at (a
+ * sweep run before its point, at now) moves it on as if at point. 0 or -1. */
+static int hot_due(PyObject *hot, double point, double now, double interval, double when)
 {
     PyObject *next = NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(hot); i++) {
@@ -37,10 +29,20 @@ static int hot_due(PyObject *hot, double point, double when)
         if (!PyObject_TypeCheck(flow, flow_type)) continue; /* (fl_tick_rows took no row of it either) */
         PyObject *at = SLOT(flow, A_DUEAT);
         double d = at != NULL && PyFloat_Check(at) ? PyFloat_AS_DOUBLE(at) : NAN;
-        if (!(d <= point) && !isinf(d)) continue;
-        if (next == NULL && (next = PyFloat_FromDouble(when)) == NULL) return -1;
-        Py_INCREF(next);
-        Py_XSETREF(SLOT(flow, A_DUEAT), next);
+        PyObject *set;
+        if (isinf(d)) {
+            if (next == NULL && (next = PyFloat_FromDouble(when)) == NULL) return -1;
+            Py_INCREF(next);
+            set = next;
+        } else if (now < d && d <= point) {
+            if ((set = PyFloat_FromDouble(next_point(d, point, interval))) == NULL) {
+                Py_XDECREF(next);
+                return -1;
+            }
+        } else {
+            continue;
+        }
+        Py_XSETREF(SLOT(flow, A_DUEAT), set);
     }
     Py_XDECREF(next);
     return 0;
@@ -50,9 +52,9 @@ PyDoc_STRVAR(sweep_doc,
 "sweep(fast, hot, point, interval, acc) -> when, or (when, mono, wall, due, failed, python)\n\n"
 "One sweep of the Sampler (Sampler._tick's, without --sample-duty): stamped now (time.time() and\n"
 "time.monotonic()), the rows sample_tick would take of every flow end of the list fast and of those of\n"
-"the list hot whose due_at is at or before the grid point point; then the hot ends whose row it took, or\n"
-"that have none due (due_at inf), are due at when: the next grid point after point (interval on, past\n"
-"now). acc (int64 [thread CPU ns, rows]) takes the sweep's thread CPU time, clocks included, and its rows.\n"
+"the list hot whose due_at is at or before the grid point point (each row moves its flow end's due_at on:\n"
+"grid.next_point); the hot ends that have none due (due_at inf) are due at when, the sweep's next grid point\n"
+"(grid.next_point of point: past now, or the next one owed when it came late). acc (int64 [thread CPU ns, rows]) takes the sweep's thread CPU time, clocks included, and its rows.\n"
 "Returns when, or, where something is left to Python, when with the stamps and sample_tick's three lists.");
 
 static PyObject *sweep(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -83,9 +85,8 @@ static PyObject *sweep(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         || fl_tick_rows(args[0], stamps, NAN, due, failed, python, &rows) < 0
         || fl_tick_rows(args[1], stamps, point, due, failed, python, &rows) < 0)
         goto done;
-    double when = point + interval, now = stamps[1];
-    if (when <= now) when += (floor_div(now - when, interval) + 1.0) * interval; /* behind: skip grid points */
-    if (hot_due(args[1], point, when) < 0) goto done;
+    double when = next_point(point, stamps[1], interval); /* (behind: maybe past, the rows owed come next) */
+    if (hot_due(args[1], point, stamps[1], interval, when) < 0) goto done;
     if (PyList_GET_SIZE(due) || PyList_GET_SIZE(failed) || PyList_GET_SIZE(python))
         out = Py_BuildValue("(dddOOO)", when, stamps[1], stamps[0], due, failed, python);
     else

@@ -109,16 +109,15 @@ static int rr_in_python(PyObject *pending, PyObject *ihist)
     return folded;
 }
 
-/* The flow end's next due instant (due_at) past mono, in steps of due_every (its grid), once a row is in. */
+/* The flow end's next due instant (due_at) once its row is in, taken at mono: the next point of its grid
+ * (steps of due_every), already past when the row came late (next_point: the rows it owes). */
 static int advance_due(PyObject *flow, double mono)
 {
     PyObject *at = SLOT(flow, A_DUEAT), *every = SLOT(flow, A_DUEEVERY);
     if (at == NULL || every == NULL || !PyFloat_Check(at) || !PyFloat_Check(every)) return 0; /* not gridded */
     double d = PyFloat_AS_DOUBLE(at), e = PyFloat_AS_DOUBLE(every);
     if (!(e > 0.0) || !(d <= mono)) return 0;
-    d += e * (floor((mono - d) / e) + 1.0);
-    if (d <= mono) d += e; /* rounding */
-    PyObject *n = PyFloat_FromDouble(d);
+    PyObject *n = PyFloat_FromDouble(next_point(d, mono, e));
     if (n == NULL) return -1;
     Py_XSETREF(SLOT(flow, A_DUEAT), n);
     return 0;
@@ -126,7 +125,7 @@ static int advance_due(PyObject *flow, double mono)
 
 /* One flow end's row (see sample_tick), its counters tx, rx, trans from ctr3 when not NULL (a C loop's, not
  * yet in the flow end), else from its slots. 1: its block is due, 0: not yet, 2: the row must be built
- * in Python (nothing done), -1: an exception is set. A row built moves due_at past its stamp (advance_due). */
+ * in Python (nothing done), -1: an exception is set. A row built moves due_at on (advance_due). */
 static int row_take(PyObject *flow, const double stamps[2], const long long *ctr3)
 {
     PyObject *v[A_N] = {NULL};
@@ -306,10 +305,18 @@ static int take_failed(PyObject *flow, PyObject *failed)
     return bad ? -1 : 0;
 }
 
+/* Whether flow (a flow end) has a row due at or before due_by (its due_at). */
+static int due_by_(PyObject *flow, double due_by)
+{
+    PyObject *at = PyObject_TypeCheck(flow, flow_type) ? SLOT(flow, A_DUEAT) : NULL;
+    return at != NULL && PyFloat_Check(at) && PyFloat_AS_DOUBLE(at) <= due_by;
+}
+
 /* The rows of the flow ends in the list flows at stamps, as sample_tick takes them: every row first
  * (row_take), then the blocks due (block_out); into due, failed and python as it returns them, *rows
  * counting those taken. Where due_by is not NaN, only the flow ends whose due_at is at or before it (the
- * sweep's hot ends still due). 0, or -1 with an exception set. */
+ * sweep's hot ends still due), with the rows each still owes for points up to it. 0, or -1 with an
+ * exception set. */
 NETESTO_HIDDEN int fl_tick_rows(PyObject *flows, const double stamps[2], double due_by, PyObject *due, PyObject *failed,
                                 PyObject *python, Py_ssize_t *rows)
 {
@@ -327,13 +334,18 @@ NETESTO_HIDDEN int fl_tick_rows(PyObject *flows, const double stamps[2], double 
         if (i + 2 < n) prefetch_objects(PyList_GET_ITEM(flows, i + 2));
         if (i + 1 < n) prefetch_bytes(PyList_GET_ITEM(flows, i + 1));
         PyObject *flow = PyList_GET_ITEM(flows, i);
-        if (!all) {
-            PyObject *at = PyObject_TypeCheck(flow, flow_type) ? SLOT(flow, A_DUEAT) : NULL;
-            if (at == NULL || !PyFloat_Check(at) || !(PyFloat_AS_DOUBLE(at) <= due_by)) continue;
-        }
+        if (!all && !due_by_(flow, due_by)) continue;
         Py_INCREF(flow); /* fileno() runs code, which could drop it from the list */
         int got = row_take(flow, stamps, NULL);
         *rows += 1;
+        /* a hot end still due (stalled, and behind since a late sweep: no idle point of its own comes to take
+         * them) owes the rows of the points it passed: now, each at its own instant */
+        double own[2] = {stamps[0], stamps[1]};
+        for (int owed = 0; !all && got == 0 && owed < TICK_BACKLOG && due_by_(flow, fmin(due_by, own[1])); owed++) {
+            fl_stamps_at(own, now_ns()); /* (a point already past: a sweep run early owes nothing more) */
+            got = row_take(flow, own, NULL);
+            *rows += 1;
+        }
         int bad = got == 1   ? PyList_Append(blocks, flow) < 0 /* written once every row is read */
                   : got == 2 ? PyList_Append(python, flow) < 0
                   : got < 0  ? take_failed(flow, failed) < 0

@@ -72,6 +72,18 @@ static void member_sample(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat
     if (flow != NULL) member_row(h, flow, s, lat, where);
 }
 
+/* A member's row now if it is due at at, then the rows it still owes for points up to at (stalled, and
+ * behind since a late sweep: no idle point of its own comes to take them), each at its own instant. */
+static void member_rows(struct hot *h, uint64_t slot, int64_t *s, int64_t *lat, double at, int where)
+{
+    PyObject *flow = member_due(h, slot, s, at);
+    for (int n = 0; flow != NULL && n <= TICK_BACKLOG; n++) {
+        member_row(h, flow, s, lat, where);
+        double now = (double)now_ns() / 1e9; /* (owed: for a point already past) */
+        flow = member_due(h, slot, s, at < now ? at : now);
+    }
+}
+
 /* The rows of the servers whose row waits: one = 1, the first one's (a quiet moment: one at a time, the
  * loop looks for ready sockets between two), else those that waited pend_max (the sweep). */
 NETESTO_HIDDEN void quiet_rows(struct hot *h, int64_t *table, Py_ssize_t nslots, int one)
@@ -82,8 +94,13 @@ NETESTO_HIDDEN void quiet_rows(struct hot *h, int64_t *table, Py_ssize_t nslots,
         if (!s[F_PEND] || (!one && now - s[F_PEND] < h->pend_max)) continue;
         s[F_PEND] = 0;
         h->pending--;
-        if (s[F_ROLE] == R_SERVER && s[F_STATUS] == S_RUN)
+        if (s[F_ROLE] == R_SERVER && s[F_STATUS] == S_RUN) {
             member_sample(h, (uint64_t)slot, s, NULL, (double)now_ns() / 1e9, one ? P_QUIET : P_LATE);
+            if (!s[F_HELD] && member_due(h, (uint64_t)slot, s, (double)now_ns() / 1e9) != NULL) {
+                s[F_PEND] = now_ns(); /* it owes the row of a point already past: at the next quiet moment */
+                h->pending++;
+            }
+        }
         if (one) return;
     }
 }
@@ -131,7 +148,8 @@ NETESTO_HIDDEN int unpark(struct hot *h, int64_t *table, Py_ssize_t nslots, int6
 }
 
 /* The sweep (once no client is parked): every member still due gets its row now (stalled: nothing of it
- * came round), but servers waiting for a quiet moment; sweep[0] (at) moves on by sweep[1] (every). */
+ * came round; with the rows it owes), but servers waiting for a quiet moment; sweep[0] (at) moves on by
+ * sweep[1] (every). */
 NETESTO_HIDDEN void sweep_rows(struct hot *h, int64_t *table, Py_ssize_t nslots, int64_t *lat, Py_ssize_t cap,
                                int64_t *touched, double *sweep)
 {
@@ -152,11 +170,10 @@ NETESTO_HIDDEN void sweep_rows(struct hot *h, int64_t *table, Py_ssize_t nslots,
             s[F_DIRTY] = 1;
             touched[1 + touched[0]++] = (int64_t)slot;
         }
-        member_sample(h, (uint64_t)slot, s, s[F_ROLE] == R_CLIENT ? lat + slot * cap : NULL, sweep[0], P_SWEEP);
+        member_rows(h, (uint64_t)slot, s, s[F_ROLE] == R_CLIENT ? lat + slot * cap : NULL, sweep[0], P_SWEEP);
     }
-    double at = sweep[0] + sweep[1], mono = (double)now_ns() / 1e9;
-    if (sweep[1] > 0 && at <= mono) at += sweep[1] * (floor((mono - at) / sweep[1]) + 1); /* behind: skip */
-    sweep[0] = sweep[1] > 0 ? at : 0;
+    /* the next sweep: the next point (next_point: already past when this one came late, the sweep it owes) */
+    sweep[0] = sweep[1] > 0 ? next_point(sweep[0], (double)now_ns() / 1e9, sweep[1]) : 0;
 }
 
 /* _fastloop's sample_api (imported once; NULL where it is missing or of another version: no hot samples) */

@@ -1,0 +1,43 @@
+"""The sampler's grid: which grid point a flow end's next row serves.
+
+Every row after a flow end's baseline serves one point of its worker's grid
+(``epoch + k x interval``; the first is the header's ``tick_epoch``). A row
+that serves ``point`` and is taken at ``now`` is followed by the row for
+``point + interval``, even when that point is already past: a tick that came
+late still owes the rows of the points it passed, and the loop takes them
+as soon as it can, each with its own true stamp (a CPU hog that holds the
+engine for a few intervals costs lateness, not rows). Only a flow end more
+than :data:`TICK_BACKLOG` intervals behind gives up the points it passed
+and goes on from the first one ahead (a stopped process, a sampler that
+cannot keep up at all): those are the missed ticks.
+
+The C loops follow the same rule (``next_point`` in
+``netesto/engine/native/_loops.h``, with the same backlog, which each module
+exports as ``TICK_BACKLOG``), and the results recompute each row's point from
+the file (:mod:`netesto.results.ticks`, with the header's ``tick_backlog``).
+"""
+
+from __future__ import annotations
+
+TICK_BACKLOG = 64  # grid points a flow end may owe rows for before it skips them
+
+
+def next_point(point: float, now: float, interval: float, backlog: int = TICK_BACKLOG) -> float:
+    """The point the row after one for ``point``, taken at ``now``, serves.
+
+    >>> next_point(0.02, 0.0201, 0.01)   # on time: the next point
+    0.03
+    >>> next_point(0.02, 0.0551, 0.01)   # 35 ms late: the next point still, already past
+    0.03
+    >>> round(next_point(0.02, 0.0551, 0.01, backlog=0), 6)   # no backlog: the first point ahead
+    0.06
+    """
+    when = point + interval
+    if now - when >= backlog * interval:
+        when += ((now - when) // interval + 1) * interval
+        if when <= now:  # (rounding)
+            when += interval
+    return when
+
+
+__all__ = ["TICK_BACKLOG", "next_point"]

@@ -85,6 +85,14 @@ class Sampled(Protocol):
 
 
 
+def owed(hot: list[Sampled], point: float) -> list[Sampled]:
+    """The hot flow ends that still owe a row for a grid point up to ``point`` already past (stalled, and
+    behind since a late sweep: no idle point of their own comes to take it). The Sampler takes them at
+    once, each at its own instant, as the C sweep does (fastloop's fl_tick_rows)."""
+    by = min(point, time.monotonic())  # (a sweep run before its point owes nothing more)
+    return [flow for flow in hot if flow.due_at <= by]
+
+
 def bench_window_sampled(wall: float, window: float) -> bool:
     """Whether the ``window``-second window of the wall clock holding ``wall`` is sampled under
     the engine's ``--sample-duty``: windows go in pairs (k // 2), and the Thue-Morse sequence (the
@@ -253,8 +261,12 @@ class Sampler:
             self._swept += len(fast) + len(self.slow[interval])
             self.sweeps[interval] += 1
             self._sample(fast, self.slow[interval], now, wall)
-            if hot:
-                self._owed(hot, point)
+            for _ in range(TICK_BACKLOG if hot else 0):  # the rows stalled hot ends still owe (see owed)
+                late = owed(hot, point)
+                if not late:
+                    break
+                self._swept += len(late)
+                self._sample(late, [], time.monotonic(), time.time())
         when = next_point(point, now, interval)  # (late: maybe past already, the sweep it owes comes next)
         self.next[interval] = when
         hot = self.hot_ends[interval]
@@ -269,17 +281,6 @@ class Sampler:
                     flow.due_at = next_point(flow.due_at, point, interval)
         self._cpu_ns += time.thread_time_ns() - cpu0
         self._arm(interval, when + self._grace(hot[0] if hot else None) * interval)
-
-    def _owed(self, hot: list[Sampled], point: float) -> None:
-        """The rows stalled hot flow ends still owe for points up to ``point`` (behind since a late sweep):
-        now, each at its own instant, as the C sweep takes them (fastloop's fl_tick_rows)."""
-        for _ in range(TICK_BACKLOG):
-            by = min(point, time.monotonic())  # (for a point already past: a sweep run early owes nothing more)
-            owed = [flow for flow in hot if flow.due_at <= by]
-            if not owed:
-                return
-            self._swept += len(owed)
-            self._sample(owed, [], time.monotonic(), time.time())
 
     def _arm(self, interval: float, at: float) -> None:
         """The next sweep of ``interval`` at ``at``: the loop's timer, or its C loop of RR flow ends when every
@@ -399,4 +400,4 @@ class Sampler:
         flow.finish(f"sampling failed: {type(exc).__name__}: {exc}")
 
 
-__all__ = ["AT_TICK", "FLUSH_GROUP", "GOLDEN", "GRACE", "Sampled", "Sampler", "bench_window_sampled"]
+__all__ = ["AT_TICK", "FLUSH_GROUP", "GOLDEN", "GRACE", "Sampled", "Sampler", "bench_window_sampled", "owed"]

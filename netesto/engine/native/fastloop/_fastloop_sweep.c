@@ -54,7 +54,8 @@ PyDoc_STRVAR(sweep_doc,
 "time.monotonic()), the rows sample_tick would take of every flow end of the list fast and of those of\n"
 "the list hot whose due_at is at or before the grid point point (each row moves its flow end's due_at on:\n"
 "grid.next_point); the hot ends that have none due (due_at inf) are due at when, the sweep's next grid point\n"
-"(grid.next_point of point: past now, or the next one owed when it came late). acc (int64 [thread CPU ns, rows]) takes the sweep's thread CPU time, clocks included, and its rows.\n"
+"(grid.next_point of point: past now, or the next one owed when it came late). acc (int64 [thread CPU ns,\n"
+"rows]) takes the sweep's thread CPU time, clocks included, and its rows.\n"
 "Returns when, or, where something is left to Python, when with the stamps and sample_tick's three lists.");
 
 static PyObject *sweep(PyObject *self, PyObject *const *args, Py_ssize_t nargs)

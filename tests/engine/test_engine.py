@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from netesto.raw.nflow import read_flow
+from netesto.results.ticks import tick_stats
 
 from netesto.engine.sampling.flowrecord import FLUSH_SECONDS
 
@@ -249,9 +249,12 @@ def test_rr_latency_consistent_with_rtt(veth_pair, tmp_path):
                               [spec(server, "a-b-rr-0", "TCP_RR", dur=1.5, interval=0.001)])
     assert code == 0, events
     cli, srv = ends(tmp_path, "a-b-rr-0")
-    for flow in (cli, srv):  # sampling down to 1 ms
+    for flow in (cli, srv):  # sampling down to 1 ms: a row for every point of a 1 ms grid (the rows a held
+        # process owes follow at once, so on a loaded host the gaps between rows are not the interval)
         t = flow.columns["t_mono"]
-        assert statistics.median(b - a for a, b in zip(t, t[1:])) == pytest.approx(0.001, rel=0.2)
+        stats = tick_stats(flow)
+        assert float(flow.header["interval"]) == 0.001 and stats.missed == 0, stats
+        assert stats.ticks >= 0.9 * (t[-1] - t[0]) / 0.001, (stats, t[-1] - t[0])
     lat = cli.summary["latency_us"]
     min_rtt = min(v for v in cli.columns["min_rtt"] if v > 0)
     assert lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"]

@@ -86,20 +86,23 @@ def test_parked_clients_take_their_rows_with_no_transaction_of_theirs_in_flight(
     with the parked batch (a quiet moment for the clients of this loop)."""
     loop = Loop()
     worker = Worker(loop, str(tmp_path), lambda event: None)
+    began = time.monotonic()
     pairs = _pairs(worker, 4)
     group = loop.rr_group
     assert group.park_max == 1_000_000 and group.pend_max == 9_500_000  # 1 ms (0.1 of 10 ms), 0.95 of 10 ms
     group.park_max = 5_000_000  # (a loaded host can hold this process off the CPU for more than 1 ms)
     rr.holds(True)
     _run(loop, 0.4)
+    # a row for each grid point passed since they joined (a loaded host's joining takes longer) and the baseline
+    most = int((time.monotonic() - began) / 0.01) + 2
     _width, (clients, _servers), places = rr.holds(True)
     # none held (but one slower than park_max: its row is taken in flight, it holds the others' rows' time)
     assert sum(clients) > 1000 and sum(clients[1:]) <= 0.002 * sum(clients)
     assert places["parked"][0] >= 4 * 30 and places["idle"][0] == 0
     for client, server in pairs:
         assert client.trans > 250 and server.trans in (client.trans, client.trans + 1)
-        assert 36 <= client.nrows + client.samples <= 43  # (the baseline row, then one per 10 ms)
-        assert 30 <= server.nrows + server.samples <= 43
+        assert 36 <= client.nrows + client.samples <= most  # (the baseline row, then one per 10 ms)
+        assert 30 <= server.nrows + server.samples <= most
     group.park_max = 0  # rows at the clients' idle points: they hold the other members' transactions
     _run(loop, 0.2)
     _width, (clients, _servers), places = rr.holds(True)

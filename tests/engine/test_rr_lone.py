@@ -129,8 +129,9 @@ def test_a_lone_rr_flow_seldom_comes_back_to_python(veth_pair, tmp_path):
         # sweep (the Python rows) would be 2 per interval
         assert summary["rr_returns"] <= 0.4 * intervals, summary["rr_returns"]
         # its rows hot (the sweep held back had none to take), but for the stalls of an end a loaded machine
-        # kept off the CPU past the sweep's grace (one or two in 150 quiet, a few more beside busy loops)
-        assert cpu["sampling_swept_rows"] <= max(3, 0.05 * intervals)
+        # kept off the CPU past the sweep's grace (one or two in 150 quiet), with the rows such a stall owes
+        # (taken in that sweep: 15 in 150 beside two busy loops); a sweep of every row would take them all
+        assert cpu["sampling_swept_rows"] <= max(3, 0.15 * intervals)
         late = assert_on_grid(flow, interval=INTERVAL)
         assert late.size + tick_stats(flow).missed >= 0.9 * intervals  # a row per grid point, or a missed one
         assert flow.columns["transactions"][-1] == summary["transactions"]

@@ -195,11 +195,12 @@ def test_the_c_loop_of_rr_flow_ends_runs_the_sweep_of_its_members(tmp_path):
     loop.call_at(stop, lambda: None)  # (the C loop serves until a timer is due: the test's end)
     loop.run(lambda: time.monotonic() >= stop)
     sampler = worker.sampler
-    assert sampler.handed and group.sweep_interval == 0.01 and sampler.swept <= 4  # the first sweep's rows
+    assert sampler.handed and group.sweep_interval == 0.01
     rows = [end.nrows + end.samples for end in made]
     # at most one a grid point passed (about 30 in 0.3 s, more if joining took long) and the baseline
     assert max(rows) <= (time.monotonic() - began) / 0.01 + 2, rows
-    assert sampler.hot_rows >= sum(rows) - 2 - 4  # all but the baselines and the first sweep's: the C loop's
+    # all but the baselines and the first sweep's (2 quiet, with the rows they owed if it came late): the C loop's
+    assert sampler.swept <= 0.25 * sum(rows) and sampler.hot_rows >= sum(rows) - 2 - sampler.swept
     group.leave(made[0])  # the sweep goes back to a timer
     assert not sampler.handed and group.sweep_interval == 0.0
     swept = sampler.swept

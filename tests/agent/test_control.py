@@ -138,13 +138,15 @@ def test_a_restore_that_cannot_run_tc_is_reported_and_the_agent_keeps_serving(ag
 def test_tcpdumps_for_two_address_servers_write_two_pcaps_and_never_share_one(agents, keys):
     # The pcap was named after the server's first label: 127.0.0.1 and 127.0.0.2 both
     # became h1-127.pcap, the second tcpdump truncating the first one's capture.
+    # (addresses no other test talks to: a capture of 127.0.0.1 filled its packet count and ended
+    # within the test on a busy runner)
     agent = agents(keys=keys)
     with agent.client() as c:
-        one = c.tcpdump_start(24, "lo", "127.0.0.1", 1000).path
-        two = c.tcpdump_start(24, "lo", "127.0.0.2", 1000).path
-        assert one == "h1-127.0.0.1.pcap" and two == "h1-127.0.0.2.pcap"
-        with pytest.raises(AgentError, match=r"a tcpdump writing h1-127\.0\.0\.1\.pcap in experiment 24 is running"):
-            c.tcpdump_start(24, "lo", "127.0.0.1", 1000)
+        one = c.tcpdump_start(24, "lo", "127.0.0.201", 1000).path
+        two = c.tcpdump_start(24, "lo", "127.0.0.202", 1000).path
+        assert one == "h1-127.0.0.201.pcap" and two == "h1-127.0.0.202.pcap"
+        with pytest.raises(AgentError, match=r"a tcpdump writing h1-127\.0\.0\.201\.pcap in experiment 24 is running"):
+            c.tcpdump_start(24, "lo", "127.0.0.201", 1000)
         assert len(c.tcpdump_stop(24).stopped) == 2
         assert c.tcpdump_start(25, "lo", "localhost", 10).path == "h1-localhost.pcap"  # names: the first label
         c.tcpdump_stop(25)

@@ -12,7 +12,8 @@ servers take theirs at a quiet moment (their clients parked).
 Each row carries the stamps of its own reading. A flow end whose row is due
 has ``due_at`` (monotonic) at or before now; the row moves it to the next
 grid point (:mod:`~netesto.engine.sampling.grid`: one already past when the
-row came late, so the rows it owes follow at its next idle points). The Sampler's one timer per interval (the
+row came late, so the rows it owes follow at its next idle points). The
+Sampler's one timer per interval (the
 **sweep**, :data:`GRACE` of the interval after each grid point where hot flow
 ends are, at the grid point elsewhere) samples every other flow end and every
 hot one still due at once, in one call of the C ``sample_tick`` (stalled RR

@@ -340,11 +340,13 @@ NETESTO_HIDDEN int fl_tick_rows(PyObject *flows, const double stamps[2], double 
         *rows += 1;
         /* a hot end still due (stalled, and behind since a late sweep: no idle point of its own comes to take
          * them) owes the rows of the points it passed: now, each at its own instant */
-        double own[2] = {stamps[0], stamps[1]};
-        for (int owed = 0; !all && got == 0 && owed < TICK_BACKLOG && due_by_(flow, fmin(due_by, own[1])); owed++) {
-            fl_stamps_at(own, now_ns()); /* (a point already past: a sweep run early owes nothing more) */
-            got = row_take(flow, own, NULL);
-            *rows += 1;
+        if (!all) {
+            double own[2] = {stamps[0], stamps[1]};
+            for (int owed = 0; got == 0 && owed < TICK_BACKLOG && due_by_(flow, fmin(due_by, own[1])); owed++) {
+                fl_stamps_at(own, now_ns()); /* (a point already past: a sweep run early owes nothing more) */
+                got = row_take(flow, own, NULL);
+                *rows += 1;
+            }
         }
         int bad = got == 1   ? PyList_Append(blocks, flow) < 0 /* written once every row is read */
                   : got == 2 ? PyList_Append(python, flow) < 0

@@ -2,7 +2,7 @@
 sampled vs (nearly) unsampled, RR p99 sampled vs unsampled, the cost of one sample split.
 
 ``python3 -m bench.bench_sampling [--dur 10] [--reps 6] [--within-dur 60] [--within-runs 2]
-[--within-window 0.5] [--rr-only] [--no-rr]`` (root, repository root).
+[--within-window 0.5] [--within-cpu-runs 2] [--rr-only] [--no-rr]`` (root, repository root).
 
 0. Within runs: 64 TCP_STREAM flows for 60 s on a
    fresh veth pair, the wall clock cut in pairs of 0.5 s windows and the
@@ -15,7 +15,13 @@ sampled vs (nearly) unsampled, RR p99 sampled vs unsampled, the cost of one samp
    change slowly, so this pairs far better than whole runs do. The reading
    is the median of the pair ratios with its distribution-free 95 %
    interval, pooled over ``--within-runs`` runs (0: skip), next to a control
-   run sampled in no window. ``--within-only`` runs just this part.
+   run sampled in no window. Then the with/without check of the sampler's
+   self-reported time, the same way (``--within-cpu-runs``, 2; 0: skip): the
+   flows paced to ``--paced`` Mbit/s so that every window has the same work,
+   each sampled window's engine CPU (every thread's scheduler run time, read
+   20 times a second) less its pair's unsampled one, over what the sampler's
+   own ticks said they took (``bench/sampling_within.py``). ``--within-only``
+   runs just these two.
 1. 64 TCP_STREAM flows on a veth pair, flat out and then each paced to ``--paced`` Mbit/s
    (40), with ``interval=0.01`` vs ``interval=60``
    (one sample at the start and one at the end: the engine's way of "not
@@ -67,7 +73,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -75,8 +80,7 @@ from pathlib import Path
 
 from bench.common import Engine, guard, pin, placement, where
 from bench.sampling_cost import print_cost, print_idle, sampler_part
-from netesto.engine.sampling.sampler import bench_window_sampled
-from netesto.raw.nflow import read_flow
+from bench.sampling_within import NO_GOODPUT_TARGET, sampling_share, within_cpu_part, within_run_part
 from tests import netns
 
 
@@ -106,28 +110,6 @@ def tree_cpu(root: int) -> float:
 
 
 SHARE_TARGET = 1.5  # %: the sampler's ticks within the engine's CPU (issue 14)
-# the goodput of CPU-bound flows on 2 vCPUs cannot resolve 1 %: the CPU share above is the target
-NO_GOODPUT_TARGET = "no target: the CPU share below is the one held"
-
-
-def sampling_share(engine: Engine) -> tuple[float, float, int, int]:
-    """(sampling CPU seconds, the workers' CPU seconds, rows written, rows taken hot) of the last run, from
-    both ends' flow summaries: per worker process (a file header's pid), the largest ``sampling_seconds``,
-    ``seconds`` and ``sampling_hot_rows`` of its flows (they ran side by side), summed over the workers;
-    rows of every flow end."""
-    workers: dict[tuple[str, int], tuple[float, float, int]] = {}
-    rows = 0
-    for side in ("cli", "srv"):
-        for path in (engine.workdir / side / str(engine.runs) / "flows").glob("*.nflow"):
-            flow = read_flow(path)
-            cpu = (flow.summary or {})["cpu"]
-            key = (side, flow.header["pid"])
-            had = workers.get(key, (0.0, 0.0, 0))
-            workers[key] = (max(had[0], cpu["sampling_seconds"]), max(had[1], cpu["seconds"]),
-                            max(had[2], cpu.get("sampling_hot_rows", 0)))
-            rows += flow.rows
-    return (sum(w[0] for w in workers.values()), sum(w[1] for w in workers.values()), rows,
-            sum(w[2] for w in workers.values()))
 
 
 def goodput(engine: Engine, dur: float, interval: float, flows: int, pacing: int = 0) -> tuple[float, float, float]:
@@ -143,104 +125,6 @@ def goodput(engine: Engine, dur: float, interval: float, flows: int, pacing: int
     cpu = tree_cpu(engine.proc.pid) - server0 + (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     total = sum(s["bytes_tx"] for s in summaries)
     return total * 8 / max(s["duration"] for s in summaries), total / cpu, cpu
-
-
-_COUNTER = """
-import sys, time
-end = time.time() + float(sys.argv[1])
-with open("/sys/class/net/veth0/statistics/tx_bytes") as fh:
-    while time.time() < end:
-        fh.seek(0)
-        print(time.time(), fh.read().strip(), flush=True)
-        time.sleep(0.05)
-"""
-
-
-def window_rates(points: list[tuple[float, int]], window: float, skip: float) -> list[tuple[int, float]]:
-    """(window number, bit/s) of every whole ``window``-second window of the wall clock between
-    ``skip`` s after the first point and ``skip`` s before the last: the byte counter interpolated
-    0.1 s inside each edge (a tick in flight at an edge counts for neither window)."""
-    def at(t: float) -> float | None:
-        for (t0, b0), (t1, b1) in zip(points, points[1:]):
-            if t0 <= t <= t1:
-                return b0 + (b1 - b0) * (t - t0) / (t1 - t0) if t1 > t0 else b0
-        return None
-
-    out = []
-    k = int((points[0][0] + skip) / window) + 1
-    while (k + 1) * window <= points[-1][0] - skip:
-        lo, hi = at(k * window + 0.1), at((k + 1) * window - 0.1)
-        if lo is not None and hi is not None:
-            out.append((k, (hi - lo) * 8 / (window - 0.2)))
-        k += 1
-    return out
-
-
-def duty_ratios(rates: list[tuple[int, float]], window: float) -> list[float]:
-    """For each pair of windows (see ``bench_window_sampled``) with both windows measured: the
-    sampled window's rate over the unsampled one's. Next to each other, they share the slow drift
-    and the neighbours' load; which one is sampled is as often the first as the second, so a drift
-    inside a pair and the flows' own once-a-second work cancel out over the pairs."""
-    got = dict(rates)
-    out = []
-    for k in sorted(got):
-        if k % 2 == 0 and k + 1 in got:
-            first_sampled = bench_window_sampled((k + 0.5) * window, window)
-            on, off = (got[k], got[k + 1]) if first_sampled else (got[k + 1], got[k])
-            out.append(on / off)
-    return out
-
-
-def within_run(dur: float, flows: int, window: float, interval: float) -> list[float]:
-    """One run of ``flows`` flows for ``dur`` s on a fresh veth pair, with the engine's sampler
-    on in one ``window``-second window of each pair and off in the other (``--sample-duty``);
-    the client's veth byte counter read 20 times a second. Returns :func:`duty_ratios`."""
-    pair = netns.make_veth_pair()
-    workdir = Path(tempfile.mkdtemp(prefix="bench_duty"))
-    try:
-        engine = Engine(pair, workdir, options=("--sample-duty", str(window)))
-        counter = pair.popen(pair.a, [sys.executable, "-c", _COUNTER, str(dur + 3)], stdout=subprocess.PIPE,
-                             text=True)
-        engine.run([dict(flow_id=f"a-b-0-{i}", test="TCP_STREAM", dur=dur, ca="cubic", interval=interval)
-                    for i in range(flows)])
-        out = counter.communicate(timeout=30)[0]
-        engine.close()
-    finally:
-        pair.close()
-        shutil.rmtree(workdir, ignore_errors=True)
-    points = [(float(t), int(b)) for t, b in (line.split() for line in out.splitlines())]
-    return duty_ratios(window_rates(points, window, 3.0), window)
-
-
-def median_ci(values: list[float], z: float = 1.96) -> tuple[float, float, float]:
-    """The median of ``values`` and its distribution-free 95 % confidence interval (the order
-    statistics n/2 -+ z*sqrt(n)/2): a window pair where the host stalled the flows (a neighbour,
-    writeback) moves it no more than any other pair, where it can move a mean by several percent."""
-    ranked = sorted(values)
-    n = len(ranked)
-    half = z * n ** 0.5 / 2
-    lo, hi = max(0, math.floor(n / 2 - half) - 1), min(n - 1, math.ceil(n / 2 + half) - 1)
-    return statistics.median(ranked), ranked[lo], ranked[hi]
-
-
-def within_run_part(dur: float, flows: int, runs: int, window: float) -> None:
-    """The sampling cost measured inside runs (see the module docstring), and its control."""
-    print(f"# within-run: {flows} flows for {dur:.0f} s, sampled at 10 ms in one {window:g} s window of each pair "
-          "and not at all in the other; each sampled window's goodput over its pair's unsampled one", flush=True)
-    pooled: list[float] = []
-    for label, interval, reps in (("control: sampled in no window", 60.0, 1), ("sampled", 0.01, runs)):
-        for _ in range(reps):
-            ratios = within_run(dur, flows, window, interval)
-            pooled += ratios if interval == 0.01 else []
-            mid, lo, hi = median_ci(ratios)
-            se = statistics.stdev(ratios) / len(ratios) ** 0.5
-            print(f"  {label}: pair ratio median {mid:.4f} [{lo:.4f}-{hi:.4f}] (95 % interval), mean "
-                  f"{statistics.mean(ratios):.4f} +- {se:.4f}, {len(ratios)} pairs"
-                  + (" (should be 1 within its interval)" if interval != 0.01 else ""), flush=True)
-    # runs differ by more than their intervals (the neighbours' load, where the flows' work lands): pool them
-    mid, lo, hi = median_ci(pooled)
-    print(f"within-run goodput, sampled / unsampled windows: median of the {len(pooled)} pairs of {runs} runs "
-          f"{mid:.4f} [{lo:.4f}-{hi:.4f}] (95 % interval; {NO_GOODPUT_TARGET})", flush=True)
 
 
 def stream_part(dur: float, reps: int, flows: int, workdir: Path, pacing: int = 0) -> None:
@@ -421,7 +305,9 @@ def main() -> int:
     parser.add_argument("--within-dur", type=float, default=60.0, help="seconds of each within-run run")
     parser.add_argument("--within-runs", type=int, default=2, help="within-run runs sampled (0: none)")
     parser.add_argument("--within-window", type=float, default=0.5, help="seconds of each within-run window")
-    parser.add_argument("--within-only", action="store_true", help="only the within-run measurement")
+    parser.add_argument("--within-only", action="store_true", help="only the within-run measurements")
+    parser.add_argument("--within-cpu-runs", type=int, default=2,
+                        help="within-run runs of the CPU with/without check, flows paced to --paced (0: none)")
     parser.add_argument("--rr-only", action="store_true", help="only RR p99 sampled vs unsampled")
     parser.add_argument("--no-rr", action="store_true", help="skip RR p99 sampled vs unsampled")
     parser.add_argument("--rr-cpus", type=placement, default=(0, 1),
@@ -445,8 +331,11 @@ def main() -> int:
             return 0
         if args.within_runs:
             within_run_part(args.within_dur, args.flows, args.within_runs, args.within_window)
-            if args.within_only:
-                return 0
+        if args.within_cpu_runs and args.paced:
+            within_cpu_part(args.within_dur, args.flows, args.within_cpu_runs, args.within_window,
+                            int(args.paced * 1e6))
+        if args.within_only:
+            return 0
         stream_part(args.dur, args.reps, args.flows, workdir)
         if args.paced:  # the same rows where the engine has little else to do: their share of its CPU grows
             stream_part(args.dur, args.reps, args.flows, workdir, pacing=int(args.paced * 1e6))

@@ -1,4 +1,4 @@
-"""Stream goodput of the engine vs iperf3 and netperf, with the same write size and CPU placement.
+"""Stream goodput of the engine vs iperf3, netperf and neper, with the same write size and CPU placement.
 
 ``nice -n 10 python3 -m bench.bench_stream [--dur 4] [--reps 3] [--cpus 0,1]`` (root, repository root).
 
@@ -18,11 +18,13 @@
   netperf) runs under ``taskset -c <client CPU>``, every server (engine
   server, iperf3 -s, netserver and its children) under ``taskset -c
   <server CPU>`` (``--cpus none``: unpinned, all alike).
-- 4 flows: 4 engine flows (one client process, its default 2 worker
-  processes of 2 flows each; one server process) vs ``iperf3 -P 4`` (3.12
-  here: one process, one thread, for all 4 flows at each end; iperf3 is
-  multi-threaded from 3.16 on) and 4 netperf processes started together
-  (a netserver child each).
+- 4 flows: 4 engine flows on ONE client worker (``--workers 1``; the pinned
+  server runs one worker) vs ``iperf3 -P 4`` (3.12 here: one process, one
+  thread, for all 4 flows at each end; iperf3 is multi-threaded from 3.16
+  on), ``tcp_stream -F 4 -T 1`` (neper: 4 flows on one thread at each end,
+  ``-B 512K`` for its writes and reads, its default MSG_MORE on every send)
+  and 4 netperf processes started together (a netserver child each). Each
+  case also prints the engine over the best peer of each rep.
 - socket options: none of the tools sets buffers, pacing or TCP_NODELAY on
   its data sockets here (iperf3 sets TCP_NODELAY on its control connection
   only); each sets the congestion control.
@@ -35,18 +37,20 @@ bytes sent must equal them); iperf3, the receiver's ``sum_received``; netperf,
 the sum of its THROUGHPUT (bytes sent over the elapsed time) times
 REMOTE_BYTES_RECVD / LOCAL_BYTES_SENT (netperf waits for the receiver to
 drain: the two differ by a few KB in GBs).
-Each case also prints the CPU seconds per GB received of the engine's and
-iperf3's processes (client + server, their own rusage over the flows; the
-softirq work a process runs in its context included): less sensitive to the
+Each case also prints the CPU seconds per GB received of the engine's,
+iperf3's and neper's processes (client + server, their own rusage over the
+flows; the softirq work a process runs in its context included): less sensitive to the
 machine's load than the rates; and every tool's retransmitted segments per GB
 received, on the sending side (the engine's clients' last ``total_retrans``,
 iperf3's ``sum_sent.retransmits``, netperf's LOCAL_TRANSPORT_RETRANS). On a
 veth pair nothing is lost: these retransmissions are spurious, the sender's
 segments leaving from both CPUs out of order, and they are part of what a
 user of the tool would measure (no target).
-One more case, labelled, runs the peers at their default write sizes
-(iperf3 128 KiB, netperf the socket buffer's size, 16 KiB here) without a
-target. Target: engine / peer >= 1.0 in every case. Shared noisy machine:
+Two more cases, labelled, run the peers at their default write sizes
+(iperf3 128 KiB, netperf the socket buffer's size, 16 KiB here, neper 16 KiB)
+without a target: 1 cubic flow and 4 bbr flows. neper's retransmissions are
+the client namespace's ``RetransSegs`` over its run (neper reports none; no
+other tool sends there meanwhile); its CPU, both ends' own rusage. Target: engine / peer >= 1.0 in every case. Shared noisy machine:
 read the ratios and their spread, not the absolute numbers.
 """
 
@@ -119,7 +123,45 @@ def netperf(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int
     return total, None, retrans / (received / 1e9) if received else NAN
 
 
-def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus) -> Reading:
+def snmp_retrans(pair: netns.VethPair) -> int:
+    """TCP segments retransmitted so far in the client's namespace (``Tcp: RetransSegs``)."""
+    lines = [line.split() for line in pair.run(pair.a, ["cat", "/proc/net/snmp"]).stdout.splitlines()
+             if line.startswith("Tcp:")]
+    return int(lines[1][lines[0].index("RetransSegs")])
+
+
+def neper_stream(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int, cpus: Cpus,
+                 write: int | None) -> Reading:
+    """Receiver goodput of one neper ``tcp_stream`` run, ``flows`` flows on one thread at each end (``-T 1``),
+    its processes' CPU per GB (their own rusage) and the retransmitted segments per GB (neper reports none:
+    the client namespace's ``RetransSegs``, nothing else sends there)."""
+    common = ["-F", str(flows), "-T", "1", "-C", "12872", "-P", "12873", "-l", str(int(dur)), "--nolog",
+              "--congestion-control", ca]
+    if write:
+        common += ["-B", str(write)]
+    server = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "tcp_stream"), *common],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.3)
+        before = snmp_retrans(pair)
+        client = pair.run(pair.a, [*pin(cpus[0]), str(bin_dir / "tcp_stream"), "-c", "-H", pair.addr_b, *common],
+                          timeout=dur + 30)
+        retrans = snmp_retrans(pair) - before
+        out, err = server.communicate(timeout=15)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    keys = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    if client.returncode or server.returncode or keys.get("throughput_units") != "Mbit/s":
+        raise RuntimeError(f"neper tcp_stream failed: {client.stdout[-300:]} {client.stderr[-300:]} {err[-300:]}")
+    rate = float(keys["throughput"]) * 1e6
+    gb = rate / 8 * dur / 1e9
+    ckeys = dict(line.split("=", 1) for line in client.stdout.splitlines() if "=" in line)
+    cpu = sum(float(k[f"{t}_end"]) - float(k[f"{t}_start"]) for k in (keys, ckeys) for t in ("utime", "stime"))
+    return rate, cpu / gb, retrans / gb
+
+
+def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus, workers: int = 1) -> Reading:
     """Receiver goodput: the server ends' bytes received over their durations, summed over flows; CPU per GB.
 
     A flow end's CPU is its worker process's over the flow: the client's flows
@@ -128,7 +170,7 @@ def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus) -
     """
     ids = [f"a-b-0-{i}" for i in range(flows)]
     sent = engine.run([dict(flow_id=fid, test="TCP_STREAM", dur=dur, ca=ca, interval=0.01) for fid in ids],
-                      client_prefix=pin(cpus[0]))
+                      workers=workers, client_prefix=pin(cpus[0]))
     got = engine.server_summaries(ids)
     if sum(s["bytes_tx"] for s in sent) != sum(s["bytes_rx"] for s in got):
         raise RuntimeError("engine: the server received other than the client sent")
@@ -137,7 +179,7 @@ def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus) -
     retrans = sum(engine.client_flow(fid).columns["total_retrans"][-1] for fid in ids) / gb
     if cpus[1] is None:
         return rate, None, retrans
-    client = sum(max(sent[k]["cpu"]["seconds"] for k in ks) for ks in deal(["TCP_STREAM"] * flows, min(2, flows)))
+    client = sum(max(sent[k]["cpu"]["seconds"] for k in ks) for ks in deal(["TCP_STREAM"] * flows, min(workers, flows)))
     server = max(s["cpu"]["seconds"] for s in got)
     return rate, (client + server) / gb, retrans
 
@@ -181,24 +223,30 @@ def main() -> int:
               "of the same rep; CPU = s per GB received of the client + server processes")
         cases = [(f"{n} flow{'s' if n > 1 else ''} {ca}", ca, n, True)
                  for n in (1, 4) for ca in ("cubic", "bbr")]
-        cases.append(("1 flow cubic, PEERS AT THEIR DEFAULT WRITE SIZES", "cubic", 1, False))
+        cases += [("1 flow cubic, PEERS AT THEIR DEFAULT WRITE SIZES", "cubic", 1, False),
+                  ("4 flows bbr, PEERS AT THEIR DEFAULT WRITE SIZES", "bbr", 4, False)]
         for label, ca, n, same in cases:
             write = SEND_CHUNK if same else None
-            runs: dict[str, list[Reading]] = {"engine": [], "iperf3": [], "netperf": []}
+            runs: dict[str, list[Reading]] = {"engine": [], "iperf3": [], "netperf": [], "neper": []}
             tools = {
                 "engine": lambda: engine_stream(engine, args.dur, ca, n, cpus),
                 "iperf3": lambda: iperf3(pair, args.dur, ca, n, cpus, write),
                 "netperf": lambda: netperf(pair, bin_dir, args.dur, ca, n, cpus, write),
+                "neper": lambda: neper_stream(pair, bin_dir, args.dur, ca, n, cpus, write),
             }
             for rep in range(args.reps):
                 for name in rotated(list(tools), rep):
                     runs[name].append(tools[name]())
-            peers = (f"iperf3 -P {n} -l 512K, {n} x netperf -m 512K -M 256K" if same
-                     else f"iperf3 -P {n} (-l 128K default), {n} x netperf (default -m/-M)")
+            peers = (f"iperf3 -P {n} -l 512K, {n} x netperf -m 512K -M 256K, neper tcp_stream -F {n} -T 1 -B 512K"
+                     if same else f"iperf3 -P {n} (-l 128K default), {n} x netperf (default -m/-M), "
+                     f"neper -F {n} -T 1 (-B 16K default)")
             table(f"{label}  [vs {peers}]", {k: [v[0] / 1e9 for v in vals] for k, vals in runs.items()}, ".2f")
-            for peer in ("iperf3", "netperf"):
+            for peer in ("iperf3", "netperf", "neper"):
                 results.append(verdict(f"engine / {peer}", [v[0] for v in runs["engine"]], [v[0] for v in runs[peer]],
                                        ">=", 1.0 if same else None))
+            best = [max(runs[p][i][0] for p in ("iperf3", "netperf", "neper")) for i in range(args.reps)]
+            verdict("engine / best peer of the rep", [v[0] for v in runs["engine"]], best, ">=",
+                    1.0 if same else None)
             cost_lines(runs)
         engine.close()
     finally:

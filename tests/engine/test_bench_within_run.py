@@ -7,7 +7,7 @@ from typing import Callable
 
 import pytest
 
-from bench.bench_sampling import duty_ratios, median_ci, window_rates
+from bench.sampling_within import balanced_median, cpu_pairs, duty_ratios, median_ci, window_rates
 from netesto.engine.sampling.sampler import bench_window_sampled
 
 
@@ -64,3 +64,21 @@ def test_the_reading_is_a_median_with_its_interval_and_a_stalled_pair_does_not_m
     stalled = ratios[:-1] + [3.0]  # the unsampled window of one pair stalled
     assert median_ci(stalled)[0] == pytest.approx(0.98) and sum(stalled) / 100 > 1.0
     assert median_ci([1.0, 2.0, 3.0]) == (2.0, 1.0, 3.0)  # few pairs: the interval is all of them
+
+
+def test_the_cpu_check_reads_what_sampling_added_in_each_pair_and_nothing_where_it_added_nothing():
+    window = 0.5
+    def noise(t: float) -> float:  # a window's own wobble, up to +-0.4 % of a core
+        return 0.008e9 * ((int(t / window) * 7919 % 13) / 12 - 0.5)
+
+    # a CPU counter (ns): 30 % of a core, 1.2 % more while sampled, and work at a fixed phase of each second
+    busy = counter(lambda t: 0.300e9 + (0.012e9 if bench_window_sampled(t, window) else 0.0) + noise(t)
+                   + (0.05e9 if t % 1.0 < 0.5 else 0.0), 1000.0, 1060.0)
+    extra = cpu_pairs(busy, window)
+    assert len(extra) > 40 and {first for _, first in extra} == {True, False}
+    assert median_ci([x for x, _ in extra])[0] > 0.03  # a plain median falls on one side of the phase work
+    mid, lo, hi = balanced_median(extra)
+    assert mid == pytest.approx(0.012, abs=2e-3) and lo < 0.012 < hi and hi - lo < 0.008  # shares of one core
+    flat = counter(lambda t: 0.300e9 + noise(t) + (0.05e9 if t % 1.0 < 0.5 else 0.0), 1000.0, 1060.0)
+    mid, lo, hi = balanced_median(cpu_pairs(flat, window))
+    assert abs(mid) < 2e-3 and lo <= 0.0 <= hi  # the control: nothing added, nothing read

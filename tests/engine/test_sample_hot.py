@@ -15,7 +15,7 @@ import pytest
 
 from netesto.engine.sampling import records
 from netesto.engine.native import fastloop
-from netesto.engine.sampling.grid import TICK_BACKLOG
+from netesto.engine.sampling.grid import backlog
 from netesto.engine.kinds.flowend import FlowEnd, Worker
 from netesto.engine.core.loop import Loop
 from netesto.engine.sampling.records import HEAD, LAT, interval_summary
@@ -87,7 +87,7 @@ def test_a_hot_row_is_the_row_the_sweep_builds_stamped_at_its_own_instant(pair):
     # the rows of the points it passed), on its own grid
     assert a.due_at == due_at + 0.01 and a.due_at < mono
     # more than the backlog behind: the first grid point after its stamp (the points passed given up)
-    due_at = a.due_at = time.monotonic() - 0.01 * (TICK_BACKLOG + 2.5)
+    due_at = a.due_at = time.monotonic() - 0.01 * (backlog(0.01) + 2.5)
     assert records.sample_end(a, acc) == 0
     mono = HEAD.unpack_from(a.b_rec, a.rec_len)[1]
     assert mono < a.due_at <= mono + 0.01 and abs((a.due_at - due_at) / 0.01 - round((a.due_at - due_at) / 0.01)) < 1e-6

@@ -14,7 +14,7 @@ import pytest
 
 from netesto.engine.sampling import records, sampler
 from netesto.engine.native import fastloop
-from netesto.engine.sampling.grid import TICK_BACKLOG
+from netesto.engine.sampling.grid import backlog
 from netesto.engine.kinds.client import StreamClient
 from netesto.engine.kinds.flowend import Worker
 from netesto.engine.core.loop import Loop
@@ -48,7 +48,7 @@ def test_a_sweep_with_nothing_left_to_python_returns_the_next_grid_point_owed_or
     acc = _acc()
     # on time; late by part of a point and by 25 (the next point, owed: already past); by 300, more than
     # the backlog (the first point ahead: the points passed given up)
-    for behind, owed in ((0.0, False), (0.0123, True), (0.25, True), (0.01 * (TICK_BACKLOG + 236), False)):
+    for behind, owed in ((0.0, False), (0.0123, True), (0.25, True), (0.01 * (backlog(0.01) + 236), False)):
         point = time.monotonic() - behind
         before = time.monotonic()
         when = fastloop.sweep(made, [], point, 0.01, acc)

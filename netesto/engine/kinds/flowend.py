@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from netesto.collectors import tcpinfo
 from netesto.engine.native import fastloop
 from netesto.engine.sampling.flowrecord import LAT_BATCH, FlowRecord
-from netesto.engine.sampling.grid import TICK_BACKLOG
+from netesto.engine.sampling.grid import backlog
 from netesto.engine.core.realtime import RealtimeHold
 from netesto.engine.sampling.records import GAPS, sample_tick
 from netesto.engine.sampling.sampler import Sampler
@@ -248,7 +248,7 @@ class FlowEnd(FlowRecord):
                 pass
         self.is_bbr = self.ca == "bbr"
         # the sampler's grid, so that results can tell each row's scheduled instant (docs/raw-format.md)
-        extra = {"tick_epoch": self.worker.sampler.grid_point(self.spec.interval), "tick_backlog": TICK_BACKLOG,
+        extra = {"tick_epoch": self.worker.sampler.grid_point(self.spec.interval), "tick_backlog": backlog(self.spec.interval),
                  **self.header_extra()}
         self.open_writer(self.worker.datadir, extra)
         self.worker.sampler.add(self)

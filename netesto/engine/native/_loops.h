@@ -22,8 +22,10 @@ static inline int64_t now_ns(void)
 }
 
 /* The sampler's grid (netesto.engine.sampling.grid, the Python twin): grid points a flow end may owe rows
- * for before it skips them, exported by each module as TICK_BACKLOG. */
+ * for before it skips them, at least TICK_BACKLOG and as many as BACKLOG_MS hold (grid.backlog),
+ * both exported by each module. TICK_BACKLOG also bounds the owed rows one pass of a loop takes. */
 #define TICK_BACKLOG 64
+#define BACKLOG_MS 1000
 
 /* Python's float floor division a // b (floatobject.c's float_floor_div), for b > 0: the grid's steps as
  * the Python twin counts them. */
@@ -36,13 +38,20 @@ static inline double floor_div(double a, double b)
     return div - fl > 0.5 ? fl + 1.0 : fl;
 }
 
+/* grid.backlog: the grid points a flow end sampled every interval s may owe rows for */
+static inline double backlog_points(double interval)
+{
+    double n = interval > 0 ? ceil(BACKLOG_MS / 1000.0 / interval - 1e-9) : 0;
+    return n > TICK_BACKLOG ? n : TICK_BACKLOG;
+}
+
 /* The grid point the row after one for point, taken at now, serves (grid.next_point): the next point,
  * even one already past (a late tick's owed rows are taken as soon as the loop can), unless it is
- * TICK_BACKLOG intervals behind or more: then the first point ahead (the points passed are missed). */
+ * backlog_points intervals behind or more: then the first point ahead (the points passed are missed). */
 static inline double next_point(double point, double now, double interval)
 {
     double when = point + interval;
-    if (now - when >= TICK_BACKLOG * interval) {
+    if (now - when >= backlog_points(interval) * interval) {
         when += (floor_div(now - when, interval) + 1.0) * interval;
         if (when <= now) when += interval; /* (rounding) */
     }

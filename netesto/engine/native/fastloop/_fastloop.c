@@ -29,7 +29,7 @@ static struct PyModuleDef module = {
 
 static const struct int_constant constants[] = {
     {"ROW_HEAD", ROW_HEAD}, {"ROW_INFO", ROW_INFO}, {"ROW_CC_SLOT", ROW_CC_SLOT}, {"ROW_LAT", LAT_SIZE},
-    {"TICK_WRITES", TICK_WRITES}, {"ACC_FIELDS", ACC_N}, {"TICK_BACKLOG", TICK_BACKLOG}, {NULL, 0},
+    {"TICK_WRITES", TICK_WRITES}, {"ACC_FIELDS", ACC_N}, {"TICK_BACKLOG", TICK_BACKLOG}, {"BACKLOG_MS", BACKLOG_MS}, {NULL, 0},
 };
 
 PyMODINIT_FUNC PyInit__fastloop(void)

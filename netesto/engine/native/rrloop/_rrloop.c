@@ -325,7 +325,7 @@ static const struct int_constant consts[] = {
     {"FIELDS", F_N}, {"FD", F_FD}, {"ROLE", F_ROLE}, {"REQ", F_REQ}, {"REPLY", F_REPLY}, {"GOT", F_GOT},
     {"RX", F_RX}, {"TX", F_TX}, {"TRANS", F_TRANS}, {"T0", F_T0}, {"NLAT", F_NLAT}, {"STATUS", F_STATUS},
     {"ERRNO", F_ERRNO}, {"LEFT", F_LEFT}, {"DIRTY", F_DIRTY}, {"HELD", F_HELD}, {"H0", F_H0}, {"PARKED", F_PARKED}, {"PEND", F_PEND}, {"MORE", F_MORE}, {"FREE", R_FREE}, {"CLIENT", R_CLIENT},
-    {"SERVER", R_SERVER}, {"TICK_BACKLOG", TICK_BACKLOG},
+    {"SERVER", R_SERVER}, {"TICK_BACKLOG", TICK_BACKLOG}, {"BACKLOG_MS", BACKLOG_MS},
     {"RUN", S_RUN}, {"EOF", S_EOF}, {"PARTIAL", S_PARTIAL}, {"ERROR", S_ERROR}, {"DEADLINE", W_DEADLINE},
     {"PYTHON", W_PYTHON}, {"FLOW", W_FLOW}, {"LATFULL", W_LATFULL}, {"MAX_MESSAGE", CHUNK},
     {"CTL_ADD", EPOLL_CTL_ADD}, {"CTL_DEL", EPOLL_CTL_DEL}, {NULL, 0},

@@ -11,6 +11,7 @@ import socket
 import time
 from array import array
 
+import numpy as np
 import pytest
 
 from netesto.engine.sampling import records
@@ -124,14 +125,15 @@ def test_a_lone_rr_flow_seldom_comes_back_to_python(veth_pair, tmp_path):
             assert summary["duration"] < DUR + 0.05  # its end timer, the loop's next after the sweep, not held
         assert summary["rr_loop"] == "C"
         cpu = summary["cpu"]
-        assert cpu["sampling_hot_rows"] >= 0.8 * (cpu["sampling_hot_rows"] + cpu["sampling_swept_rows"])
         # about one return per SWEEP_HOLD (the held-back sweep), a few more for stalls; a return per row and per
         # sweep (the Python rows) would be 2 per interval
         assert summary["rr_returns"] <= 0.4 * intervals, summary["rr_returns"]
         # its rows hot (the sweep held back had none to take), but for the stalls of an end a loaded machine
-        # kept off the CPU past the sweep's grace (one or two in 150 quiet), with the rows such a stall owes
-        # (taken in that sweep: 15 in 150 beside two busy loops); a sweep of every row would take them all
-        assert cpu["sampling_swept_rows"] <= max(3, 0.15 * intervals)
+        # kept off the CPU past the sweep's grace (one or two in 150 quiet), with the rows such a stall owes,
+        # taken in that sweep: each of those but the stall's last is an interval late or more (15 in 150
+        # beside two busy loops, 61 on a busy CI runner). A sweep of every row would take them all, on time.
         late = assert_on_grid(flow, interval=INTERVAL)
+        held = int(np.count_nonzero(late >= INTERVAL * 1e6))
+        assert cpu["sampling_swept_rows"] <= max(3, 0.15 * intervals) + held, (cpu, held)
         assert late.size + tick_stats(flow).missed >= 0.9 * intervals  # a row per grid point, or a missed one
         assert flow.columns["transactions"][-1] == summary["transactions"]

@@ -116,6 +116,7 @@ class CRRClient(ClientFlow):
         self.cfd = conn.fileno()
         self.connected = False
         self.out = memoryview(self.first)
+        self.counted = False
         err = conn.connect_ex(addr)
         if err not in (0, errno.EINPROGRESS):
             conn.close()
@@ -137,15 +138,19 @@ class CRRClient(ClientFlow):
             while self.out:
                 # connected (or failed: the send says why): the join and the request;
                 # a large request goes out as the server reads it
+                if not self.counted:
+                    # counted before it goes: a stop (the SIGTERM handler's exception) that lands between a
+                    # send and its count would lose a request the server gets; this way a stopped flow's
+                    # client is ahead by the request in flight at most, never behind
+                    self.tx += len(self.request)
+                    self.counted = True
                 n = conn.send(self.out)
                 if not self.connected:
                     self.connected = True
                     self.conns += 1
                 self.out = self.out[n:]
-                if not self.out:
-                    self.tx += len(self.request)
-                    if not events & IN:
-                        return  # the reply cannot be here yet: its edge will say when
+                if not self.out and not events & IN:
+                    return  # the reply cannot be here yet: its edge will say when
             view = self.worker.rxview
             while True:
                 want = self.reply_size - self.got
@@ -225,6 +230,7 @@ class CRRClient(ClientFlow):
         self.got = st[_GOT]
         self.connected = bool(st[_CONNECTED])
         self.out = memoryview(self.first)[st[_SENT]:]
+        self.counted = not self.out  # (the C loop counts a request once all of it is out)
         self.t0 = st[_T0]
 
     def _close_conn(self) -> None:

@@ -1,6 +1,7 @@
 """Stream goodput of the engine vs iperf3, netperf and neper, with the same write size and CPU placement.
 
-``nice -n 10 python3 -m bench.bench_stream [--dur 4] [--reps 3] [--cpus 0,1]`` (root, repository root).
+``nice -n 10 python3 -m bench.bench_stream [--dur 4] [--reps 3] [--cpus 0,1] [--case TEXT]`` (root, repository
+root).
 
 1 and 4 flows, cubic and bbr, on one veth pair. Like with like:
 
@@ -202,7 +203,10 @@ def cost_lines(runs: dict[str, list[Reading]]) -> None:
 
 
 def main() -> int:
-    args = arguments(__doc__, 4.0).parse_args()
+    parser = arguments(__doc__, 4.0)
+    parser.add_argument("--case", action="append", default=[], metavar="TEXT",
+                        help="run only the cases whose label holds TEXT ('4 flows bbr'; repeatable)")
+    args = parser.parse_args()
     bin_dir = ready("bench_stream", ("iperf3",))
     if bin_dir is None:
         return 1
@@ -226,6 +230,8 @@ def main() -> int:
         cases += [("1 flow cubic, PEERS AT THEIR DEFAULT WRITE SIZES", "cubic", 1, False),
                   ("4 flows bbr, PEERS AT THEIR DEFAULT WRITE SIZES", "bbr", 4, False)]
         for label, ca, n, same in cases:
+            if args.case and not any(text in label for text in args.case):
+                continue
             write = SEND_CHUNK if same else None
             runs: dict[str, list[Reading]] = {"engine": [], "iperf3": [], "netperf": [], "neper": []}
             tools = {

@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from netesto.results.ticks import row_lateness
 from tests.engine.test_engine import ENGINE, Server, ends, spec
 from tests.engine.test_fastloop import use_path
 from tests.engine.test_rrloop_engine import GROUP_PATHS
@@ -86,10 +87,14 @@ def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path, p
     # their own stamps), or by the sweep (one stamp): rows in the same interval after the first grid point.
     first = min(f.columns["t_mono"][1] for f in flows.values())
     per_tick: dict[int, dict[str, int]] = {}
+    on_time: dict[int, dict[str, int]] = {}  # the rows of ticks the worker was not held off its CPU for
     for fid, f in flows.items():
         assert f.summary["latency_us"]["count"] == f.summary["transactions"] == sum(f.columns["lat_count"]), fid
-        for t, n in zip(f.columns["t_mono"][1:-1], f.columns["lat_count"][1:-1]):  # the ticks' rows
+        late = row_lateness(f)
+        for t, n, us in zip(f.columns["t_mono"][1:-1], f.columns["lat_count"][1:-1], late[1:-1]):  # the ticks' rows
             per_tick.setdefault(round((t - first) / interval), {})[fid] = n
+            if us < interval * 1e6:
+                on_time.setdefault(round((t - first) / interval), {})[fid] = n
     idle = {fid: 0 for fid in flows}
     for counts in per_tick.values():
         if len(counts) == FLOWS and statistics.median(counts.values()) >= BUSY:
@@ -98,8 +103,11 @@ def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path, p
     assert len(per_tick) > 50 * DUR
     assert sum(len(counts) == FLOWS for counts in per_tick.values()) > 40 * DUR  # grid points with every flow's row
     assert max(idle.values()) <= IDLE_ROWS, idle
-    spreads = [(max(c.values()) - min(c.values())) / statistics.mean(c.values()) for c in per_tick.values()
+    # (a worker held off its CPU owes its rows, taken when it is back, and the transactions of the hold fall
+    # to them however their idle points come: those ticks say nothing of the order of service)
+    spreads = [(max(c.values()) - min(c.values())) / statistics.mean(c.values()) for c in on_time.values()
                if len(c) == FLOWS and statistics.median(c.values()) >= BUSY]
+    assert len(spreads) >= 10 * DUR, len(spreads)
     assert statistics.median(spreads) <= TICK_SPREAD, sorted(spreads)
     print(f"transactions min/mean/max {min(trans.values())}/{mean:.0f}/{max(trans.values())}; "
           f"max latency us median {statistics.median(maxima.values()):.0f} max {max(maxima.values()):.0f}; "

@@ -236,14 +236,10 @@ class ClientFlow(ClientRun):
                 flow._mark()
 
     def _mark(self) -> None:
-        """The data phase starts now: send the start marker, stamp; the rest follows (``_run``).
-
-        The stamp follows the marker: the server dates its end from the marker's arrival, and a client
-        held off its CPU inside the ``send`` (a loaded host, a tracer) would otherwise date its end that
-        much before, and end that much before the server counts ``dur`` (which it takes for a client
-        that stopped early)."""
+        """The data phase starts now: stamp, send the start marker; the rest follows (``_run``)."""
         sock = self.ctl
         assert sock is not None
+        stamp = (time.monotonic(), time.time())
         self.phase = "starting"
         if self.reply.get("go"):
             try:
@@ -251,7 +247,7 @@ class ClientFlow(ClientRun):
             except OSError as exc:
                 self.fail(f"cannot start flow {self.spec.flow_id} with {self.where}: {describe_error(exc)}")
                 return
-        self.start_mono, self.start_wall = time.monotonic(), time.time()
+        self.start_mono, self.start_wall = stamp
         self.worker.rt.release(self)
         # The rest waits behind the start of any other flow of this worker due now
         # (their timers are earlier): opening files must not delay their markers.

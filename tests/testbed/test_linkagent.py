@@ -59,7 +59,16 @@ def test_steps_land_at_their_instants_and_the_link_comes_back(link_agent, tmp_pa
     assert [x[2:] for x in applied] == [["rate", 50e6], ["rate", 10e6], ["delay", 30]]
     for (t, *_), at in zip(applied, (0.0, 0.4, 0.4)):
         assert 0 <= t - (t0 + at) < 0.05, t - (t0 + at)  # at their instants, never before
-    record = json.loads((tmp_path / "data" / "7" / "links" / "lo.json").read_text())
+    path = tmp_path / "data" / "7" / "links" / "lo.json"
+    # (the record says how it ended once the link is back: a moment after the shape is restored)
+    def ended() -> bool:
+        try:
+            return json.loads(path.read_text()).get("ended") is not None
+        except (OSError, ValueError):
+            return False
+
+    assert wait_for(ended, timeout=5)
+    record = json.loads(path.read_text())
     assert record["host"] == "h1" and record["ended"]["why"] == "until" and record["ended"]["shape"] == BASE
     assert [s["readback"] for s in record["steps"]] == [50e6, 10e6, 30]
     assert all(s["start"] <= s["applied"] for s in record["steps"])

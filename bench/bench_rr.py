@@ -54,7 +54,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
+from bench.common import Engine, arguments, keyvals, pin, ready, rotated, summary_line, table, verdict, where
 from netesto.engine.native import fastloop
 from netesto.results.ticks import tick_stats
 from tests import netns
@@ -67,10 +67,6 @@ FLOWS = 16
 # the engine's missed ticks over both ends of every flow (nan: a peer)
 Result = tuple[float, float, str, float, float, float, float, float]
 NAN = float("nan")
-
-
-def keyvals(text: str) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 def children_cpu() -> float:

@@ -67,7 +67,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
+from bench.common import Engine, arguments, keyvals, pin, ready, rotated, summary_line, table, verdict, where
 from netesto.engine.core.balance import deal
 from netesto.engine.kinds.flowend import RECV_SIZE, SEND_CHUNK
 from tests import netns
@@ -114,7 +114,7 @@ def netperf(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int
     retrans: float = 0
     for proc in procs:
         out, err = proc.communicate(timeout=dur + 30)
-        keys = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        keys = keyvals(out)
         if proc.returncode or keys.get("THROUGHPUT_UNITS") != "10^6bits/s":
             raise RuntimeError(f"netperf failed: {out[-300:]} {err[-300:]}")
         # THROUGHPUT counts the bytes sent: scaled to the receiver's over the same elapsed time
@@ -152,12 +152,12 @@ def neper_stream(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows
     finally:
         if server.poll() is None:
             server.kill()
-    keys = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    keys = keyvals(out)
     if client.returncode or server.returncode or keys.get("throughput_units") != "Mbit/s":
         raise RuntimeError(f"neper tcp_stream failed: {client.stdout[-300:]} {client.stderr[-300:]} {err[-300:]}")
     rate = float(keys["throughput"]) * 1e6
     gb = rate / 8 * dur / 1e9
-    ckeys = dict(line.split("=", 1) for line in client.stdout.splitlines() if "=" in line)
+    ckeys = keyvals(client.stdout)
     cpu = sum(float(k[f"{t}_end"]) - float(k[f"{t}_start"]) for k in (keys, ckeys) for t in ("utime", "stime"))
     return rate, cpu / gb, retrans / gb
 

@@ -64,6 +64,11 @@ def peer_bin(build_sh: Path = BUILD_SH) -> Path:
     return where
 
 
+def keyvals(text: str) -> dict[str, str]:
+    """The ``key=value`` lines of a peer tool's output (netperf ``-k``, neper)."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
 def reps(text: str) -> int:
     """An argparse type: repetitions, at least 3."""
     n = int(text)

@@ -248,7 +248,8 @@ class FlowEnd(FlowRecord):
                 pass
         self.is_bbr = self.ca == "bbr"
         # the sampler's grid, so that results can tell each row's scheduled instant (docs/raw-format.md)
-        extra = {"tick_epoch": self.worker.sampler.grid_point(self.spec.interval), "tick_backlog": backlog(self.spec.interval),
+        interval = self.spec.interval
+        extra = {"tick_epoch": self.worker.sampler.grid_point(interval), "tick_backlog": backlog(interval),
                  **self.header_extra()}
         self.open_writer(self.worker.datadir, extra)
         self.worker.sampler.add(self)

@@ -51,7 +51,8 @@ static inline double backlog_points(double interval)
 static inline double next_point(double point, double now, double interval)
 {
     double when = point + interval;
-    if (now - when >= backlog_points(interval) * interval) {
+    /* (on time, the common case, needs no backlog: it is never under TICK_BACKLOG points) */
+    if (now - when >= TICK_BACKLOG * interval && now - when >= backlog_points(interval) * interval) {
         when += (floor_div(now - when, interval) + 1.0) * interval;
         if (when <= now) when += interval; /* (rounding) */
     }

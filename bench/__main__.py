@@ -6,6 +6,8 @@ Every benchmark measures its peer tool (iperf3, netperf, neper, bare pyzmq,
 (``bench/common.py``). This runner only sequences them and says which failed.
 Names are the parts after ``bench_`` (``stream``, ``rr``, ``crr``, ...). Run it
 as ``nice -n 10 python3 -m bench ...``: every side inherits the same niceness.
+``python3 -m bench --score`` runs the peer rows with targets quiet and beside
+busy loops, and prints them in one table (``bench/scorecard.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ ALL = sorted(p.stem.removeprefix("bench_") for p in HERE.glob("bench_*.py"))
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--score"]:  # (the targeted peer rows, quiet and busy, in one table: bench/scorecard.py)
+        from bench import scorecard
+
+        return scorecard.main(argv[1:])
     names = argv or ALL
     unknown = [n for n in names if n not in ALL]
     if unknown:

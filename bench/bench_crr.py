@@ -40,9 +40,11 @@ from pathlib import Path
 from typing import Callable
 
 from bench.bench_rr import neper, netperf_rr
-from bench.common import ENGINE, Engine, arguments, pin, ready, rotated, summary_line, table, verdict, where
+from bench.common import (ENGINE, Engine, arguments, busy_note, pin, ready, rotated, summary_line, table, verdict,
+                          where)
 from netesto.raw.nflow import read_flow
 from tests import netns
+from tests.testbed.delayrun import busy_loops
 
 Cpus = tuple[int | None, int | None]
 Run = Callable[[], tuple[float, float]]
@@ -203,9 +205,10 @@ def main() -> int:
     tools.update(netperf=netperf, neper=neper_crr)
     runs: dict[str, list[list[tuple[float, float]]]] = {name: [] for name in tools}
     try:
-        for rep in range(args.reps):
-            for name in rotated(list(tools), rep):
-                runs[name].append(twice(tools[name]))
+        with busy_loops(args.busy):
+            for rep in range(args.reps):
+                for name in rotated(list(tools), rep):
+                    runs[name].append(twice(tools[name]))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"# TCP_CRR 1 flow, 1-byte request/reply, {args.dur:g} s runs, {args.reps} interleaved reps, "
@@ -213,6 +216,7 @@ def main() -> int:
     print("# ratio = engine / peer of the same rep, the engine closing as " + ", ".join(
         f"{close} against {peer} (which closes {PEER_CLOSE[peer]})" for peer, close in against.items())
           + "; p99 is of one whole connection's transaction")
+    print(busy_note(args.busy))
     results: list[bool | None] = []
     for i, which in ((0, "first run"), (1, "second run, back to back, same server")):
         cols = {f"{name} {what}": [r[i][k] for r in runs[name]]

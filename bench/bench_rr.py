@@ -54,7 +54,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.common import Engine, arguments, keyvals, pin, ready, rotated, summary_line, table, verdict, where
+from bench.common import (Engine, arguments, busy_note, keyvals, pin, ready, rotated, score, summary_line, table,
+                          verdict, where)
 from netesto.engine.native import fastloop
 from netesto.results.ticks import tick_stats
 from tests import netns
@@ -191,7 +192,6 @@ def main() -> int:
     parser = arguments(__doc__, 3.0, cpus=False)
     parser.add_argument("--pure-python", action="store_true", help="NETESTO_PURE_PYTHON=1 on both engine ends")
     parser.add_argument("--cases", choices=("1", "16", "both"), default="both", help="1 flow, 16 flows or both")
-    parser.add_argument("--busy", type=int, default=0, metavar="N", help="N busy loops beside every tool")
     args = parser.parse_args()
     p99_target = 1.5 if args.busy else 1.2
     bin_dir = ready("bench_rr")
@@ -204,7 +204,7 @@ def main() -> int:
     print(f"# C extension importable: {fastloop.AVAILABLE}; NETESTO_PURE_PYTHON={int(args.pure_python)}; "
           "ratio = engine / peer of the same rep")
     print(f"# every tool on the namespaces' default congestion control: {default_cc()}")
-    print(f"# {args.busy} busy loop(s) beside every tool" if args.busy else "# nothing else of ours running")
+    print(busy_note(args.busy))
     results: list[bool | None] = []
     with busy_loops(args.busy):
         run_all(args, bin_dir, env, workdir, results, p99_target)
@@ -265,6 +265,8 @@ def run_all(args: argparse.Namespace, bin_dir: Path, env: list[str], workdir: Pa
                 results.append(lost == 0)
                 print(f"  sampler rows lost (missed ticks, both ends, every rep): {lost:.0f}  target 0  "
                       f"{'ok' if lost == 0 else 'MISSED'}")
+                score("sampler rows lost (all reps)", lost, min(cols["engine missed"]), max(cols["engine missed"]),
+                      args.reps, "<=", 0, lost == 0)
                 verdict(f"client CPU per transaction: engine / {peer}", cols["engine cpu us/t"],
                         cols[f"{peer} cpu us/t"], None, None)
                 verdict("  the same, engine's sampler excluded", cols["engine cpu-smp us/t"],

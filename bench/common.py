@@ -78,10 +78,13 @@ def reps(text: str) -> int:
 
 
 def arguments(doc: str, dur: float, cpus: bool = True) -> argparse.ArgumentParser:
-    """The options every peer bench takes: ``--dur``, ``--reps`` (>= 3) and, with ``cpus``, ``--cpus``."""
+    """The options every peer bench takes: ``--dur``, ``--reps`` (>= 3), ``--busy`` and, with ``cpus``,
+    ``--cpus``."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dur", type=float, default=dur, help="seconds per run (netperf, neper: whole seconds)")
     parser.add_argument("--reps", type=reps, default=3, help="interleaved repetitions per case (>= 3)")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="N busy loops beside every tool for the whole bench (the kernel places them)")
     if cpus:
         parser.add_argument("--cpus", type=placement, default=(0, 1),
                             help="client CPU,server CPU for every tool (default 0,1), or none")
@@ -239,8 +242,31 @@ class Engine:
             self.proc.kill()
 
 
+# The case the verdicts printed now belong to (the title of the last table), for the scorecard.
+_case = ""
+SCORE_ENV = "NETESTO_BENCH_SCORE"  # a file each verdict with a target is added to (a JSON line), if set
+
+
+def busy_note(busy: int) -> str:
+    """The header line that says what else ran beside the tools."""
+    return f"# {busy} busy loop(s) beside every tool" if busy else "# nothing else of ours running"
+
+
+def score(label: str, median: float, low: float, high: float, n: int, op: str, target: float, ok: bool) -> None:
+    """Add a targeted reading to the scorecard file (``$NETESTO_BENCH_SCORE``), if one is asked for."""
+    path = os.environ.get(SCORE_ENV)
+    if not path:
+        return
+    row = {"bench": Path(sys.argv[0]).stem, "case": _case, "label": label.strip(), "median": median, "min": low,
+           "max": high, "reps": n, "op": op, "target": target, "ok": ok}
+    with open(path, "a") as out:
+        out.write(json.dumps(row) + "\n")
+
+
 def table(title: str, columns: dict[str, list[float]], fmt: str = ".0f") -> None:
     """The case's title, then one line per repetition with every tool's value."""
+    global _case
+    _case = title.split("  [")[0]
     print(f"\n{title}")
     print("  rep" + "".join(f"{name:>22}" for name in columns))
     for i in range(len(next(iter(columns.values())))):
@@ -254,7 +280,7 @@ def verdict(label: str, ours: list[float], theirs: list[float], op: str | None =
     ``target`` None: no target (a labelled reading, e.g. peers at their defaults).
     Returns whether the target held (None without one).
     """
-    ratios = [a / b if b else float("inf") for a, b in zip(ours, theirs)]
+    ratios = [a / b if b else (1.0 if a == 0 else float("inf")) for a, b in zip(ours, theirs)]  # (0/0: level)
     med = statistics.median(ratios)
     line = f"  {label:<44} median {med:6.2f} [{min(ratios):.2f}-{max(ratios):.2f}] of {len(ratios)} reps"
     if target is None:
@@ -262,6 +288,7 @@ def verdict(label: str, ours: list[float], theirs: list[float], op: str | None =
         return None
     ok = med >= target if op == ">=" else med <= target
     print(f"{line}   target {op} {target:g}: {'ok' if ok else 'MISSED'}", flush=True)
+    score(label, med, min(ratios), max(ratios), len(ratios), op or ">=", target, ok)
     return ok
 
 
@@ -276,5 +303,5 @@ def summary_line(results: list[bool | None]) -> None:
     print(f"\n# targets: {sum(held)} of {len(held)} held, {len(held) - sum(held)} MISSED", flush=True)
 
 
-__all__ = ["ENGINE", "Engine", "PeerMissing", "arguments", "peer_bin", "pin", "placement", "ready", "reps", "rotated",
-           "summary_line", "table", "verdict", "where"]
+__all__ = ["ENGINE", "SCORE_ENV", "Engine", "PeerMissing", "arguments", "busy_note", "peer_bin", "pin", "placement",
+           "ready", "reps", "rotated", "score", "summary_line", "table", "verdict", "where"]

@@ -260,9 +260,12 @@ def main() -> int:
             results.append(verdict("engine / best peer of the rep", [v[0] for v in runs["engine"]],
                                    [runs[p][i][0] for i, p in enumerate(best)], ">=", 1.0 if same else None))
             cost_lines(runs)
-            # (issue 37: no more retransmissions per GB than the best peer's on the same path)
-            results.append(verdict("retransmissions per GB: engine / best peer's", [v[2] for v in runs["engine"]],
-                                   [runs[p][i][2] for i, p in enumerate(best)], "<=", 1.0 if same else None))
+            # no more retransmissions per GB than the peer with the fewest in the same rep (not the best goodput's:
+            # 4 netperf processes, often the fastest, retransmit 10x more than iperf3 and would flatter the engine)
+            fewest = [min((x for p in ("iperf3", "netperf", "neper") if not math.isnan(x := runs[p][i][2])), default=NAN)
+                      for i in range(args.reps)]
+            results.append(verdict("retransmissions per GB: engine / fewest of a peer", [v[2] for v in runs["engine"]],
+                                   fewest, "<=", 1.0 if same else None))
         engine.close()
     finally:
         busy.close()

@@ -197,5 +197,9 @@ PROCESS_EXP
     client = read_flow(Path(exp.path) / "flows" / f"{flow}.client.nflow")
     server = read_flow(Path(exp.path) / "flows" / f"{flow}.server.nflow")
     assert client.columns["app_bytes_tx"][-1] == size and server.columns["app_bytes_rx"][-1] == size
-    assert client.rows >= 80 and server.rows >= 80  # 10 ms rows over the ~1 s transfer at 100 Mbit/s
+    # 10 ms rows over the ~1 s transfer at 100 Mbit/s, from when each end's watch found the socket (a loaded
+    # runner's watch found the server's socket late once: 77 rows): most of the transfer, each its interval
+    for end in (client, server):
+        t = end.columns["t_mono"]
+        assert end.rows >= 50 and end.rows >= 0.8 * (t[-1] - t[0]) / 0.01, (end.rows, t[0], t[-1])
     assert float(ds.bytes.sel(flow=flow)) == size and 60 <= float(ds.rate.sel(flow=flow)) <= 101

@@ -56,9 +56,10 @@ def configured(state: dict, dev: str) -> dict:
 
 
 def test_a_stream_follows_a_bandwidth_step_and_the_dataset_records_it(bed, tmp_path) -> None:
-    """4 s of cubic through a bottleneck that is 50 Mbit/s, then 10 Mbit/s from 2 s: the receiver's goodput
-    in the dataset is within 10 % of each rate once settled (0.5 s after the start, 1 s after the step: a
-    step down leaves a queue of 200 ms to drain and its losses to recover), and the dataset has each change
+    """5 s of cubic through a bottleneck that is 50 Mbit/s, then 10 Mbit/s from 2 s: the receiver's goodput
+    in the dataset is within 10 % of each rate once settled (0.5 s after the start, 1.5 s after the step: a
+    step down leaves a queue of 200 ms to drain and its losses to recover, which took 1 s and more on a
+    loaded runner, 7.8 Mbit/s over the second after it), and the dataset has each change
     at the instant the router applied it (within 100 ms of the one asked for: about 1 ms as a rule, see
     docs/links.md, tens of ms now and then on this shared machine)."""
     import netesto
@@ -66,7 +67,7 @@ def test_a_stream_follows_a_bandwidth_step_and_the_dataset_records_it(bed, tmp_p
 
     script = ("SET_LINK host=h1 rate=step(50mbit,10mbit,at=2)\n"
               "DO_SERVER host=h1 exp=COUNTER start=1\n"
-              "DO_CLIENT host=h2 server=h1 test=TCP_STREAM ca=cubic dur=4\n"
+              "DO_CLIENT host=h2 server=h1 test=TCP_STREAM ca=cubic dur=5\n"
               "GET_DATA host=h1\nGET_DATA host=h2\nPROCESS_EXP\n")
     result = run(script, lab=bed.lab, workdir=tmp_path)
     assert result.ok, result.errors
@@ -80,7 +81,7 @@ def test_a_stream_follows_a_bandwidth_step_and_the_dataset_records_it(bed, tmp_p
     assert 1.9 < t_step < 2.1, t_step  # seconds after the flow's start, as the time axis counts
     goodput = ds.goodput.isel(flow=0)
     before = float(goodput.sel(time=slice(0.5, t_step)).mean())
-    after = float(goodput.sel(time=slice(t_step + 1.0, 3.95)).mean())
+    after = float(goodput.sel(time=slice(t_step + 1.5, 4.95)).mean())
     assert 0.9 * 50e6 <= before <= 1.1 * 50e6, before
     assert 0.9 * 10e6 <= after <= 1.1 * 10e6, after
     end = ds.where(ds.change_kind == "end", drop=True)

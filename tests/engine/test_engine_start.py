@@ -125,17 +125,19 @@ def test_a_server_end_held_off_the_cpu_dates_the_start_from_the_markers_arrival(
 def test_a_marker_out_late_is_not_a_client_that_stopped_early(tmp_path, early):
     """The client's marker leaves 0.1 s after its start instant (a client held off its CPU inside that
     send dated its start before it, and ends dur after its instant): the server counts from the instant
-    too, and the flow is done. A client that closes 0.2 s early is still one that stopped early."""
-    held = HeldFlow(tmp_path, "a-b-4-0", "TCP_STREAM", dur=0.6, go=0.05)
+    too, and the flow is done. A client that closes 0.9 s early is still one that stopped early (the server
+    reads the close when its loop runs: a loaded runner's can read it a few hundred ms late)."""
+    held = HeldFlow(tmp_path, "a-b-4-0", "TCP_STREAM", dur=1.2, go=0.05)
     assert held.reply["go"] is True
     instant = time.monotonic() + 0.05
     time.sleep(0.15)
     held.theirs.sendall(hs.GO)  # (0.1 s after the instant)
-    end = instant + 0.6 + 0.005 - (0.2 if early else 0.0)
+    end = instant + 1.2 + 0.005 - (0.9 if early else 0.0)
     held.worker.loop.call_at(end, held.theirs.close)
     last = held.run()
     if early:
-        assert last["event"] == "error" and "ended the flow after 0.4 s of 0.6 s" in last["message"], last
+        assert last["event"] == "error" and "s of 1.2 s" in last["message"], last
+        assert "ended the flow after" in last["message"], last
     else:
         assert last["event"] == "done", last
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 RUN_PREFIX = f"nt{os.getpid() % 100000:05d}"
-_NAMED = re.compile(r"nt(\d{5})(?:\d+[ab]|probe)")  # what RUN_PREFIX, make_veth_pair and the probe name
+_NAMED = re.compile(r"nt(\d{5})(?:\d+[abp]|probe)")  # what RUN_PREFIX, make_veth_pair, private_ns, the probe name
 _counter = itertools.count(1)
 
 
@@ -118,6 +118,42 @@ class VethPair:
                     pass
         delete_ns(self.a)
         delete_ns(self.b)
+
+
+@dataclass
+class PrivateLink:
+    """A namespace of this run whose one link leads to the initial namespace: ``dev`` there (``addr``),
+    ``eth0`` inside (``peer_addr``). No address another test adds or takes away elsewhere is seen inside."""
+
+    ns: str
+    dev: str
+    addr: str
+    peer_addr: str
+
+
+def private_link() -> PrivateLink:
+    """A :class:`PrivateLink`, on a /30 of 10.200-249 that only this process uses in the initial
+    namespace (testbeds keep to 10.100-199 there, :func:`make_veth_pair` to namespaces of its own).
+    Removing the namespace (:func:`delete_ns`, :func:`cleanup_all`) removes the link."""
+    n = next(_counter)
+    pid = os.getpid()
+    net = f"10.{200 + pid % 50}.{pid // 50 % 256}.{4 * (n % 63)}"
+    base = net.rsplit(".", 1)[0]
+    link = PrivateLink(f"{RUN_PREFIX}{n}p", f"v{RUN_PREFIX}{n}p"[-15:], f"{base}.{4 * (n % 63) + 1}",
+                       f"{base}.{4 * (n % 63) + 2}")
+    sh("ip", "netns", "add", link.ns)
+    try:
+        sh("ip", "link", "add", link.dev, "type", "veth", "peer", "name", "eth0", "netns", link.ns)
+        sh("ip", "addr", "add", f"{link.addr}/30", "dev", link.dev)
+        sh("ip", "link", "set", link.dev, "up")
+        sh("ip", "-n", link.ns, "addr", "add", f"{link.peer_addr}/30", "dev", "eth0")
+        sh("ip", "-n", link.ns, "link", "set", "eth0", "up")
+        sh("ip", "-n", link.ns, "link", "set", "lo", "up")
+    except Exception:
+        delete_ns(link.ns)
+        sh("ip", "link", "del", link.dev, check=False)
+        raise
+    return link
 
 
 def make_veth_pair() -> VethPair:

@@ -17,10 +17,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests import netns
 from tests.plots.browser import DOCUMENTS
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
@@ -35,35 +37,67 @@ _IDLE = """() => { const w = jupyterapp.shell.currentWidget, k = w.sessionContex
     .every(c => c.model.executionCount !== null) }"""
 
 
-def _free_port() -> int:
+def _free_port(addr: str) -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((addr, 0))
         return s.getsockname()[1]
+
+
+@dataclass
+class LabServer:
+    """A JupyterLab server, and the chromium to open it with.
+
+    As root, chromium runs in a namespace of its own (:func:`tests.netns.private_link`), reaching the
+    server over that namespace's one link: chromium fails every request in flight with
+    ERR_NETWORK_CHANGED when an address comes or goes where it runs, and the suite's other workers bring
+    testbeds up and down in the initial namespace all the time (the server and its kernels stay there,
+    where a testbed's global settings can be made). Without root, both are on loopback."""
+
+    base: str
+    token: str
+    chromium: str
+
+    def http(self, path: str, method: str = "GET") -> bytes:
+        """``path`` of the server, with the token."""
+        url = f"{self.base}{path}{'&' if '?' in path else '?'}token={self.token}"
+        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=5) as reply:
+            return reply.read()
 
 
 @pytest.fixture
 def lab_server(tmp_path: Path):
-    """A JupyterLab server on loopback serving ``tmp_path``: (base URL, token)."""
+    """A :class:`LabServer` serving ``tmp_path``."""
     pytest.importorskip("jupyterlab", reason="JupyterLab is not installed (the test extra has it)")
-    port, token = _free_port(), secrets.token_hex(16)
+    pytest.importorskip("playwright.sync_api")
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.skip("Debian's chromium is not installed")
+    link = netns.private_link() if netns.netns_available() else None
+    if link:
+        wrapper = tmp_path / "chromium-in-ns"
+        wrapper.write_text(f"#!/bin/sh\nexec ip netns exec {link.ns} {exe} \"$@\"\n")
+        wrapper.chmod(0o755)
+        exe = str(wrapper)
+    addr = link.addr if link else "127.0.0.1"
+    port, token = _free_port(addr), secrets.token_hex(16)
+    server = LabServer(f"http://{addr}:{port}", token, exe)
     log = (tmp_path / "jupyterlab.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--ip={addr}", f"--port={port}",
          f"--ServerApp.token={token}", f"--ServerApp.root_dir={tmp_path}", "--LabApp.expose_app_in_browser=True",
          "--ServerApp.port_retries=0"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / ".jupyter-config")})
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120  # its start, beside the suite's other workers
         while True:
             try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                server.http("/api/status")
                 break
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "jupyterlab.log").read_text()
                 time.sleep(0.3)
-        yield base, token
+        yield server
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # the server and the kernels it started
         try:
@@ -72,13 +106,15 @@ def lab_server(tmp_path: Path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+        if link:
+            netns.delete_ns(link.ns)
 
 
-def _open(browser, url: str, errors: list[str]):
+def _open(browser, server: LabServer, url: str, errors: list[str]):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
-    local = ("http://127.0.0.1", "data:", "blob:")
+    local = (server.base, "data:", "blob:")
     page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(local)
                else (errors.append(f"network: {r.request.url}"), r.abort()))
     page.goto(url, timeout=120_000)
@@ -92,19 +128,16 @@ def test_the_quickstart_runs_in_jupyterlab_saves_small_and_reopens_drawn(lab_ser
     from netesto.testbed.lifecycle import down, status
 
     pw = pytest.importorskip("playwright.sync_api")
-    exe = shutil.which("chromium")
-    if exe is None:
-        pytest.skip("Debian's chromium is not installed")
-    base, token = lab_server
+    base, token = lab_server.base, lab_server.token
     shutil.copy(NOTEBOOKS / "quickstart.ipynb", tmp_path / "quickstart.ipynb")
     before = {st["name"] for st in status()}
     url = f"{base}/lab/tree/quickstart.ipynb?token={token}&reset"
     errors: list[str] = []
     try:
         with pw.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+            browser = p.chromium.launch(executable_path=lab_server.chromium, args=["--no-sandbox"])
             try:
-                page = _open(browser, url, errors)
+                page = _open(browser, lab_server, url, errors)
                 page.wait_for_function("() => jupyterapp.shell.currentWidget.sessionContext.session"
                                        " && jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=120_000)
                 page.evaluate("() => jupyterapp.commands.execute('notebook:run-all-cells')")
@@ -117,11 +150,10 @@ def test_the_quickstart_runs_in_jupyterlab_saves_small_and_reopens_drawn(lab_ser
                 page.wait_for_function("() => !jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
                 page.close()
                 # the kernel gone, as after a restart or on another day: the saved outputs alone
-                for k in json.load(urllib.request.urlopen(f"{base}/api/kernels?token={token}")):
-                    urllib.request.urlopen(urllib.request.Request(f"{base}/api/kernels/{k['id']}?token={token}",
-                                                                  method="DELETE"))
+                for k in json.loads(lab_server.http("/api/kernels")):
+                    lab_server.http(f"/api/kernels/{k['id']}", method="DELETE")
                 reopened_errors: list[str] = []
-                again = _open(browser, url, reopened_errors)
+                again = _open(browser, lab_server, url, reopened_errors)
                 again.wait_for_function("() => window.Bokeh && Bokeh.documents.length >= 3", timeout=30_000)
                 again.wait_for_timeout(1000)
                 reopened = again.evaluate(_DRAWN)
@@ -187,18 +219,15 @@ def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server
     import nbformat
 
     pw = pytest.importorskip("playwright.sync_api")
-    exe = shutil.which("chromium")
-    if exe is None:
-        pytest.skip("Debian's chromium is not installed")
-    base, token = lab_server
+    base, token = lab_server.base, lab_server.token
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in [first, *_LIVE_CELLS]], metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})  # no kernel dialog
     nbformat.write(nb, tmp_path / "live.ipynb")
     errors: list[str] = []
     with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=lab_server.chromium, args=["--no-sandbox"])
         try:
-            page = _open(browser, f"{base}/lab/tree/live.ipynb?token={token}&reset", errors)
+            page = _open(browser, lab_server, f"{base}/lab/tree/live.ipynb?token={token}&reset", errors)
             page.wait_for_function("() => jupyterapp.shell.currentWidget.sessionContext.session"
                                    " && jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=120_000)
             page.evaluate("() => jupyterapp.commands.execute('notebook:run-all-cells')")

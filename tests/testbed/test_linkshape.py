@@ -58,8 +58,11 @@ def configured(state: dict, dev: str) -> dict:
 def test_a_stream_follows_a_bandwidth_step_and_the_dataset_records_it(bed, tmp_path) -> None:
     """5 s of cubic through a bottleneck that is 50 Mbit/s, then 10 Mbit/s from 2 s: the receiver's goodput
     in the dataset is within 10 % of each rate once settled (0.5 s after the start, 1.5 s after the step: a
-    step down leaves a queue of 200 ms to drain and its losses to recover, which took 1 s and more on a
-    loaded runner, 7.8 Mbit/s over the second after it), and the dataset has each change
+    step down leaves a queue of 200 ms to drain and its losses to recover). The median 10 ms sample is the
+    settled rate, not the mean: in a buffer of 10 BDP at 10 Mbit/s, cubic's next loss stalls in-order
+    delivery for the 200 ms its retransmission queues, then releases 250 KB in one sample, and a window
+    that ends in the stall reads 1.4 Mbit/s low (8.2-8.4 Mbit/s, 2 runs in 6 beside two busy loops).
+    And the dataset has each change
     at the instant the router applied it (within 100 ms of the one asked for: about 1 ms as a rule, see
     docs/links.md, tens of ms now and then on this shared machine)."""
     import netesto
@@ -80,8 +83,8 @@ def test_a_stream_follows_a_bandwidth_step_and_the_dataset_records_it(bed, tmp_p
     t_step = float(steps.change_time.values[1])
     assert 1.9 < t_step < 2.1, t_step  # seconds after the flow's start, as the time axis counts
     goodput = ds.goodput.isel(flow=0)
-    before = float(goodput.sel(time=slice(0.5, t_step)).mean())
-    after = float(goodput.sel(time=slice(t_step + 1.5, 4.95)).mean())
+    before = float(goodput.sel(time=slice(0.5, t_step)).median())
+    after = float(goodput.sel(time=slice(t_step + 1.5, 4.95)).median())
     assert 0.9 * 50e6 <= before <= 1.1 * 50e6, before
     assert 0.9 * 10e6 <= after <= 1.1 * 10e6, after
     end = ds.where(ds.change_kind == "end", drop=True)

@@ -82,14 +82,17 @@ demo: install
 TEST_WORKERS ?= 4
 # the files holding them: the second phase collects only these (collecting all took a minute under load)
 ALONE_FILES = $(shell grep -rl --include='*.py' 'pytest.mark.alone' tests)
+# pytest keeps the test modules it rewrote (for its assertions) in __pycache__, unless the environment
+# sets PYTHONDONTWRITEBYTECODE: then every worker rewrites every module again (7 s of CPU each)
+PYTEST = env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 test: install
 	$(PY) -m mypy netesto
 ifeq ($(TEST_WORKERS),0)
-	$(PY) -m pytest -q -n 0 --durations=25 $(PYTEST_ARGS)
+	$(PYTEST) -q -n 0 --durations=25 $(PYTEST_ARGS)
 else
-	@$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25 -m "not alone" $(PYTEST_ARGS); a=$$?; \
+	@$(PYTEST) -q -n $(TEST_WORKERS) --dist worksteal --durations=25 -m "not alone" $(PYTEST_ARGS); a=$$?; \
 	echo "the tests marked 'alone', one at a time:"; \
-	$(PY) -m pytest -q -n 0 --durations=5 -m alone $(or $(PYTEST_ARGS),$(ALONE_FILES)); b=$$?; \
+	$(PYTEST) -q -n 0 --durations=5 -m alone $(or $(PYTEST_ARGS),$(ALONE_FILES)); b=$$?; \
 	for rc in $$a $$b; do [ $$rc = 0 ] || [ $$rc = 5 ] || exit $$rc; done; [ $$a$$b != 55 ]
 endif
 

@@ -12,6 +12,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import netns  # noqa: E402
 
+from netesto._importcost import defer_rfc3987_syntax  # noqa: E402
+
+defer_rfc3987_syntax()  # the test modules that import nbformat: seconds off every worker's collection
+
 _NETNS_OK: bool | None = None
 
 

@@ -13,6 +13,7 @@ from netesto.policy import MAX_EXP
 from netesto.protocol.names import inside, is_name
 from netesto.protocol.replies import FileEntry
 
+
 def exp_name(exp: Any) -> str:
     """The directory name of experiment ``exp`` (an int or a simple name)."""
     text = str(exp) if isinstance(exp, int) and not isinstance(exp, bool) else exp
@@ -57,20 +58,27 @@ class DataStore:
         out = []
         for path in sorted(base.rglob("*")):
             if path.is_file() and not path.is_symlink():
-                out.append(FileEntry(path.relative_to(base).as_posix(), path.stat().st_size, self.digest(path)))
+                out.append(FileEntry(path.relative_to(base).as_posix(), *self.digest(path)))
         return out
 
-    def digest(self, path: Path) -> str:
+    def digest(self, path: Path) -> tuple[int, str]:
+        """The size of ``path`` and the sha256 of that many bytes of it. A file that grows meanwhile (a
+        running tcpdump's pcap) is hashed to the size it had, not to wherever the read ended: the
+        client fetches that size and checks that hash (a hash to EOF failed every such fetch)."""
         st = path.stat()
         cached = self._digests.get(path)
         if cached and cached[:2] == (st.st_size, st.st_mtime_ns):
-            return cached[2]
+            return st.st_size, cached[2]
         h = hashlib.sha256()
+        left = st.st_size
         with open(path, "rb") as f:
-            while block := f.read(1 << 20):
+            while left > 0 and (block := f.read(min(1 << 20, left))):
                 h.update(block)
+                left -= len(block)
+        if left:  # cut shorter meanwhile: what was hashed, which the next listing sees changed
+            return st.st_size - left, h.hexdigest()
         self._digests[path] = (st.st_size, st.st_mtime_ns, h.hexdigest())
-        return h.hexdigest()
+        return st.st_size, h.hexdigest()
 
     def resolve(self, exp: Any, relpath: str) -> Path:
         """The file ``relpath`` of ``exp``, refusing anything outside the experiment directory."""

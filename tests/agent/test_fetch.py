@@ -151,3 +151,35 @@ def test_an_experiment_directory_that_is_a_symlink_is_neither_served_nor_deleted
         with pytest.raises(AgentError, match=r"experiment 20 is a symbolic link"):
             c.snapshot(20, 0, "h1")
     assert (outside / "secret").read_text() == "not experiment data\n" and not (outside / "0").exists()
+
+
+def test_a_file_that_grows_while_it_is_listed_is_hashed_to_the_size_listed(tmp_path):
+    """A running tcpdump's pcap grows between the listing's stat and the end of its read: the listing's
+    sha256 is of the size it gives (the client fetches that many bytes and checks them), never of the bytes
+    to wherever the read ended (a quiet suite run's fetch during a capture failed its whole-file check)."""
+    import threading
+
+    from netesto.agent.store import DataStore
+
+    store = DataStore(tmp_path)
+    path = store.exp_dir(1) / "h1-X.pcap"
+    path.write_bytes(bytes(4 << 20))
+    stop = threading.Event()
+
+    def grow() -> None:
+        with open(path, "ab") as f:
+            while not stop.is_set():
+                f.write(os.urandom(4096))
+                f.flush()
+
+    appender = threading.Thread(target=grow)
+    appender.start()
+    try:
+        entries = [store.files(1)[0] for _ in range(10)]
+    finally:
+        stop.set()
+        appender.join()
+    data = path.read_bytes()
+    assert len({e.size for e in entries}) > 1  # it grew while it was listed
+    for e in entries:
+        assert hashlib.sha256(data[:e.size]).hexdigest() == e.sha256, e.size

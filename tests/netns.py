@@ -136,11 +136,9 @@ def private_link() -> PrivateLink:
     namespace (testbeds keep to 10.100-199 there, :func:`make_veth_pair` to namespaces of its own).
     Removing the namespace (:func:`delete_ns`, :func:`cleanup_all`) removes the link."""
     n = next(_counter)
-    pid = os.getpid()
-    net = f"10.{200 + pid % 50}.{pid // 50 % 256}.{4 * (n % 63)}"
-    base = net.rsplit(".", 1)[0]
-    link = PrivateLink(f"{RUN_PREFIX}{n}p", f"v{RUN_PREFIX}{n}p"[-15:], f"{base}.{4 * (n % 63) + 1}",
-                       f"{base}.{4 * (n % 63) + 2}")
+    pid, host = os.getpid(), 4 * (n % 63)  # host: the /30's network address
+    base = f"10.{200 + pid % 50}.{pid // 50 % 256}"
+    link = PrivateLink(f"{RUN_PREFIX}{n}p", f"v{RUN_PREFIX}{n}p"[-15:], f"{base}.{host + 1}", f"{base}.{host + 2}")
     sh("ip", "netns", "add", link.ns)
     try:
         sh("ip", "link", "add", link.dev, "type", "veth", "peer", "name", "eth0", "netns", link.ns)

@@ -103,30 +103,8 @@ def test_flow_client_takes_one_flow_from_the_command_line(tmp_path):
         assert len(per_flow) == 4 and int(total.group(1)) == sum(per_flow)
         # how CRR connections end, as each peer ends them: a reset leaves no TIME_WAIT, a client close leaves
         # one per connection on the client's side (netperf's server-first close, on the server's)
-        def time_waits() -> dict[tuple[str, str], int]:
-            """(local, peer) -> seconds left of each TIME_WAIT: the connections, not their count (older ones,
-            the runs' before, may end meanwhile), and their timers (a new connection may reuse the ports of
-            one in TIME_WAIT on loopback, and its own TIME_WAIT starts the timer again)."""
-            out = subprocess.run(["ss", "-Htano", "state", "time-wait", "dport", "=", f":{port}"],
-                                 capture_output=True, text=True, timeout=10).stdout
-            return {(m[1], m[2]): int(m[3] or 0) for m in re.finditer(r"(\S+)\s+(\S+)\s+timer:\(timewait,(\d*)", out)}
-
         for close in ("rst", "client"):
-            before = time_waits()
-            crr = subprocess.run([*quick, "--json", "-t", "tcp_crr", "-l", "0.3", "--crr-close", close],
-                                 capture_output=True, text=True, timeout=30)
-            assert crr.returncode == 0, crr.stderr
-            (summary,) = [e["summary"] for e in map(json.loads, crr.stdout.splitlines()) if e["event"] == "done"]
-            n = summary["transactions"]
-            assert n > 0
-            # (the last connection's close may still wait for the server's FIN: the count settles in a moment)
-            deadline = time.monotonic() + 3
-            while True:
-                after = time_waits()
-                added = sum(left > before.get(conn, -1) for conn, left in after.items())
-                if close == "rst" or added >= n or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
+            n, added = _crr_time_waits(tmp_path / close, close)
             # (the flow's own hello connection ends as a stream's does: one more)
             assert added <= 1 if close == "rst" else added >= n, (close, n, added)
         bad = subprocess.run([*quick, "-t", "tcp_crr", "--crr-close", "fin"], capture_output=True, text=True)
@@ -138,6 +116,44 @@ def test_flow_client_takes_one_flow_from_the_command_line(tmp_path):
             bad = subprocess.run(argv, capture_output=True, text=True, timeout=30)
             assert bad.returncode == 2 and what in bad.stderr, bad.stderr
             assert "Traceback" not in bad.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _crr_time_waits(datadir, close: str) -> tuple[int, int]:
+    """A 0.3 s CRR flow ended ``close``'s way to a server of its own: (its transactions, the TIME_WAITs it left).
+
+    A server of its own, so the ports its connections take have no TIME_WAIT of earlier flows: on loopback
+    (tcp_tw_reuse=2) a connection may take over one that is a second old, and which of the two is left is
+    not told apart by ss's whole-second timers. The connections are counted, not their number's change
+    (older ones may end meanwhile)."""
+    server = subprocess.Popen([*NETESTO, "flow", "server", "--bind", "127.0.0.1", "--port", "0",
+                               "--datadir", str(datadir / "srv")], stdout=subprocess.PIPE, text=True)
+    try:
+        port = re.match(r"listening on 127\.0\.0\.1:(\d+)", server.stdout.readline()).group(1)
+
+        def time_waits() -> dict[tuple[str, str], int]:
+            """(local, peer) -> seconds left of each TIME_WAIT to the server's port."""
+            out = subprocess.run(["ss", "-Htano", "state", "time-wait", "dport", "=", f":{port}"],
+                                 capture_output=True, text=True, timeout=10).stdout
+            return {(m[1], m[2]): int(m[3] or 0) for m in re.finditer(r"(\S+)\s+(\S+)\s+timer:\(timewait,(\d*)", out)}
+
+        before = time_waits()
+        crr = subprocess.run([*NETESTO, "flow", "client", "--datadir", str(datadir / "cli"), "-H", "127.0.0.1",
+                              "-p", port, "--json", "-t", "tcp_crr", "-l", "0.3", "--crr-close", close],
+                             capture_output=True, text=True, timeout=30)
+        assert crr.returncode == 0, crr.stderr
+        (summary,) = [e["summary"] for e in map(json.loads, crr.stdout.splitlines()) if e["event"] == "done"]
+        n = summary["transactions"]
+        assert n > 0
+        # (the last connection's close may still wait for the server's FIN: the count settles in a moment)
+        deadline = time.monotonic() + 5
+        while True:
+            added = sum(left > before.get(conn, -1) for conn, left in time_waits().items())
+            if close == "rst" or added >= n or time.monotonic() > deadline:
+                return n, added
+            time.sleep(0.1)
     finally:
         server.terminate()
         server.wait(timeout=10)

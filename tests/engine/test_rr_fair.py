@@ -68,16 +68,21 @@ def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path, p
     assert len({f.header["pid"] for f in flows.values()}) == 1  # one client worker ran them all
     assert {f.summary["rr_loop"] for f in flows.values()} == {"C-group" if path == "C" else "epoll"}
     trans = {fid: f.summary["transactions"] for fid, f in flows.items()}
-    mean = statistics.mean(trans.values())
-    assert mean > 100, trans
-    lo, hi = (1 - BAND) * mean, (1 + BAND) * mean
-    outside = {fid: n for fid, n in trans.items() if not lo <= n <= hi}
-    assert not outside, f"transactions outside {lo:.0f}..{hi:.0f} (mean {mean:.0f}): {outside}; all {trans}"
-    # (its rows while every flow runs: a flow's first and last transactions also wait for the other flows'
-    # starts and ends, handled in Python on the same loop; a last one took 53 ms)
+    assert statistics.mean(trans.values()) > 100, trans
+    # (the span while every flow runs: a flow's first and last transactions also wait for the other flows'
+    # starts and ends, handled in Python on the same loop (a last one took 53 ms), and the flows that ran
+    # before the others started or after they ended were served more often: over the whole run, on a loaded
+    # host, four flows completed 1901-1954 transactions to the others' 1312-1428)
     interval = next(iter(flows.values())).header["interval"]
     since = max(f.columns["t_mono"][0] for f in flows.values()) + interval
     until = min(f.columns["t_mono"][-1] for f in flows.values()) - interval
+    assert until - since > DUR / 2, (since, until)
+    together = {fid: sum(n for t, n in zip(f.columns["t_mono"], f.columns["lat_count"]) if since < t <= until)
+                for fid, f in flows.items()}
+    mean = statistics.mean(together.values())
+    lo, hi = (1 - BAND) * mean, (1 + BAND) * mean
+    outside = {fid: n for fid, n in together.items() if not lo <= n <= hi}
+    assert not outside, f"transactions outside {lo:.0f}..{hi:.0f} (mean {mean:.0f}): {outside}; all {together}"
     maxima = {fid: max(m for t, m in zip(f.columns["t_mono"], f.columns["lat_max"]) if since < t < until)
               for fid, f in flows.items()}
     limit = max(GAP_FACTOR * statistics.median(maxima.values()), GAP_FLOOR_US)
@@ -109,6 +114,6 @@ def test_sixteen_rr_flows_on_one_worker_are_served_fairly(veth_pair, tmp_path, p
                if len(c) == FLOWS and statistics.median(c.values()) >= BUSY]
     assert len(spreads) >= 10 * DUR, len(spreads)
     assert statistics.median(spreads) <= TICK_SPREAD, sorted(spreads)
-    print(f"transactions min/mean/max {min(trans.values())}/{mean:.0f}/{max(trans.values())}; "
+    print(f"transactions together min/mean/max {min(together.values())}/{mean:.0f}/{max(together.values())}; "
           f"max latency us median {statistics.median(maxima.values()):.0f} max {max(maxima.values()):.0f}; "
           f"idle rows {sum(idle.values())}; median tick spread {statistics.median(spreads):.3f}")

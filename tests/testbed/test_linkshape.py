@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.netns, pytest.mark.skipif(not agent_available(), reaso
 
 ROOT = Path(__file__).resolve().parents[2]
 BW, RTT, BUFFER = 100_000_000, 20.0, 250_000
+LATE_MS = 5  # how late a trace link may release a packet on a loaded machine (2.5 ms seen)
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +106,14 @@ def _capture(ns: str, dev: str, path: Path) -> subprocess.Popen[str]:
 def test_a_trace_link_delivers_what_the_trace_offers_per_100_ms(bed, tmp_path) -> None:
     """A 600 ms trace (24, 6, then 12 Mbit/s for 200 ms each) on the link toward h1, a UDP flood at 40 Mbit/s
     into it for 4 s: tcpdump on the router's egress counts the bytes that left in each 100 ms from the
-    trace's start. From 1 s on (the flood has filled the 1000-packet queue, 0.5 s of the trace's best: a
-    sender starved of CPU for a moment does not empty it), each window is within 3 packets or 3 % of what
-    the trace offers (window edges cut an opportunity, a release is late by up to a ms), and so is the
-    receiver's goodput in the dataset; no window ever gets more than the trace offers (one packet)."""
+    trace's start, and the bytes that had left by each packet's departure. No packet leaves before the trace
+    lets it: the bytes gone by any instant are at most those offered by then (one packet for a clock's
+    microseconds). From 1 s on (the flood has filled the 1000-packet queue, 0.5 s of the trace's best: a
+    sender starved of CPU for a moment does not empty it) none leaves much later either: by each ms, the
+    bytes gone since 1 s are at least those offered up to LATE_MS before it. Held to a curve, not to each
+    100 ms window: a release late by 2.5 ms (seen in CI's alone phase) moves 6000 bytes from one window to
+    the next, which a per-window bound reads as the next window getting more than offered. Each window is
+    within 3 packets or 3 % of the offer on the median, and so is the receiver's goodput in the dataset."""
     import netesto
     from netesto.controller import run
 
@@ -134,14 +139,29 @@ def test_a_trace_link_delivers_what_the_trace_offers_per_100_ms(bed, tmp_path) -
     t0 = record["t0"]
     left = np.array([(ts / 1e9 - t0, int.from_bytes(frame[16:18], "big")) for ts, frame in read_pcap(pcap)
                      if len(frame) > 18], dtype=float)
+    left = left[left[:, 0] >= 0]  # (the trace's clock starts at t0)
     assert left.size, "nothing captured"
+    left = left[np.argsort(left[:, 0], kind="stable")]
+    last_ms = max(4100, int(left[-1, 0] * 1000) + 1)  # the queue drains after the flood's 4 s
+    offer = np.array([bytes_between(trace, 0, ms) for ms in range(last_ms + 1)], dtype=float)  # in (0, ms]
+    gone = np.concatenate([[0.0], np.cumsum(left[:, 1])])  # gone[i]: the bytes of the first i packets
+
+    def gone_by(seconds):
+        return gone[np.searchsorted(left[:, 0], seconds, side="right")]
+
+    early = gone[1:] - offer[np.clip(np.floor(left[:, 0] * 1000).astype(int), 0, last_ms)]
+    assert early.max() <= MTU, ("early", left[early.argmax(), 0], early.max())
+    # by each ms k from 1 s on: the bytes gone since 1 s against those offered in (1 s, k - LATE_MS]
+    edges = np.arange(1000 + LATE_MS, 3901)
+    gone_since = gone_by(edges / 1000) - gone_by(1.0)
+    behind = offer[edges - LATE_MS] - offer[1000] - gone_since
+    assert behind.max() <= MTU, ("late", edges[behind.argmax()], behind.max())
     sent = np.histogram(left[:, 0], bins=np.arange(0.0, 4.05, 0.1), weights=left[:, 1])[0]
-    offered = np.array([bytes_between(trace, k * 100, (k + 1) * 100) for k in range(40)], dtype=float)
-    assert np.all(sent <= offered + MTU), list(zip(sent, offered))
+    offered = np.diff(offer[:4001:100])
     windows = slice(10, 39)  # the last window sees the flow end
     off = np.abs(sent[windows] - offered[windows])
     allowed = np.maximum(3 * MTU, 0.03 * offered[windows])
-    assert np.all(off <= allowed), list(zip(sent[windows], offered[windows]))
+    assert np.median(off / allowed) <= 1, list(zip(sent[windows], offered[windows]))
     ds = netesto.open_experiment(exp_dir)
     got = float(ds.goodput.isel(flow=0).sel(time=slice(1.0, 3.8)).mean())
     want = bytes_between(trace, 1000, 3800) * 8 / 2.8 * (1472 / 1500)  # UDP payload of each 1500-byte packet

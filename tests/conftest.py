@@ -53,6 +53,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    browser = sys.modules.get("tests.plots.browser")
+    if browser is not None:  # the chromium the page tests shared (none started if none ran)
+        browser.close_chromium()
     if _NETNS_OK:
         netns.cleanup_all()
 

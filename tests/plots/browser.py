@@ -1,12 +1,28 @@
-"""Open a saved page in Debian's chromium through Playwright: console errors, bokeh plots, pixels."""
+"""Open a saved page in Debian's chromium through Playwright: console errors, bokeh plots, pixels.
+
+One chromium per test process (each xdist worker), started the first time a test asks and kept until
+the session ends (:func:`close_chromium`, from conftest), each page in a fresh browser context of its
+own (no cookies, storage or cache shared). Starting Playwright's driver and chromium took 1.3 s of CPU
+each time, and some 40 tests open pages. All of it runs on one thread of its own: between two calls
+Playwright's sync API leaves its event loop marked as running in the thread that made them, which
+would break ``asyncio.run`` and every kernel client the test ran afterwards.
+"""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
+
+T = TypeVar("T")
+_runner: ThreadPoolExecutor | None = None
+_held: dict[str, Any] = {}  # "playwright", "browser": touched on the runner's thread only
 
 # Every element naming a bokeh root (data-root-id) is a root of one of the page's bokeh documents.
 # (A page whose BokehJS came twice, holoviews' extension loading its own after netesto's, has two Bokeh
@@ -41,17 +57,69 @@ class Shown:
     text: str  # what the page reads (innerText)
 
 
-def show(page_path: Path, png: Path, *, open_details: bool = False) -> Shown:
-    """Load ``page_path`` from file:// with no network, wait for bokeh, screenshot it
-    (after opening every <details> when ``open_details``)."""
+def in_chromium(job: Callable[[Any], T]) -> T:
+    """``job(browser)`` on this process's chromium (started if it is not running), on the browser's thread;
+    skips the calling test when Playwright or Debian's chromium is missing."""
+    global _runner
     pw = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
         pytest.skip("Debian's chromium is not installed: cannot check that the page renders")
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
+    if _runner is None:
+        _runner = ThreadPoolExecutor(1, thread_name_prefix="chromium")
+    return _runner.submit(_with_browser, pw, exe, job).result()
+
+
+def _with_browser(pw: Any, exe: str, job: Callable[[Any], T]) -> T:
+    browser = _held.get("browser")
+    if browser is None or not browser.is_connected():  # first use, or chromium ended (crashed, killed)
+        if "playwright" in _held:
+            try:
+                browser = _held["playwright"].chromium.launch(executable_path=exe, args=["--no-sandbox"])
+            except Exception:  # the driver is gone too: start both again
+                _stop()
+        if "playwright" not in _held:
+            _held["playwright"] = pw.sync_playwright().start()
+            browser = _held["playwright"].chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        _held["browser"] = browser
+    return job(browser)
+
+
+def _stop() -> None:
+    browser, playwright = _held.pop("browser", None), _held.pop("playwright", None)
+    for end in (browser and browser.close, playwright and playwright.stop):
+        if end is not None:
+            try:
+                end()
+            except Exception:  # already gone: nothing left to end
+                pass
+
+
+def close_chromium() -> None:
+    """End this process's chromium and Playwright's driver (the session's end)."""
+    global _runner
+    if _runner is not None:
+        _runner.submit(_stop).result(timeout=60)
+        _runner.shutdown()
+        _runner = None
+
+
+@contextmanager
+def fresh_page(browser: Any, **context: Any) -> Iterator[Any]:
+    """A page in a browser context of its own, closed (with everything the page made) afterwards."""
+    ctx = browser.new_context(**context)
+    try:
+        yield ctx.new_page()
+    finally:
+        ctx.close()
+
+
+def show(page_path: Path, png: Path, *, open_details: bool = False) -> Shown:
+    """Load ``page_path`` from file:// with no network, wait for bokeh, screenshot it
+    (after opening every <details> when ``open_details``)."""
+
+    def job(browser: Any) -> Shown:
+        with fresh_page(browser, viewport={"width": 1200, "height": 900}) as page:
             errors: list[str] = []
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
@@ -68,9 +136,9 @@ def show(page_path: Path, png: Path, *, open_details: bool = False) -> Shown:
             links = page.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
             text = page.evaluate("() => document.body.innerText")
             page.screenshot(path=str(png), full_page=True)
-        finally:
-            browser.close()
-    return Shown(errors, figures, png, links, text)
+            return Shown(errors, figures, png, links, text)
+
+    return in_chromium(job)
 
 
 def painted(png: Path) -> float:

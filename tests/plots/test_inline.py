@@ -8,7 +8,7 @@ import pytest
 
 from netesto.plots import inline
 
-from .browser import has_colour, painted, show
+from .browser import fresh_page, has_colour, in_chromium, painted, show
 
 
 def _curve(label: str):
@@ -47,23 +47,16 @@ def test_plots_draw_with_the_bokehjs_of_an_output_above_or_below(tmp_path: Path)
 
 
 def test_a_plot_whose_bokehjs_is_gone_says_so_in_its_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pw = pytest.importorskip("playwright.sync_api")
-    import shutil
-
-    exe = shutil.which("chromium")
-    if exe is None:
-        pytest.skip("Debian's chromium is not installed")
     monkeypatch.setattr(inline, "WAIT_SECONDS", 1.0)
     inline.output(_curve("cleared"))  # the carrying output, then cleared from the notebook
     page = _page(tmp_path, inline.output(_curve("orphan")))
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
-        try:
-            pg = browser.new_page()
+
+    def read(browser):
+        with fresh_page(browser) as pg:
             pg.route("http*://**", lambda route: route.abort())
             pg.goto(page.as_uri())
             pg.wait_for_timeout(2500)
-            text = pg.evaluate("() => document.body.innerText")
-        finally:
-            browser.close()
+            return pg.evaluate("() => document.body.innerText")
+
+    text = in_chromium(read)
     assert "This plot needs BokehJS" in text and "netesto.plots.inline.forget()" in text

@@ -13,7 +13,6 @@ costs a kernel and an experiment.)
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -95,15 +94,11 @@ def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
     """Console errors of ``page`` opened offline, how many bokeh documents its frames
     hold, and their figures' glyph renderers by title; each frame with a document must
     be painted (not blank)."""
-    pw = pytest.importorskip("playwright.sync_api")
-    exe = shutil.which("chromium")
-    if exe is None:
-        pytest.skip("Debian's chromium is not installed")
-    errors: list[str] = []
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
-        try:
-            pg = browser.new_page(viewport={"width": 1200, "height": 900})
+    from ..plots.browser import fresh_page, in_chromium, painted
+
+    def look(browser) -> tuple[list[str], int, dict[str, int]]:
+        errors: list[str] = []
+        with fresh_page(browser, viewport={"width": 1200, "height": 900}) as pg:
             pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             pg.on("pageerror", lambda e: errors.append(str(e)))
             pg.route("http*://**", lambda route: (errors.append(f"network: {route.request.url}"), route.abort()))
@@ -128,12 +123,10 @@ def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
                     pg.screenshot(path=str(png), clip=box)
                 else:
                     pg.screenshot(path=str(png))
-                from ..plots.browser import painted
-
                 assert painted(png) > 0.02, f"{page}: frame {n} is blank"
-        finally:
-            browser.close()
-    return errors, drawn, figures
+        return errors, drawn, figures
+
+    return in_chromium(look)
 
 
 def test_a_sweep_of_mixes_interrupted_resumed_reshaped_with_failing_points_and_reported(bed, tmp_path: Path) -> None:

@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the report's figures, comma-separated (share, rate, qdelay, rtt, retrans, "
                              "group-share, group-rate, paper, flows, summary; NAME:X picks the x axis); "
                              "default: the notebook's metadata netesto.figures, else all that apply")
+    parser.add_argument("--no-report", dest="report", action="store_false",
+                        help="write the cube (sweep.nc) but not the HTML report, seconds of plotting fewer; "
+                             "`netesto report sweep OUT` writes it later")
     parser.add_argument("--kernel", default="python3", help="Jupyter kernel to run the notebook in (default python3)")
     parser.add_argument("--timeout", type=float, help="seconds a cell may run before the point fails")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -79,7 +82,12 @@ def main(args: argparse.Namespace) -> int:
         result = sweep(args.notebook, args.params, reps=args.reps, out=args.out, labs=args.labs,
                        testbeds=args.testbeds, fixed=_fixed(args.fixed), resume=args.resume, checks=args.checks,
                        kernel_name=args.kernel, timeout=args.timeout, progress=not args.quiet,
-                       steady=args.steady, figures=args.figures, fresh_kernels=args.fresh_kernels)
+                       steady=args.steady, figures=args.figures, fresh_kernels=args.fresh_kernels,
+                       report=args.report)
+        if not args.report:
+            from netesto.results.cube import write_cube
+
+            result.cube = write_cube(result.directory, result.manifest)
     except KeyboardInterrupt:
         print(f"netesto sweep: interrupted: the points done are kept in {args.out}/manifest.json; "
               f"`netesto sweep ... --out {args.out} --resume` runs the rest", file=sys.stderr)
@@ -92,5 +100,7 @@ def main(args: argparse.Namespace) -> int:
     for rec in result.check_failures:
         bad = [c for c, ok in rec.checks.items() if not ok]
         print(f"  check failed {rec.key}: {'; '.join(bad)}")
-    print(f"cube   {result.cube}\nreport {result.report}")
+    print(f"cube   {result.cube}")
+    print(f"report {result.report}" if args.report else
+          f"report not written (--no-report): `netesto report sweep {args.out}` writes it")
     return 0 if result.ok else 1

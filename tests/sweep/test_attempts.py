@@ -56,7 +56,7 @@ def test_a_killed_point_is_resumed_without_mixing_attempts(lab: str, tmp_path: P
 
     out = tmp_path / "sw"
     cmd = [sys.executable, "-m", "netesto", "sweep", str(NOTEBOOK), "-p", "ca=reno,cubic", "--set", "dur=3",
-           "--lab", lab, "--out", str(out), "-q"]
+           "--lab", lab, "--out", str(out), "-q", "--no-report"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     kernels: list[int] = []
     try:
@@ -78,6 +78,9 @@ def test_a_killed_point_is_resumed_without_mixing_attempts(lab: str, tmp_path: P
                 os.kill(pid, signal.SIGKILL)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "2 of 2 points ok (2 run now)" in again.stdout
+    # --no-report: the cube, read below, and no HTML report, with the command that writes it
+    assert f"report not written (--no-report): `netesto report sweep {out}` writes it" in again.stdout
+    assert (out / "sweep.nc").is_file() and not (out / "sweep.html").exists()
     assert "lab busy" in again.stderr and "waiting for it" in again.stderr  # the dead run's lease, waited out
 
     recs = {r["key"]: r for r in json.loads((out / "manifest.json").read_text())["points"].values()}
@@ -119,7 +122,7 @@ def test_data_an_agent_still_holds_is_fetched_apart_and_the_points_run(lab: str,
         ctl.wait()
     out = tmp_path / "sw"
     done = subprocess.run([sys.executable, "-m", "netesto", "sweep", str(NOTEBOOK), "-p", "flows=1,2", "--set", "dur=2",
-                           "--lab", lab, "--out", str(out), "-q"], capture_output=True, text=True, timeout=600)
+                           "--lab", lab, "--out", str(out), "-q", "--no-report"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 of 2 points ok" in done.stdout and "still hold(s) data of an earlier run" in done.stderr
     m = json.loads((out / "manifest.json").read_text())

@@ -89,13 +89,22 @@ def test_a_huge_grid_is_refused_in_under_a_second(dead_lab: Path, tmp_path: Path
     assert not (tmp_path / "sw").exists()
 
 
-@pytest.fixture
-def finished(processed: Path, tmp_path: Path) -> Path:
-    """A finished one-point sweep of a small notebook whose point copies a recorded experiment."""
-    nb = write(tmp_path / "p.ipynb", 'x = 1\nsrc = ""', BODY)
-    res = sweep(nb, {"x": [1, 2]}, fixed={"src": str(processed / "1")}, out=tmp_path / "sw", progress=False)
+@pytest.fixture(scope="module")
+def finished_once(processed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished two-point sweep of a small notebook whose points copy a recorded experiment, run once
+    for the module (a kernel and a report: 6 s of CPU each time)."""
+    base = tmp_path_factory.mktemp("finished")
+    nb = write(base / "p.ipynb", 'x = 1\nsrc = ""', BODY)
+    res = sweep(nb, {"x": [1, 2]}, fixed={"src": str(processed / "1")}, out=base / "sw", progress=False)
     assert res.ok, [r.error for r in res.manifest]
     return res.directory
+
+
+@pytest.fixture
+def finished(finished_once: Path, tmp_path: Path) -> Path:
+    """A copy of :func:`finished_once` (its notebook beside it) for the test to damage."""
+    shutil.copy2(finished_once.parent / "p.ipynb", tmp_path / "p.ipynb")
+    return Path(shutil.copytree(finished_once, tmp_path / "sw", symlinks=True))
 
 
 def tamper(directory: Path, key: str, **fields: object) -> None:

@@ -119,7 +119,10 @@ def test_parked_clients_take_their_rows_with_no_transaction_of_theirs_in_flight(
     assert min(taken) >= 15, taken
     # (a row the loop owes after it was held off its CPU can go to the sweep)
     assert places["parked"][0] == 0 and places["idle"][0] + places["sweep"][0] >= sum(taken), places
-    assert sum(clients[1:]) > 0.005 * sum(clients)  # (1.5-2.4 % measured)
+    # each row at a client's idle point holds the transactions the other three clients have in flight: 2.6-3.0
+    # a row measured (158-178 for 60 rows), whatever the number of transactions meanwhile (19000-34000: as a
+    # share of them it fell to 0.49 % in a CI run); parked, the first phase held at most 0.2 % of them
+    assert places["idle"][0] > 0 and sum(clients[1:]) >= 1.5 * places["idle"][0], (sum(clients[1:]), places)
     for client, server in pairs:
         client.finish()
         server.finish()

@@ -87,19 +87,28 @@ class _Busy:
         self.proc.wait()
 
 
-def _share(busy: _Busy, collector: cpu.ProcessCpu, window: float) -> tuple[float, float]:
-    """(the collector's percent of a core, the busy loop's own) over one window."""
-    own0, t0 = busy.cpu(), time.monotonic()
+def _share(busy: _Busy, collector: cpu.ProcessCpu, window: float) -> tuple[float, tuple[float, float]]:
+    """(the collector's percent of a core over one window, the least and the most the busy loop's own
+    account allows over that window). Each ask is a round trip to a process a loaded machine may keep off
+    its CPU: asked just inside the window, the loop's CPU is at most what the collector saw; just outside
+    it, at least. (A truth asked once on each side, over the asks' own span, read 48.9 % in a busy run
+    where the collector read 58.5 %: the span had grown by asks that waited for the CPU.)"""
+    outer0 = busy.cpu()
     collector.sample()  # opens the window
+    t0 = time.monotonic()
+    inner0 = busy.cpu()
     time.sleep(window)
+    inner1 = busy.cpu()
+    t1 = time.monotonic()
     pct = collector.sample()
-    own1, t1 = busy.cpu(), time.monotonic()
-    return pct, 100.0 * (own1 - own0) / (t1 - t0)
+    outer1 = busy.cpu()
+    return pct, (100.0 * (inner1 - inner0) / (t1 - t0), 100.0 * (outer1 - outer0) / (t1 - t0))
 
 
-def _agrees(measured: float, truth: float) -> bool:
-    # /proc counts in 10 ms ticks and the two windows differ by the asks' round trips
-    return abs(measured - truth) <= 4.0 + 0.1 * truth
+def _agrees(measured: float, truth: tuple[float, float]) -> bool:
+    # /proc counts in 10 ms ticks, at each end of the window
+    low, high = truth
+    return low - 4.0 <= measured <= high + 4.0
 
 
 def test_busy_process_is_read_as_the_cpu_it_had_and_an_idle_one_as_none():
@@ -114,7 +123,7 @@ def test_busy_process_is_read_as_the_cpu_it_had_and_an_idle_one_as_none():
         idle.kill()
         idle.wait()
     # whatever share a loaded machine gives the loop, the collector reads what it had
-    assert truth > 5 and _agrees(b, truth), (b, truth)
+    assert truth[0] > 5 and _agrees(b, truth), (b, truth)
     assert i < 2, i
 
 
@@ -125,7 +134,7 @@ def test_children_are_counted():
         alone = cpu.ProcessCpu(parent.pid, children=False)
         assert cpu.descendants(parent.pid)
         measured, truth = _share(parent, with_children, 0.8)
-        assert truth > 5 and _agrees(measured, truth), (measured, truth)
+        assert truth[0] > 5 and _agrees(measured, truth), (measured, truth)
         assert alone.sample() < 2
     finally:
         parent.close()

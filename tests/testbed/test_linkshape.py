@@ -112,8 +112,8 @@ def test_a_trace_link_delivers_what_the_trace_offers_per_100_ms(bed, tmp_path) -
     sender starved of CPU for a moment does not empty it) none leaves much later either: by each ms, the
     bytes gone since 1 s are at least those offered up to LATE_MS before it. Held to a curve, not to each
     100 ms window: a release late by 2.5 ms (seen in CI's alone phase) moves 6000 bytes from one window to
-    the next, which a per-window bound reads as the next window getting more than offered. Each window is
-    within 3 packets or 3 % of the offer on the median, and so is the receiver's goodput in the dataset."""
+    the next, which a per-window bound reads as the next window getting more than offered. The median window
+    is within 3 packets or 3 % of its offer, and the receiver's goodput in the dataset within 3 % of it."""
     import netesto
     from netesto.controller import run
 

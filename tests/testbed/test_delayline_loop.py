@@ -71,7 +71,9 @@ def test_each_packet_held_from_its_own_stamp(tmp_path) -> None:
             for _queue, packet_id, verdict in verdicts(data):
                 got[packet_id] = (verdict, at)
         stats = send_control(control, {"op": "stats"})["stats"]
-    assert got[4][0] == nfqueue.NF_DROP and got[4][1] <= got[1][1]  # dropped as read, not held
+    # dropped as read, not held: before packets 2 and 3, read before it and held 20 ms from their reads (not
+    # before packet 1 as such: a loop kept off its CPU for 570 ms in a busy run read all four when 1 was due)
+    assert got[4][0] == nfqueue.NF_DROP and got[4][1] <= min(got[2][1], got[3][1]), got
     assert got[1][0] == nfqueue.NF_ACCEPT and got[1][1] >= 12_000_000
     assert got[2][0] == nfqueue.NF_ACCEPT and got[2][1] >= 20_000_000
     assert got[3][0] == nfqueue.NF_ACCEPT and 20_000_000 <= got[3][1] < 1_000_000_000

@@ -108,8 +108,9 @@ def test_restore_journal_survives_an_agent_crash(veth_pair, agents, keys, tmp_pa
     agent.kill()  # SIGKILL: no chance to restore
     assert "tbf" in ns_qdisc(ns) and ns_read(ns, "/proc/sys/net/ipv4/tcp_ecn") == "1"
     again = agents(keys=keys, netns=ns, bind=veth_pair.addr_a, tag="two", datadir=agent.datadir)
+    # (the journal's entries are put back one after another: the qdisc gone says nothing of the sysctl yet)
     assert wait_for(lambda: "tbf" not in ns_qdisc(ns), timeout=5)
-    assert ns_read(ns, "/proc/sys/net/ipv4/tcp_ecn") == "2"  # the namespace default
+    assert wait_for(lambda: ns_read(ns, "/proc/sys/net/ipv4/tcp_ecn") == "2", timeout=5)  # the namespace default
     assert again.logged("restore journal not empty at start"), again.log_text()[-2000:]
 
 

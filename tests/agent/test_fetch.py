@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 import pytest
 
@@ -175,7 +176,11 @@ def test_a_file_that_grows_while_it_is_listed_is_hashed_to_the_size_listed(tmp_p
     appender = threading.Thread(target=grow)
     appender.start()
     try:
+        # listed until it was seen to grow (a loaded machine may not run the appender between ten listings)
         entries = [store.files(1)[0] for _ in range(10)]
+        deadline = time.monotonic() + 10
+        while len({e.size for e in entries}) < 2 and time.monotonic() < deadline:
+            entries.append(store.files(1)[0])
     finally:
         stop.set()
         appender.join()

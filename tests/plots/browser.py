@@ -73,16 +73,19 @@ def in_chromium(job: Callable[[Any], T]) -> T:
 def _with_browser(pw: Any, exe: str, job: Callable[[Any], T]) -> T:
     browser = _held.get("browser")
     if browser is None or not browser.is_connected():  # first use, or chromium ended (crashed, killed)
-        if "playwright" in _held:
-            try:
-                browser = _held["playwright"].chromium.launch(executable_path=exe, args=["--no-sandbox"])
-            except Exception:  # the driver is gone too: start both again
-                _stop()
-        if "playwright" not in _held:
-            _held["playwright"] = pw.sync_playwright().start()
-            browser = _held["playwright"].chromium.launch(executable_path=exe, args=["--no-sandbox"])
+        try:
+            browser = _launch(pw, exe)
+        except Exception:  # the driver is gone too: start both again
+            _stop()
+            browser = _launch(pw, exe)
         _held["browser"] = browser
     return job(browser)
+
+
+def _launch(pw: Any, exe: str) -> Any:
+    if "playwright" not in _held:
+        _held["playwright"] = pw.sync_playwright().start()
+    return _held["playwright"].chromium.launch(executable_path=exe, args=["--no-sandbox"])
 
 
 def _stop() -> None:
@@ -105,11 +108,21 @@ def close_chromium() -> None:
 
 
 @contextmanager
-def fresh_page(browser: Any, **context: Any) -> Iterator[Any]:
-    """A page in a browser context of its own, closed (with everything the page made) afterwards."""
+def fresh_page(browser: Any, errors: list[str] | None = None, **context: Any) -> Iterator[Any]:
+    """A page in a browser context of its own, closed (with everything the page made) afterwards, that
+    may not reach the network. With ``errors``: its console errors, uncaught exceptions and network
+    requests are appended there."""
     ctx = browser.new_context(**context)
     try:
-        yield ctx.new_page()
+        page = ctx.new_page()
+        if errors is None:
+            page.route("http*://**", lambda route: route.abort())
+        else:
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.route("http*://**", lambda route: (errors.append(f"network request: {route.request.url}"),
+                                                    route.abort()))
+        yield page
     finally:
         ctx.close()
 
@@ -119,12 +132,8 @@ def show(page_path: Path, png: Path, *, open_details: bool = False) -> Shown:
     (after opening every <details> when ``open_details``)."""
 
     def job(browser: Any) -> Shown:
-        with fresh_page(browser, viewport={"width": 1200, "height": 900}) as page:
-            errors: list[str] = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.route("http*://**", lambda route: (errors.append(f"network request: {route.request.url}"),
-                                                    route.abort()))
+        errors: list[str] = []
+        with fresh_page(browser, errors, viewport={"width": 1200, "height": 900}) as page:
             page.goto(page_path.resolve().as_uri())
             page.wait_for_function("window.Bokeh && Bokeh.documents.length > 0", timeout=30_000)
             page.wait_for_function(ALL_EMBEDDED, timeout=30_000)  # every output's, each when its BokehJS came

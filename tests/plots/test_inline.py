@@ -53,7 +53,6 @@ def test_a_plot_whose_bokehjs_is_gone_says_so_in_its_place(tmp_path: Path, monke
 
     def read(browser):
         with fresh_page(browser) as pg:
-            pg.route("http*://**", lambda route: route.abort())
             pg.goto(page.as_uri())
             pg.wait_for_timeout(2500)
             return pg.evaluate("() => document.body.innerText")

@@ -98,10 +98,7 @@ def frames_drawn(page: Path) -> tuple[list[str], int, dict[str, int]]:
 
     def look(browser) -> tuple[list[str], int, dict[str, int]]:
         errors: list[str] = []
-        with fresh_page(browser, viewport={"width": 1200, "height": 900}) as pg:
-            pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            pg.on("pageerror", lambda e: errors.append(str(e)))
-            pg.route("http*://**", lambda route: (errors.append(f"network: {route.request.url}"), route.abort()))
+        with fresh_page(browser, errors, viewport={"width": 1200, "height": 900}) as pg:
             pg.goto(page.resolve().as_uri())  # waits for the load event, the srcdoc frames' too
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline and not all(_built(f) for f in pg.frames):

@@ -149,7 +149,7 @@ def test_a_trace_link_delivers_what_the_trace_offers_per_100_ms(bed, tmp_path) -
     def gone_by(seconds):
         return gone[np.searchsorted(left[:, 0], seconds, side="right")]
 
-    early = gone[1:] - offer[np.clip(np.floor(left[:, 0] * 1000).astype(int), 0, last_ms)]
+    early = gone[1:] - offer[(left[:, 0] * 1000).astype(int)]  # (whole ms: times are >= 0, below last_ms)
     assert early.max() <= MTU, ("early", left[early.argmax(), 0], early.max())
     # by each ms k from 1 s on: the bytes gone since 1 s against those offered in (1 s, k - LATE_MS]
     edges = np.arange(1000 + LATE_MS, 3901)

@@ -84,10 +84,6 @@ def main(args: argparse.Namespace) -> int:
                        kernel_name=args.kernel, timeout=args.timeout, progress=not args.quiet,
                        steady=args.steady, figures=args.figures, fresh_kernels=args.fresh_kernels,
                        report=args.report)
-        if not args.report:
-            from netesto.results.cube import write_cube
-
-            result.cube = write_cube(result.directory, result.manifest)
     except KeyboardInterrupt:
         print(f"netesto sweep: interrupted: the points done are kept in {args.out}/manifest.json; "
               f"`netesto sweep ... --out {args.out} --resume` runs the rest", file=sys.stderr)

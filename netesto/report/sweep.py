@@ -13,7 +13,7 @@ import math
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
 from netesto.report.render import render
@@ -132,9 +132,53 @@ def _mean_rows(st: Any, names: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
+class _Drawn:
+    """The report's figures, drawn the first time a template asks for them or their BokehJS: a user's
+    template that shows none does not pay for them (holoviews and bokeh: about a second a figure)."""
+
+    def __init__(self, draw: Callable[[], tuple[list[dict[str, Any]], dict[str, Any]]]) -> None:
+        self._draw = draw
+        self._done: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
+
+    def get(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        if self._done is None:
+            self._done = self._draw()
+        return self._done
+
+
+class _Captions(Sequence[dict[str, Any]]):
+    """``figures`` of the context: name, caption and whether it was drawn, per figure."""
+
+    def __init__(self, drawn: _Drawn) -> None:
+        self._drawn = drawn
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._drawn.get()[0][i]
+
+    def __len__(self) -> int:
+        return len(self._drawn.get()[0])
+
+
+class _Parts(Mapping[str, Any]):
+    """``bokeh`` of the context: ``resources``, ``script`` and ``divs`` (see :func:`bokeh_parts`)."""
+
+    def __init__(self, drawn: _Drawn) -> None:
+        self._drawn = drawn
+
+    def __getitem__(self, key: str) -> Any:
+        return self._drawn.get()[1][key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._drawn.get()[1])
+
+    def __len__(self) -> int:
+        return len(self._drawn.get()[1])
+
+
 def report_context(directory: str | Path, figures: Any = None) -> dict[str, Any]:
     """What the template gets: the sweep's settings, provenance, figures (``figures``: names, else the
-    sweep's choice, else the default: :mod:`netesto.report.figures`), means and points."""
+    sweep's choice, else the default: :mod:`netesto.report.figures`), means and points. The figures are
+    drawn when the template first reads ``figures`` or ``bokeh``."""
     from netesto.report.embed import bokeh_parts
     from netesto.report.figures import build, chosen, resolve
     from netesto.results.cube import open_sweep
@@ -145,9 +189,13 @@ def report_context(directory: str | Path, figures: Any = None) -> dict[str, Any]
     counts = m.counts()
     st = sw.stats(warn=False)
     names = resolve(chosen(figures, None) or m.figures, sw.cube)
-    drawn = build(names, sw, st) if counts[DONE] else []
-    parts = bokeh_parts({name: obj for name, _, obj in drawn if obj is not None})
-    captions = [{"name": name, "caption": caption, "drawn": obj is not None} for name, caption, obj in drawn]
+
+    def draw() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        drawn = build(names, sw, st) if counts[DONE] else []
+        parts = bokeh_parts({name: obj for name, _, obj in drawn if obj is not None})
+        return [{"name": name, "caption": caption, "drawn": obj is not None} for name, caption, obj in drawn], parts
+
+    lazy = _Drawn(draw)
     failing = [r.key for r in m if r.checks and not all(r.checks.values())]
     return {
         "title": f"netesto sweep {root.name}",
@@ -158,7 +206,7 @@ def report_context(directory: str | Path, figures: Any = None) -> dict[str, Any]
         "provenance": m.provenance, "provenance_json": json.dumps(m.provenance, indent=1, default=str),
         "columns": [(label, units) for _, label, units, _ in COLUMNS],
         "rows": _point_rows(sw), "param_names": list(m.grid), "hosts": _hosts(sw),
-        "bokeh": parts, "figures": captions, "steady": m.steady or "0s (each flow's whole life)",
+        "bokeh": _Parts(lazy), "figures": _Captions(lazy), "steady": m.steady or "0s (each flow's whole life)",
         "interval": st.attrs.get("interval", ""), "warning": st.attrs.get("warning", ""),
         "cc_columns": [(label, units) for _, label, units, _ in CC_COLUMNS], "means": _mean_rows(st, list(m.grid)),
     }

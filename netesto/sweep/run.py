@@ -138,7 +138,8 @@ def sweep(
     :mod:`netesto.report.figures`). Each lab's points run one after another in one
     kernel kept warm (:mod:`netesto.sweep.kernel`); ``fresh_kernels`` starts one per point.
     ``progress``: True shows the sweep's bar (or lines, off a terminal) with each point's
-    own run progress; a callable is called with each point's record as it ends.
+    own run progress; a callable is called with each point's record as it ends. The sweep ends with
+    its cube (``sweep.nc``) written; ``report=False`` leaves out ``sweep.html``.
     """
     nb_path = Path(notebook).resolve()
     grid = parse_grid(params)
@@ -224,8 +225,7 @@ def sweep(
             show.close()
     if errors:
         raise errors[0]
-    if report:
-        _finish(result)
+    _finish(result, report)
     return result
 
 
@@ -307,12 +307,15 @@ def _lines(show: SweepProgress | None, rec: PointRecord) -> Callable[[str], None
     return lambda text: show.line(rec, text)
 
 
-def _finish(result: SweepResult) -> None:
-    from netesto.report.sweep import write_report
+def _finish(result: SweepResult, report: bool) -> None:
+    """The cube, always (the data a sweep ends with); the report too with ``report``."""
     from netesto.results.cube import write_cube
 
     result.cube = write_cube(result.directory, result.manifest)
-    result.report = write_report(result.directory)
+    if report:
+        from netesto.report.sweep import write_report
+
+        result.report = write_report(result.directory)
 
 
 __all__ = ["SweepResult", "Worker", "check_reachable", "plan", "provenance", "sweep"]

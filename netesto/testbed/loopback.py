@@ -17,15 +17,20 @@ from netesto.errors import TestbedError
 from netesto.labfile import LabFile, LabHost, write_lab
 from netesto.testbed import agents
 from netesto.testbed.config import TestbedConfig, UpResult
-from netesto.testbed.state import machine_lock, proc_alive, remove_lab_files, save_state, state_path, stop_process
+from netesto.testbed.state import list_states, machine_lock, proc_alive, remove_lab_files, save_state, state_path, stop_process
 
 BASE_PORT = 12870
 
 
-def _free_ports(n: int, start: int) -> list[int]:
+def _free_ports(n: int, start: int, taken: set[int]) -> list[int]:
+    """``n`` ports from ``start`` that nothing listens on and no testbed that is up has given its agents
+    (theirs may not listen yet: another ``up`` between its pick and its agents' start)."""
     ports: list[int] = []
     port = start
     while len(ports) < n and port < 65000:
+        if port in taken:
+            port += 1
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
@@ -55,7 +60,8 @@ def up(config: TestbedConfig, *, reason: str, progress: Callable[[str], None]) -
         if path.exists():
             raise TestbedError(f"testbed {config.name!r} is up already (state {path})")
         names = [f"h{i}" for i in range(1, config.hosts + 1)]
-        ports = _free_ports(len(names), BASE_PORT + 100 + (sum(map(ord, config.name)) % 500) * 4)
+        taken = {int(h["port"]) for st in list_states() for h in st.get("hosts", []) if "port" in h}
+        ports = _free_ports(len(names), BASE_PORT + 100 + (sum(map(ord, config.name)) % 500) * 4, taken)
         state: dict[str, Any] = {
             "name": config.name,
             "mode": "loopback",

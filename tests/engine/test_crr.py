@@ -57,7 +57,11 @@ def test_crr_latency_counts_the_whole_transaction(veth_pair, tmp_path):
     lat = cli["latency_us"]
     assert lat["count"] == cli["transactions"] > 100
     busy = lat["mean"] * lat["count"] / 1e6
-    assert busy >= 0.97 * cli["duration"], (busy, cli["duration"])
+    # What is not in a latency is Python's work at each sample (a transaction's clock stops there and
+    # restarts when the loop takes the next one): 3 % of the flow quietly, and more when a neighbour takes
+    # the CPU in the middle of it (0.9696 with four test workers). A latency that left out the connect
+    # (one round trip of the two) would sum to little more than half the flow's duration.
+    assert busy >= 0.9 * cli["duration"], (busy, cli["duration"])
 
 
 def time_waits(pair, ns: str) -> int:

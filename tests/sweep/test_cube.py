@@ -175,13 +175,22 @@ def test_the_reports_figures_are_chosen_by_name(swept: Path, tmp_path: Path) -> 
     assert bad.returncode == 2 and "did you mean 'share'" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_a_users_template_replaces_netestos(swept: Path, tmp_path: Path) -> None:
+def test_a_users_template_replaces_netestos(swept: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import holoviews
+
     from netesto.report.sweep import write_report
 
+    drew: list[object] = []  # every figure holoviews renders, and renders still
+    real = holoviews.render
+    monkeypatch.setattr(holoviews, "render", lambda obj, *a, **k: drew.append(obj) or real(obj, *a, **k))
     mine = tmp_path / "templates"
     mine.mkdir()
     (mine / "sweep.html.j2").write_text("<p>{{ counts.ok }} ok of {{ total }}</p>")
     assert write_report(swept, templates=mine).read_text() == "<p>7 ok of 8</p>"
+    assert drew == []  # a template that shows no figure has none drawn (about a second of CPU each)
+    (mine / "sweep.html.j2").write_text("{% for f in figures %}{{ f.name }} {% endfor %}{{ bokeh.divs | length }}")
+    names = write_report(swept, templates=mine).read_text().split()
+    assert len(drew) == int(names[-1]) >= 1 and len(names) - 1 >= len(drew)  # one that asks has them drawn
 
 
 def test_open_sweep_of_something_else_is_a_clear_error(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def test_points_run_a_failed_one_is_kept_and_resume_runs_only_it(notebook: Path,
     flag = tmp_path / "fail"
     flag.write_text("")
     first = cli(str(notebook), "-p", "x=1,2,3", "--set", "name=b", "--set", f"fail_if={flag}", "--set", f"src={src}",
-                "--out", str(out), "-q")
+                "--out", str(out), "-q", "--no-report")  # the resumed run's report is the one read
     assert first.returncode == 1, first.stdout + first.stderr
     assert "2 of 3 points ok" in first.stdout and "failed x=3,rep=0: In [3]: ValueError: x is 3" in first.stdout
     m = json.loads((out / "manifest.json").read_text())
@@ -67,7 +67,8 @@ def test_points_run_a_failed_one_is_kept_and_resume_runs_only_it(notebook: Path,
     assert broken_links(out / "sweep.html") == []
     # a finished sweep resumed with a check: nothing runs, and the check is evaluated on every point
     checked = cli(str(notebook), "-p", "x=1,2,3", "--set", "name=b", "--set", f"fail_if={flag}", "--set", f"src={src}",
-                  "--out", str(out), "-q", "--resume", "--check", "jain > 2", "--check", "cc_share_cubic <= 1")
+                  "--out", str(out), "-q", "--resume", "--check", "jain > 2", "--check", "cc_share_cubic <= 1",
+                  "--no-report")
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert "3 of 3 points ok (0 run now), 0 failed, 3 failing a check" in checked.stdout
     assert checked.stdout.count("check failed") == 3 and "jain > 2" in checked.stdout
@@ -93,10 +94,12 @@ def strict_json_files(root: Path) -> int:
 
 def test_the_api_returns_the_result_and_a_point_without_an_experiment_fails(notebook: Path, src: str,
                                                                            tmp_path: Path) -> None:
-    res = sweep(notebook, {"x": [1]}, fixed={"src": src}, out=tmp_path / "o", checks=["rate > 0"], progress=False)
+    res = sweep(notebook, {"x": [1]}, fixed={"src": src}, out=tmp_path / "o", checks=["rate > 0"], progress=False,
+                report=False)
     assert res.ran == ["x=1,rep=0"] and res.ok and res.open().cube.status.sel(x=1, rep=0).item() == "ok"
     # a notebook that ran without making an experiment: failed, not ok (and no check can pass it)
-    res = sweep(notebook, {"x": [1, 2]}, out=tmp_path / "none", checks=["rate > 0"], progress=False)
+    res = sweep(notebook, {"x": [1, 2]}, out=tmp_path / "none", checks=["rate > 0"], progress=False,
+                report=False)
     assert [r.status for r in res.manifest] == ["failed", "failed"] and not res.ok
     assert all("without an experiment" in r.error for r in res.manifest)
     assert list(res.open().cube.status.sel(rep=0).values) == ["failed", "failed"]

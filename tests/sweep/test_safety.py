@@ -92,10 +92,11 @@ def test_a_huge_grid_is_refused_in_under_a_second(dead_lab: Path, tmp_path: Path
 @pytest.fixture(scope="module")
 def finished_once(processed: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished two-point sweep of a small notebook whose points copy a recorded experiment, run once
-    for the module (a kernel and a report: 6 s of CPU each time)."""
+    for the module (a kernel: 3 s of CPU; no report, which the tests write themselves when they need one)."""
     base = tmp_path_factory.mktemp("finished")
     nb = write(base / "p.ipynb", 'x = 1\nsrc = ""', BODY)
-    res = sweep(nb, {"x": [1, 2]}, fixed={"src": str(processed / "1")}, out=base / "sw", progress=False)
+    res = sweep(nb, {"x": [1, 2]}, fixed={"src": str(processed / "1")}, out=base / "sw", progress=False,
+                report=False)
     assert res.ok, [r.error for r in res.manifest]
     return res.directory
 

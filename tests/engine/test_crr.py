@@ -40,9 +40,12 @@ def test_crr_twice_back_to_back_keeps_its_rate(veth_pair, tmp_path):
     for later, srv in runs:
         assert later["status"] == "ok" and srv["status"] == "ok", (later["error"], srv["error"])
         assert later["connections"] == later["transactions"] == srv["connections"] == srv["transactions"]
-    # at load 9 (four test workers and two busy loops on 2 vCPUs) the best later run kept 0.66 of the first's
-    # rate; the collapse is far below that and grows with each run
-    assert max(later["tps"] for later, _ in runs) >= 0.5 * first["tps"], (first["tps"], [r["tps"] for r, _ in runs])
+    # Beside two busy loops a run's rate takes one of two modes, 8-11k or 18-35k transactions/s (where the
+    # scheduler puts the two ends beside the loops), whatever ran before it: a first run in the high mode and
+    # two later ones in the low kept 0.27 of its rate. The collapse is another order: with the ports in
+    # TIME_WAIT (crr_close="client" on this range) the first run already fails, "cannot assign requested
+    # address", and a later one would be held to the ports' 60 s expiry (83 connections/s for 5000 ports).
+    assert max(later["tps"] for later, _ in runs) >= 0.2 * first["tps"], (first["tps"], [r["tps"] for r, _ in runs])
 
 
 def test_crr_latency_counts_the_whole_transaction(veth_pair, tmp_path):

@@ -90,19 +90,24 @@ class _Busy:
 def _share(busy: _Busy, collector: cpu.ProcessCpu, window: float) -> tuple[float, tuple[float, float]]:
     """(the collector's percent of a core over one window, the least and the most the busy loop's own
     account allows over that window). Each ask is a round trip to a process a loaded machine may keep off
-    its CPU: asked just inside the window, the loop's CPU is at most what the collector saw; just outside
-    it, at least. (A truth asked once on each side, over the asks' own span, read 48.9 % in a busy run
-    where the collector read 58.5 %: the span had grown by asks that waited for the CPU.)"""
+    its CPU: asked just inside the window, the loop's CPU is at most what the collector counted; just
+    outside it, at least. The window's length is bracketed the same way, by clock reads on each side of
+    the collector's two samples: the loop's least CPU over the longest the window can be, its most over
+    the shortest. (Dividing both by the span between the inner asks read a bound of 56.4 % in a busy run
+    where the collector read 52.4 %: this process had waited for the CPU inside the window but outside
+    that span, while the loop's share was lower.)"""
     outer0 = busy.cpu()
+    ta = time.monotonic()
     collector.sample()  # opens the window
-    t0 = time.monotonic()
+    tb = time.monotonic()
     inner0 = busy.cpu()
     time.sleep(window)
     inner1 = busy.cpu()
-    t1 = time.monotonic()
+    tc = time.monotonic()
     pct = collector.sample()
+    td = time.monotonic()
     outer1 = busy.cpu()
-    return pct, (100.0 * (inner1 - inner0) / (t1 - t0), 100.0 * (outer1 - outer0) / (t1 - t0))
+    return pct, (100.0 * (inner1 - inner0) / (td - ta), 100.0 * (outer1 - outer0) / (tc - tb))
 
 
 def _agrees(measured: float, truth: tuple[float, float]) -> bool:

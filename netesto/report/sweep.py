@@ -8,6 +8,7 @@ self-contained: bokeh's JavaScript is inline, links are relative.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 import os
@@ -132,47 +133,38 @@ def _mean_rows(st: Any, names: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-class _Drawn:
-    """The report's figures, drawn the first time a template asks for them or their BokehJS: a user's
-    template that shows none does not pay for them (holoviews and bokeh: about a second a figure)."""
-
-    def __init__(self, draw: Callable[[], tuple[list[dict[str, Any]], dict[str, Any]]]) -> None:
-        self._draw = draw
-        self._done: tuple[list[dict[str, Any]], dict[str, Any]] | None = None
-
-    def get(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        if self._done is None:
-            self._done = self._draw()
-        return self._done
+Drawn = Callable[[], tuple[list[dict[str, Any]], dict[str, Any]]]  # (captions, bokeh parts), drawn once
 
 
 class _Captions(Sequence[dict[str, Any]]):
-    """``figures`` of the context: name, caption and whether it was drawn, per figure."""
+    """``figures`` of the context: name, caption and whether it was drawn, per figure. The figures are
+    drawn the first time a template reads this or ``bokeh``: a user's template that shows none does not
+    pay for them (holoviews and bokeh: about a second a figure)."""
 
-    def __init__(self, drawn: _Drawn) -> None:
+    def __init__(self, drawn: Drawn) -> None:
         self._drawn = drawn
 
     def __getitem__(self, i: Any) -> Any:
-        return self._drawn.get()[0][i]
+        return self._drawn()[0][i]
 
     def __len__(self) -> int:
-        return len(self._drawn.get()[0])
+        return len(self._drawn()[0])
 
 
 class _Parts(Mapping[str, Any]):
     """``bokeh`` of the context: ``resources``, ``script`` and ``divs`` (see :func:`bokeh_parts`)."""
 
-    def __init__(self, drawn: _Drawn) -> None:
+    def __init__(self, drawn: Drawn) -> None:
         self._drawn = drawn
 
     def __getitem__(self, key: str) -> Any:
-        return self._drawn.get()[1][key]
+        return self._drawn()[1][key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._drawn.get()[1])
+        return iter(self._drawn()[1])
 
     def __len__(self) -> int:
-        return len(self._drawn.get()[1])
+        return len(self._drawn()[1])
 
 
 def report_context(directory: str | Path, figures: Any = None) -> dict[str, Any]:
@@ -190,12 +182,12 @@ def report_context(directory: str | Path, figures: Any = None) -> dict[str, Any]
     st = sw.stats(warn=False)
     names = resolve(chosen(figures, None) or m.figures, sw.cube)
 
+    @functools.cache
     def draw() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         drawn = build(names, sw, st) if counts[DONE] else []
         parts = bokeh_parts({name: obj for name, _, obj in drawn if obj is not None})
         return [{"name": name, "caption": caption, "drawn": obj is not None} for name, caption, obj in drawn], parts
 
-    lazy = _Drawn(draw)
     failing = [r.key for r in m if r.checks and not all(r.checks.values())]
     return {
         "title": f"netesto sweep {root.name}",
@@ -206,7 +198,7 @@ def report_context(directory: str | Path, figures: Any = None) -> dict[str, Any]
         "provenance": m.provenance, "provenance_json": json.dumps(m.provenance, indent=1, default=str),
         "columns": [(label, units) for _, label, units, _ in COLUMNS],
         "rows": _point_rows(sw), "param_names": list(m.grid), "hosts": _hosts(sw),
-        "bokeh": _Parts(lazy), "figures": _Captions(lazy), "steady": m.steady or "0s (each flow's whole life)",
+        "bokeh": _Parts(draw), "figures": _Captions(draw), "steady": m.steady or "0s (each flow's whole life)",
         "interval": st.attrs.get("interval", ""), "warning": st.attrs.get("warning", ""),
         "cc_columns": [(label, units) for _, label, units, _ in CC_COLUMNS], "means": _mean_rows(st, list(m.grid)),
     }

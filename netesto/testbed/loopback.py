@@ -28,15 +28,13 @@ def _free_ports(n: int, start: int, taken: set[int]) -> list[int]:
     ports: list[int] = []
     port = start
     while len(ports) < n and port < 65000:
-        if port in taken:
-            port += 1
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-                ports.append(port)
-            except OSError:
-                pass
+        if port not in taken:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                    ports.append(port)
+                except OSError:
+                    pass
         port += 1
     if len(ports) < n:
         raise TestbedError(f"no {n} free TCP ports on 127.0.0.1 from {start}")

@@ -202,9 +202,11 @@ def run_client(
     stopping: list[float] = []  # monotonic time of the first SIGTERM/SIGINT
 
     def forward(signum: int, frame: object) -> None:
+        # The signal we got, not SIGTERM: after Ctrl-C a worker may see our copy before the
+        # terminal's, and its flows' errors name the signal the user sent.
         if not stopping:
             stopping.append(time.monotonic())
-        _signal_all(children, signal.SIGTERM)
+        _signal_all(children, signum)
 
     old_term = signal.signal(signal.SIGTERM, forward)
     old_int = signal.signal(signal.SIGINT, forward)

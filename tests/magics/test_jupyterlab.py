@@ -56,6 +56,7 @@ class LabServer:
     base: str
     token: str
     chromium: str
+    root: Path  # the directory it serves
 
     def http(self, path: str, method: str = "GET") -> bytes:
         """``path`` of the server, with the token."""
@@ -64,9 +65,11 @@ class LabServer:
             return reply.read()
 
 
-@pytest.fixture
-def lab_server(tmp_path: Path):
-    """A :class:`LabServer` serving ``tmp_path``."""
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory: pytest.TempPathFactory):
+    """A :class:`LabServer` serving a directory of its own, for the module's tests (each opens notebooks
+    of its own names): a JupyterLab server's start took 4 s of CPU."""
+    tmp_path = tmp_path_factory.mktemp("lab")
     pytest.importorskip("jupyterlab", reason="JupyterLab is not installed (the test extra has it)")
     pytest.importorskip("playwright.sync_api")
     exe = shutil.which("chromium")
@@ -80,7 +83,7 @@ def lab_server(tmp_path: Path):
         exe = str(wrapper)
     addr = link.addr if link else "127.0.0.1"
     port, token = _free_port(addr), secrets.token_hex(16)
-    server = LabServer(f"http://{addr}:{port}", token, exe)
+    server = LabServer(f"http://{addr}:{port}", token, exe, tmp_path)
     log = (tmp_path / "jupyterlab.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--ip={addr}", f"--port={port}",
@@ -124,12 +127,12 @@ def _open(browser, server: LabServer, url: str, errors: list[str]):
 
 @pytest.mark.slow
 @pytest.mark.netns
-def test_the_quickstart_runs_in_jupyterlab_saves_small_and_reopens_drawn(lab_server, tmp_path: Path) -> None:
+def test_the_quickstart_runs_in_jupyterlab_saves_small_and_reopens_drawn(lab_server) -> None:
     from netesto.testbed.lifecycle import down, status
 
     pw = pytest.importorskip("playwright.sync_api")
     base, token = lab_server.base, lab_server.token
-    shutil.copy(NOTEBOOKS / "quickstart.ipynb", tmp_path / "quickstart.ipynb")
+    shutil.copy(NOTEBOOKS / "quickstart.ipynb", lab_server.root / "quickstart.ipynb")
     before = {st["name"] for st in status()}
     url = f"{base}/lab/tree/quickstart.ipynb?token={token}&reset"
     errors: list[str] = []
@@ -170,7 +173,7 @@ def test_the_quickstart_runs_in_jupyterlab_saves_small_and_reopens_drawn(lab_ser
     # the live view's snapshot took its place: status, hosts, log; its last plot, the run's and show()'s
     assert len(run) == 1 and "done in" in run[0] and "experiment 1 processed" in run[0], run
     assert {"goodput per flow", "Goodput (200 ms mean)", "Delivery rate"} <= set(live["titles"]), live
-    saved = (tmp_path / "quickstart.ipynb").read_text()
+    saved = (lab_server.root / "quickstart.ipynb").read_text()
     assert saved.count("BEGIN bokeh.min.js") == 1  # BokehJS once in the notebook
     assert "application/vnd.jupyter.widget-view+json" not in saved  # no dead widget to reopen
     assert len(saved.encode()) < 2_000_000, len(saved.encode())
@@ -212,7 +215,7 @@ _LIVE_CELLS = [
 @pytest.mark.parametrize("first", ["%load_ext netesto\nimport holoviews as hv",
                                    "%load_ext netesto\nimport holoviews as hv\nhv.extension('bokeh')"],
                          ids=["netesto", "hv.extension"])
-def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server, tmp_path: Path, first: str) -> None:
+def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server, first: str) -> None:
     """The live samples' DynamicMap, composed by the user and shown as a cell's result, follows samples that
     come after its cell ended, offline (no request leaves the page), with BokehJS from netesto or from
     holoviews' extension."""
@@ -222,12 +225,14 @@ def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server
     base, token = lab_server.base, lab_server.token
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in [first, *_LIVE_CELLS]], metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})  # no kernel dialog
-    nbformat.write(nb, tmp_path / "live.ipynb")
+    here = lab_server.root / f"live-{'hv' if 'extension' in first else 'netesto'}"  # the kernel's directory
+    here.mkdir()
+    nbformat.write(nb, here / "live.ipynb")
     errors: list[str] = []
     with pw.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=lab_server.chromium, args=["--no-sandbox"])
         try:
-            page = _open(browser, lab_server, f"{base}/lab/tree/live.ipynb?token={token}&reset", errors)
+            page = _open(browser, lab_server, f"{base}/lab/tree/{here.name}/live.ipynb?token={token}&reset", errors)
             page.wait_for_function("() => jupyterapp.shell.currentWidget.sessionContext.session"
                                    " && jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=120_000)
             page.evaluate("() => jupyterapp.commands.execute('notebook:run-all-cells')")
@@ -243,7 +248,7 @@ def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server
             bokeh = page.evaluate(_BOKEH_STATE)  # what the page's BokehJS holds, should no line show
         finally:
             browser.close()
-    failed = tmp_path / "feed-error.txt"
+    failed = here / "feed-error.txt"
     assert not failed.exists(), failed.read_text()  # a redraw raised in the thread that sent the samples
     drawn = [lines for lines in seen if sum(n > 0 for n in lines) >= 2]
     assert drawn, (seen[-5:], errors, text[-2000:], bokeh)

@@ -104,10 +104,12 @@ def test_data_an_agent_still_holds_is_fetched_apart_and_the_points_run(lab: str,
     """Agents that hold an experiment nobody fetched (a controller killed mid-flow; an agent restarted
     mid-point is the same to a sweep): its number would clash with every point's first experiment."""
     script = tmp_path / "stale.nts"
-    script.write_text("SOURCE inlib\nRUN InlibShortWaits\n"
-                      "RUN MServerStream servers=h1 clients=h2 expName=stale ca=$ca dur=$dur\n")
+    # paced: on loopback an unpaced flow would take both CPUs from the sweep's points for its 6 s
+    script.write_text("DO_SERVER host=h1 exp=COUNTER start=1\n"
+                      "DO_CLIENT host=h2 server=h1 test=TCP_STREAM pacing=20m dur=$dur exp=PREV ca=$ca\n"
+                      "WAIT $dur\nGET_DATA host=h1\nGET_DATA host=h2\n")
     ctl = subprocess.Popen([sys.executable, "-m", "netesto", "run", str(script), "--lab", lab, "--workdir",
-                            str(tmp_path / "w"), "-D", "dur=6", "-D", "ca=reno", "-D", "instances=1"],
+                            str(tmp_path / "w"), "-D", "dur=6", "-D", "ca=reno"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     with tbutil.group_killed_after(ctl):
         assert ctl.stdout is not None

@@ -215,7 +215,7 @@ _LIVE_CELLS = [
 @pytest.mark.parametrize("first", ["%load_ext netesto\nimport holoviews as hv",
                                    "%load_ext netesto\nimport holoviews as hv\nhv.extension('bokeh')"],
                          ids=["netesto", "hv.extension"])
-def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server, first: str) -> None:
+def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server, first: str, request) -> None:
     """The live samples' DynamicMap, composed by the user and shown as a cell's result, follows samples that
     come after its cell ended, offline (no request leaves the page), with BokehJS from netesto or from
     holoviews' extension."""
@@ -225,7 +225,7 @@ def test_a_kept_live_dynamicmap_redraws_in_jupyterlab_as_samples_come(lab_server
     base, token = lab_server.base, lab_server.token
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in [first, *_LIVE_CELLS]], metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})  # no kernel dialog
-    here = lab_server.root / f"live-{'hv' if 'extension' in first else 'netesto'}"  # the kernel's directory
+    here = lab_server.root / f"live-{request.node.callspec.id}"  # the kernel's directory, one per case
     here.mkdir()
     nbformat.write(nb, here / "live.ipynb")
     errors: list[str] = []

@@ -134,3 +134,28 @@ def test_matplotlib_backend_saves_one_line_per_flow(dataset: xr.Dataset, tmp_pat
     labels = {t.get_text() for t in ax.get_legend().get_texts()}
     assert "h1-h2-2-0 bbr" in labels and len(labels) == 3
     hv.Store.set_current_backend("bokeh")
+
+
+def test_the_bokeh_backend_is_selected_once_and_again_only_after_a_switch() -> None:
+    # A fresh process that imports holoviews' bokeh plotting first: the import makes bokeh current before its
+    # options exist, with no hv.opts builders. Selecting rebuilds every builder (a new function each), which
+    # a page's dozen calls paid each time: an unchanged builder shows none was rebuilt.
+    import subprocess
+    import sys
+
+    code = """import holoviews as hv, holoviews.plotting.bokeh
+from netesto.plots.page import bokeh_backend
+assert hv.Store.current_backend == "bokeh" and "Curve" not in vars(hv.opts)
+bokeh_backend()
+built = vars(hv.opts)["Curve"]
+hv.opts.Curve(line_width=2, tools=["hover"])
+bokeh_backend()
+print("kept" if vars(hv.opts)["Curve"] is built else "rebuilt")
+import holoviews.plotting.mpl
+hv.Store.set_current_backend("matplotlib")
+bokeh_backend()
+print(hv.Store.current_backend, "rebuilt" if vars(hv.opts)["Curve"] is not built else "kept")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["kept", "bokeh", "rebuilt"]

@@ -200,9 +200,10 @@ PROCESS_EXP
     assert client.columns["app_bytes_tx"][-1] == size and server.columns["app_bytes_rx"][-1] == size
     # 10 ms rows over the ~1 s transfer at 100 Mbit/s, from when each end's watch found the socket (a loaded
     # runner's watch found the server's socket late once: 77 rows): each grid point a row, or a tick that
-    # watch counted late (held off the CPU: a quiet CI's parallel phase had 48 rows and 43 late ticks)
+    # watch counted late (held off the CPU). How many are late is the machine's: a quiet CI's parallel phase
+    # had 48 rows and 43 late ticks, another parallel phase 21 and 81; a series of rows is asked, not a count.
     for end, host in ((client, "h1"), (server, "h2")):
         t = end.columns["t_mono"]
         late = json.loads((Path(exp.path) / "sockets" / f"{host}-copy.json").read_text())["cost"]["late_ticks"]
-        assert end.rows >= 25 and end.rows + late >= 0.8 * (t[-1] - t[0]) / 0.01, (end.rows, late, t[0], t[-1])
+        assert end.rows >= 10 and end.rows + late >= 0.8 * (t[-1] - t[0]) / 0.01, (end.rows, late, t[0], t[-1])
     assert float(ds.bytes.sel(flow=flow)) == size and 60 <= float(ds.rate.sel(flow=flow)) <= 101

@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from bench.bench_rr import neper, netperf_rr
 from bench.common import (ENGINE, Engine, arguments, busy_note, pin, ready, rotated, summary_line, table, verdict,
@@ -102,19 +102,21 @@ def per_transaction(counts: dict[str, tuple[int, int]], per: int) -> str:
     return f"{total:5.2f}  ({parts})"
 
 
-def syscalls(bin_dir: Path, cpus: Cpus, workdir: Path) -> None:
-    """Each tool: one 4 s run, strace attached to both ends for 1.5 s in its middle."""
+def syscalls(bin_dir: Path, cpus: Cpus, workdir: Path, closes: Sequence[str]) -> None:
+    """Each tool: one 4 s run, strace attached to both ends for 1.5 s in its middle; the engine once per
+    close mode in ``closes`` (its row says which)."""
     print("# TCP_CRR system calls per transaction (strace -c -f, 1.5 s in the middle of a 4 s run, "
           f"{where(cpus)}), divided by the connections made in that window")
-    for name in ("engine", "netperf", "neper"):
+    for name in [f"engine {close}" for close in closes] + ["netperf", "neper"]:
         pair = netns.make_veth_pair()
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            if name == "engine":
+            if name.startswith("engine"):
                 spec = workdir / "specs.json"
                 eng = Engine(pair, workdir / pair.a, server_prefix=pin(cpus[1]))
                 procs.append(eng.proc)  # type: ignore[arg-type]
                 spec.write_text(f'[{{"flow_id": "a-b-0-0", "test": "TCP_CRR", "dur": 4, "ca": "", '
+                                f'"crr_close": "{name.split()[1]}", '
                                 f'"server": "{pair.addr_b}", "port": {eng.port}}}]')
                 client = pair.popen(pair.a, [*pin(cpus[0]), *ENGINE, "client", "--specs", str(spec), "--datadir",
                                              str(workdir / "cli"), "--workers", "1"], stdout=subprocess.DEVNULL)
@@ -136,7 +138,7 @@ def syscalls(bin_dir: Path, cpus: Cpus, workdir: Path) -> None:
                 server_pid = server.pid
             procs += [client]
             time.sleep(1.5)
-            ends = {"client": descendants(client.pid)[-1:] if name == "engine" else descendants(client.pid),
+            ends = {"client": descendants(client.pid)[-1:] if name.startswith("engine") else descendants(client.pid),
                     "server": descendants(server_pid)}
             tracers = [subprocess.Popen(["timeout", "-s", "INT", "1.5", "strace", "-c", "-f", "-o",
                                          str(workdir / f"{end}.strace"), *[a for p in pids for a in ("-p", str(p))]],
@@ -146,8 +148,8 @@ def syscalls(bin_dir: Path, cpus: Cpus, workdir: Path) -> None:
             client.wait(timeout=30)
             cli, srv = strace_counts(workdir / "client.strace"), strace_counts(workdir / "server.strace")
             accepts = sum(c - e for k, (c, e) in srv.items() if k in ("accept", "accept4"))
-            print(f"  {name:8} client {per_transaction(cli, cli.get('connect', (0, 0))[0])}")
-            print(f"  {'':8} server {per_transaction(srv, accepts)}")
+            print(f"  {name:14} client {per_transaction(cli, cli.get('connect', (0, 0))[0])}")
+            print(f"  {'':14} server {per_transaction(srv, accepts)}")
         finally:
             for proc in procs:
                 if proc.poll() is None:
@@ -174,9 +176,10 @@ def main() -> int:
         return 1
     cpus = args.cpus
     workdir = Path(tempfile.mkdtemp(prefix="bench_crr"))
+    against = {peer: close if args.crr_close == "matched" else args.crr_close for peer, close in PEER_CLOSE.items()}
     if args.syscalls:
         try:
-            syscalls(bin_dir, cpus, workdir)
+            syscalls(bin_dir, cpus, workdir, list(dict.fromkeys(against.values())))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         return 0
@@ -200,7 +203,6 @@ def main() -> int:
     def neper_crr(pair: netns.VethPair) -> tuple[Run, Callable[[], None]]:
         return (lambda: neper(pair, bin_dir, "tcp_crr", 1, args.dur, cpus)[:2]), (lambda: None)
 
-    against = {peer: close if args.crr_close == "matched" else args.crr_close for peer, close in PEER_CLOSE.items()}
     tools = {f"engine {close}": engine(close) for close in dict.fromkeys(against.values())}
     tools.update(netperf=netperf, neper=neper_crr)
     runs: dict[str, list[list[tuple[float, float]]]] = {name: [] for name in tools}

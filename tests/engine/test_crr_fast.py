@@ -69,3 +69,57 @@ def test_crr_stopped_in_its_c_loop_keeps_exact_counts(veth_pair, tmp_path):
     assert s["transactions"] - 1 <= c["transactions"] <= s["transactions"]
     assert c["latency_us"]["count"] == c["transactions"]
     assert cli.columns["app_bytes_tx"][-1] == c["bytes_tx"]
+
+
+@pytest.mark.parametrize("grace", [0.5, 0.0])
+def test_a_transaction_under_way_at_the_tick_ends_in_c_with_its_tcp_info_or_is_left_open(grace):
+    """The loop's timer comes due while a reply is 80 ms away: with a grace the C loop waits for it, keeps
+    the connection's tcp_info for the sample (what Python's read_info would read), closes it and counts it
+    (IDLE: the next transactions go on in C after the tick); without one, it leaves the connection open for
+    the loop (OPEN), its transaction not counted. Loopback, a server process closing first (the C loop
+    keeps the GIL: a thread of this process could not answer)."""
+    import os
+    import socket
+    import struct
+    import subprocess
+    import sys
+    import time
+    from array import array
+
+    from netesto.engine.sampling.records import CC_SLOT, INFO_LEN
+
+    fast = crrfast.ext
+    if fast is None:
+        pytest.skip("the C extension is not built")
+    server = subprocess.Popen([sys.executable, "-c", """import socket, time
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+conn.recv(64)
+time.sleep(0.08)
+conn.sendall(b"r")
+conn.close()
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        st = array("q", [0]) * fast.CLIENT_STATE
+        st[4] = -1  # no connection open on entry
+        lat = array("q", [0]) * 16
+        known = bytearray(INFO_LEN + CC_SLOT)
+        deadline = time.monotonic() + 0.02  # due while the reply is on its way
+        status = fast.crr_client("127.0.0.1", port, socket.AF_INET, 0, b"join+q", 1, 1, fast.WAIT_EOF, b"", 0, 0,
+                                 deadline, st, lat, known, 1, INFO_LEN, grace)
+    finally:
+        server.wait(timeout=10)
+    trans, fd, got, nlat = st[2], st[4], st[5], st[9]
+    if grace:
+        assert (status, trans, fd, nlat) == (fast.IDLE, 1, -1, 1)
+        assert 0.07e9 < lat[0] < 0.5e9  # connect + request + the reply 80 ms later + close
+        # struct tcp_info: tcpi_state is its first byte, tcpi_rto the u32 at 8, tcpi_snd_mss the one at 16
+        assert known[0] in (1, 8), known[0]  # ESTABLISHED, or CLOSE_WAIT (the server's FIN in): before the close
+        assert struct.unpack_from("I", known, 8)[0] > 0 and struct.unpack_from("I", known, 16)[0] > 0
+    else:
+        assert (status, trans, nlat) == (fast.OPEN, 0, 0) and fd >= 0 and got == 0
+        assert known == bytearray(INFO_LEN + CC_SLOT)  # nothing read: Python reads it when it finishes
+        os.close(fd)

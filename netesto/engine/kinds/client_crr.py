@@ -16,6 +16,7 @@ from netesto.engine.native import crrfast, fastloop
 from netesto.engine.core import handshake as hs
 from netesto.engine.kinds.client import ClientFlow
 from netesto.engine.sampling.flowrecord import LAT_FOLD
+from netesto.engine.sampling.records import INFO_LEN
 from netesto.engine.core.loop import IN, OUT
 from netesto.errors import TrafficError
 
@@ -28,6 +29,9 @@ _IN_EDGE = IN | select.EPOLLET  # the request is out already: only the reply is 
 NAGLE_FREE = 512
 # the C loop's state (see _crrloop.c): counters, then the connection it left open
 _RX, _TX, _TRANS, _CONNS, _FD, _GOT, _SENT, _T0, _CONNECTED, _NLAT, _ERRNO = range(11)
+# How long the C loop lets a transaction under way run past the loop's next timer (the sampler's tick)
+# before it leaves the connection to the loop: an RR flow's reply waits as long (its SO_RCVTIMEO).
+GRACE = 0.001
 
 
 class CRRClient(ClientFlow):
@@ -46,9 +50,12 @@ class CRRClient(ClientFlow):
 
     Alone in its worker, the flow runs its transactions in C (``crrfast``)
     until the loop's next timer is due, with the same system calls less the
-    epoll ones (a poll instead); a connection still open then is finished
-    here, on the loop, its tcp_info read for the sample. ``NETESTO_PURE_PYTHON=1``
-    keeps every transaction here.
+    epoll ones (a poll instead). A transaction under way then goes on in C for
+    up to :data:`GRACE`, its tcp_info read for the sample before its close, and
+    the next ones go on in C after the due timers; one still open after that is
+    finished here, on the loop. (A tick that comes while a connection is being
+    closed finds none open: its row keeps the tcp_info last read.)
+    ``NETESTO_PURE_PYTHON=1`` keeps every transaction here.
     """
 
     nodelay = True  # the control connection's
@@ -98,10 +105,20 @@ class CRRClient(ClientFlow):
             self.ctl.shutdown(socket.SHUT_WR)
             self.closing = True
             return
-        if self.fast is not None and self.loop.next_deadline() > time.monotonic():
-            self._run_c()
-        else:
+        if self.fast is None:
             self._start()
+        elif self.loop.next_deadline() > time.monotonic():
+            self._run_c()
+        else:  # a timer is due (the sampler's tick): it runs first, then the C loop goes on
+            self.loop.call_at(time.monotonic(), self._resume_c)
+
+    def _resume_c(self) -> None:
+        """The next transactions in C, after the loop's due timers (:meth:`_next`): the sampler's tick
+        falls between two transactions, in neither's latency (as a blocking client's own bookkeeping
+        between transactions is not: netperf's), and no transaction goes through the loop for it."""
+        if self.finished or self.ending or self.conn is not None:
+            return  # ended meanwhile (end() made the half-close), or a transaction is open
+        self._run_c()
 
     def _start(self) -> None:
         """Open one transaction's connection, on the loop."""
@@ -193,13 +210,14 @@ class CRRClient(ClientFlow):
             self.latview = memoryview(self.latbuf).cast("B")  # frombytes takes bytes, not 'q' items
         lat = self.lat_raw
         status = fast.IDLE
+        trans0 = self.trans
         while True:
             st[_RX], st[_TX], st[_TRANS], st[_CONNS], st[_FD] = self.rx, self.tx, self.trans, self.conns, -1
             try:
                 status = fast.crr_client(addr[0], addr[1], family, addr[3] if len(addr) > 3 else 0, self.first,
                                          len(self.request), self.reply_size, flags, (self.each_ca or "").encode(),
                                          max(0, spec.local_buffer), max(0, spec.pacing), self.loop.next_deadline(),
-                                         st, self.latbuf)
+                                         st, self.latbuf, self.last_tcp, 2 if self.is_bbr else 1, INFO_LEN, GRACE)
             except OSError as exc:
                 self.fail_running(exc)
                 return
@@ -219,7 +237,9 @@ class CRRClient(ClientFlow):
             self.read_info()
             self.loop.register(self.cfd, _BOTH_EDGES if self.out else _IN_EDGE, self._on_conn)
             self._on_conn(IN | OUT)
-        else:
+        elif self.trans > trans0:  # between two transactions: the due timers, then on in C
+            self.loop.call_at(time.monotonic(), self._resume_c)
+        else:  # a timer was due from the start: one transaction on the loop, beside the timers
             self._start()
 
     def _adopt(self, family: int, st: array[int]) -> None:
@@ -254,4 +274,4 @@ class CRRClient(ClientFlow):
             self._next()
 
 
-__all__ = ["CRRClient", "NAGLE_FREE"]
+__all__ = ["CRRClient", "GRACE", "NAGLE_FREE"]

@@ -5,10 +5,12 @@
  * crr_client runs whole transactions of a CRR flow alone in its worker:
  * socket, (options), connect, send the join and the request, poll, recv the
  * reply (and the server's EOF when the server closes first), close, stamp
- * the latency after the close. It stops when the loop's next timer is due:
- * between two transactions, or with the connection still open (the reply
- * not in yet, or in but not closed) so Python can finish that one
- * transaction on its event loop (the twin of this loop, CRRClient._on_conn).
+ * the latency after the close. It stops when the loop's next timer is due,
+ * between two transactions: one under way then goes on for up to `grace`
+ * more (as an RR flow's blocking recv waits up to 1 ms for its reply), its
+ * tcp_info read before its close for the sample (what Python's read_info
+ * keeps); one not done by then is left open, so Python can finish it on its
+ * event loop (the twin of this loop, CRRClient._on_conn).
  * The flow's counters live in a caller-owned int64 state buffer written back
  * on every exit, exceptions included, so Python always sees exactly what
  * went over the wire. Single-threaded callers: the GIL is kept.
@@ -34,6 +36,10 @@
 #ifndef SO_MAX_PACING_RATE
 #define SO_MAX_PACING_RATE 47
 #endif
+#ifndef TCP_CC_INFO
+#define TCP_CC_INFO 26
+#endif
+#define CC_SLOT 24 /* a cc info's slot in the flow's last-known buffer (records.CC_SLOT) */
 
 /* what crr_client returns */
 enum { ST_IDLE = 0, ST_OPEN = 1, ST_LATFULL = 2, ST_CONNFAIL = 3 };
@@ -59,6 +65,23 @@ static int wait_for(int fd, short events, int64_t until)
             }
             if (PyErr_CheckSignals() < 0) return -1;
         }
+    }
+}
+
+/* The connection's tcp_info (and with parts 2 its cc info) into the flow's last known values, `known`:
+ * info_len bytes, then CC_SLOT; zero-filled past what the kernel gave, left as they were where a read fails
+ * (records.sample_row_py's rules). */
+static void read_known(int fd, int parts, char *known, socklen_t info_len)
+{
+    char buf[512];
+    socklen_t len = info_len;
+    if (parts < 1 || info_len > sizeof buf || getsockopt(fd, IPPROTO_TCP, TCP_INFO, buf, &len) != 0) return;
+    memset(buf + len, 0, (size_t)(info_len - len));
+    memcpy(known, buf, info_len);
+    len = CC_SLOT;
+    if (parts == 2 && getsockopt(fd, IPPROTO_TCP, TCP_CC_INFO, buf, &len) == 0) {
+        memset(buf + len, 0, (size_t)(CC_SLOT - len));
+        memcpy(known + info_len, buf, CC_SLOT);
     }
 }
 
@@ -107,14 +130,16 @@ static int make_addr(const char *host, int port, int family, unsigned scope, str
 
 PyDoc_STRVAR(crr_client_doc,
 "crr_client(host, port, family, scope, first, reqlen, replylen, flags, ca, buffer, pacing, deadline,\n"
-"           state, lat) -> status\n\n"
-"Run TCP_CRR client transactions until deadline (time.monotonic() seconds).\n"
+"           state, lat, known, parts, info_len, grace) -> status\n\n"
+"Run TCP_CRR client transactions until deadline (time.monotonic() seconds); one under way then may take\n"
+"grace seconds more, its tcp_info (parts 1; parts 2: and its cc info) read into known (writable: info_len\n"
+"bytes, then 24 for the cc info) before its close.\n"
 "first: the join and the request (its last reqlen bytes count as tx); flags: RESET (SO_LINGER 0),\n"
 "WAIT_EOF (read to the server's close), NODELAY; ca (bytes, b'': none), buffer, pacing (bits/s): as\n"
 "the flow's options. state: writable int64 buffer [rx, tx, trans, conns, fd, got, sent, t0_ns,\n"
 "connected, nlat, errno], fd -1 on entry. lat: writable int64 buffer for latencies (ns), nlat of them.\n"
-"Returns IDLE (deadline, no connection open), OPEN (deadline, connection fd open: sent bytes of first\n"
-"out, got bytes of the reply in; its transaction not counted), LATFULL, or CONNFAIL (errno: connect\n"
+"Returns IDLE (deadline, no connection open), OPEN (deadline and grace, connection fd open: sent bytes of\n"
+"first out, got bytes of the reply in; its transaction not counted), LATFULL, or CONNFAIL (errno: connect\n"
 "failed, the socket closed). An error on a connection closes it and raises OSError.");
 
 static PyObject *crr_client(PyObject *self, PyObject *args)
@@ -124,25 +149,36 @@ static PyObject *crr_client(PyObject *self, PyObject *args)
     int port, family, flags, buffer;
     unsigned int scope;
     long long pacing;
-    double deadline;
+    double deadline, grace_s;
+    int parts, info_len;
     PyObject *state_obj, *lat_obj;
-    Py_buffer sv, lv;
-    if (!PyArg_ParseTuple(args, "siiIy#nniy#iLdOO", &host, &port, &family, &scope, &first, &firstlen, &reqlen,
-                          &replylen, &flags, &ca, &calen, &buffer, &pacing, &deadline, &state_obj, &lat_obj))
+    Py_buffer sv, lv, kv;
+    if (!PyArg_ParseTuple(args, "siiIy#nniy#iLdOOw*iid", &host, &port, &family, &scope, &first, &firstlen, &reqlen,
+                          &replylen, &flags, &ca, &calen, &buffer, &pacing, &deadline, &state_obj, &lat_obj, &kv,
+                          &parts, &info_len, &grace_s))
         return NULL;
-    if (reqlen < 1 || reqlen > firstlen || replylen < 1) {
-        PyErr_SetString(PyExc_ValueError, "reqlen must be 1..len(first) and replylen >= 1");
+    if (reqlen < 1 || reqlen > firstlen || replylen < 1 || parts < 0 || parts > 2 || info_len < 1
+        || info_len > 512 || kv.len < (Py_ssize_t)info_len + (parts == 2 ? CC_SLOT : 0) || !(grace_s >= 0.0)
+        || grace_s > 1.0) {
+        PyBuffer_Release(&kv);
+        PyErr_SetString(PyExc_ValueError, "reqlen must be 1..len(first), replylen >= 1, parts 0..2, info_len "
+                        "1..512 with known holding it (and 24 bytes more for parts 2), grace 0..1 s");
         return NULL;
     }
     struct sockaddr_storage addr;
     socklen_t addrlen;
     if (make_addr(host, port, family, scope, &addr, &addrlen) < 0) {
+        PyBuffer_Release(&kv);
         PyErr_Format(PyExc_ValueError, "not a numeric address of family %d: %s", family, host);
         return NULL;
     }
-    if (get_state(state_obj, &sv, C_N, "state") < 0) return NULL;
+    if (get_state(state_obj, &sv, C_N, "state") < 0) {
+        PyBuffer_Release(&kv);
+        return NULL;
+    }
     if (PyObject_GetBuffer(lat_obj, &lv, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
         PyBuffer_Release(&sv);
+        PyBuffer_Release(&kv);
         return NULL;
     }
     int64_t *st = sv.buf;
@@ -150,6 +186,8 @@ static PyObject *crr_client(PyObject *self, PyObject *args)
     Py_ssize_t cap = lv.len / (Py_ssize_t)sizeof(int64_t);
     int64_t rx = st[C_RX], tx = st[C_TX], trans = st[C_TRANS], conns = st[C_CONNS];
     int64_t until = deadline_ns(deadline);
+    int64_t grace = (int64_t)(grace_s * 1e9); /* how far a transaction under way may run past until */
+    int64_t late = until > INT64_MAX - grace ? INT64_MAX : until + grace; /* (until: INT64_MAX with no timer) */
     int64_t got = 0, sent = 0, t0 = 0, connected = 0, err = 0;
     Py_ssize_t nlat = 0;
     int fd = -1;
@@ -194,7 +232,7 @@ static PyObject *crr_client(PyObject *self, PyObject *args)
                 continue;
             }
             if (errno != EAGAIN && errno != EWOULDBLOCK) goto fail;
-            int ready = wait_for(fd, POLLOUT, until);
+            int ready = wait_for(fd, POLLOUT, late);
             if (ready < 0) goto out;
             if (ready == 0) {
                 status = ST_OPEN;
@@ -203,7 +241,7 @@ static PyObject *crr_client(PyObject *self, PyObject *args)
         }
         tx += reqlen;
         /* the reply, and with WAIT_EOF the server's close after it; it cannot be in yet: wait first */
-        int ready = wait_for(fd, POLLIN, until);
+        int ready = wait_for(fd, POLLIN, late);
         if (ready < 0) goto out;
         if (ready == 0) {
             status = ST_OPEN;
@@ -231,17 +269,15 @@ static PyObject *crr_client(PyObject *self, PyObject *args)
                 continue;
             }
             if (errno != EAGAIN && errno != EWOULDBLOCK) goto fail;
-            ready = wait_for(fd, POLLIN, until);
+            ready = wait_for(fd, POLLIN, late);
             if (ready < 0) goto out;
             if (ready == 0) {
                 status = ST_OPEN;
                 goto out;
             }
         }
-        if (now_ns() >= until) { /* Python closes it after reading its tcp_info for the sample */
-            status = ST_OPEN;
-            goto out;
-        }
+        if (now_ns() >= until) /* the sample's tick is due: it keeps this connection's tcp_info */
+            read_known(fd, parts, kv.buf, (socklen_t)info_len);
         close(fd);
         fd = -1;
         int64_t now = now_ns(); /* a transaction is connect + request + reply + close */
@@ -273,6 +309,7 @@ out:
     st[C_ERRNO] = err;
     PyBuffer_Release(&lv);
     PyBuffer_Release(&sv);
+    PyBuffer_Release(&kv);
     return status < 0 ? NULL : PyLong_FromLong(status);
 }
 

@@ -7,7 +7,10 @@
 #include <Python.h>
 
 #include <math.h>
+#include <netinet/in.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 /* What one extension's C files lend each other (a function or a table shared by its files, never exported) */
@@ -57,6 +60,16 @@ static inline double next_point(double point, double now, double interval)
         if (when <= now) when += interval; /* (rounding) */
     }
     return when;
+}
+
+/* A TCP socket option (tcp_info, cc info) of fd into dst: want bytes asked, dst zero-filled to size past
+ * what the kernel gave. 1 when read; 0 (dst as it was) when fd is -1 or the read fails. */
+static inline int tcp_opt_padded(int fd, int opt, char *dst, socklen_t want, socklen_t size)
+{
+    socklen_t len = want;
+    if (fd < 0 || getsockopt(fd, IPPROTO_TCP, opt, dst, &len) != 0) return 0;
+    if (len < size) memset(dst + len, 0, (size_t)(size - len));
+    return 1;
 }
 
 /* A time.monotonic() deadline (s) in ns; a loop with no timer gives inf: never */

@@ -69,20 +69,11 @@ static int wait_for(int fd, short events, int64_t until)
 }
 
 /* The connection's tcp_info (and with parts 2 its cc info) into the flow's last known values, `known`:
- * info_len bytes, then CC_SLOT; zero-filled past what the kernel gave, left as they were where a read fails
- * (records.sample_row_py's rules). */
+ * info_len bytes, then CC_SLOT; left as they were where a read fails (records.sample_row_py's rules). */
 static void read_known(int fd, int parts, char *known, socklen_t info_len)
 {
-    char buf[512];
-    socklen_t len = info_len;
-    if (parts < 1 || info_len > sizeof buf || getsockopt(fd, IPPROTO_TCP, TCP_INFO, buf, &len) != 0) return;
-    memset(buf + len, 0, (size_t)(info_len - len));
-    memcpy(known, buf, info_len);
-    len = CC_SLOT;
-    if (parts == 2 && getsockopt(fd, IPPROTO_TCP, TCP_CC_INFO, buf, &len) == 0) {
-        memset(buf + len, 0, (size_t)(CC_SLOT - len));
-        memcpy(known + info_len, buf, CC_SLOT);
-    }
+    if (parts > 0 && tcp_opt_padded(fd, TCP_INFO, known, info_len, info_len) && parts == 2)
+        tcp_opt_padded(fd, TCP_CC_INFO, known + info_len, CC_SLOT, CC_SLOT);
 }
 
 static int client_socket(int family, int flags, const char *ca, Py_ssize_t calen, int buffer, long long pacing)

@@ -25,9 +25,7 @@
  * on failure copy the last known value instead. Returns 1 when read. */
 static int read_opt(int fd, int opt, char *dst, socklen_t want, socklen_t size, char *last)
 {
-    socklen_t len = want;
-    if (fd >= 0 && getsockopt(fd, IPPROTO_TCP, opt, dst, &len) == 0) {
-        if (len < size) memset(dst + len, 0, (size_t)(size - len));
+    if (tcp_opt_padded(fd, opt, dst, want, size)) {
         memcpy(last, dst, size);
         return 1;
     }

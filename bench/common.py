@@ -26,6 +26,7 @@ import atexit
 import contextlib
 import os
 import json
+import math
 import shutil
 import signal
 import statistics
@@ -292,6 +293,28 @@ def verdict(label: str, ours: list[float], theirs: list[float], op: str | None =
     return ok
 
 
+def leading(readings: dict[str, list[float]], higher: bool = True) -> str:
+    """The tool whose median reading over the repetitions is best: highest (goodput) or lowest (retransmissions).
+
+    "The best peer" is a tool, chosen once over all the repetitions, and the
+    engine's per-repetition ratios are taken against it. Taking the best of
+    several peers afresh in each repetition compares one noisy reading with
+    the extreme of several: biased against the engine even when every tool
+    is the same (``python3 -m bench.stream_null``, an engine against copies
+    of itself, read 0.94 of the best copy in each repetition, 1.02 of the
+    copy with the best median). NaN readings (a tool that reports none)
+    rank last.
+    """
+    def key(name: str) -> float:
+        vals = [v for v in readings[name] if not math.isnan(v)]
+        if not vals:
+            return -math.inf
+        med = statistics.median(vals)
+        return med if higher else -med
+
+    return max(readings, key=key)
+
+
 def rotated(items: list[Any], rep: int) -> list[Any]:
     """``items`` turned by ``rep`` places: the tools take turns going first."""
     k = rep % len(items)
@@ -303,5 +326,5 @@ def summary_line(results: list[bool | None]) -> None:
     print(f"\n# targets: {sum(held)} of {len(held)} held, {len(held) - sum(held)} MISSED", flush=True)
 
 
-__all__ = ["ENGINE", "SCORE_ENV", "Engine", "PeerMissing", "arguments", "busy_note", "peer_bin", "pin", "placement",
-           "ready", "reps", "rotated", "score", "summary_line", "table", "verdict", "where"]
+__all__ = ["ENGINE", "SCORE_ENV", "Engine", "PeerMissing", "arguments", "busy_note", "leading", "peer_bin", "pin",
+           "placement", "ready", "reps", "rotated", "score", "summary_line", "table", "verdict", "where"]

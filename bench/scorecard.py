@@ -3,15 +3,15 @@
 ``nice -n 10 python3 -m bench --score [--busy 0,2] [--reps 3]`` (root, repository root).
 
 Each row is a targeted ratio one of the peer benches prints (``verdict`` in
-``bench/common.py``): the engine over a peer, or over the best peer of each
-repetition, as the median of the per-repetition ratios with its [min-max]
-spread and the target. The benches run here:
+``bench/common.py``): the engine over a peer, or over the best peer (the
+peer with the best median over the repetitions, ``common.leading``), as the
+median of the per-repetition ratios with its [min-max] spread and the
+target. The benches run here:
 
 - ``bench_stream --case "4 flows bbr"``: 4 bbr streams on one engine worker
   against iperf3 ``-P 4``, 4 netperf processes and neper ``-F 4 -T 1`` at the
-  engine's write size; goodput against each peer and the best peer of the
-  rep, and retransmitted segments per GB against the fewest any peer had in
-  that rep (<= 1.0).
+  engine's write size; goodput against each peer and the best peer, and
+  retransmitted segments per GB against the peer with the fewest (<= 1.0).
 - ``bench_crr`` (client CPU 0, server CPU 1): one TCP_CRR flow closing as
   netperf does (server first) against netperf, and resetting as neper does
   against neper, the first and second run on one server.

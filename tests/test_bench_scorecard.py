@@ -72,3 +72,27 @@ def test_an_unknown_bench_is_refused_by_name(capsys):
     with pytest.raises(SystemExit) as exc:
         scorecard.main(["stream", "rrr"])
     assert exc.value.code == 2 and "unknown bench rrr; one of stream, crr, rr" in capsys.readouterr().err
+
+
+def test_the_best_peer_is_the_tool_with_the_best_median_not_one_reps_extreme():
+    nan = float("nan")
+    readings = {"a": [10.0, 10.0, 30.0], "b": [20.0, 20.0, 5.0], "c": [15.0, nan, 15.0]}
+    assert common.leading(readings) == "b"  # (a has the one highest reading)
+    assert common.leading(readings, higher=False) == "a"
+    assert common.leading({"x": [nan, nan], "y": [1.0, 1.0]}) == "y"  # a tool that reports nothing ranks last
+    assert common.leading({"x": [nan, nan], "y": [1.0, 1.0]}, higher=False) == "y"
+
+
+def test_against_copies_of_itself_the_best_of_each_rep_reads_low_and_the_leading_copy_level():
+    import random
+    import statistics
+
+    rng = random.Random(1)
+    reps = 2000
+    runs = {name: [rng.gauss(100.0, 10.0) for _ in range(reps)] for name in ("engine", "p1", "p2", "p3")}
+    copies = ("p1", "p2", "p3")
+    each_rep = statistics.median(runs["engine"][i] / max(runs[c][i] for c in copies) for i in range(reps))
+    best = common.leading({c: runs[c] for c in copies})
+    chosen = statistics.median(e / b for e, b in zip(runs["engine"], runs[best]))
+    assert each_rep < 0.93  # (the expected maximum of three is about 0.85 sd above the mean)
+    assert abs(chosen - 1.0) < 0.02

@@ -123,3 +123,52 @@ conn.close()
         assert (status, trans, nlat) == (fast.OPEN, 0, 0) and fd >= 0 and got == 0
         assert known == bytearray(INFO_LEN + CC_SLOT)  # nothing read: Python reads it when it finishes
         os.close(fd)
+
+
+def test_the_c_accept_counts_each_join_to_its_own_session_when_sessions_alternate_in_one_call():
+    """One crr_accept call takes six waiting joins: sessions A, B, A, A, an unknown one, and A with its
+    request short. The joins of known sessions are served and counted to their own session (the
+    session served last is kept between joins: a change of session must not count to the one before); the
+    unknown join and the short one go back to Python with their bytes, nothing counted. Loopback, one process:
+    every client has sent its join before the call."""
+    import os
+    import socket
+    import time
+    from array import array
+
+    from netesto.engine.core import handshake as hs
+
+    fast = crrfast.ext
+    if fast is None:
+        pytest.skip("the C extension is not built")
+    a, b, unknown = b"A" * 8, b"B" * 8, b"U" * 8
+    state = {a: array("q", [0]) * 4, b: array("q", [0]) * 4}
+    sessions = {a: (state[a], 3, 2, True), b: (state[b], 3, 5, True)}  # (state, request, reply, close first)
+    listener = socket.create_server(("127.0.0.1", 0), backlog=16)
+    listener.setblocking(False)
+    clients = []
+    rest: list[tuple[int, bytes]] = []
+    try:
+        for session, request in ((a, 3), (b, 3), (a, 3), (a, 3), (unknown, 3), (a, 1)):
+            c = socket.create_connection(listener.getsockname())
+            c.sendall(hs.encode_join(session) + bytes(request))
+            clients.append(c)
+        time.sleep(0.05)  # every join queued, whole, before the call
+        rest = fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, sessions)
+        got = []
+        for c in clients[:4]:  # the served ones: each reply, then the server's close
+            c.settimeout(5)
+            data = b""
+            while chunk := c.recv(64):
+                data += chunk
+            got.append(len(data))
+    finally:
+        for c in clients:
+            c.close()
+        for fd, _ in rest:
+            os.close(fd)
+        listener.close()
+    assert list(state[a]) == [9, 6, 3, 3]  # rx (3 requests), tx (3 replies of 2), transactions, connections
+    assert list(state[b]) == [3, 5, 1, 1]
+    assert got == [2, 5, 2, 2]
+    assert sorted(len(data) for _, data in rest) == [16 + 1, 16 + 3]  # the short join, the unknown session's

@@ -88,10 +88,44 @@ static int serve_shared(int fd, const char *buf, ssize_t n, Py_buffer *table)
     return 0;
 }
 
+/* The session a crr_accept call served last, so the joins after it of the same session (all of them, for a flow
+ * alone in its worker) skip the dict lookup, the entry's parse and the state's buffer request: the buffer is
+ * held until the call ends (its array cannot be resized meanwhile) and dropped when a signal check may have run
+ * Python. */
+struct join_cache {
+    char session[8];
+    int held;
+    Py_buffer sv;
+    Py_ssize_t reqlen, replylen;
+};
+
+static void cache_drop(struct join_cache *c)
+{
+    if (c->held) {
+        PyBuffer_Release(&c->sv);
+        c->held = 0;
+    }
+}
+
+/* A known session's join: counted as JoinConn counts (the connection, the request, the transaction, then what
+ * was sent) and served. 0 when it is not for C (its request short, its reply large or kept open). */
+static int serve_known(int fd, ssize_t n, struct join_cache *c)
+{
+    if (n - JOIN_SIZE < c->reqlen) return 0;
+    int64_t *st = c->sv.buf;
+    st[S_CONNS] += 1;
+    st[S_RX] += n - JOIN_SIZE;
+    st[S_TRANS] += 1;
+    st[S_TX] += reply_close(fd, c->replylen);
+    return 1;
+}
+
 /* Serve one join in C; 1 served (fd closed), 0 not for C (nothing counted). */
-static int serve_join(int fd, const char *buf, ssize_t n, const char *magic, PyObject *sessions, Py_buffer *table)
+static int serve_join(int fd, const char *buf, ssize_t n, const char *magic, PyObject *sessions, Py_buffer *table,
+                      struct join_cache *cache)
 {
     if (n < JOIN_SIZE || memcmp(buf, magic, 8) != 0) return 0;
+    if (cache->held && memcmp(buf + 8, cache->session, 8) == 0) return serve_known(fd, n, cache);
     PyObject *key = PyBytes_FromStringAndSize(buf + 8, 8);
     if (key == NULL) {
         PyErr_Clear();
@@ -107,20 +141,17 @@ static int serve_join(int fd, const char *buf, ssize_t n, const char *magic, PyO
         PyErr_Clear();
         return 0;
     }
-    if (n - JOIN_SIZE < reqlen || replylen > SMALL_REPLY || !close_first) return 0;
-    Py_buffer sv;
-    if (get_state(state_obj, &sv, S_N, "state") < 0) {
+    if (replylen > SMALL_REPLY || !close_first) return 0;
+    cache_drop(cache);
+    if (get_state(state_obj, &cache->sv, S_N, "state") < 0) {
         PyErr_Clear();
         return 0;
     }
-    int64_t *st = sv.buf;
-    /* counted as JoinConn counts: the connection, the request, the transaction, then what was sent */
-    st[S_CONNS] += 1;
-    st[S_RX] += n - JOIN_SIZE;
-    st[S_TRANS] += 1;
-    st[S_TX] += reply_close(fd, replylen);
-    PyBuffer_Release(&sv);
-    return 1;
+    cache->held = 1;
+    memcpy(cache->session, buf + 8, 8);
+    cache->reqlen = reqlen;
+    cache->replylen = replylen;
+    return serve_known(fd, n, cache);
 }
 
 static PyObject *crr_accept(PyObject *self, PyObject *args)
@@ -141,6 +172,7 @@ static PyObject *crr_accept(PyObject *self, PyObject *args)
     int solo = deadline >= 0;
     int64_t until = solo ? deadline_ns(deadline) : 0;
     unsigned served = 0;
+    struct join_cache cache = {.held = 0};
     PyObject *rest = NULL;
     if (magiclen != 8) {
         PyErr_SetString(PyExc_ValueError, "magic must be the join's first 8 bytes");
@@ -152,6 +184,7 @@ static PyObject *crr_accept(PyObject *self, PyObject *args)
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR) {
+                cache_drop(&cache); /* (a handler may change the sessions) */
                 if (PyErr_CheckSignals() < 0) goto error;
                 continue;
             }
@@ -165,8 +198,11 @@ static PyObject *crr_accept(PyObject *self, PyObject *args)
         do {
             n = recv(fd, crr_scratch, 4096, 0);
         } while (n < 0 && errno == EINTR);
-        if (n > 0 && serve_join(fd, crr_scratch, n, magic, sessions, tp)) {
-            if (solo && (++served % CHECK_EVERY == 0 && PyErr_CheckSignals() < 0)) goto error;
+        if (n > 0 && serve_join(fd, crr_scratch, n, magic, sessions, tp, &cache)) {
+            if (solo && ++served % CHECK_EVERY == 0) {
+                cache_drop(&cache); /* (a handler may change the sessions) */
+                if (PyErr_CheckSignals() < 0) goto error;
+            }
             if (solo && now_ns() >= until) break;
             continue;
         }
@@ -188,6 +224,7 @@ error:
         PyErr_Clear();
     }
 done:
+    cache_drop(&cache);
     if (tp != NULL) PyBuffer_Release(tp);
     return rest;
 }

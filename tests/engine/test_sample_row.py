@@ -456,3 +456,21 @@ def test_the_fast_checksum_is_used_where_the_cpu_has_it():
     if os.uname().machine != "x86_64" or "pclmulqdq" not in flags or "sse4_1" not in flags:
         pytest.skip("no PCLMULQDQ here")
     assert _ext.CRC32_FAST == 1
+
+
+def test_a_stop_the_c_tick_hands_back_as_a_rows_failure_goes_on_up_and_ends_no_flow(ends):
+    """A SIGTERM's exception raised while the C tick ran Python comes back in its failed list (or a hot row's
+    code -1): it is the worker's stop (reported as "stopped by SIGTERM"), not a sampling failure of that flow
+    (a busy `make test-busy` had it end the flow as "sampling failed: _Stop: SIGTERM")."""
+    worker, (a, _b, c) = ends
+
+    class Stop(BaseException):
+        pass
+
+    with pytest.raises(Stop):
+        worker.sampler._left([], [(a, Stop("SIGTERM"))], [], [], 2.0, 1.0)
+    with pytest.raises(Stop):
+        worker.sampler.hot_rest(c, -1, Stop("SIGTERM"))
+    assert not a.finished and not c.finished
+    worker.sampler._left([], [(a, ValueError("bad row"))], [], [], 2.0, 1.0)  # an error of the flow's own: ends it
+    assert a.finished and a.error.startswith("sampling failed: ValueError")

@@ -392,6 +392,10 @@ class Sampler:
 
     @staticmethod
     def _failed(flow: Sampled, exc: BaseException) -> None:
+        if not isinstance(exc, Exception):
+            # a stop (the SIGTERM handler's exception) raised while a C tick or row ran Python, which handed it
+            # back as this row's failure: it is the worker's, and goes on up to the stop's handler
+            raise exc
         if flow.finished:
             return
         if isinstance(exc, OSError) and flow.writer is not None:  # e.g. a full disk: write no more

@@ -73,8 +73,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import (Engine, arguments, busy_note, keyvals, leading, pin, ready, rotated, summary_line, table,
-                          verdict, where)
+from bench.common import (Engine, arguments, busy_note, each_rep_extreme, keyvals, leading, pin, ready, rotated,
+                          summary_line, table, verdict, where)
 from netesto.engine.core.balance import deal
 from netesto.engine.kinds.flowend import RECV_SIZE, SEND_CHUNK
 from tests import netns
@@ -272,7 +272,7 @@ def main() -> int:
             results.append(verdict("engine / best peer", [v[0] for v in runs["engine"]],
                                    [v[0] for v in runs[best]], ">=", 1.0 if same else None))
             verdict("engine / best peer of each rep (biased low)", [v[0] for v in runs["engine"]],
-                    [max(runs[p][i][0] for p in others) for i in range(args.reps)], ">=", None)
+                    each_rep_extreme({p: [v[0] for v in runs[p]] for p in others}), ">=", None)
             cost_lines(runs)
             # no more retransmissions per GB than the peer with the fewest (its median over the reps; not the best
             # goodput's: 4 netperf processes, often the fastest, retransmit 10x more than iperf3 and would flatter)

@@ -315,6 +315,12 @@ def leading(readings: dict[str, list[float]], higher: bool = True) -> str:
     return max(readings, key=key)
 
 
+def each_rep_extreme(readings: dict[str, list[float]], higher: bool = True) -> list[float]:
+    """The best reading of any tool in each repetition: highest or lowest (biased: see :func:`leading`)."""
+    pick = max if higher else min
+    return [pick(vals) for vals in zip(*readings.values())]
+
+
 def rotated(items: list[Any], rep: int) -> list[Any]:
     """``items`` turned by ``rep`` places: the tools take turns going first."""
     k = rep % len(items)
@@ -326,5 +332,6 @@ def summary_line(results: list[bool | None]) -> None:
     print(f"\n# targets: {sum(held)} of {len(held)} held, {len(held) - sum(held)} MISSED", flush=True)
 
 
-__all__ = ["ENGINE", "SCORE_ENV", "Engine", "PeerMissing", "arguments", "busy_note", "leading", "peer_bin", "pin",
-           "placement", "ready", "reps", "rotated", "score", "summary_line", "table", "verdict", "where"]
+__all__ = ["ENGINE", "SCORE_ENV", "Engine", "PeerMissing", "arguments", "busy_note", "each_rep_extreme", "leading",
+           "peer_bin", "pin", "placement", "ready", "reps", "rotated", "score", "summary_line", "table", "verdict",
+           "where"]

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from bench.bench_stream import engine_stream
-from bench.common import Engine, arguments, busy_note, leading, pin, rotated, table, verdict, where
+from bench.common import Engine, arguments, busy_note, each_rep_extreme, leading, pin, rotated, table, verdict, where
 from tests import netns
 from tests.testbed.delayrun import busy_loops
 
@@ -50,27 +50,26 @@ def main() -> int:
         print(f"# the engine against 3 copies of itself: 4 bbr flows on one worker, {args.dur:g} s runs, {args.reps} "
               f"interleaved reps, veth pair, {where(cpus)}; shared noisy 2-vCPU machine")
         print(busy_note(args.busy))
-        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in ("engine", *COPIES)}
+        rate: dict[str, list[float]] = {name: [] for name in ("engine", *COPIES)}  # bit/s, per rep
+        retrans: dict[str, list[float]] = {name: [] for name in rate}  # segments per GB, per rep
         for rep in range(args.reps):
-            for name in rotated(list(runs), rep):
-                rate, _, retrans = engine_stream(engine, args.dur, "bbr", 4, cpus)
-                runs[name].append((rate, retrans))
+            for name in rotated(list(rate), rep):
+                got, _, again = engine_stream(engine, args.dur, "bbr", 4, cpus)
+                rate[name].append(got)
+                retrans[name].append(again)
         table("4 flows bbr, engine against copies of itself  [Gbit/s]",
-              {k: [v[0] / 1e9 for v in vals] for k, vals in runs.items()}, ".2f")
-        table("retransmitted segments per GB", {k: [v[1] for v in vals] for k, vals in runs.items()}, ".0f")
-        ours = runs["engine"]
-        reps = range(args.reps)
+              {name: [x / 1e9 for x in vals] for name, vals in rate.items()}, ".2f")
+        table("retransmitted segments per GB", retrans, ".0f")
+        copies = {c: rate[c] for c in COPIES}
+        copies_retrans = {c: retrans[c] for c in COPIES}
         print()
-        verdict("goodput / best copy of each rep", [v[0] for v in ours],
-                [max(runs[c][i][0] for c in COPIES) for i in reps], None, None)
-        best = leading({c: [v[0] for v in runs[c]] for c in COPIES})
-        verdict("goodput / copy with the best median", [v[0] for v in ours], [v[0] for v in runs[best]], None, None)
-        verdict("goodput / copy 1", [v[0] for v in ours], [v[0] for v in runs["copy 1"]], None, None)
-        verdict("retransmissions / fewest of a copy in each rep", [v[1] for v in ours],
-                [min(runs[c][i][1] for c in COPIES) for i in reps], None, None)
-        fewest = leading({c: [v[1] for v in runs[c]] for c in COPIES}, higher=False)
-        verdict("retransmissions / copy with the fewest (median)", [v[1] for v in ours],
-                [v[1] for v in runs[fewest]], None, None)
+        verdict("goodput / best copy of each rep", rate["engine"], each_rep_extreme(copies), None, None)
+        verdict("goodput / copy with the best median", rate["engine"], rate[leading(copies)], None, None)
+        verdict("goodput / copy 1", rate["engine"], rate["copy 1"], None, None)
+        verdict("retransmissions / fewest of a copy in each rep", retrans["engine"],
+                each_rep_extreme(copies_retrans, higher=False), None, None)
+        verdict("retransmissions / copy with the fewest (median)", retrans["engine"],
+                retrans[leading(copies_retrans, higher=False)], None, None)
         engine.close()
     finally:
         busy.close()

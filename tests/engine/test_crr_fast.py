@@ -125,6 +125,63 @@ conn.close()
         os.close(fd)
 
 
+def test_every_connection_of_the_c_client_has_the_flows_options_and_no_socket_outlives_its_call():
+    """The C client makes each next connection's socket while the one before waits for its reply. Every
+    connection still carries the flow's options (here SO_LINGER 0: the server sees each one end in a reset,
+    never a FIN), and no socket made ahead outlives the call: this process holds the same descriptors after it
+    as before. Loopback, a server process (the C loop keeps the GIL)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from array import array
+
+    from netesto.engine.sampling.records import CC_SLOT, INFO_LEN
+
+    fast = crrfast.ext
+    if fast is None:
+        pytest.skip("the C extension is not built")
+    server = subprocess.Popen([sys.executable, "-c", """import socket
+listener = socket.create_server(("127.0.0.1", 0))
+listener.settimeout(1.0)
+print(listener.getsockname()[1], flush=True)
+ends = []
+while True:
+    try:
+        conn, _ = listener.accept()
+    except TimeoutError:
+        break
+    conn.settimeout(5.0)
+    conn.recv(64)
+    conn.sendall(b"r")
+    try:
+        ends.append("FIN" if conn.recv(64) == b"" else "DATA")
+    except ConnectionResetError:
+        ends.append("RST")
+    conn.close()
+print(" ".join(ends), flush=True)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        fds = sorted(os.listdir("/proc/self/fd"))
+        st = array("q", [0]) * fast.CLIENT_STATE
+        st[4] = -1  # no connection open on entry
+        lat = array("q", [0]) * 1000  # full (LATFULL) or the deadline (IDLE): either returns with none open
+        known = bytearray(INFO_LEN + CC_SLOT)
+        status = fast.crr_client("127.0.0.1", port, socket.AF_INET, 0, b"join+q", 1, 1, fast.RESET, b"", 0, 0,
+                                 time.monotonic() + 0.3, st, lat, known, 1, INFO_LEN, 0.5)
+        assert sorted(os.listdir("/proc/self/fd")) == fds
+        ends = server.communicate(timeout=15)[0].split()
+    finally:
+        if server.poll() is None:
+            server.kill()
+    trans, conns = st[2], st[3]
+    assert status in (fast.IDLE, fast.LATFULL) and trans == conns >= 5 and st[4] == -1
+    assert ends == ["RST"] * trans
+
+
 def test_the_c_accept_counts_each_join_to_its_own_session_when_sessions_alternate_in_one_call():
     """One crr_accept call takes six waiting joins: sessions A, B, A, A, an unknown one, and A with its
     request short. The joins of known sessions are served and counted to their own session (the

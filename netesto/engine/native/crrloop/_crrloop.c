@@ -125,6 +125,8 @@ PyDoc_STRVAR(crr_client_doc,
 "Run TCP_CRR client transactions until deadline (time.monotonic() seconds); one under way then may take\n"
 "grace seconds more, its tcp_info (parts 1; parts 2: and its cc info) read into known (writable: info_len\n"
 "bytes, then 24 for the cc info) before its close.\n"
+"Each next connection's socket (with the flow's options) is made while the one before waits for its\n"
+"reply, and closed unused when the call returns.\n"
 "first: the join and the request (its last reqlen bytes count as tx); flags: RESET (SO_LINGER 0),\n"
 "WAIT_EOF (read to the server's close), NODELAY; ca (bytes, b'': none), buffer, pacing (bits/s): as\n"
 "the flow's options. state: writable int64 buffer [rx, tx, trans, conns, fd, got, sent, t0_ns,\n"
@@ -182,6 +184,7 @@ static PyObject *crr_client(PyObject *self, PyObject *args)
     int64_t got = 0, sent = 0, t0 = 0, connected = 0, err = 0;
     Py_ssize_t nlat = 0;
     int fd = -1;
+    int spare = -1; /* the next connection's socket, made while this one waits for its reply */
     int status = -1; /* -1: an exception is set */
 
     if (cap < 1 || st[C_FD] >= 0) {
@@ -195,7 +198,8 @@ static PyObject *crr_client(PyObject *self, PyObject *args)
             goto out;
         }
         got = sent = connected = 0;
-        fd = client_socket(family, flags, ca, calen, buffer, pacing);
+        fd = spare >= 0 ? spare : client_socket(family, flags, ca, calen, buffer, pacing);
+        spare = -1;
         if (fd < 0) {
             PyErr_SetFromErrno(PyExc_OSError);
             goto out;
@@ -231,6 +235,10 @@ static PyObject *crr_client(PyObject *self, PyObject *args)
             }
         }
         tx += reqlen;
+        /* the next connection's socket and options while the server works on this one (nothing is sent yet:
+         * off the transaction's critical path; one that fails is made again, and its error raised, above) */
+        if (spare < 0)
+            spare = client_socket(family, flags, ca, calen, buffer, pacing);
         /* the reply, and with WAIT_EOF the server's close after it; it cannot be in yet: wait first */
         int ready = wait_for(fd, POLLIN, late);
         if (ready < 0) goto out;
@@ -286,6 +294,7 @@ fail:
     close(fd);
     fd = -1;
 out:
+    if (spare >= 0) close(spare);
     if (status == -1 && !PyErr_Occurred()) PyErr_SetString(PyExc_SystemError, "crr_client lost its error");
     st[C_RX] = rx;
     st[C_TX] = tx;

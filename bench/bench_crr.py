@@ -6,7 +6,8 @@ One flow each: one engine TCP_CRR flow vs ``netperf -t TCP_CRR -- -r 1,1``
 vs ``tcp_crr -F 1 -T 1`` (neper), each peer against the engine closing its
 connections as that peer does (``--crr-close matched``: netperf's server
 closes first, neper's client resets), every client under ``taskset -c <client
-CPU>`` and every server under ``taskset -c <server CPU>``. Each tool, in
+CPU>`` and every server under ``taskset -c <server CPU>``, each end in a
+session of its own (``common.place``). Each tool, in
 each repetition, gets a fresh veth pair (no TIME_WAIT sockets or server
 state left by another tool or repetition) and runs TWICE back to back on it,
 its server kept: the first and the second run are printed and judged apart,
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from bench.bench_rr import neper, netperf_rr
-from bench.common import (ENGINE, Engine, arguments, busy_note, pin, ready, rotated, summary_line, table, verdict,
+from bench.common import (ENGINE, Engine, arguments, busy_note, place, ready, rotated, summary_line, table, verdict,
                           where)
 from netesto.raw.nflow import read_flow
 from tests import netns
@@ -113,27 +114,28 @@ def syscalls(bin_dir: Path, cpus: Cpus, workdir: Path, closes: Sequence[str]) ->
         try:
             if name.startswith("engine"):
                 spec = workdir / "specs.json"
-                eng = Engine(pair, workdir / pair.a, server_prefix=pin(cpus[1]))
+                eng = Engine(pair, workdir / pair.a, server_prefix=place(cpus[1]))
                 procs.append(eng.proc)  # type: ignore[arg-type]
                 spec.write_text(f'[{{"flow_id": "a-b-0-0", "test": "TCP_CRR", "dur": 4, "ca": "", '
                                 f'"crr_close": "{name.split()[1]}", '
                                 f'"server": "{pair.addr_b}", "port": {eng.port}}}]')
-                client = pair.popen(pair.a, [*pin(cpus[0]), *ENGINE, "client", "--specs", str(spec), "--datadir",
+                client = pair.popen(pair.a, [*place(cpus[0]), *ENGINE, "client", "--specs", str(spec), "--datadir",
                                              str(workdir / "cli"), "--workers", "1"], stdout=subprocess.DEVNULL)
                 server_pid = eng.proc.pid
             elif name == "netperf":
-                server = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
+                server = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
                                              "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(0.3)
-                client = pair.popen(pair.a, [*pin(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865",
-                                             "-t", "TCP_CRR", "-l", "4", "--", "-r", "1,1"], stdout=subprocess.DEVNULL)
+                client = pair.popen(pair.a, [*place(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b,
+                                             "-p", "12865", "-t", "TCP_CRR", "-l", "4", "--", "-r", "1,1"],
+                                    stdout=subprocess.DEVNULL)
                 server_pid = server.pid
             else:
                 common = ["-F", "1", "-T", "1", "-C", "12870", "-P", "12871", "-l", "4", "--nolog"]
-                server = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "tcp_crr"), *common],
+                server = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "tcp_crr"), *common],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(0.3)
-                client = pair.popen(pair.a, [*pin(cpus[0]), str(bin_dir / "tcp_crr"), "-c", "-H", pair.addr_b,
+                client = pair.popen(pair.a, [*place(cpus[0]), str(bin_dir / "tcp_crr"), "-c", "-H", pair.addr_b,
                                              *common], stdout=subprocess.DEVNULL)
                 server_pid = server.pid
             procs += [client]
@@ -187,15 +189,15 @@ def main() -> int:
 
     def engine(close: str) -> Callable[[netns.VethPair], tuple[Run, Callable[[], None]]]:
         def make(pair: netns.VethPair) -> tuple[Run, Callable[[], None]]:
-            eng = Engine(pair, workdir / pair.a, server_prefix=pin(cpus[1]))
+            eng = Engine(pair, workdir / pair.a, server_prefix=place(cpus[1]))
 
             def run() -> tuple[float, float]:
-                return engine_crr(eng, args.dur, pin(cpus[0]), costs, close)
+                return engine_crr(eng, args.dur, place(cpus[0]), costs, close)
             return run, eng.close
         return make
 
     def netperf(pair: netns.VethPair) -> tuple[Run, Callable[[], None]]:
-        srv = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
+        srv = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
                                   "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)
         return (lambda: netperf_rr(pair, bin_dir, "TCP_CRR", args.dur, cpus)[:2]), srv.kill  # (tps, p99 us)

@@ -2,7 +2,8 @@
 
 ``nice -n 10 python3 -m bench.bench_rr [--dur 3] [--reps 3] [--pure-python]`` (root, repository root).
 
-Two placements, every tool's ends pinned alike with ``taskset``: same CPU
+Two placements, every tool's ends pinned alike with ``taskset`` (each in a session of its own:
+``common.place``): same CPU
 (client and server on CPU 0) and cross CPU (client CPU 0, server CPU 1);
 on 2-vCPU machines the placement changes the rate ~5x. Like with like:
 
@@ -54,7 +55,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench.common import (Engine, arguments, busy_note, keyvals, pin, ready, rotated, score, summary_line, table,
+from bench.common import (Engine, arguments, busy_note, keyvals, place, ready, rotated, score, summary_line, table,
                           verdict, where)
 from netesto.engine.native import fastloop
 from netesto.results.ticks import tick_stats
@@ -72,7 +73,7 @@ NAN = float("nan")
 
 def children_cpu() -> float:
     """CPU seconds of the waited-for child processes so far (netperf's client is one: ``ip netns exec`` and
-    ``taskset`` exec it)."""
+    ``setsid`` and ``taskset`` exec it)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -122,7 +123,7 @@ def netperf_rr(pair: netns.VethPair, bin_dir: Path, test: str, dur: float, cpus:
     when its pid is given) of one netperf TCP_RR/TCP_CRR run with 1-byte request and response."""
     cpu0 = children_cpu()
     srv = ChildCpu(netserver) if netserver else None
-    proc = pair.run(pair.a, [*pin(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865",
+    proc = pair.run(pair.a, [*place(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865",
                              "-t", test, "-l", str(int(dur)), "-P", "0", "-j", "--", "-r", "1,1",
                              "-k", "THROUGHPUT,P99_LATENCY"], timeout=dur + 30)
     keys = keyvals(proc.stdout)
@@ -140,11 +141,11 @@ def neper(pair: netns.VethPair, bin_dir: Path, tool: str, flows: int, dur: float
     """(transactions/s, p99 us, "-", client CPU us per transaction) of one neper run (``tcp_rr``/``tcp_crr``),
     ``flows`` flows on one thread each end."""
     common = ["-F", str(flows), "-T", "1", "-C", "12870", "-P", "12871", "-l", str(int(dur)), "--nolog"]
-    server = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / tool), *common],
+    server = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / tool), *common],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        proc = pair.run(pair.a, [*pin(cpus[0]), str(bin_dir / tool), "-c", "-H", pair.addr_b, *common,
+        proc = pair.run(pair.a, [*place(cpus[0]), str(bin_dir / tool), "-c", "-H", pair.addr_b, *common,
                                  "-p", "50,99"], timeout=dur + 30)
         keys = keyvals(proc.stdout)
         if proc.returncode or "throughput" not in keys:
@@ -219,10 +220,10 @@ def run_all(args: argparse.Namespace, bin_dir: Path, env: list[str], workdir: Pa
         for label, cpus in (("same CPU", (0, 0)), ("cross CPU", (0, 1))):
             pair = netns.make_veth_pair()
             try:
-                netserver = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
+                netserver = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
                                                 "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                engine = Engine(pair, workdir / label.replace(" ", "-"), server_prefix=[*env, *pin(cpus[1])])
-                prefix = [*env, *pin(cpus[0])]
+                engine = Engine(pair, workdir / label.replace(" ", "-"), server_prefix=[*env, *place(cpus[1])])
+                prefix = [*env, *place(cpus[0])]
                 time.sleep(0.3)
                 if netserver.poll() is not None:
                     raise RuntimeError("netserver did not start")

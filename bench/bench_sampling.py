@@ -78,7 +78,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import Engine, guard, pin, placement, where
+from bench.common import Engine, guard, place, placement, where
 from bench.sampling_cost import print_cost, print_idle, sampler_part
 from bench.sampling_within import NO_GOODPUT_TARGET, sampling_share, within_cpu_part, within_run_part
 from tests import netns
@@ -237,7 +237,7 @@ def rr_part(dur: float, reps: int, cpus: tuple[int | None, int | None], workdir:
     holds.mkdir(parents=True, exist_ok=True)
     env = ["env", f"NETESTO_RR_HOLDS={holds}"]
     try:
-        engine = Engine(pair, workdir / "rr", server_prefix=[*env, *pin(cpus[1])], options=())
+        engine = Engine(pair, workdir / "rr", server_prefix=[*env, *place(cpus[1])], options=())
         for flows in (1, 16):
             ids = [f"a-b-0-{i}" for i in range(flows)]
             ratios: list[float] = []
@@ -251,7 +251,7 @@ def rr_part(dur: float, reps: int, cpus: tuple[int | None, int | None], workdir:
                 got = {}
                 for interval in order:
                     summaries = engine.run([dict(flow_id=fid, test="TCP_RR", dur=dur, ca="cubic", interval=interval)
-                                            for fid in ids], workers=1, client_prefix=[*env, *pin(cpus[0])])
+                                            for fid in ids], workers=1, client_prefix=[*env, *place(cpus[0])])
                     got[interval] = engine.p99_us(ids)
                     p99s[interval].append(got[interval])
                     engine.server_summaries(ids)

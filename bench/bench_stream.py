@@ -18,7 +18,8 @@ root).
 - placement: every client (engine client and its workers, iperf3 -c,
   netperf) runs under ``taskset -c <client CPU>``, every server (engine
   server, iperf3 -s, netserver and its children) under ``taskset -c
-  <server CPU>`` (``--cpus none``: unpinned, all alike).
+  <server CPU>`` (``--cpus none``: unpinned, all alike), each end in a
+  session of its own (``common.place``: one autogroup share each).
 - 4 flows: 4 engine flows on ONE client worker (``--workers 1``; the pinned
   server runs one worker) vs ``iperf3 -P 4`` (3.12 here: one process, one
   thread, for all 4 flows at each end; iperf3 is multi-threaded from 3.16
@@ -73,7 +74,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import (Engine, arguments, busy_note, each_rep_extreme, keyvals, leading, pin, ready, rotated,
+from bench.common import (Engine, arguments, busy_note, each_rep_extreme, keyvals, leading, place, ready, rotated,
                           summary_line, table, verdict, where)
 from netesto.engine.core.balance import deal
 from netesto.engine.kinds.flowend import RECV_SIZE, SEND_CHUNK
@@ -88,11 +89,11 @@ Reading = tuple[float, float | None, float]
 
 def iperf3(pair: netns.VethPair, dur: float, ca: str, flows: int, cpus: Cpus, write: int | None) -> Reading:
     """Receiver goodput of one iperf3 run and its processes' CPU per GB (``write`` None: its default length)."""
-    server = pair.popen(pair.b, [*pin(cpus[1]), "iperf3", "-s", "-1", "-B", pair.addr_b, "-p", "5299"],
+    server = pair.popen(pair.b, [*place(cpus[1]), "iperf3", "-s", "-1", "-B", pair.addr_b, "-p", "5299"],
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.3)
-        argv = [*pin(cpus[0]), "iperf3", "-c", pair.addr_b, "-p", "5299", "-t", str(dur), "-J", "-C", ca,
+        argv = [*place(cpus[0]), "iperf3", "-c", pair.addr_b, "-p", "5299", "-t", str(dur), "-J", "-C", ca,
                 "-P", str(flows)]
         if write:
             argv += ["-l", str(write)]
@@ -113,7 +114,7 @@ def netperf(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int
             "-K", f"{ca},{ca}"]
     if write:
         test += ["-m", str(write), "-M", str(RECV_SIZE)]
-    argv = [*pin(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865", "-t", "TCP_STREAM",
+    argv = [*place(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865", "-t", "TCP_STREAM",
             "-l", str(int(dur)), "-P", "0", "--", *test]
     procs = [pair.popen(pair.a, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(flows)]
@@ -148,12 +149,12 @@ def neper_stream(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows
               "--congestion-control", ca]
     if write:
         common += ["-B", str(write)]
-    server = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "tcp_stream"), *common],
+    server = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "tcp_stream"), *common],
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(0.3)
         before = snmp_retrans(pair)
-        client = pair.run(pair.a, [*pin(cpus[0]), str(bin_dir / "tcp_stream"), "-c", "-H", pair.addr_b, *common],
+        client = pair.run(pair.a, [*place(cpus[0]), str(bin_dir / "tcp_stream"), "-c", "-H", pair.addr_b, *common],
                           timeout=dur + 30)
         retrans = snmp_retrans(pair) - before
         out, err = server.communicate(timeout=15)
@@ -179,7 +180,7 @@ def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus, w
     """
     ids = [f"a-b-0-{i}" for i in range(flows)]
     sent = engine.run([dict(flow_id=fid, test="TCP_STREAM", dur=dur, ca=ca, interval=0.01) for fid in ids],
-                      workers=workers, client_prefix=pin(cpus[0]))
+                      workers=workers, client_prefix=place(cpus[0]))
     got = engine.server_summaries(ids)
     if sum(s["bytes_tx"] for s in sent) != sum(s["bytes_rx"] for s in got):
         raise RuntimeError("engine: the server received other than the client sent")
@@ -225,9 +226,9 @@ def main() -> int:
     busy = contextlib.ExitStack()  # (the busy loops, if asked for, until the tools are done)
     busy.enter_context(busy_loops(args.busy))
     try:
-        netserver = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
+        netserver = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
                                         "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        engine = Engine(pair, workdir, server_prefix=pin(cpus[1]))
+        engine = Engine(pair, workdir, server_prefix=place(cpus[1]))
         time.sleep(0.3)
         if netserver.poll() is not None:
             raise RuntimeError("netserver did not start")

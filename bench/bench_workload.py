@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bench.bench_rr import default_cc, netperf_rr
-from bench.common import Engine, arguments, pin, ready, rotated, table, verdict
+from bench.common import Engine, arguments, place, ready, rotated, table, verdict
 from netesto.engine.native import fastloop
 from tests import netns
 
@@ -54,12 +54,12 @@ def main() -> int:
     print(f"# every tool on the namespaces' default congestion control: {default_cc()}; shared noisy 2-vCPU machine")
     pair = netns.make_veth_pair()
     try:
-        netserver = pair.popen(pair.b, [*pin(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
+        netserver = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
                                         "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        native = Engine(pair, workdir / "c", server_prefix=["env", "NETESTO_PURE_PYTHON=0", *pin(cpus[1])])
-        python = Engine(pair, workdir / "py", server_prefix=["env", "NETESTO_PURE_PYTHON=1", *pin(cpus[1])])
-        c_prefix = ["env", "NETESTO_PURE_PYTHON=0", *pin(cpus[0])]
-        py_prefix = ["env", "NETESTO_PURE_PYTHON=1", *pin(cpus[0])]
+        native = Engine(pair, workdir / "c", server_prefix=["env", "NETESTO_PURE_PYTHON=0", *place(cpus[1])])
+        python = Engine(pair, workdir / "py", server_prefix=["env", "NETESTO_PURE_PYTHON=1", *place(cpus[1])])
+        c_prefix = ["env", "NETESTO_PURE_PYTHON=0", *place(cpus[0])]
+        py_prefix = ["env", "NETESTO_PURE_PYTHON=1", *place(cpus[0])]
         time.sleep(0.3)
         for test in ("TCP_RR", "TCP_CRR"):
             tools: dict[str, Callable[[], Result]] = {

@@ -2,12 +2,13 @@
 
 Every peer bench (``bench_stream``, ``bench_rr``, ``bench_crr``) compares
 like with like and says how: the peers get the engine's write/read sizes
-and the same CPU placement (one ``taskset`` prefix for every client, one for
-every server), many engine flows meet a many-flow peer, and each case runs
-at least 3 interleaved repetitions (the order of the tools turns every
-repetition). A case prints every repetition's values, then each ratio as
-the median of the per-repetition ratios (engine over the peer run of the
-same repetition) with its [min-max] spread, the target and ok/MISSED.
+and the same CPU placement (one ``setsid``/``taskset`` prefix for every client,
+one for every server: each end in a session of its own, see :func:`place`),
+many engine flows meet a many-flow peer, and each case runs at least 3
+interleaved repetitions (the order of the tools turns every repetition). A
+case prints every repetition's values, then each ratio as the median of the
+per-repetition ratios (engine over the peer run of the same repetition) with
+its [min-max] spread, the target and ok/MISSED.
 
 netperf and neper are not in Debian: ``../shared/peers/build.sh`` builds
 them from their public sources into a cache and prints the bin directory;
@@ -139,10 +140,11 @@ def delayline_testbed(bench: str, prefix: str, **config: Any) -> Iterator[tuple[
 
 
 def ready(name: str, tools: Sequence[str] = ()) -> Path | None:
-    """The peers' bin directory once ``taskset`` and ``tools`` are on PATH; None after saying what is missing.
+    """The peers' bin directory once ``setsid``, ``taskset`` and ``tools`` are on PATH; None after saying what is
+    missing.
     The bench is :func:`guard`-ed from here on."""
     guard()
-    missing = [t for t in ("taskset", *tools) if shutil.which(t) is None]
+    missing = [t for t in ("setsid", "taskset", *tools) if shutil.which(t) is None]
     if missing:
         print(f"{name}: needs {', '.join(missing)} on PATH")
         return None
@@ -153,9 +155,16 @@ def ready(name: str, tools: Sequence[str] = ()) -> Path | None:
         return None
 
 
-def pin(cpu: int | None) -> list[str]:
-    """The ``taskset`` prefix that places a process on ``cpu`` (None: nothing, unpinned)."""
-    return [] if cpu is None else ["taskset", "-c", str(cpu)]
+def place(cpu: int | None) -> list[str]:
+    """The prefix that starts one end of a tool as a user's shell or an agent daemon would: in a session of its
+    own, under ``taskset`` on ``cpu`` (None: unpinned).
+
+    With the scheduler's autogroups on (``kernel.sched_autogroup_enabled``, processes in the root cpu cgroup)
+    each session is one group with one share: ends started from the bench's own session would share one
+    group's weight, split across both CPUs, against each busy loop's whole group (``busy_loops`` starts each
+    in its own session), and ran 24-28 % of their CPU to a busy loop's 68 %. Every tool's ends, the
+    engine's and each peer's, start so: like with like."""
+    return ["setsid", "-w", *([] if cpu is None else ["taskset", "-c", str(cpu)])]
 
 
 def placement(text: str) -> tuple[int | None, int | None]:
@@ -333,5 +342,5 @@ def summary_line(results: list[bool | None]) -> None:
 
 
 __all__ = ["ENGINE", "SCORE_ENV", "Engine", "PeerMissing", "arguments", "busy_note", "each_rep_extreme", "leading",
-           "peer_bin", "pin", "placement", "ready", "reps", "rotated", "score", "summary_line", "table", "verdict",
+           "peer_bin", "place", "placement", "ready", "reps", "rotated", "score", "summary_line", "table", "verdict",
            "where"]

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from bench.bench_stream import engine_stream
-from bench.common import Engine, arguments, busy_note, each_rep_extreme, leading, pin, rotated, table, verdict, where
+from bench.common import Engine, arguments, busy_note, each_rep_extreme, leading, place, rotated, table, verdict, where
 from tests import netns
 from tests.testbed.delayrun import busy_loops
 
@@ -45,7 +45,7 @@ def main() -> int:
     busy = contextlib.ExitStack()
     busy.enter_context(busy_loops(args.busy))
     try:
-        engine = Engine(pair, workdir, server_prefix=pin(cpus[1]))
+        engine = Engine(pair, workdir, server_prefix=place(cpus[1]))
         time.sleep(0.3)
         print(f"# the engine against 3 copies of itself: 4 bbr flows on one worker, {args.dur:g} s runs, {args.reps} "
               f"interleaved reps, veth pair, {where(cpus)}; shared noisy 2-vCPU machine")

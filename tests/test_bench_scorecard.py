@@ -97,3 +97,22 @@ def test_against_copies_of_itself_the_best_of_each_rep_reads_low_and_the_leading
     chosen = statistics.median(e / b for e, b in zip(runs["engine"], runs[best]))
     assert each_rep < 0.93  # (the expected maximum of three is about 0.85 sd above the mean)
     assert abs(chosen - 1.0) < 0.02
+
+
+def test_a_tool_end_the_benches_start_runs_in_a_session_and_autogroup_of_its_own_on_its_cpu():
+    """``common.place``: a peer's end or the engine's starts as from a shell of its own. With autogroups on, a
+    session is one share of the CPU: ends sharing the bench's session would split one share against each busy
+    loop's whole one (``busy_loops`` starts each in its own session)."""
+    import os
+    import subprocess
+
+    probe = "cat /proc/self/autogroup; cut -d' ' -f6 /proc/$$/stat; echo $$; grep Cpus_allowed_list /proc/$$/status"
+    out = subprocess.run([*common.place(0), "sh", "-c", probe], capture_output=True, text=True, timeout=10,
+                         check=True).stdout.split("\n")
+    group, sid, pid, cpus = out[0], int(out[1]), int(out[2]), out[3].split()[-1]
+    assert sid == pid != os.getsid(0) and cpus == "0"
+    if open("/proc/sys/kernel/sched_autogroup_enabled").read().strip() == "1":
+        assert group.split()[0] != open("/proc/self/autogroup").read().split()[0]
+    unpinned = subprocess.run([*common.place(None), "sh", "-c", "cut -d' ' -f6 /proc/$$/stat; echo $$"],
+                              capture_output=True, text=True, timeout=10, check=True).stdout.split()
+    assert unpinned[0] == unpinned[1]

@@ -25,13 +25,18 @@ root).
   thread, for all 4 flows at each end; iperf3 is multi-threaded from 3.16
   on), ``tcp_stream -F 4 -T 1`` (neper: 4 flows on one thread at each end,
   ``-B 512K`` for its writes and reads, its default MSG_MORE on every send)
-  and 4 netperf processes started together (a netserver child each). Each
-  case also prints the engine over the best peer: the peer with the highest
-  median goodput over the reps, the ratio taken per rep against it (the best
-  of the three afresh in each rep, printed too, is biased low: see
-  ``bench/stream_null.py``). With busy loops and several flows the best peer
-  is iperf3 or neper, one process at each end as the engine's one worker:
-  several netperf processes would get a CPU share each.
+  and 4 netperf processes started together from one shell (one session, as
+  a user's script; a netserver child each, in netserver's session). Beside
+  busy loops each tool's end is one autogroup share, the 4 netperf processes
+  as the engine's one worker. Each case also prints the engine over the best
+  peer: the peer with the highest median goodput over the reps, the ratio
+  taken per rep against it (the best of the three afresh in each rep,
+  printed too, is biased low: see ``bench/stream_null.py``). With several
+  flows the best peer is iperf3 or neper (every flow on one thread at each
+  end, as the engine's one worker), and the 4 netperf processes (4 blocking
+  senders) meet the engine with a client worker per flow (``engine x4``,
+  ``--workers 4``; its server still one worker on its one CPU, netserver 4
+  children).
 - socket options: none of the tools sets buffers, pacing or TCP_NODELAY on
   its data sockets here (iperf3 sets TCP_NODELAY on its control connection
   only); each sets the congestion control.
@@ -66,6 +71,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -109,27 +115,31 @@ def iperf3(pair: netns.VethPair, dur: float, ca: str, flows: int, cpus: Cpus, wr
 
 def netperf(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows: int, cpus: Cpus,
             write: int | None) -> Reading:
-    """Summed receiver goodput (bit/s) of ``flows`` netperf TCP_STREAM processes started together (CPU not read)."""
+    """Summed receiver goodput (bit/s) of ``flows`` netperf TCP_STREAM processes started together from one
+    shell, as a user's script would (one session: beside busy loops, one autogroup share as the engine's
+    one worker has; netserver's children share its session too); CPU not read."""
     test = ["-k", "THROUGHPUT,THROUGHPUT_UNITS,LOCAL_BYTES_SENT,REMOTE_BYTES_RECVD,LOCAL_TRANSPORT_RETRANS",
             "-K", f"{ca},{ca}"]
     if write:
         test += ["-m", str(write), "-M", str(RECV_SIZE)]
-    argv = [*place(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865", "-t", "TCP_STREAM",
-            "-l", str(int(dur)), "-P", "0", "--", *test]
-    procs = [pair.popen(pair.a, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(flows)]
+    cmd = shlex.join([str(bin_dir / "netperf"), "-H", pair.addr_b, "-p", "12865", "-t", "TCP_STREAM",
+                      "-l", str(int(dur)), "-P", "0", "--", *test])
     total = 0.0
     received = 0
     retrans: float = 0
-    for proc in procs:
-        out, err = proc.communicate(timeout=dur + 30)
-        keys = keyvals(out)
-        if proc.returncode or keys.get("THROUGHPUT_UNITS") != "10^6bits/s":
-            raise RuntimeError(f"netperf failed: {out[-300:]} {err[-300:]}")
-        # THROUGHPUT counts the bytes sent: scaled to the receiver's over the same elapsed time
-        total += float(keys["THROUGHPUT"]) * 1e6 * int(keys["REMOTE_BYTES_RECVD"]) / int(keys["LOCAL_BYTES_SENT"])
-        received += int(keys["REMOTE_BYTES_RECVD"])
-        retrans += int(keys["LOCAL_TRANSPORT_RETRANS"]) if "LOCAL_TRANSPORT_RETRANS" in keys else NAN
+    with tempfile.TemporaryDirectory(prefix="bench_netperf") as tmp:
+        script = "".join(f"({cmd} > {tmp}/{i}.out 2> {tmp}/{i}.err; echo $? > {tmp}/{i}.rc) & "
+                         for i in range(flows)) + "wait"
+        pair.run(pair.a, [*place(cpus[0]), "sh", "-c", script], timeout=dur + 30)
+        for i in range(flows):
+            out, err, rc = (Path(tmp, f"{i}.{ext}").read_text() for ext in ("out", "err", "rc"))
+            keys = keyvals(out)
+            if rc.strip() != "0" or keys.get("THROUGHPUT_UNITS") != "10^6bits/s":
+                raise RuntimeError(f"netperf failed (exit {rc.strip()}): {out[-300:]} {err[-300:]}")
+            # THROUGHPUT counts the bytes sent: scaled to the receiver's over the same elapsed time
+            total += float(keys["THROUGHPUT"]) * 1e6 * int(keys["REMOTE_BYTES_RECVD"]) / int(keys["LOCAL_BYTES_SENT"])
+            received += int(keys["REMOTE_BYTES_RECVD"])
+            retrans += int(keys["LOCAL_TRANSPORT_RETRANS"]) if "LOCAL_TRANSPORT_RETRANS" in keys else NAN
     return total, None, retrans / (received / 1e9) if received else NAN
 
 
@@ -245,13 +255,17 @@ def main() -> int:
             if args.case and not any(text in label for text in args.case):
                 continue
             write = SEND_CHUNK if same else None
-            runs: dict[str, list[Reading]] = {"engine": [], "iperf3": [], "netperf": [], "neper": []}
             tools = {
                 "engine": lambda: engine_stream(engine, args.dur, ca, n, cpus),
                 "iperf3": lambda: iperf3(pair, args.dur, ca, n, cpus, write),
                 "netperf": lambda: netperf(pair, bin_dir, args.dur, ca, n, cpus, write),
                 "neper": lambda: neper_stream(pair, bin_dir, args.dur, ca, n, cpus, write),
             }
+            # n netperf processes are n blocking senders: their like is the engine with a client worker per flow
+            many = f"engine x{n}"
+            if n > 1:
+                tools[many] = lambda: engine_stream(engine, args.dur, ca, n, cpus, workers=n)
+            runs: dict[str, list[Reading]] = {name: [] for name in tools}
             for rep in range(args.reps):
                 for name in rotated(list(tools), rep):
                     runs[name].append(tools[name]())
@@ -261,19 +275,19 @@ def main() -> int:
             table(f"{label}  [vs {peers}]", {k: [v[0] / 1e9 for v in vals] for k, vals in runs.items()}, ".2f")
             others = ("iperf3", "netperf", "neper")
             for peer in others:
-                results.append(verdict(f"engine / {peer}", [v[0] for v in runs["engine"]], [v[0] for v in runs[peer]],
+                mine = many if peer == "netperf" and n > 1 else "engine"
+                results.append(verdict(f"{mine} / {peer}", [v[0] for v in runs[mine]], [v[0] for v in runs[peer]],
                                        ">=", 1.0 if same else None))
             # the best peer is a tool, chosen by its median over the reps (common.leading); the best of the three
             # afresh in each rep is biased against the engine (an engine against copies of itself reads 0.94 so).
-            # Beside busy loops, several netperf processes get a CPU share each against one busy loop's, the engine
-            # and the other peers one: there the best peer is one that runs one process per end.
-            alike = ("iperf3", "neper") if args.busy and n > 1 else others
+            # Several flows on one worker: the best of the peers that also run them on one thread at each end.
+            alike = ("iperf3", "neper") if n > 1 else others
             best = leading({p: [v[0] for v in runs[p]] for p in alike})
             print(f"  best peer (highest median goodput of {', '.join(alike)}): {best}")
             results.append(verdict("engine / best peer", [v[0] for v in runs["engine"]],
                                    [v[0] for v in runs[best]], ">=", 1.0 if same else None))
             verdict("engine / best peer of each rep (biased low)", [v[0] for v in runs["engine"]],
-                    each_rep_extreme({p: [v[0] for v in runs[p]] for p in others}), ">=", None)
+                    each_rep_extreme({p: [v[0] for v in runs[p]] for p in alike}), ">=", None)
             cost_lines(runs)
             # no more retransmissions per GB than the peer with the fewest (its median over the reps; not the best
             # goodput's: 4 netperf processes, often the fastest, retransmit 10x more than iperf3 and would flatter)

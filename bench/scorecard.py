@@ -9,8 +9,9 @@ median of the per-repetition ratios with its [min-max] spread and the
 target. The benches run here:
 
 - ``bench_stream --case "4 flows bbr"``: 4 bbr streams on one engine worker
-  against iperf3 ``-P 4``, 4 netperf processes and neper ``-F 4 -T 1`` at the
-  engine's write size; goodput against each peer and the best peer, and
+  against iperf3 ``-P 4`` and neper ``-F 4 -T 1`` and the best of them, 4
+  netperf processes against the engine at a worker per flow, at the
+  engine's write size; goodput against each of these, and
   retransmitted segments per GB against the peer with the fewest (<= 1.0).
 - ``bench_crr`` (client CPU 0, server CPU 1): one TCP_CRR flow closing as
   netperf does (server first) against netperf, and resetting as neper does

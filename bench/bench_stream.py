@@ -34,9 +34,8 @@ root).
   printed too, is biased low: see ``bench/stream_null.py``). With several
   flows the best peer is iperf3 or neper (every flow on one thread at each
   end, as the engine's one worker), and the 4 netperf processes (4 blocking
-  senders) meet the engine with a client worker per flow (``engine x4``,
-  ``--workers 4``; its server still one worker on its one CPU, netserver 4
-  children).
+  senders, a netserver child each) meet the engine with a worker per flow
+  at each end (``engine x4``: client and server ``--workers 4``).
 - socket options: none of the tools sets buffers, pacing or TCP_NODELAY on
   its data sockets here (iperf3 sets TCP_NODELAY on its control connection
   only); each sets the congestion control.
@@ -181,12 +180,14 @@ def neper_stream(pair: netns.VethPair, bin_dir: Path, dur: float, ca: str, flows
     return rate, cpu / gb, retrans / gb
 
 
-def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus, workers: int = 1) -> Reading:
+def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus, workers: int = 1,
+                  server_workers: int = 1) -> Reading:
     """Receiver goodput: the server ends' bytes received over their durations, summed over flows; CPU per GB.
 
     A flow end's CPU is its worker process's over the flow: the client's flows
     of one worker (dealt as the client deals them) count once, as do the
-    server's (one process when pinned to one CPU; unpinned, not read).
+    server's (one process when pinned to one CPU; unpinned or with ``server_workers`` > 1, not read: a
+    flow end's summary does not say which of its server's workers ran it).
     """
     ids = [f"a-b-0-{i}" for i in range(flows)]
     sent = engine.run([dict(flow_id=fid, test="TCP_STREAM", dur=dur, ca=ca, interval=0.01) for fid in ids],
@@ -197,7 +198,7 @@ def engine_stream(engine: Engine, dur: float, ca: str, flows: int, cpus: Cpus, w
     rate = sum(s["bytes_rx"] * 8 / s["duration"] for s in got)
     gb = sum(s["bytes_rx"] for s in got) / 1e9
     retrans = sum(engine.client_flow(fid).columns["total_retrans"][-1] for fid in ids) / gb
-    if cpus[1] is None:
+    if cpus[1] is None or server_workers > 1:
         return rate, None, retrans
     client = sum(max(sent[k]["cpu"]["seconds"] for k in ks) for ks in deal(["TCP_STREAM"] * flows, min(workers, flows)))
     server = max(s["cpu"]["seconds"] for s in got)
@@ -261,14 +262,20 @@ def main() -> int:
                 "netperf": lambda: netperf(pair, bin_dir, args.dur, ca, n, cpus, write),
                 "neper": lambda: neper_stream(pair, bin_dir, args.dur, ca, n, cpus, write),
             }
-            # n netperf processes are n blocking senders: their like is the engine with a client worker per flow
+            # n netperf processes are n blocking senders, served by a netserver child each: their like is the
+            # engine with a client worker per flow and a server worker per flow (its own server, for this case)
             many = f"engine x{n}"
+            engines = contextlib.ExitStack()
             if n > 1:
-                tools[many] = lambda: engine_stream(engine, args.dur, ca, n, cpus, workers=n)
+                per_flow = Engine(pair, workdir / many.replace(" ", "-"), server_prefix=place(cpus[1]),
+                                  options=("--workers", str(n)))
+                engines.callback(per_flow.close)
+                tools[many] = lambda: engine_stream(per_flow, args.dur, ca, n, cpus, workers=n, server_workers=n)
             runs: dict[str, list[Reading]] = {name: [] for name in tools}
-            for rep in range(args.reps):
-                for name in rotated(list(tools), rep):
-                    runs[name].append(tools[name]())
+            with engines:
+                for rep in range(args.reps):
+                    for name in rotated(list(tools), rep):
+                        runs[name].append(tools[name]())
             peers = (f"iperf3 -P {n} -l 512K, {n} x netperf -m 512K -M 256K, neper tcp_stream -F {n} -T 1 -B 512K"
                      if same else f"iperf3 -P {n} (-l 128K default), {n} x netperf (default -m/-M), "
                      f"neper -F {n} -T 1 (-B 16K default)")

@@ -105,14 +105,15 @@ def test_a_tool_end_the_benches_start_runs_in_a_session_and_autogroup_of_its_own
     loop's whole one (``busy_loops`` starts each in its own session)."""
     import os
     import subprocess
+    from pathlib import Path
 
     probe = "cat /proc/self/autogroup; cut -d' ' -f6 /proc/$$/stat; echo $$; grep Cpus_allowed_list /proc/$$/status"
     out = subprocess.run([*common.place(0), "sh", "-c", probe], capture_output=True, text=True, timeout=10,
                          check=True).stdout.split("\n")
     group, sid, pid, cpus = out[0], int(out[1]), int(out[2]), out[3].split()[-1]
     assert sid == pid != os.getsid(0) and cpus == "0"
-    if open("/proc/sys/kernel/sched_autogroup_enabled").read().strip() == "1":
-        assert group.split()[0] != open("/proc/self/autogroup").read().split()[0]
+    if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1":
+        assert group.split()[0] != Path("/proc/self/autogroup").read_text().split()[0]
     unpinned = subprocess.run([*common.place(None), "sh", "-c", "cut -d' ' -f6 /proc/$$/stat; echo $$"],
                               capture_output=True, text=True, timeout=10, check=True).stdout.split()
     assert unpinned[0] == unpinned[1]

@@ -131,6 +131,7 @@ def test_every_connection_of_the_c_client_has_the_flows_options_and_no_socket_ou
     never a FIN), and no socket made ahead outlives the call: this process holds no socket after it that it
     did not hold before (other threads of a test worker may close descriptors meanwhile). Loopback, a server
     process (the C loop keeps the GIL)."""
+    import contextlib
     import os
     import socket
     import subprocess
@@ -147,10 +148,8 @@ def test_every_connection_of_the_c_client_has_the_flows_options_and_no_socket_ou
     def sockets() -> set[str]:
         held = set()
         for fd in os.listdir("/proc/self/fd"):
-            try:
+            with contextlib.suppress(FileNotFoundError):  # (closed meanwhile, or the listing's own descriptor)
                 held.add(os.readlink(f"/proc/self/fd/{fd}"))
-            except FileNotFoundError:  # (closed meanwhile, or the listing's own descriptor)
-                pass
         return {link for link in held if link.startswith("socket:")}
 
     server = subprocess.Popen([sys.executable, "-c", """import socket

@@ -113,7 +113,10 @@ def test_a_tool_end_the_benches_start_runs_in_a_session_and_autogroup_of_its_own
     group, sid, pid, cpus = out[0], int(out[1]), int(out[2]), out[3].split()[-1]
     assert sid == pid != os.getsid(0) and cpus == "0"
     if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1":
-        assert group.split()[0] != Path("/proc/self/autogroup").read_text().split()[0]
+        # A process in the boot-time default group reads /proc/self/autogroup empty (CI's pytest did): a placed
+        # end, which called setsid, always shows a group of its own.
+        assert group.startswith("/autogroup-")
+        assert group.split()[0] != (Path("/proc/self/autogroup").read_text().split() or ["default"])[0]
     unpinned = subprocess.run([*common.place(None), "sh", "-c", "cut -d' ' -f6 /proc/$$/stat; echo $$"],
                               capture_output=True, text=True, timeout=10, check=True).stdout.split()
     assert unpinned[0] == unpinned[1]

@@ -256,18 +256,21 @@ def test_guard_only_delay_line_keeps_a_bottleneck_on_a_bare_link(veth_pair, tmp_
         time.sleep(0.05)
     assert proc.poll() is None
 
-    def qdiscs() -> str:
-        return veth_pair.run(veth_pair.a, ["tc", "qdisc", "show", "dev", "veth0"]).stdout
+    def bottleneck() -> str:
+        """The link's qdiscs once the htb root and its bfifo child are both there (the guard installs them with
+        separate ``tc`` calls, so a read between the two sees the root alone), or the last read after 5 s."""
+        deadline = time.monotonic() + 5
+        while True:
+            shown = veth_pair.run(veth_pair.a, ["tc", "qdisc", "show", "dev", "veth0"]).stdout
+            if ("htb" in shown and "limit 120000b" in shown) or time.monotonic() > deadline:
+                return shown
+            time.sleep(0.1)
 
-    deadline = time.monotonic() + 5
-    while "htb" not in qdiscs() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert "htb" in qdiscs() and "limit 120000b" in qdiscs()
+    first = bottleneck()
+    assert "htb" in first and "limit 120000b" in first
     veth_pair.run(veth_pair.a, ["tc", "qdisc", "del", "dev", "veth0", "root"])
-    deadline = time.monotonic() + 5
-    while "htb" not in qdiscs() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert "htb" in qdiscs()
+    again = bottleneck()
+    assert "htb" in again and "limit 120000b" in again
     proc.terminate()
     assert proc.wait(timeout=5) == 0
 

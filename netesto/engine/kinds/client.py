@@ -30,6 +30,7 @@ from netesto.collectors import tcpinfo
 from netesto.engine.core import handshake as hs
 from netesto.engine.kinds.clientrun import ClientRun
 from netesto.engine.kinds.flowend import Worker, describe_error, io_handler
+from netesto.engine.kinds.lowat import ReadMark
 from netesto.engine.core.loop import ERR, IN, OUT, Timer
 from netesto.errors import TrafficError
 from netesto.protocol.flowspec import FlowSpec
@@ -263,6 +264,8 @@ class StreamClient(ClientFlow):
         self.sending = self.spec.test in ("TCP_STREAM", "TCP_BIDIR")
         self.send_only = self.spec.test == "TCP_STREAM"  # alone in its worker it sends in blocking spins
         self.fd = self.sock.fileno()
+        if not self.send_only:
+            ReadMark(self, self.sock).start()
         self.loop.register(self.fd, IN | (OUT if self.sending else 0), self._on_event)
 
     @io_handler

@@ -19,6 +19,7 @@ from netesto.engine.native import crrfast
 from netesto.engine.core import handshake as hs
 from netesto.engine.core.balance import LoadBoard
 from netesto.engine.kinds.flowend import FlowEnd, Worker, describe_error, io_handler
+from netesto.engine.kinds.lowat import ReadMark
 from netesto.engine.core.loop import ERR, IN, OUT, Loop
 from netesto.protocol.flowspec import FlowSpec
 from netesto.vocab import SERVER_SENDS
@@ -175,6 +176,8 @@ class StreamServer(ServerFlow):
 
     def go(self) -> None:
         self.sending = self.spec.test in SERVER_SENDS
+        if self.spec.test != "TCP_MAERTS":
+            ReadMark(self, self.conn).start()
         self.loop.register(self.fd, IN | (OUT if self.sending else 0), self._on_event)
 
     @io_handler

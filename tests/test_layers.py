@@ -249,8 +249,8 @@ ENGINE_WALLS = [
     ("native", set(), "the C loops' faces load the extensions; they know no flow end"),
 ]
 # The bases every test type's ends build on (TCP_STREAM/MAERTS/BIDIR's ends and TCP_CRR's server end live in
-# them), and each other test type's modules in netesto/engine/kinds/.
-KIND_BASES = {"flowend", "clientrun", "client", "serverflow"}
+# them, with their receivers' low-water mark), and each other test type's modules in netesto/engine/kinds/.
+KIND_BASES = {"flowend", "clientrun", "client", "serverflow", "lowat"}
 TEST_TYPES = {"TCP_RR": {"client_rr", "server_rr", "rrgroup"}, "TCP_CRR": {"client_crr"},
               "UDP_STREAM, UDP_RR": {"client_udp", "server_udp"},
               "TCP_RR, TCP_CRR drawn": {"workload", "client_wrr", "client_wcrr", "server_wrr"}}

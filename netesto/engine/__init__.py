@@ -13,7 +13,8 @@ The parts, highest first; each imports only those below it (``sampling`` and
                  (workers); each hands a flow to its test type
     kinds/       the test types: the bases every end builds on (flowend: FlowEnd and its Worker;
                  clientrun, client: a client end, and TCP_STREAM/MAERTS/BIDIR's; serverflow: a
-                 server end, and TCP_STREAM/MAERTS/BIDIR's and TCP_CRR's), then one module per
+                 server end, and TCP_STREAM/MAERTS/BIDIR's and TCP_CRR's; lowat: their receivers'
+                 low-water mark), then one module per
                  other end (client_rr, server_rr, rrgroup; client_crr; client_udp, server_udp),
                  none importing another test type's
     sampling/    every flow end sampled on its grid: sampler, flowrecord, records, histogram

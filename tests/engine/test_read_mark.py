@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from netesto.engine.kinds.lowat import MARK_MAX, MARK_MIN, PERIOD, SHARE, mark_for
+from netesto.engine.kinds.lowat import MARK_MAX, MARK_MIN, PERIOD, PERIOD_MIN, SHARE, look_every, mark_for
 
 from .test_engine import Server, ends, run_client, spec, terminal
 
@@ -24,6 +24,9 @@ def test_the_mark_is_a_sixteenth_of_an_interval_s_bytes_between_its_bounds():
     rates = [1e5 * 1.5**k for k in range(40)]
     marks = [mark_for(r, 0.01) for r in rates]
     assert marks == sorted(marks)
+    # a look a row, so bytes held when the rate falls are read a row later at most; never closer than 10 ms
+    assert look_every(0.02) == 0.02 and look_every(0.01) == PERIOD_MIN == look_every(0.001)
+    assert look_every(1.0) == PERIOD == look_every(0)
 
 
 @pytest.mark.netns
@@ -51,6 +54,6 @@ def test_a_fast_paced_flow_s_receiver_raises_its_mark_others_keep_the_default_an
             == tx.columns["app_bytes_tx"][-1]
         assert "read_mark" not in tx.summary  # only a receiving end has one
         marks[fid] = rx.summary["read_mark"]
-    # MARK_MAX needs ~1.1 Gbit/s in one 50 ms look: a veth flow beside two busy loops still moves several
+    # MARK_MAX needs ~1.1 Gbit/s over one look (a 10 ms row): a veth flow beside two busy loops moves several
     assert marks == {fid: want for fid, (*_, want) in flows.items()}, marks
     server.events()

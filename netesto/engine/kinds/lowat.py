@@ -20,9 +20,11 @@ does not pace keeps the kernel's default mark.
 
 A mark holds bytes back from the reader, and so from the flow end's byte
 counter, which its rows record. To keep that in bounds the mark is at most what
-arrives in :data:`SHARE` of a sampling interval, judged from the bytes read over
-the last :data:`PERIOD`. A slow flow keeps the one-byte mark. Lowering the mark
-wakes a reader that already has enough queued (``tcp_set_rcvlowat``). The
+arrives in :data:`SHARE` of a sampling interval, judged from the bytes read since
+the last look. A slow flow keeps the one-byte mark. The looks come once a row,
+10 to 50 ms apart (:func:`look_every`): when the rate falls, the bytes a mark
+still holds are read at the next look, at most a row later, because lowering
+the mark wakes a reader that has enough queued (``tcp_set_rcvlowat``). The
 kernel also wakes the reader when the window is nearly closed, under memory
 pressure, or at the peer's FIN.
 """
@@ -38,7 +40,8 @@ if TYPE_CHECKING:
 
 MARK_MAX = 1 << 17  # bytes: two 64 KiB GSO packets and a margin (64 KiB and 128 KiB measured alike with bbr)
 MARK_MIN = 1 << 14  # bytes: a smaller mark would be the default's one byte in all but name
-PERIOD = 0.05  # s between two looks at the rate read
+PERIOD = 0.05  # s between two looks at the rate read, at most
+PERIOD_MIN = 0.01  # s: the least, for rows this close or closer
 SHARE = 1 / 16  # of a sampling interval's bytes, at most, held back by the mark
 
 
@@ -48,6 +51,12 @@ def mark_for(read_per_s: float, interval: float) -> int:
     to :data:`MARK_MAX`."""
     held = int(read_per_s * (interval if interval > 0 else PERIOD) * SHARE)
     return 1 if held < MARK_MIN else min(MARK_MAX, held)
+
+
+def look_every(interval: float) -> float:
+    """Seconds between two looks for rows every ``interval`` s (0: none): one a row, within
+    [:data:`PERIOD_MIN`, :data:`PERIOD`]."""
+    return min(PERIOD, max(PERIOD_MIN, interval)) if interval > 0 else PERIOD
 
 
 def paced_sender(end: FlowEnd) -> bool:
@@ -64,7 +73,7 @@ class ReadMark:
     ``end.timers`` each time). The highest mark set goes into the end's summary as ``read_mark`` (bytes;
     1: the kernel's default throughout)."""
 
-    __slots__ = ("end", "sock", "mark", "rx", "at")
+    __slots__ = ("end", "sock", "mark", "rx", "at", "every")
 
     def __init__(self, end: FlowEnd, sock: socket.socket) -> None:
         self.end = end
@@ -72,10 +81,11 @@ class ReadMark:
         self.mark = 1
         self.rx = end.rx
         self.at = time.monotonic()
+        self.every = look_every(float(end.spec.interval or 0))
 
     def start(self) -> None:
         self.end.extra["read_mark"] = 1
-        self.end.loop.call_later(PERIOD, self._first)
+        self.end.loop.call_later(self.every, self._first)
 
     def _first(self) -> None:
         if not self.end.finished and paced_sender(self.end):
@@ -96,7 +106,8 @@ class ReadMark:
                 return  # closed meanwhile: the flow end is ending
             self.mark = mark
             end.extra["read_mark"] = max(mark, end.extra["read_mark"])
-        end.loop.call_at(now + PERIOD, self._look)
+        end.loop.call_at(now + self.every, self._look)
 
 
-__all__ = ["MARK_MAX", "MARK_MIN", "PERIOD", "SHARE", "ReadMark", "mark_for", "paced_sender"]
+__all__ = ["MARK_MAX", "MARK_MIN", "PERIOD", "PERIOD_MIN", "SHARE", "ReadMark", "look_every", "mark_for",
+           "paced_sender"]

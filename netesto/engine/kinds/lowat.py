@@ -73,7 +73,7 @@ class ReadMark:
     ``end.timers`` each time). The highest mark set goes into the end's summary as ``read_mark`` (bytes;
     1: the kernel's default throughout)."""
 
-    __slots__ = ("end", "sock", "mark", "rx", "at", "every")
+    __slots__ = ("end", "sock", "mark", "rx", "at", "interval", "every")
 
     def __init__(self, end: FlowEnd, sock: socket.socket) -> None:
         self.end = end
@@ -81,7 +81,8 @@ class ReadMark:
         self.mark = 1
         self.rx = end.rx
         self.at = time.monotonic()
-        self.every = look_every(float(end.spec.interval or 0))
+        self.interval = float(end.spec.interval or 0)
+        self.every = look_every(self.interval)
 
     def start(self) -> None:
         self.end.extra["read_mark"] = 1
@@ -98,7 +99,7 @@ class ReadMark:
         now = time.monotonic()
         rate = (end.rx - self.rx) / max(now - self.at, 1e-6)
         self.rx, self.at = end.rx, now
-        mark = mark_for(rate, float(end.spec.interval or 0))
+        mark = mark_for(rate, self.interval)
         if mark != self.mark:
             try:
                 self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, mark)

@@ -122,6 +122,12 @@ def start_lateness(started: dict) -> float:
     return max(0.0, started["ready"] - started["start_at"])
 
 
+# How late past its instant a ready client may start when the suite's other xdist workers share the CPUs:
+# one was preempted 0.26 s (test_engine_start), another 0.10 s (the ca test below). A start held back by
+# anything else (the server, a lost marker) is seconds late, so the slack still tells the two apart.
+LOADED_SLACK = 0.5
+
+
 def terminal(events: list[dict]) -> dict[str, dict]:
     return {e["flow"]: e for e in events if e["event"] in ("done", "error")}
 
@@ -227,8 +233,8 @@ def test_congestion_control_is_what_was_asked(veth_pair, tmp_path):
     assert code == 0, events
     started = [e for e in events if e["event"] == "started"]
     assert len(started) == 3
-    for e in started:  # together at the instant (or, on a machine too loaded to be ready by then, at once)
-        assert e["start_at"] == start_at and 0 <= e["skew"] < start_lateness(e) + 0.05, e
+    for e in started:  # at the instant (or, on a machine too loaded to be ready by then, at once)
+        assert e["start_at"] == start_at and 0 <= e["skew"] < start_lateness(e) + LOADED_SLACK, e
     for s in specs:
         cli, srv = ends(tmp_path, s["flow_id"])
         assert cli.header["start_wall"] >= start_at

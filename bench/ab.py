@@ -99,8 +99,10 @@ def base_tree(base: str) -> Iterator[Path]:
     work = Path(tempfile.mkdtemp(prefix="netesto-ab-"))
     tree = work / "tree"
     try:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--quiet", "--detach", str(tree),
-                        rev.stdout.strip()], check=True)
+        add = subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--quiet", "--detach", str(tree),
+                              rev.stdout.strip()], capture_output=True, text=True)
+        if add.returncode != 0:
+            raise SystemExit(f"bench.ab: cannot check {base} out into {tree}: {add.stderr.strip()[-300:]}")
         build = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
                                capture_output=True, text=True)
         if build.returncode != 0:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections import Counter
 
 import pytest
 
+from netesto.engine.core import handshake as hs
 from netesto.engine.core.balance import LoadBoard
+from netesto.engine.core.loop import Loop
+from netesto.engine.serve.accept import ServerWorker, TokenSet
 from tests.engine.test_engine import Server, ends, run_client, spec
 
 
@@ -43,6 +47,63 @@ def test_board_is_shared_across_fork():
         os._exit(0)
     os.waitpid(pid, 0)
     assert board.load(1) == 5 and board.load(0) == 1
+
+
+class Watched(ServerWorker):
+    """A server worker that notes, as each hello's flow is set up, the load the board shows for it."""
+
+    def __init__(self, tmp_path, board: LoadBoard, index: int, inbox: socket.socket | None = None) -> None:
+        self.listener_sock = socket.create_server(("127.0.0.1", 0))
+        super().__init__(Loop(), str(tmp_path / str(index)), lambda event: None, self.listener_sock, TokenSet())
+        self.set_peers(index, inbox, {}, board)
+        self.seen: list[int] = []
+        self.clients: list[socket.socket] = []
+
+    def hello(self, conn: socket.socket, hello: hs.Hello) -> None:
+        assert self.board is not None
+        self.seen.append(self.board.load(self.index))
+        super().hello(conn, hello)
+
+    def connection(self) -> socket.socket:
+        """The server side of a fresh connection to this worker's listener (the client side kept)."""
+        self.clients.append(socket.create_connection(self.listener_sock.getsockname()))
+        conn, _ = self.listener_sock.accept()
+        conn.setblocking(False)
+        return conn
+
+    def close(self) -> None:
+        for c in self.clients:
+            c.close()
+        self.loop.run(lambda: not self.flows)  # each flow ends at its client's EOF
+        self.listener_sock.close()
+
+
+def test_a_hello_counts_on_the_board_while_its_flow_is_set_up(tmp_path):
+    """Kept by the worker that accepted it, or handed to another, a hello's flow is counted on the board
+    from its choice on: placed while it was set up (a few ms of files opened), a flow arriving at
+    another worker of the same burst saw this one's worker idle and could join it there."""
+    board = LoadBoard(2)
+    fields = {"test": "TCP_STREAM", "dur": 5, "interval": 0.01, "kind": "main"}
+    inbox, outbox = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    kept, handed = Watched(tmp_path, board, 0), Watched(tmp_path, board, 1, inbox)
+    try:
+        raw = hs.encode_hello({**fields, "flow": "a-b-0-0"})
+        kept.route_hello(kept.connection(), hs.decode_hello(raw), raw)  # both idle: kept where it came
+        assert kept.seen == [1] and board.load(0) == 1 and len(kept.flows) == 1  # counted, then live
+        assert board.choose(1) == 1  # the next flow goes to the idle worker
+        raw = hs.encode_hello({**fields, "flow": "a-b-0-1"})
+        conn = handed.connection()
+        socket.send_fds(outbox, [b"H" + raw], [conn.fileno()])  # (what worker 0 does when it hands a hello over)
+        conn.close()
+        board.hand(0, 1)
+        handed.loop.run(lambda: bool(handed.flows))  # the inbox is read, the flow set up
+        assert handed.seen == [1] and board.load(1) == 1 and board.load(0) == 1
+    finally:
+        kept.close()
+        handed.close()
+        inbox.close()
+        outbox.close()
+    assert board.load(0) == board.load(1) == 0
 
 
 @pytest.mark.netns

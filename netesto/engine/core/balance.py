@@ -10,8 +10,10 @@ Every slot has exactly one writer, so no lock is needed and a stale read costs
 at most one unbalanced flow:
 
 - ``live[i]``: flows worker ``i`` runs now (written by ``i``);
-- ``handed[i][j]``: hellos ``i`` has handed to ``j`` so far (written by ``i``);
-- ``received[j]``: hellos ``j`` has received from the others so far (written by ``j``);
+- ``handed[i][j]``: hellos ``i`` has handed to ``j`` so far, ``handed[i][i]`` those
+  it kept (written by ``i``);
+- ``received[j]``: hellos handed to ``j`` (by itself too) whose flow ``j`` has set up
+  or refused so far (written by ``j``), so a flow being set up counts as on its way;
 - ``crr[i]``: TCP_CRR flows among ``live[i]`` (written by ``i``).
 
 The same mapping holds the CRR table: :data:`CRR_SLOTS` entries per worker

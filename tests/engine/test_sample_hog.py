@@ -124,5 +124,11 @@ def test_a_worker_held_off_its_cpu_longer_than_64_points_of_a_1_ms_grid_keeps_ev
         flow = read_flow(tmp_path / "cli" / "0" / "flows" / f"{spec['flow_id']}.client.nflow")
         stats = tick_stats(flow)
         assert flow.header["tick_backlog"] == backlog(0.001) == 1000
-        assert stats.max >= 200_000 and stats.missed == 0, (spec["test"], flow.rows, stats)
-        assert stats.ticks >= 0.95 * 2.0 / 0.001, (spec["test"], stats)
+        held = stats.max / 1e6  # s: the latest tick, the stop's 250 ms and what the host added
+        assert held >= 0.2, (spec["test"], stats)
+        if held < BACKLOG_SECONDS:  # the promise: held off up to a backlog, no row is given up
+            assert stats.missed == 0, (spec["test"], flow.rows, stats)
+        else:  # the host held it past the backlog beside our stop (a loaded runner once: 1.05 s); then that
+            # gap's points go (its rows could not be owed), and no others
+            assert stats.missed <= held / 0.001 + 1, (spec["test"], flow.rows, stats)
+        assert stats.ticks + stats.missed >= 0.95 * 2.0 / 0.001, (spec["test"], stats)

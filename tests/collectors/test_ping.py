@@ -129,8 +129,11 @@ def test_ping_between_namespaces(veth_pair, tmp_path):
     rtt = list(flow.columns["rtt"])
     assert flow.rows == summary.sent >= 9
     assert all(r > 0 for r in rtt)
-    gaps = [b - a for a, b in zip(flow.columns["t_wall"], flow.columns["t_wall"][1:])]
-    assert 0.15 < sorted(gaps)[len(gaps) // 2] < 0.3
+    t = list(flow.columns["t_wall"])
+    assert all(b >= a for a, b in zip(t, t[1:]))  # a row per reply, in order
+    # stamped by ping (-D) as its replies came, 0.2 s apart, over the run: a loaded runner bunches some of them
+    # (one CI run's median gap was 56 ms), so the span is what is held, not each gap
+    assert 0.5 * 0.2 * (len(t) - 1) < t[-1] - t[0] < 2.5, t
     mono = list(flow.columns["t_mono"])
     assert abs((mono[-1] - mono[0]) - (flow.columns["t_wall"][-1] - flow.columns["t_wall"][0])) < 0.05
 

@@ -126,18 +126,17 @@ def one_run(tree: Path, flow: dict[str, Any], cpus: tuple[int | None, int | None
         pair.close()
 
 
-def report(ours: list[float], theirs: list[float], base: str) -> float:
-    """Print the verdict lines; the median ratio."""
+def report(ours: list[float], theirs: list[float], base: str) -> None:
+    """Print the verdict line: this / BASE over the pairs."""
     ratios = [a / b for a, b in zip(ours, theirs) if b > 0]
     if not ratios:
         print("  no pair gave BASE a reading above 0")
-        return math.nan
+        return
     above = sum(r > 1 for r in ratios)
     below = sum(r < 1 for r in ratios)
     med = statistics.median(ratios)
     print(f"  this / {base}: median {med:.3f} [{min(ratios):.2f}-{max(ratios):.2f}] of {len(ratios)} pairs, "
           f"{above} above 1, {below} below; sign test p = {sign_test(above, below):.3f}")
-    return med
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,22 +156,21 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="netesto-ab-runs-"))
     try:
         with base_tree(args.base) as tree, busy_loops(args.busy):
-            loops = {"this": check_tree(REPO), args.base: check_tree(tree)}
-            print(f"# A/B: this tree ({REPO}) against {args.base} ({tree}); loops: "
-                  + ", ".join(f"{k} {v}" for k, v in loops.items()))
+            trees = {"this": REPO, "base": tree}  # (keyed apart from BASE's name, which could be "this")
+            print(f"# A/B: this tree ({REPO}) against {args.base} ({tree}); loops: this {check_tree(REPO)}, "
+                  f"{args.base} {check_tree(tree)}")
             print(f"# flow {json.dumps({k: v for k, v in flow.items() if k != 'flow_id'})}, {where(args.cpus)}, "
                   f"a fresh veth pair per run\n{busy_note(args.busy)}")
             rr = flow["test"].endswith("RR")
             unit, scale, fmt = ("transactions/s", 1.0, ".0f") if rr else ("Gbit/s", 1e-9, ".3f")
-            trees = {"this": REPO, args.base: tree}
             got: dict[str, list[float]] = {name: [] for name in trees}
             print(f"  pair {'this':>14} {args.base[:14]:>14}   ({unit})")
             for i in range(args.pairs):
                 for name in rotated(list(trees), i):
                     got[name].append(one_run(trees[name], flow, args.cpus, workdir))
-                print(f"  {i + 1:>4} {got['this'][-1] * scale:>14{fmt}} {got[args.base][-1] * scale:>14{fmt}}",
+                print(f"  {i + 1:>4} {got['this'][-1] * scale:>14{fmt}} {got['base'][-1] * scale:>14{fmt}}",
                       flush=True)
-            report(got["this"], got[args.base], args.base)
+            report(got["this"], got["base"], args.base)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -197,8 +197,7 @@ class ServerWorker(ServerHost):
                 try:
                     hello = hs.decode_hello(body)
                 except hs.HandshakeError:
-                    if self.board is not None:
-                        self.board.receive(self.index)
+                    self._taken()
                     conn.close()
                     continue
                 self.serve_counted(conn, hello)
@@ -242,8 +241,12 @@ class ServerWorker(ServerHost):
         try:
             self.hello(conn, hello)
         finally:
-            if self.board is not None:
-                self.board.receive(self.index)
+            self._taken()
+
+    def _taken(self) -> None:
+        """A hello handed here is served or refused: no longer on its way (the board's ``received``)."""
+        if self.board is not None:
+            self.board.receive(self.index)
 
     def _publish_load(self) -> None:
         if self.board is not None:

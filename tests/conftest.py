@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import leftovers  # noqa: E402
 import netns  # noqa: E402
 
 from netesto._importcost import defer_rfc3987_syntax  # noqa: E402
@@ -35,6 +36,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    import os
+
+    os.environ[leftovers.MARK] = str(os.getpid())  # this process's mark on every process its tests start
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -78,6 +82,24 @@ def _signals_as_found() -> Iterator[None]:
             signal.signal(n, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, before[1])
         warnings.warn(f"the test left the signals changed: {before} -> {after} (put back)", stacklevel=1)
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A process the test started that outlives its parent (an agent's engine server, once) fails the test, named
+    with its signal state, and is killed: after the test's own teardown, this run's orphans started during the
+    test get ``LEFTOVER_GRACE`` seconds to end."""
+    import os
+
+    marks = [f"{leftovers.MARK}={os.environ[leftovers.MARK]}", str(tmp_path_factory.getbasetemp()) + os.sep]
+    since = leftovers.now()
+    yield
+    told = leftovers.stop_leftovers(since, marks, LEFTOVER_GRACE)
+    if told:
+        pytest.fail("processes outlived their parent (killed now):\n" + "\n".join(told), pytrace=False)
+
+
+LEFTOVER_GRACE = 10.0  # seconds: an orphan stopping on its own (a server whose agent was killed) takes 1-3
 
 
 @pytest.fixture(autouse=True)

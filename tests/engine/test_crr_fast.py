@@ -239,3 +239,40 @@ def test_the_c_accept_counts_each_join_to_its_own_session_when_sessions_alternat
     assert list(state[b]) == [3, 5, 1, 1]
     assert got == [2, 5, 2, 2]
     assert sorted(len(data) for _, data in rest) == [16 + 1, 16 + 3]  # the short join, the unknown session's
+
+
+def test_a_stop_raised_while_the_c_accept_holds_connections_for_python_is_never_swallowed():
+    """A signal handler that raises (the server's stop) during a crr_accept call that has accepted a
+    connection for Python goes up to the caller: that call used to drop the exception and hand the
+    connection back, and the stop was lost for good (the handler raises once). The connection is
+    closed. A blocking listener keeps the call in accept() until the timer's signal comes."""
+    import signal
+    import socket
+
+    from netesto.engine.core import handshake as hs
+
+    fast = crrfast.ext
+    if fast is None:
+        pytest.skip("the C extension is not built")
+
+    class Stop(BaseException):
+        pass
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stop()
+
+    listener = socket.create_server(("127.0.0.1", 0), backlog=4)
+    hello = socket.create_connection(listener.getsockname())  # not a join: it is Python's
+    hello.sendall(b"a hello")
+    old = signal.signal(signal.SIGALRM, stop)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Stop):
+            fast.crr_accept(listener.fileno(), hs.JOIN_PREFIX, {})  # no deadline: a batch, blocking here
+        hello.settimeout(5)
+        assert hello.recv(64) == b""  # closed by the call
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        hello.close()
+        listener.close()

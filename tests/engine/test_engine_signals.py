@@ -1,4 +1,4 @@
-"""The client's worker processes never outlive the client parent for more than a moment."""
+"""Engine processes never outlive their parent for more than a moment: the client's workers, the server, its workers."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from netesto.engine.serve.workers import STOP_GRACE
+from netesto.engine.core.loop import STOP_GRACE
 from netesto.raw.nflow import read_flow
 
 ENGINE = [sys.executable, "-m", "netesto.engine"]
@@ -96,5 +96,121 @@ def test_a_stuck_worker_is_killed_after_the_grace(tmp_path, loopback_server):
         _wait_gone(pids, 1.0)
     finally:
         for p in pids:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+# The server: its workers never outlive it, nor it its parent, by more than a moment.
+
+BLOCK_TERM = "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})"
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as fh:
+            out += [int(x) for x in fh.read().split()]
+    return out
+
+
+def _catches_term(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as fh:
+        caught = next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
+    return bool(caught >> (signal.SIGTERM - 1) & 1)
+
+
+def _server_workers(server: subprocess.Popen, n: int) -> list[int]:
+    """The server's ``n`` workers, once it has forked them all and handles SIGTERM (passes it on)."""
+    deadline = time.monotonic() + 15
+    while len(found := _children(server.pid)) < n or not _catches_term(server.pid):
+        assert server.poll() is None and time.monotonic() < deadline, "the server's workers did not start"
+        time.sleep(0.02)
+    return found
+
+
+def _server(tmp_path: Path, workers: int, preexec=None) -> subprocess.Popen:
+    server = subprocess.Popen([*ENGINE, "server", "--bind", "127.0.0.1", "--port", "0", "--workers", str(workers),
+                               "--datadir", str(tmp_path / "srv")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, preexec_fn=preexec)
+    assert json.loads(server.stdout.readline())["event"] == "listening"
+    return server
+
+
+def test_a_server_worker_stuck_in_its_stop_is_killed_after_the_grace(tmp_path):
+    # The server waited for its workers with no bound: one that never ended kept it (and the agent
+    # waiting for it) forever.
+    server = _server(tmp_path, 2)
+    workers = _server_workers(server, 2)
+    os.kill(workers[0], signal.SIGSTOP)  # cannot act on the forwarded SIGTERM
+    try:
+        t0 = time.monotonic()
+        server.send_signal(signal.SIGTERM)
+        _, err = server.communicate(timeout=STOP_GRACE + 8)
+        assert time.monotonic() - t0 < STOP_GRACE + 5
+        assert server.returncode == 1
+        assert f"worker {workers[0]} ended with signal SIGKILL" in err
+        assert f"worker {workers[1]}" not in err  # the other one stopped as asked
+        _wait_gone(workers, 1.0)
+    finally:
+        for p in [server.pid, *workers]:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def test_server_workers_whose_server_is_gone_stop_though_its_death_signal_never_came(tmp_path):
+    # SIGTERM blocked (a stand-in for however a death signal is lost): killed, the server left its
+    # workers running with no parent. They check that it is there and stop when it is not.
+    from netesto.engine.serve.server import PARENT_CHECK
+
+    block = lambda: exec(BLOCK_TERM)  # noqa: E731 (inherited through exec and fork)
+    server = _server(tmp_path, 2, preexec=block)
+    workers = _server_workers(server, 2)
+    try:
+        server.kill()
+        server.wait()
+        _wait_gone(workers, PARENT_CHECK + 5)
+    finally:
+        for p in workers:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_server_whose_parent_is_gone_stops_though_its_death_signal_never_came(tmp_path, workers):
+    # The agent starts its server with PR_SET_PDEATHSIG: once, under load, a killed agent left its
+    # server and two workers running with no parent. A server that was promised a death signal
+    # (here blocked) stops when it finds its parent gone, its workers with it.
+    from netesto.engine.serve.server import PARENT_CHECK
+
+    starter = subprocess.Popen([sys.executable, "-c", f"""
+import subprocess, sys, time
+from netesto.procs import parent_death_signal
+tie = parent_death_signal()
+def preexec():
+    tie()
+    {BLOCK_TERM}
+server = subprocess.Popen({[*ENGINE, "server", "--bind", "127.0.0.1", "--port", "0", "--workers", str(workers),
+                            "--datadir", str(tmp_path / "srv")]!r}, preexec_fn=preexec)
+print(server.pid, flush=True)
+time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(starter.stdout.readline())
+        listening = json.loads(starter.stdout.readline())  # the server's own first line, on the same pipe
+        assert listening["event"] == "listening" and listening["pid"] == pid
+        procs = [pid]
+        if workers > 1:
+            deadline = time.monotonic() + 15
+            while len(_children(pid)) < workers and time.monotonic() < deadline:
+                time.sleep(0.02)
+            procs += _children(pid)
+        starter.kill()
+        starter.wait()
+        _wait_gone(procs, PARENT_CHECK + STOP_GRACE + 5)
+    finally:
+        if starter.poll() is None:
+            starter.kill()
+            starter.wait()
+        for p in procs if "procs" in locals() else ():
             if _alive(p):
                 os.kill(p, signal.SIGKILL)

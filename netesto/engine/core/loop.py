@@ -8,7 +8,7 @@ import os
 import select
 import signal
 import time
-from typing import Callable
+from typing import Callable, NoReturn
 
 IN = select.EPOLLIN
 OUT = select.EPOLLOUT
@@ -25,14 +25,17 @@ INF = float("inf")
 # comes.
 _ONESHOT = select.EPOLLONESHOT
 TURNS = os.environ.get("NETESTO_LOOP_TURNS", "") != "0"  # 0 (benches' A/B only): level-triggered
+STOP_GRACE = 2.0  # after SIGTERM, a parent's children that have not ended by then are killed
 
 
-def stop_on_signals(make: Callable[[int], BaseException]) -> None:
+def stop_on_signals(make: Callable[[int], BaseException]) -> Callable[[int], NoReturn]:
     """On SIGTERM or SIGINT raise ``make(signum)`` once, and ignore the signals after it.
 
     Ctrl-C reaches a worker twice (from the terminal, and forwarded by its
     parent): a second exception raised while the first is being handled would
-    cut the flows' orderly end short with a traceback.
+    cut the flows' orderly end short with a traceback. Returns ``stop(signum)``,
+    the same stop raised from code (a parent found gone): it raises even after a
+    signal's, whose exception may have been lost, and no signal raises after it.
     """
     fired = False
 
@@ -42,8 +45,14 @@ def stop_on_signals(make: Callable[[int], BaseException]) -> None:
             fired = True
             raise make(signum)
 
+    def stop(signum: int) -> NoReturn:
+        nonlocal fired
+        fired = True
+        raise make(signum)
+
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    return stop
 
 
 class Timer:
@@ -196,4 +205,4 @@ class Loop:
         self._ep.close()
 
 
-__all__ = ["ERR", "IN", "Loop", "OUT", "Timer", "stop_on_signals"]
+__all__ = ["ERR", "IN", "Loop", "OUT", "STOP_GRACE", "Timer", "stop_on_signals"]

@@ -14,16 +14,19 @@ import select
 import signal
 import socket
 import sys
+import time
 import traceback
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NoReturn
 
 from netesto.engine.serve.accept import HANDSHAKE_TIMEOUT, ServerWorker
 from netesto.engine.serve.tokens import TokenSet
 from netesto.engine.core.balance import LoadBoard
 from netesto.engine.kinds.flowend import check_datadir, describe_error, json_line
-from netesto.engine.core.loop import Loop, stop_on_signals
+from netesto.engine.core.loop import STOP_GRACE, Loop, stop_on_signals
 from netesto.errors import TrafficError
-from netesto.procs import die_with_parent
+from netesto.procs import die_with_parent, orphaned
+
+PARENT_CHECK = 1.0  # seconds between a server process's checks that its parent still runs
 
 
 class _Stop(BaseException):
@@ -61,7 +64,7 @@ def _stdout_emit(event: dict[str, Any]) -> None:
 
 
 def _serve_one(listener: socket.socket, datadir: str, tokens: TokenSet,
-               emit: Callable[[dict[str, Any]], None], handshake_timeout: float,
+               emit: Callable[[dict[str, Any]], None], handshake_timeout: float, parent: int,
                index: int = 0, inbox: socket.socket | None = None,
                peers: dict[int, socket.socket] | None = None, board: LoadBoard | None = None,
                sample_duty: float = 0.0) -> None:
@@ -71,12 +74,22 @@ def _serve_one(listener: socket.socket, datadir: str, tokens: TokenSet,
     worker.set_peers(index, inbox, peers or {}, board)
 
     try:  # a signal may arrive while the handlers are being installed
-        stop_on_signals(lambda signum: _Stop())
+        stop = stop_on_signals(lambda signum: _Stop())
+        _watch_parent(loop, parent, stop)
         loop.run(lambda: False)
     except _Stop:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         worker.stop("server stopped")
+
+
+def _watch_parent(loop: Loop, parent: int, stop: Callable[[int], NoReturn]) -> None:
+    """Every :data:`PARENT_CHECK` seconds: ``stop`` if ``parent`` is gone and its death signal has not
+    stopped us (:func:`~netesto.procs.orphaned`)."""
+    sig = orphaned(parent)
+    if sig:
+        stop(sig)
+    loop.call_later(PARENT_CHECK, lambda: _watch_parent(loop, parent, stop))
 
 
 def default_workers() -> int:
@@ -106,11 +119,12 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
     check_datadir(datadir)
     token_set = TokenSet(tokens, token_file)
     workers = default_workers() if workers == 0 else workers
+    owner = os.getppid()  # (had it died already, its death signal would have ended us)
     first = make_listener(bind, port, workers > 1)
     port = first.getsockname()[1]
     emit({"event": "listening", "bind": bind, "port": port, "workers": workers, "pid": os.getpid()})
     if workers == 1:
-        _serve_one(first, datadir, token_set, emit, handshake_timeout, sample_duty=sample_duty)
+        _serve_one(first, datadir, token_set, emit, handshake_timeout, owner, sample_duty=sample_duty)
         return 0
     children = []
     inboxes = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(workers)]
@@ -124,7 +138,7 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
             code = 0
             peers = {j: pair[0] for j, pair in enumerate(inboxes) if j != index}
             try:
-                _serve_one(listener, datadir, token_set, emit, handshake_timeout,
+                _serve_one(listener, datadir, token_set, emit, handshake_timeout, parent,
                            index, inboxes[index][1], peers, board, sample_duty)
             except BaseException:  # say what ended this worker: its exit status alone cannot
                 traceback.print_exc()
@@ -137,30 +151,57 @@ def serve(bind: str, port: int, datadir: str, *, tokens: Iterable[str] = (),
     for pair in inboxes:
         pair[0].close()
         pair[1].close()
+    return _reap(children, owner)
 
-    def forward(signum: int, frame: object) -> None:
-        for pid in children:
+
+def _reap(children: list[int], owner: int) -> int:
+    """Wait for the workers; 1 if any ended badly.
+
+    A stop (SIGTERM/SIGINT) is passed on to them, and those still running
+    :data:`STOP_GRACE` seconds later are killed: a worker stuck in its stop
+    never keeps the server, and whoever waits for it, forever. A server whose
+    parent ``owner`` is gone without its death signal having stopped it stops
+    as if that signal had come (:func:`~netesto.procs.orphaned`).
+    """
+    stopping: list[float] = []
+
+    def send(sig: int) -> None:
+        for fd in pids:
             try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
+                signal.pidfd_send_signal(fd, sig)
+            except ProcessLookupError:  # ended, not reaped yet
                 pass
 
+    def forward(signum: int, frame: object) -> None:
+        if not stopping:
+            stopping.append(time.monotonic())
+        send(signal.SIGTERM)
+
+    pids = {os.pidfd_open(pid): pid for pid in children}  # (a pidfd polls readable once its process ends)
+    poller = select.poll()
+    for fd in pids:
+        poller.register(fd, select.POLLIN)
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
     status = 0
-    for pid in children:
-        while True:
-            try:
-                _, st = os.waitpid(pid, 0)
-                break
-            except InterruptedError:
-                continue
-        code = os.waitstatus_to_exitcode(st)
-        if code:
-            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
-            print(f"netesto.engine server: worker {pid} ended with {how}", file=sys.stderr, flush=True)
-            status = 1
-    return int(status)
+    killed = False
+    while pids:
+        if stopping and not killed and time.monotonic() >= stopping[0] + STOP_GRACE:
+            send(signal.SIGKILL)
+            killed = True
+        if not stopping and orphaned(owner):
+            forward(signal.SIGTERM, None)
+        for fd, _ in poller.poll(250):  # (ms; retried after a handler, PEP 475)
+            poller.unregister(fd)
+            pid = pids.pop(fd)
+            os.close(fd)
+            _, st = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(st)
+            if code:
+                how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+                print(f"netesto.engine server: worker {pid} ended with {how}", file=sys.stderr, flush=True)
+                status = 1
+    return status
 
 
 __all__ = ["default_workers", "make_listener", "serve"]

@@ -30,12 +30,10 @@ from netesto.engine.kinds.client_udp import UDPClient
 from netesto.engine.kinds.client_wcrr import DrawnCRRClient
 from netesto.engine.kinds.client_wrr import DrawnRRClient
 from netesto.engine.kinds.flowend import FlowEnd, Worker, check_datadir, json_line
-from netesto.engine.core.loop import Loop, stop_on_signals
+from netesto.engine.core.loop import STOP_GRACE, Loop, stop_on_signals
 from netesto.errors import TrafficError
 from netesto.procs import die_with_parent, precise_timers
 from netesto.protocol.flowspec import FlowSpec
-
-STOP_GRACE = 2.0  # after SIGTERM, children that have not ended by then are killed
 
 
 CLIENT_TYPES: dict[str, type[ClientFlow]] = {

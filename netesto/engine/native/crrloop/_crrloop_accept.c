@@ -185,7 +185,7 @@ static PyObject *crr_accept(PyObject *self, PyObject *args)
         if (fd < 0) {
             if (errno == EINTR) {
                 cache_drop(&cache); /* (a handler may change the sessions) */
-                if (PyErr_CheckSignals() < 0) goto error;
+                if (PyErr_CheckSignals() < 0) goto stopped;
                 continue;
             }
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EMFILE || errno == ENFILE
@@ -201,7 +201,7 @@ static PyObject *crr_accept(PyObject *self, PyObject *args)
         if (n > 0 && serve_join(fd, crr_scratch, n, magic, sessions, tp, &cache)) {
             if (solo && ++served % CHECK_EVERY == 0) {
                 cache_drop(&cache); /* (a handler may change the sessions) */
-                if (PyErr_CheckSignals() < 0) goto error;
+                if (PyErr_CheckSignals() < 0) goto stopped;
             }
             if (solo && now_ns() >= until) break;
             continue;
@@ -215,6 +215,18 @@ static PyObject *crr_accept(PyObject *self, PyObject *args)
         Py_DECREF(item);
         if (solo) break; /* Python's turn: a hello, or a join it serves */
     }
+    goto done;
+stopped:
+    /* A handler raised (a stop): that is never swallowed below. The connections accepted
+       for Python are closed here, as the stop would close them. */
+    {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(rest); k++)
+            close((int)PyLong_AsLong(PyTuple_GET_ITEM(PyList_GET_ITEM(rest, k), 0)));
+        PyErr_Restore(type, value, tb);
+    }
+    Py_CLEAR(rest);
     goto done;
 error:
     /* the connections not handed to Python yet are closed by their sockets' owners: hand them over */

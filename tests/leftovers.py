@@ -1,0 +1,98 @@
+"""Processes a test left running: orphans it started, found by its run's mark, stopped and named.
+
+A process whose parent is gone (an agent SIGKILLed at teardown, a server it had started) should have gone
+with it. One that is still there, started during the test and marked as this run's (:data:`MARK` in its
+environment, or the run's temporary directory in its command line), is a leak: the test fails with what the
+process was and what it was doing with its signals, and the process is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+MARK = "NETESTO_TEST_WORKER"  # set in each pytest process; every process it starts inherits it
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def now() -> int:
+    """The clock of /proc/PID/stat's start times (ticks since boot)."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * TICKS)
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent, start) of ``pid``; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    fields = data[data.rindex(b")") + 2:].split()
+    return fields[0].decode(), int(fields[1]), int(fields[19])
+
+
+def _read(pid: int, name: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def orphans(since: int, marks: list[str]) -> list[int]:
+    """Processes started at or after ``since`` whose parent is gone, carrying one of ``marks``."""
+    found = []
+    wanted = [m.encode() for m in marks]
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        st = _stat(pid)
+        if st is None or st[1] != 1 or st[2] < since - 1 or st[0] == "Z":
+            continue
+        seen = _read(pid, "environ").split(b"\0") + [_read(pid, "cmdline")]
+        if any(mark in entry for mark in wanted for entry in seen):
+            found.append(pid)
+    return found
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    out = [pid]
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        for child in _read(pid, f"task/{task}/children").split():
+            out += _tree(int(child))
+    return out
+
+
+def describe(pid: int) -> str:
+    """What ``pid`` runs and how it stands with its signals (pending, blocked, ignored, caught)."""
+    cmd = _read(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
+    status = {k: v.strip() for k, _, v in (line.partition(":") for line in _read(pid, "status").decode().splitlines())}
+    sig = " ".join(f"{k}={status.get(k, '?')}" for k in ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
+    wchan = _read(pid, "wchan").decode(errors="replace")
+    return f"pid {pid}: {cmd[:300]} ({sig}; wchan {wchan or '?'})"
+
+
+def stop_leftovers(since: int, marks: list[str], within: float) -> list[str]:
+    """Give this test's orphans ``within`` seconds to end; kill the rest with their children, and describe them."""
+    deadline = time.monotonic() + within
+    left = orphans(since, marks)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = [pid for pid in left if (st := _stat(pid)) is not None and st[0] != "Z" and st[1] == 1]
+    told = []
+    for pid in left:
+        tree = _tree(pid)
+        told += [describe(p) for p in tree]
+        for p in tree:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return told

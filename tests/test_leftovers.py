@@ -1,0 +1,53 @@
+"""The suite's check that no test leaves a process behind (tests/leftovers.py) finds one and stops it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import leftovers
+
+
+ORPHAN = """
+import subprocess
+quiet = subprocess.DEVNULL
+print(subprocess.Popen(["sleep", "30"], stdout=quiet, stderr=quiet, start_new_session=True).pid)
+"""
+
+
+def _orphan(env: dict[str, str]) -> int:
+    """A sleeping process whose parent has exited (its pid)."""
+    out = subprocess.run([sys.executable, "-c", ORPHAN], env=env, capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+def test_an_orphan_carrying_the_runs_mark_is_named_and_killed():
+    since = leftovers.now()
+    mark = f"{leftovers.MARK}=leftover-test-{os.getpid()}"
+    pid = _orphan({**os.environ, leftovers.MARK: mark.split("=", 1)[1]})
+    try:
+        t0 = time.monotonic()
+        told = leftovers.stop_leftovers(since, [mark], within=0.5)
+        assert time.monotonic() - t0 >= 0.5  # it was given the time to end
+        assert len(told) == 1 and told[0].startswith(f"pid {pid}: sleep 30 (State=S") and "SigBlk=" in told[0], told
+        deadline = time.monotonic() + 5
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not os.path.exists(f"/proc/{pid}")
+    finally:
+        if os.path.exists(f"/proc/{pid}"):
+            os.kill(pid, 9)
+
+
+def test_an_orphan_without_the_mark_or_started_before_the_test_is_not_this_tests():
+    env = {k: v for k, v in os.environ.items() if k != leftovers.MARK}
+    pid = _orphan(env)  # someone else's
+    try:
+        since = leftovers.now() + leftovers.TICKS  # ... and one that started before "the test"
+        assert leftovers.orphans(since - 2 * leftovers.TICKS, [f"{leftovers.MARK}={os.environ[leftovers.MARK]}"]) == []
+        assert pid in leftovers.orphans(since - 2 * leftovers.TICKS, ["sleep"])  # found by its command line
+        assert pid not in leftovers.orphans(since, ["sleep"])
+    finally:
+        os.kill(pid, 9)

@@ -13,6 +13,9 @@ import signal
 import time
 
 MARK = "NETESTO_TEST_WORKER"  # set in each pytest process; every process it starts inherits it
+# Orphans by design: chromium's crash handlers leave their parent as they start and end with the browser,
+# which the page tests share until the session ends (tests/plots/browser.py).
+BY_DESIGN = {b"chrome_crashpad_handler"}
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -51,7 +54,10 @@ def orphans(since: int, marks: list[str]) -> list[int]:
         st = _stat(pid)
         if st is None or st[1] != 1 or st[2] < since - 1 or st[0] == "Z":
             continue
-        seen = _read(pid, "environ").split(b"\0") + [_read(pid, "cmdline")]
+        cmdline = _read(pid, "cmdline")
+        if os.path.basename(cmdline.split(b"\0")[0]) in BY_DESIGN:
+            continue
+        seen = _read(pid, "environ").split(b"\0") + [cmdline]
         if any(mark in entry for mark in wanted for entry in seen):
             found.append(pid)
     return found

@@ -63,17 +63,18 @@ def orphans(since: int, marks: list[str]) -> list[int]:
     return found
 
 
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its descendants."""
-    out = [pid]
+def children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (any of its threads); none once it is gone."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return out
-    for task in tasks:
-        for child in _read(pid, f"task/{task}/children").split():
-            out += _tree(int(child))
-    return out
+        return []
+    return [int(child) for task in tasks for child in _read(pid, f"task/{task}/children").split()]
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    return [pid] + [p for child in children(pid) for p in _tree(child)]
 
 
 def describe(pid: int) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from netesto.errors import AgentError
 from tests.agent.agentproc import wait_for
+from tests.leftovers import children
 
 
 def _gone(pid: int) -> bool:
@@ -242,21 +243,14 @@ def test_an_open_server_request_never_restarts_a_server_with_flows_in_flight(age
         assert c.prepare_server(22, "").reused is False  # once they ended it restarts open
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        out += [int(x) for x in open(f"/proc/{pid}/task/{task}/children").read().split()]
-    return out
-
-
 def test_a_server_end_whose_engine_worker_died_does_not_hold_the_experiment_forever(agents, keys, tmp_path):
     # A killed server worker never reports its flows' end: the agent said their server ends
     # were running forever, so status never finished and ack was refused for good.
     agent = agents(keys=keys, extra=("--test-bind", "127.0.0.1"))
     with agent.client() as c:
         _flow_in_flight(c, 23, 30.0)
-        (server,) = [p for p in _children(agent.proc.pid) if b"\x00server\x00" in open(f"/proc/{p}/cmdline", "rb").read()]
-        for worker in _children(server):
+        (server,) = [p for p in children(agent.proc.pid) if b"\x00server\x00" in open(f"/proc/{p}/cmdline", "rb").read()]
+        for worker in children(server):
             os.kill(worker, signal.SIGKILL)
         st = c.wait_flows(23, timeout=20)
         assert st.complete and st.server_running == [] and st.failed == ["h1-h1-1-0"], st

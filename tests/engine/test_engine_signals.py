@@ -14,6 +14,7 @@ import pytest
 
 from netesto.engine.core.loop import STOP_GRACE
 from netesto.raw.nflow import read_flow
+from tests.leftovers import children
 
 ENGINE = [sys.executable, "-m", "netesto.engine"]
 
@@ -105,14 +106,6 @@ def test_a_stuck_worker_is_killed_after_the_grace(tmp_path, loopback_server):
 BLOCK_TERM = "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})"
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as fh:
-            out += [int(x) for x in fh.read().split()]
-    return out
-
-
 def _catches_term(pid: int) -> bool:
     with open(f"/proc/{pid}/status") as fh:
         caught = next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
@@ -122,7 +115,7 @@ def _catches_term(pid: int) -> bool:
 def _server_workers(server: subprocess.Popen, n: int) -> list[int]:
     """The server's ``n`` workers, once it has forked them all and handles SIGTERM (passes it on)."""
     deadline = time.monotonic() + 15
-    while len(found := _children(server.pid)) < n or not _catches_term(server.pid):
+    while len(found := children(server.pid)) < n or not _catches_term(server.pid):
         assert server.poll() is None and time.monotonic() < deadline, "the server's workers did not start"
         time.sleep(0.02)
     return found
@@ -201,9 +194,9 @@ time.sleep(60)
         procs = [pid]
         if workers > 1:
             deadline = time.monotonic() + 15
-            while len(_children(pid)) < workers and time.monotonic() < deadline:
+            while len(children(pid)) < workers and time.monotonic() < deadline:
                 time.sleep(0.02)
-            procs += _children(pid)
+            procs += children(pid)
         starter.kill()
         starter.wait()
         _wait_gone(procs, PARENT_CHECK + STOP_GRACE + 5)

@@ -168,6 +168,35 @@ def test_server_workers_whose_server_is_gone_stop_though_its_death_signal_never_
                 os.kill(p, signal.SIGKILL)
 
 
+STARTER = """
+import subprocess, sys, time
+from netesto.procs import parent_death_signal
+tie = parent_death_signal()
+def preexec():
+    tie()
+    {block}
+print(subprocess.Popen({argv!r}, preexec_fn=preexec).pid, flush=True)
+time.sleep(60)
+"""
+
+
+def _tied_to_a_parent(argv: list[str]) -> tuple[subprocess.Popen, int]:
+    """``argv`` started as the agent starts the engine (a death signal, here blocked) by a parent the test
+    can kill: (that parent, whose stdout the process shares, and the process's pid)."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER.format(block=BLOCK_TERM, argv=argv)],
+                               stdout=subprocess.PIPE, text=True)
+    return starter, int(starter.stdout.readline())
+
+
+def _end(starter: subprocess.Popen, procs: list[int]) -> None:
+    if starter.poll() is None:
+        starter.kill()
+        starter.wait()
+    for p in procs:
+        if _alive(p):
+            os.kill(p, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_server_whose_parent_is_gone_stops_though_its_death_signal_never_came(tmp_path, workers):
     # The agent starts its server with PR_SET_PDEATHSIG: once, under load, a killed agent left its
@@ -175,35 +204,43 @@ def test_a_server_whose_parent_is_gone_stops_though_its_death_signal_never_came(
     # (here blocked) stops when it finds its parent gone, its workers with it.
     from netesto.engine.serve.server import PARENT_CHECK
 
-    starter = subprocess.Popen([sys.executable, "-c", f"""
-import subprocess, sys, time
-from netesto.procs import parent_death_signal
-tie = parent_death_signal()
-def preexec():
-    tie()
-    {BLOCK_TERM}
-server = subprocess.Popen({[*ENGINE, "server", "--bind", "127.0.0.1", "--port", "0", "--workers", str(workers),
-                            "--datadir", str(tmp_path / "srv")]!r}, preexec_fn=preexec)
-print(server.pid, flush=True)
-time.sleep(60)
-"""], stdout=subprocess.PIPE, text=True)
+    starter, pid = _tied_to_a_parent([*ENGINE, "server", "--bind", "127.0.0.1", "--port", "0", "--workers",
+                                      str(workers), "--datadir", str(tmp_path / "srv")])
+    procs = [pid]
     try:
-        pid = int(starter.stdout.readline())
         listening = json.loads(starter.stdout.readline())  # the server's own first line, on the same pipe
         assert listening["event"] == "listening" and listening["pid"] == pid
-        procs = [pid]
-        if workers > 1:
-            deadline = time.monotonic() + 15
-            while len(children(pid)) < workers and time.monotonic() < deadline:
-                time.sleep(0.02)
-            procs += children(pid)
+        deadline = time.monotonic() + 15
+        while len(children(pid)) < (workers if workers > 1 else 0) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        procs += children(pid)
         starter.kill()
         starter.wait()
         _wait_gone(procs, PARENT_CHECK + STOP_GRACE + 5)
     finally:
-        if starter.poll() is None:
-            starter.kill()
-            starter.wait()
-        for p in procs if "procs" in locals() else ():
-            if _alive(p):
-                os.kill(p, signal.SIGKILL)
+        _end(starter, procs)
+
+
+def test_a_client_whose_parent_is_gone_stops_its_flows_though_its_death_signal_never_came(tmp_path,
+                                                                                         loopback_server):
+    # As the server: a client of 30 s flows whose agent died ran them to their end with nobody to
+    # fetch them. It stops them instead: its workers, deaf to SIGTERM here too, are killed after the grace.
+    specs = [dict(flow_id=f"a-b-{i}-0", test="TCP_RR", server="127.0.0.1", port=loopback_server, dur=30.0)
+             for i in range(2)]
+    (tmp_path / "specs.json").write_text(json.dumps(specs))
+    starter, pid = _tied_to_a_parent([*ENGINE, "client", "--specs", str(tmp_path / "specs.json"), "--datadir",
+                                      str(tmp_path / "cli"), "--workers", "2"])
+    procs = [pid]
+    try:
+        started = 0
+        while started < 2:
+            line = starter.stdout.readline()
+            assert line, "the client ended early"
+            started += json.loads(line)["event"] == "started"
+        procs += children(pid)
+        assert len(procs) == 3
+        starter.kill()
+        starter.wait()
+        _wait_gone(procs, STOP_GRACE + 5)  # not the flows' 30 s
+    finally:
+        _end(starter, procs)

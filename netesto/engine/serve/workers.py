@@ -32,7 +32,7 @@ from netesto.engine.kinds.client_wrr import DrawnRRClient
 from netesto.engine.kinds.flowend import FlowEnd, Worker, check_datadir, json_line
 from netesto.engine.core.loop import STOP_GRACE, Loop, stop_on_signals
 from netesto.errors import TrafficError
-from netesto.procs import die_with_parent, precise_timers
+from netesto.procs import die_with_parent, orphaned, precise_timers
 from netesto.protocol.flowspec import FlowSpec
 
 
@@ -184,6 +184,7 @@ def run_client(
                 pass  # nobody listens any more; the flows still finish and write their files
 
     check_datadir(datadir)
+    owner = os.getppid()  # (checked while the flows run: docs/agents.md)
     builtin = [s for s in specs if s.driver == "builtin"]
     drivers = [s for s in specs if s.driver != "builtin"]
     nworkers = max(1, min(workers or 2, len(builtin))) if builtin else 0
@@ -206,10 +207,15 @@ def run_client(
             stopping.append(time.monotonic())
         _signal_all(children, signum)
 
+    def stop_if_orphaned() -> None:
+        # a client whose parent is gone without its death signal having stopped it (netesto.procs.orphaned)
+        if not stopping and orphaned(owner):
+            forward(signal.SIGTERM, None)
+
     old_term = signal.signal(signal.SIGTERM, forward)
     old_int = signal.signal(signal.SIGINT, forward)
     try:
-        return _collect(children, drivers, out, stopping)
+        return _collect(children, drivers, out, stopping, stop_if_orphaned)
     finally:
         signal.signal(signal.SIGTERM, old_term)
         signal.signal(signal.SIGINT, old_int)
@@ -224,12 +230,13 @@ def _signal_all(children: dict[int, tuple[int, list[str]]], signum: int) -> None
 
 
 def _collect(children: dict[int, tuple[int, list[str]]], drivers: Sequence[FlowSpec],
-             out: Callable[[dict[str, Any]], None], stopping: list[float]) -> int:
+             out: Callable[[dict[str, Any]], None], stopping: list[float], tick: Callable[[], None]) -> int:
     """Print the children's events as they come; reap them; 1 if any flow failed.
 
     Once we were told to stop (``stopping`` holds the time), children get
     :data:`STOP_GRACE` seconds to end their flows and write their files; any
     still there then is killed, so none outlives us by more than a moment.
+    ``tick()`` is called at least every 0.25 s until then.
     """
     ended: dict[str, bool] = {}  # flow id -> ok
     bufs = {rfd: b"" for rfd in children}
@@ -241,6 +248,8 @@ def _collect(children: dict[int, tuple[int, list[str]]], drivers: Sequence[FlowS
         if stopping and not killed and time.monotonic() >= stopping[0] + STOP_GRACE:
             _signal_all(children, signal.SIGKILL)
             killed = True
+        if not killed:
+            tick()
         ready, _, _ = select.select(list(open_fds), [], [], timeout)
         for rfd in ready:
             try:

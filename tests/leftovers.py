@@ -3,13 +3,17 @@
 A process whose parent is gone (an agent SIGKILLed at teardown, a server it had started) should have gone
 with it. One that is still there, started during the test and marked as this run's (:data:`MARK` in its
 environment, or the run's temporary directory in its command line), is a leak: the test fails with what the
-process was and what it was doing with its signals, and the process is killed.
+process was and what it was doing with its signals, and the process is killed. :func:`tied_to_a_parent` starts a
+process as the agent does, with a parent a test can kill, to show that it ends even when its death signal does
+not end it.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 MARK = "NETESTO_TEST_WORKER"  # set in each pytest process; every process it starts inherits it
@@ -103,3 +107,26 @@ def stop_leftovers(since: int, marks: list[str], within: float) -> list[str]:
             except ProcessLookupError:
                 pass
     return told
+
+
+# A stand-in for a death signal that never stops its process (a test cannot make the kernel lose one).
+BLOCK_TERM = "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})"
+STARTER = """
+import subprocess, sys, time
+from netesto.procs import parent_death_signal
+tie = parent_death_signal()
+def preexec():
+    tie()
+    {block}
+print(subprocess.Popen({argv!r}, preexec_fn=preexec).pid, flush=True)
+time.sleep(60)
+"""
+
+
+def tied_to_a_parent(argv: list[str]) -> tuple[subprocess.Popen, int]:
+    """``argv`` started as the agent starts its processes (a death signal, here blocked: :data:`BLOCK_TERM`)
+    by a parent the test can kill: (that parent, whose stdout the process shares, and the process's pid)."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER.format(block=BLOCK_TERM, argv=argv)],
+                               stdout=subprocess.PIPE, text=True)
+    assert starter.stdout is not None
+    return starter, int(starter.stdout.readline())

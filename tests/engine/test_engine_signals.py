@@ -14,7 +14,7 @@ import pytest
 
 from netesto.engine.core.loop import STOP_GRACE
 from netesto.raw.nflow import read_flow
-from tests.leftovers import children
+from tests.leftovers import BLOCK_TERM, children, tied_to_a_parent
 
 ENGINE = [sys.executable, "-m", "netesto.engine"]
 
@@ -103,9 +103,6 @@ def test_a_stuck_worker_is_killed_after_the_grace(tmp_path, loopback_server):
 
 # The server: its workers never outlive it, nor it its parent, by more than a moment.
 
-BLOCK_TERM = "import signal; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})"
-
-
 def _catches_term(pid: int) -> bool:
     with open(f"/proc/{pid}/status") as fh:
         caught = next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
@@ -168,26 +165,6 @@ def test_server_workers_whose_server_is_gone_stop_though_its_death_signal_never_
                 os.kill(p, signal.SIGKILL)
 
 
-STARTER = """
-import subprocess, sys, time
-from netesto.procs import parent_death_signal
-tie = parent_death_signal()
-def preexec():
-    tie()
-    {block}
-print(subprocess.Popen({argv!r}, preexec_fn=preexec).pid, flush=True)
-time.sleep(60)
-"""
-
-
-def _tied_to_a_parent(argv: list[str]) -> tuple[subprocess.Popen, int]:
-    """``argv`` started as the agent starts the engine (a death signal, here blocked) by a parent the test
-    can kill: (that parent, whose stdout the process shares, and the process's pid)."""
-    starter = subprocess.Popen([sys.executable, "-c", STARTER.format(block=BLOCK_TERM, argv=argv)],
-                               stdout=subprocess.PIPE, text=True)
-    return starter, int(starter.stdout.readline())
-
-
 def _end(starter: subprocess.Popen, procs: list[int]) -> None:
     if starter.poll() is None:
         starter.kill()
@@ -204,7 +181,7 @@ def test_a_server_whose_parent_is_gone_stops_though_its_death_signal_never_came(
     # (here blocked) stops when it finds its parent gone, its workers with it.
     from netesto.engine.serve.server import PARENT_CHECK
 
-    starter, pid = _tied_to_a_parent([*ENGINE, "server", "--bind", "127.0.0.1", "--port", "0", "--workers",
+    starter, pid = tied_to_a_parent([*ENGINE, "server", "--bind", "127.0.0.1", "--port", "0", "--workers",
                                       str(workers), "--datadir", str(tmp_path / "srv")])
     procs = [pid]
     try:
@@ -228,7 +205,7 @@ def test_a_client_whose_parent_is_gone_stops_its_flows_though_its_death_signal_n
     specs = [dict(flow_id=f"a-b-{i}-0", test="TCP_RR", server="127.0.0.1", port=loopback_server, dur=30.0)
              for i in range(2)]
     (tmp_path / "specs.json").write_text(json.dumps(specs))
-    starter, pid = _tied_to_a_parent([*ENGINE, "client", "--specs", str(tmp_path / "specs.json"), "--datadir",
+    starter, pid = tied_to_a_parent([*ENGINE, "client", "--specs", str(tmp_path / "specs.json"), "--datadir",
                                       str(tmp_path / "cli"), "--workers", "2"])
     procs = [pid]
     try:

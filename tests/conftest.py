@@ -18,6 +18,7 @@ from netesto._importcost import defer_rfc3987_syntax  # noqa: E402
 defer_rfc3987_syntax()  # the test modules that import nbformat: seconds off every worker's collection
 
 _NETNS_OK: bool | None = None
+_RUN_MARK = ""  # NAME=value in the environment of every process this pytest process starts (tests/leftovers.py)
 
 
 def _netns_ok() -> bool:
@@ -38,6 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     import os
 
+    global _RUN_MARK
+    _RUN_MARK = f"{leftovers.MARK}={os.getpid()}"
     os.environ[leftovers.MARK] = str(os.getpid())  # this process's mark on every process its tests start
 
 
@@ -91,10 +94,10 @@ def _no_process_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     test get ``LEFTOVER_GRACE`` seconds to end."""
     import os
 
-    marks = [f"{leftovers.MARK}={os.environ[leftovers.MARK]}", str(tmp_path_factory.getbasetemp()) + os.sep]
+    path = str(tmp_path_factory.getbasetemp()) + os.sep
     since = leftovers.now()
     yield
-    told = leftovers.stop_leftovers(since, marks, LEFTOVER_GRACE)
+    told = leftovers.stop_leftovers(since, _RUN_MARK, path, LEFTOVER_GRACE)
     if told:
         pytest.fail("processes outlived their parent (killed now):\n" + "\n".join(told), pytrace=False)
 

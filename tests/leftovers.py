@@ -47,10 +47,10 @@ def _read(pid: int, name: str) -> bytes:
         return b""
 
 
-def orphans(since: int, marks: list[str]) -> list[int]:
-    """Processes started at or after ``since`` whose parent is gone, carrying one of ``marks``."""
+def orphans(since: int, env: str, path: str) -> list[int]:
+    """Processes started at or after ``since`` whose parent is gone, with ``env`` (``NAME=value``) in their
+    environment or ``path`` in their command line."""
     found = []
-    wanted = [m.encode() for m in marks]
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -61,8 +61,7 @@ def orphans(since: int, marks: list[str]) -> list[int]:
         cmdline = _read(pid, "cmdline")
         if os.path.basename(cmdline.split(b"\0")[0]) in BY_DESIGN:
             continue
-        seen = _read(pid, "environ").split(b"\0") + [cmdline]
-        if any(mark in entry for mark in wanted for entry in seen):
+        if (path and path.encode() in cmdline) or (env and env.encode() in _read(pid, "environ").split(b"\0")):
             found.append(pid)
     return found
 
@@ -90,10 +89,11 @@ def describe(pid: int) -> str:
     return f"pid {pid}: {cmd[:300]} ({sig}; wchan {wchan or '?'})"
 
 
-def stop_leftovers(since: int, marks: list[str], within: float) -> list[str]:
-    """Give this test's orphans ``within`` seconds to end; kill the rest with their children, and describe them."""
+def stop_leftovers(since: int, env: str, path: str, within: float) -> list[str]:
+    """Give this test's :func:`orphans` ``within`` seconds to end; kill the rest with their children, and describe
+    them."""
     deadline = time.monotonic() + within
-    left = orphans(since, marks)
+    left = orphans(since, env, path)
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
         left = [pid for pid in left if (st := _stat(pid)) is not None and st[0] != "Z" and st[1] == 1]

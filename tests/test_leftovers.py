@@ -25,11 +25,12 @@ def _orphan(env: dict[str, str]) -> int:
 
 def test_an_orphan_carrying_the_runs_mark_is_named_and_killed():
     since = leftovers.now()
-    mark = f"{leftovers.MARK}=leftover-test-{os.getpid()}"
-    pid = _orphan({**os.environ, leftovers.MARK: mark.split("=", 1)[1]})
+    value = f"leftover-test-{os.getpid()}"
+    pid = _orphan({**os.environ, leftovers.MARK: value})
     try:
         t0 = time.monotonic()
-        told = leftovers.stop_leftovers(since, [mark], within=0.5)
+        assert leftovers.orphans(since, f"{leftovers.MARK}={value[:-1]}", "/nowhere/") == []  # whole values only
+        told = leftovers.stop_leftovers(since, f"{leftovers.MARK}={value}", "/nowhere/", within=0.5)
         assert time.monotonic() - t0 >= 0.5  # it was given the time to end
         assert len(told) == 1 and told[0].startswith(f"pid {pid}: sleep 30 (State=S") and "SigBlk=" in told[0], told
         deadline = time.monotonic() + 5
@@ -46,8 +47,9 @@ def test_an_orphan_without_the_mark_or_started_before_the_test_is_not_this_tests
     pid = _orphan(env)  # someone else's
     try:
         since = leftovers.now() + leftovers.TICKS  # ... and one that started before "the test"
-        assert leftovers.orphans(since - 2 * leftovers.TICKS, [f"{leftovers.MARK}={os.environ[leftovers.MARK]}"]) == []
-        assert pid in leftovers.orphans(since - 2 * leftovers.TICKS, ["sleep"])  # found by its command line
-        assert pid not in leftovers.orphans(since, ["sleep"])
+        mine = f"{leftovers.MARK}={os.environ[leftovers.MARK]}"
+        assert leftovers.orphans(since - 2 * leftovers.TICKS, mine, "/nowhere/") == []
+        assert pid in leftovers.orphans(since - 2 * leftovers.TICKS, mine, "sleep")  # found by its command line
+        assert pid not in leftovers.orphans(since, mine, "sleep")
     finally:
         os.kill(pid, 9)

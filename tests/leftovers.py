@@ -39,6 +39,12 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
     return fields[0].decode(), int(fields[1]), int(fields[19])
 
 
+def alive(pid: int) -> bool:
+    """``pid`` runs: neither gone nor a zombie (which only its new parent, PID 1 here, can take away)."""
+    st = _stat(pid)
+    return st is not None and st[0] != "Z"
+
+
 def _read(pid: int, name: str) -> bytes:
     try:
         with open(f"/proc/{pid}/{name}", "rb") as fh:
@@ -80,11 +86,16 @@ def _tree(pid: int) -> list[int]:
     return [pid] + [p for child in children(pid) for p in _tree(child)]
 
 
+def status(pid: int) -> dict[str, str]:
+    """/proc/PID/status as a dict ("State", "SigCgt", ...); empty once it is gone."""
+    return {k: v.strip() for k, _, v in (line.partition(":") for line in _read(pid, "status").decode().splitlines())}
+
+
 def describe(pid: int) -> str:
     """What ``pid`` runs and how it stands with its signals (pending, blocked, ignored, caught)."""
     cmd = _read(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
-    status = {k: v.strip() for k, _, v in (line.partition(":") for line in _read(pid, "status").decode().splitlines())}
-    sig = " ".join(f"{k}={status.get(k, '?')}" for k in ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
+    st = status(pid)
+    sig = " ".join(f"{k}={st.get(k, '?')}" for k in ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
     wchan = _read(pid, "wchan").decode(errors="replace")
     return f"pid {pid}: {cmd[:300]} ({sig}; wchan {wchan or '?'})"
 

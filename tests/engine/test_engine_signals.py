@@ -14,7 +14,7 @@ import pytest
 
 from netesto.engine.core.loop import STOP_GRACE
 from netesto.raw.nflow import read_flow
-from tests.leftovers import BLOCK_TERM, children, tied_to_a_parent
+from tests.leftovers import BLOCK_TERM, alive, children, status, tied_to_a_parent
 
 ENGINE = [sys.executable, "-m", "netesto.engine"]
 
@@ -35,14 +35,6 @@ def loopback_server(tmp_path):
             proc.wait()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def _start(tmp_path: Path, port: int) -> tuple[subprocess.Popen, list[int]]:
     """A client with two workers running long flows; returns it and its workers' pids."""
     specs = [dict(flow_id=f"a-b-{i}-0", test="TCP_RR", server="127.0.0.1", port=port, dur=30.0)
@@ -58,17 +50,21 @@ def _start(tmp_path: Path, port: int) -> tuple[subprocess.Popen, list[int]]:
         started += json.loads(line)["event"] == "started"
     pids = [read_flow(tmp_path / "cli" / "0" / "flows" / f"a-b-{i}-0.client.nflow").header["pid"]
             for i in range(2)]
-    assert client.pid not in pids and all(_alive(p) for p in pids)
+    assert client.pid not in pids and all(alive(p) for p in pids)
     return client, pids
+
+
+def _kill_alive(pids: list[int]) -> None:
+    for p in pids:
+        if alive(p):
+            os.kill(p, signal.SIGKILL)
 
 
 def _wait_gone(pids: list[int], within: float) -> float:
     t0 = time.monotonic()
-    while any(_alive(p) for p in pids):
+    while any(alive(p) for p in pids):
         if time.monotonic() - t0 > within:
-            for p in pids:
-                if _alive(p):
-                    os.kill(p, signal.SIGKILL)
+            _kill_alive(pids)
             pytest.fail(f"workers {pids} still alive {within} s after their parent")
         time.sleep(0.02)
     return time.monotonic() - t0
@@ -96,17 +92,13 @@ def test_a_stuck_worker_is_killed_after_the_grace(tmp_path, loopback_server):
         assert client.returncode == 1
         _wait_gone(pids, 1.0)
     finally:
-        for p in pids:
-            if _alive(p):
-                os.kill(p, signal.SIGKILL)
+        _kill_alive(pids)
 
 
 # The server: its workers never outlive it, nor it its parent, by more than a moment.
 
 def _catches_term(pid: int) -> bool:
-    with open(f"/proc/{pid}/status") as fh:
-        caught = next(int(line.split()[1], 16) for line in fh if line.startswith("SigCgt:"))
-    return bool(caught >> (signal.SIGTERM - 1) & 1)
+    return bool(int(status(pid)["SigCgt"], 16) >> (signal.SIGTERM - 1) & 1)
 
 
 def _server_workers(server: subprocess.Popen, n: int) -> list[int]:
@@ -142,9 +134,7 @@ def test_a_server_worker_stuck_in_its_stop_is_killed_after_the_grace(tmp_path):
         assert f"worker {workers[1]}" not in err  # the other one stopped as asked
         _wait_gone(workers, 1.0)
     finally:
-        for p in [server.pid, *workers]:
-            if _alive(p):
-                os.kill(p, signal.SIGKILL)
+        _kill_alive([server.pid, *workers])
 
 
 def test_server_workers_whose_server_is_gone_stop_though_its_death_signal_never_came(tmp_path):
@@ -160,18 +150,14 @@ def test_server_workers_whose_server_is_gone_stop_though_its_death_signal_never_
         server.wait()
         _wait_gone(workers, PARENT_CHECK + 5)
     finally:
-        for p in workers:
-            if _alive(p):
-                os.kill(p, signal.SIGKILL)
+        _kill_alive(workers)
 
 
 def _end(starter: subprocess.Popen, procs: list[int]) -> None:
     if starter.poll() is None:
         starter.kill()
         starter.wait()
-    for p in procs:
-        if _alive(p):
-            os.kill(p, signal.SIGKILL)
+    _kill_alive(procs)
 
 
 @pytest.mark.parametrize("workers", [1, 2])

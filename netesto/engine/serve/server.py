@@ -164,6 +164,7 @@ def _reap(children: list[int], owner: int) -> int:
     as if that signal had come (:func:`~netesto.procs.orphaned`).
     """
     stopping: list[float] = []
+    pids = {os.pidfd_open(pid): pid for pid in children}  # (a pidfd polls readable once its process ends)
 
     def send(sig: int) -> None:
         for fd in pids:
@@ -177,7 +178,6 @@ def _reap(children: list[int], owner: int) -> int:
             stopping.append(time.monotonic())
         send(signal.SIGTERM)
 
-    pids = {os.pidfd_open(pid): pid for pid in children}  # (a pidfd polls readable once its process ends)
     poller = select.poll()
     for fd in pids:
         poller.register(fd, select.POLLIN)

@@ -16,88 +16,31 @@ import subprocess
 import sys
 import time
 
+from netesto.proctable import alive, children, describe, environ, now, pids, read, stat, status, tree
+
+__all__ = ["BLOCK_TERM", "MARK", "alive", "children", "now", "orphans", "status", "stop_leftovers",
+           "tied_to_a_parent"]
+
 MARK = "NETESTO_TEST_WORKER"  # set in each pytest process; every process it starts inherits it
 # Orphans by design: chromium's crash handlers leave their parent as they start and end with the browser,
 # which the page tests share until the session ends (tests/plots/browser.py).
 BY_DESIGN = {b"chrome_crashpad_handler"}
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def now() -> int:
-    """The clock of /proc/PID/stat's start times (ticks since boot)."""
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * TICKS)
-
-
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, parent, start) of ``pid``; None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    fields = data[data.rindex(b")") + 2:].split()
-    return fields[0].decode(), int(fields[1]), int(fields[19])
-
-
-def alive(pid: int) -> bool:
-    """``pid`` runs: neither gone nor a zombie (which only its new parent, PID 1 here, can take away)."""
-    st = _stat(pid)
-    return st is not None and st[0] != "Z"
-
-
-def _read(pid: int, name: str) -> bytes:
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as fh:
-            return fh.read()
-    except OSError:
-        return b""
 
 
 def orphans(since: int, env: str, path: str) -> list[int]:
     """Processes started at or after ``since`` whose parent is gone, with ``env`` (``NAME=value``) in their
     environment or ``path`` in their command line."""
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
+    for pid in pids():
+        st = stat(pid)
+        if st is None or st.parent != 1 or st.start < since - 1 or st.state == "Z":
             continue
-        pid = int(name)
-        st = _stat(pid)
-        if st is None or st[1] != 1 or st[2] < since - 1 or st[0] == "Z":
-            continue
-        cmdline = _read(pid, "cmdline")
+        cmdline = read(pid, "cmdline")
         if os.path.basename(cmdline.split(b"\0")[0]) in BY_DESIGN:
             continue
-        if (path and path.encode() in cmdline) or (env and env.encode() in _read(pid, "environ").split(b"\0")):
+        if (path and path.encode() in cmdline) or (env and env.encode() in environ(pid)):
             found.append(pid)
     return found
-
-
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (any of its threads); none once it is gone."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    return [int(child) for task in tasks for child in _read(pid, f"task/{task}/children").split()]
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its descendants."""
-    return [pid] + [p for child in children(pid) for p in _tree(child)]
-
-
-def status(pid: int) -> dict[str, str]:
-    """/proc/PID/status as a dict ("State", "SigCgt", ...); empty once it is gone."""
-    return {k: v.strip() for k, _, v in (line.partition(":") for line in _read(pid, "status").decode().splitlines())}
-
-
-def describe(pid: int) -> str:
-    """What ``pid`` runs and how it stands with its signals (pending, blocked, ignored, caught)."""
-    cmd = _read(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
-    st = status(pid)
-    sig = " ".join(f"{k}={st.get(k, '?')}" for k in ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
-    wchan = _read(pid, "wchan").decode(errors="replace")
-    return f"pid {pid}: {cmd[:300]} ({sig}; wchan {wchan or '?'})"
 
 
 def stop_leftovers(since: int, env: str, path: str, within: float) -> list[str]:
@@ -107,12 +50,12 @@ def stop_leftovers(since: int, env: str, path: str, within: float) -> list[str]:
     left = orphans(since, env, path)
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = [pid for pid in left if (st := _stat(pid)) is not None and st[0] != "Z" and st[1] == 1]
+        left = [pid for pid in left if (st := stat(pid)) is not None and st.state != "Z" and st.parent == 1]
     told = []
     for pid in left:
-        tree = _tree(pid)
-        told += [describe(p) for p in tree]
-        for p in tree:
+        whole = tree(pid)
+        told += [describe(p) for p in whole]
+        for p in whole:
             try:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:

@@ -139,6 +139,7 @@ class Handlers(ObserveHandlers):
             congestion=congestion_controls(),
             qdiscs=qdiscs(),
             interfaces=interfaces(),
+            stopped_at_start=list(a.stopped_at_start),
         )
 
     def cmd_claim(self, args: ClaimArgs) -> ClaimReply:

@@ -17,6 +17,7 @@ from netesto.agent.config import AgentConfig
 from netesto.agent.control import HostControl
 from netesto.agent.flows import FlowManager
 from netesto.agent.handlers import Handlers
+from netesto.agent.leftovers import mark_children, stop_leftovers
 from netesto.agent.lease import Lease
 from netesto.agent.observe import Observers
 from netesto.agent.links import LinkShaper
@@ -73,6 +74,7 @@ class Agent:
         self.auth: Any = None
         self.endpoint = ""
         self._running = False
+        self.stopped_at_start: list[str] = []  # what an earlier agent left running, stopped (netesto.agent.leftovers)
 
     def bind(self) -> str:
         c = self.config
@@ -339,6 +341,8 @@ class Agent:
 def run(config: AgentConfig, *, agent_class: type[Agent] = Agent) -> int:
     """Serve ``config`` with an ``agent_class`` until SIGTERM or SIGINT; the exit status."""
     agent = agent_class(config)
+    mark_children(config.datadir)
+    agent.stopped_at_start = stop_leftovers(config.datadir)
     agent.bind()
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)

@@ -105,6 +105,10 @@ class Sessions:
             self.emit(Notice(host=name, text=(
                 f"holds unfetched data of earlier experiment(s) {', '.join(left)} "
                 "(collect it with 'netesto run --collect' or netesto.controller.collect)")))
+        if h.info.stopped_at_start:
+            self.emit(Notice(host=name, text=(
+                f"stopped {len(h.info.stopped_at_start)} process(es) an earlier agent left running, as it started: "
+                + "; ".join(h.info.stopped_at_start[:5]) + (" ..." if len(h.info.stopped_at_start) > 5 else ""))))
         if hasattr(client, "on_event"):
             client.on_event(lambda ev, _h=name: self.on_event(_h, ev))
         self.clock(h)

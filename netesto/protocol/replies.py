@@ -111,6 +111,8 @@ class HelloReply(CommandReply):
     congestion: list[str] = _wire(list, items=str, factory=list)  # algorithms a flow may ask for ([]: not said)
     qdiscs: list[str] = _wire(list, items=str, factory=list)  # root qdiscs its kernel can install ([]: not said)
     interfaces: list[str] = _wire(list, items=str, factory=list)  # its network devices ([]: not said)
+    # processes an earlier agent on the host left running, which this one stopped as it started
+    stopped_at_start: list[str] = _wire(list, items=str, factory=list)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,105 @@
+"""What the agent before this one left running: found by the mark its processes carry, stopped at start.
+
+Every process an agent starts (the engine, iperf3, netserver, tcpdump, the collectors, and what they
+start in turn) inherits :data:`MARK`: the agent's pid and start time (:func:`netesto.proctable.identity`)
+and its data directory, which is what makes a restarted agent the same agent. They get SIGTERM when the
+agent dies, and the engine and the collectors also stop when they see their parent gone; but netserver's
+children, a tool that blocks or ignores the signal, or a signal lost in a handler would go on with
+nobody to stop them, serving ports and holding CPUs the next experiment needs. An agent starting on a
+data directory finds the processes marked with that directory whose agent no longer runs, and stops
+them: SIGTERM, so an engine still ends its files (which the new agent then serves) and tcpdump its
+capture, then SIGKILL for any left :data:`GRACE` seconds later. It never touches the processes of an
+agent that runs, nor those of other data directories (other agents on the same host, one per
+namespace, each restarted on its own), nor itself or its ancestors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+from netesto.proctable import ancestors, command, env_value, identity, pids, runs, stat
+
+log = logging.getLogger("netesto.agent")
+
+MARK = "NETESTO_AGENT_ID"  # "PID.START DATADIR" of the agent a process was started under
+GRACE = 3.0  # seconds a SIGTERMed leftover has to end before SIGKILL
+POLL = 0.05
+
+
+def mark(datadir: Path | str, pid: int | None = None) -> str:
+    """The mark of the agent ``pid`` (this process) serving ``datadir``."""
+    return f"{identity(os.getpid() if pid is None else pid)} {Path(datadir).resolve()}"
+
+
+def mark_children(datadir: Path | str) -> str:
+    """Mark every process this agent starts from now on as its own; the mark."""
+    os.environ[MARK] = mine = mark(datadir)
+    return mine
+
+
+def found(datadir: Path | str, me: int | None = None) -> dict[str, str]:
+    """Processes marked with ``datadir`` whose agent no longer runs, by :func:`~netesto.proctable.identity`:
+    the agent each was started under (its identity)."""
+    me = os.getpid() if me is None else me
+    spared = {me, *ancestors(me)}
+    where = str(Path(datadir).resolve())
+    dead: dict[str, bool] = {}
+    left = {}
+    for pid in pids():
+        if pid in spared:
+            continue
+        st = stat(pid)
+        if st is None or st.state == "Z":
+            continue
+        agent, _, theirs = (env_value(pid, MARK) or "").partition(" ")
+        if theirs != where:
+            continue
+        if agent not in dead:
+            dead[agent] = not runs(agent)
+        if dead[agent]:
+            left[f"{pid}.{st.start}"] = agent
+    return left
+
+
+def stop_leftovers(datadir: Path | str, grace: float = GRACE, me: int | None = None) -> list[str]:
+    """Stop what :func:`found` finds; each process stopped, described (pid, command, its agent, how it ended)."""
+    left = found(datadir, me)
+    if not left:
+        return []
+    said = {ident: f"pid {_pid(ident)} ({command(_pid(ident), 120) or '?'}) of agent {_pid(agent)}"
+            for ident, agent in left.items()}
+    for ident in left:
+        _signal(ident, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    running = [ident for ident in left if runs(ident)]
+    while running and time.monotonic() < deadline:
+        time.sleep(POLL)
+        running = [ident for ident in running if runs(ident)]
+    for ident in running:
+        _signal(ident, signal.SIGKILL)
+    told = [said[ident] + (f": killed, still running {grace:g} s after SIGTERM" if ident in running
+                           else ": ended on SIGTERM") for ident in left]
+    for line in told:
+        log.warning("left by an earlier agent, stopped: %s", line)
+    return told
+
+
+def _pid(ident: str) -> int:
+    return int(ident.partition(".")[0])
+
+
+def _signal(ident: str, sig: int) -> None:
+    """Signal the process ``ident`` names, if it still runs (a pid alone may be another's by now)."""
+    if not runs(ident):
+        return
+    try:
+        os.kill(_pid(ident), sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+__all__ = ["GRACE", "MARK", "found", "mark", "mark_children", "stop_leftovers"]

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from netesto import proctable
 from netesto.errors import TestbedError
 
 
@@ -140,26 +141,14 @@ def machine_lock() -> Iterator[None]:
 
 def proc_start_time(pid: int) -> int | None:
     """The kernel start time (clock ticks since boot) of ``pid``, None if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name may contain spaces and ')': fields start after the last ')'.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[19])
+    st = proctable.stat(pid)
+    return None if st is None else st.start
 
 
 def proc_alive(pid: int, start_time: int | None) -> bool:
-    now = proc_start_time(pid)
-    if now is None:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            if fh.read().split(") ", 1)[1].startswith("Z"):
-                return False
-    except OSError:
-        return False
-    return start_time is None or now == start_time
+    """``pid`` runs (not a zombie) and, given ``start_time``, is still the process that started then."""
+    st = proctable.stat(pid)
+    return st is not None and st.state != "Z" and (start_time is None or st.start == start_time)
 
 
 def stop_process(pid: int, start_time: int | None, *, grace: float = 3.0) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from netesto.errors import AgentError, PolicyError
+from netesto.proctable import alive
 from tests.agent.agentproc import wait_for
 
 
@@ -178,11 +179,7 @@ def test_tcpdump_dies_with_a_sigkilled_agent(agents, keys):
     agent.kill(signal.SIGKILL)
 
     def gone() -> bool:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has ended
-        except OSError:
-            return True
+        return not alive(pid)  # a zombie has ended
 
     try:
         assert wait_for(gone, timeout=10)

@@ -15,16 +15,12 @@ import pytest
 
 from netesto.errors import AgentError
 from tests.agent.agentproc import wait_for
-from tests.leftovers import children
+from tests.leftovers import alive, children
 
 
 def _gone(pid: int) -> bool:
     """No such process, or only a zombie waiting for its new parent to reap it."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+    return not alive(pid)
 
 
 def _kill_if_alive(pid: int) -> None:

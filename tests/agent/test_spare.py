@@ -4,30 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 from netesto.procs import SPARE_NAME
+from netesto.proctable import alive, children, read
 from tests.agent.agentproc import wait_for
 
 
 def _spares(agent_pid: int) -> list[int]:
     """The agent's children waiting as spares."""
-    out = []
-    for task in os.listdir(f"/proc/{agent_pid}/task"):
-        for pid in open(f"/proc/{agent_pid}/task/{task}/children").read().split():
-            try:
-                if Path(f"/proc/{pid}/comm").read_text().strip() == SPARE_NAME:
-                    out.append(int(pid))
-            except OSError:
-                pass
-    return out
+    return [pid for pid in children(agent_pid) if read(pid, "comm").strip() == SPARE_NAME.encode()]
 
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _spec(port: int, flow: str, dur: float = 0.3) -> dict:
@@ -48,9 +34,9 @@ def test_the_spare_runs_the_next_flows_and_another_waits_once_they_end(agents, k
         # once no flows run here, another waits
         assert wait_for(lambda: len(_spares(agent.proc.pid)) == 1 and _spares(agent.proc.pid) != [first], timeout=20)
         (second,) = _spares(agent.proc.pid)
-        assert not _alive(first)  # the first ended with its flows
+        assert not alive(first)  # the first ended with its flows
     agent.kill(signal.SIGTERM)
-    assert wait_for(lambda: not _alive(second), timeout=10)  # and the spare ends with the agent
+    assert wait_for(lambda: not alive(second), timeout=10)  # and the spare ends with the agent
     assert not list((agent.datadir / ".agent").glob("*.stderr"))
 
 

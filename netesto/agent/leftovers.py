@@ -27,6 +27,7 @@ log = logging.getLogger("netesto.agent")
 
 MARK = "NETESTO_AGENT_ID"  # "PID.START DATADIR" of the agent a process was started under
 GRACE = 3.0  # seconds a SIGTERMed leftover has to end before SIGKILL
+KILLED = 2.0  # seconds a SIGKILLed leftover may take to be gone (a loaded machine schedules its exit late)
 POLL = 0.05
 
 
@@ -81,6 +82,9 @@ def stop_leftovers(datadir: Path | str, grace: float = GRACE, me: int | None = N
         running = [ident for ident in running if runs(ident)]
     for ident in running:
         _signal(ident, signal.SIGKILL)
+    deadline = time.monotonic() + KILLED  # gone before the agent listens: their ports and CPUs free
+    while any(runs(ident) for ident in running) and time.monotonic() < deadline:
+        time.sleep(POLL / 5)
     told = [said[ident] + (f": killed, still running {grace:g} s after SIGTERM" if ident in running
                            else ": ended on SIGTERM") for ident in left]
     for line in told:

@@ -31,6 +31,7 @@ server: accepts that returned a connection): load-insensitive, like for like.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -38,7 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from bench.bench_rr import neper, netperf_rr
 from bench.common import (ENGINE, Engine, arguments, busy_note, place, ready, rotated, summary_line, table, verdict,
@@ -103,60 +104,76 @@ def per_transaction(counts: dict[str, tuple[int, int]], per: int) -> str:
     return f"{total:5.2f}  ({parts})"
 
 
+@contextlib.contextmanager
+def one_run(name: str, bin_dir: Path, cpus: Cpus, workdir: Path,
+            dur: int = 4) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A ``dur`` s run of ``name`` ("engine CLOSE", "netperf" or "neper") on a fresh veth pair, both ends
+    pinned as ``cpus`` says: (its client, its server's pid) while it runs; every process killed after."""
+    pair = netns.make_veth_pair()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        if name.startswith("engine"):
+            spec = workdir / "specs.json"
+            eng = Engine(pair, workdir / pair.a, server_prefix=place(cpus[1]))
+            procs.append(eng.proc)  # type: ignore[arg-type]
+            spec.write_text(f'[{{"flow_id": "a-b-0-0", "test": "TCP_CRR", "dur": {dur}, "ca": "", '
+                            f'"crr_close": "{name.split()[1]}", '
+                            f'"server": "{pair.addr_b}", "port": {eng.port}}}]')
+            client = pair.popen(pair.a, [*place(cpus[0]), *ENGINE, "client", "--specs", str(spec), "--datadir",
+                                         str(workdir / "cli"), "--workers", "1"], stdout=subprocess.DEVNULL)
+            server_pid = eng.proc.pid
+        elif name == "netperf":
+            server = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
+                                         "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(server)
+            time.sleep(0.3)
+            client = pair.popen(pair.a, [*place(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b,
+                                         "-p", "12865", "-t", "TCP_CRR", "-l", str(dur), "--", "-r", "1,1"],
+                                stdout=subprocess.DEVNULL)
+            server_pid = server.pid
+        else:
+            common = ["-F", "1", "-T", "1", "-C", "12870", "-P", "12871", "-l", str(dur), "--nolog"]
+            server = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "tcp_crr"), *common],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(server)
+            time.sleep(0.3)
+            client = pair.popen(pair.a, [*place(cpus[0]), str(bin_dir / "tcp_crr"), "-c", "-H", pair.addr_b,
+                                         *common], stdout=subprocess.DEVNULL)
+            server_pid = server.pid
+        procs.append(client)
+        yield client, server_pid
+        client.wait(timeout=30)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        pair.close()
+
+
+def ends(name: str, client: subprocess.Popen[bytes], server_pid: int) -> dict[str, list[int]]:
+    """The processes of a running tool's client and server ends (the engine's client: its worker)."""
+    return {"client": descendants(client.pid)[-1:] if name.startswith("engine") else descendants(client.pid),
+            "server": descendants(server_pid)}
+
+
 def syscalls(bin_dir: Path, cpus: Cpus, workdir: Path, closes: Sequence[str]) -> None:
     """Each tool: one 4 s run, strace attached to both ends for 1.5 s in its middle; the engine once per
     close mode in ``closes`` (its row says which)."""
     print("# TCP_CRR system calls per transaction (strace -c -f, 1.5 s in the middle of a 4 s run, "
           f"{where(cpus)}), divided by the connections made in that window")
     for name in [f"engine {close}" for close in closes] + ["netperf", "neper"]:
-        pair = netns.make_veth_pair()
-        procs: list[subprocess.Popen[bytes]] = []
-        try:
-            if name.startswith("engine"):
-                spec = workdir / "specs.json"
-                eng = Engine(pair, workdir / pair.a, server_prefix=place(cpus[1]))
-                procs.append(eng.proc)  # type: ignore[arg-type]
-                spec.write_text(f'[{{"flow_id": "a-b-0-0", "test": "TCP_CRR", "dur": 4, "ca": "", '
-                                f'"crr_close": "{name.split()[1]}", '
-                                f'"server": "{pair.addr_b}", "port": {eng.port}}}]')
-                client = pair.popen(pair.a, [*place(cpus[0]), *ENGINE, "client", "--specs", str(spec), "--datadir",
-                                             str(workdir / "cli"), "--workers", "1"], stdout=subprocess.DEVNULL)
-                server_pid = eng.proc.pid
-            elif name == "netperf":
-                server = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "netserver"), "-D", "-L", pair.addr_b,
-                                             "-p", "12865"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                time.sleep(0.3)
-                client = pair.popen(pair.a, [*place(cpus[0]), str(bin_dir / "netperf"), "-H", pair.addr_b,
-                                             "-p", "12865", "-t", "TCP_CRR", "-l", "4", "--", "-r", "1,1"],
-                                    stdout=subprocess.DEVNULL)
-                server_pid = server.pid
-            else:
-                common = ["-F", "1", "-T", "1", "-C", "12870", "-P", "12871", "-l", "4", "--nolog"]
-                server = pair.popen(pair.b, [*place(cpus[1]), str(bin_dir / "tcp_crr"), *common],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                time.sleep(0.3)
-                client = pair.popen(pair.a, [*place(cpus[0]), str(bin_dir / "tcp_crr"), "-c", "-H", pair.addr_b,
-                                             *common], stdout=subprocess.DEVNULL)
-                server_pid = server.pid
-            procs += [client]
+        with one_run(name, bin_dir, cpus, workdir) as (client, server_pid):
             time.sleep(1.5)
-            ends = {"client": descendants(client.pid)[-1:] if name.startswith("engine") else descendants(client.pid),
-                    "server": descendants(server_pid)}
             tracers = [subprocess.Popen(["timeout", "-s", "INT", "1.5", "strace", "-c", "-f", "-o",
                                          str(workdir / f"{end}.strace"), *[a for p in pids for a in ("-p", str(p))]],
-                                        stderr=subprocess.DEVNULL) for end, pids in ends.items()]
+                                        stderr=subprocess.DEVNULL)
+                       for end, pids in ends(name, client, server_pid).items()]
             for tracer in tracers:
                 tracer.wait()
-            client.wait(timeout=30)
-            cli, srv = strace_counts(workdir / "client.strace"), strace_counts(workdir / "server.strace")
-            accepts = sum(c - e for k, (c, e) in srv.items() if k in ("accept", "accept4"))
-            print(f"  {name:14} client {per_transaction(cli, cli.get('connect', (0, 0))[0])}")
-            print(f"  {'':14} server {per_transaction(srv, accepts)}")
-        finally:
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.kill()
-            pair.close()
+        cli, srv = strace_counts(workdir / "client.strace"), strace_counts(workdir / "server.strace")
+        accepts = sum(c - e for k, (c, e) in srv.items() if k in ("accept", "accept4"))
+        print(f"  {name:14} client {per_transaction(cli, cli.get('connect', (0, 0))[0])}")
+        print(f"  {'':14} server {per_transaction(srv, accepts)}")
 
 
 # How each peer ends a transaction's connection, as netesto's crr_close names it: netperf closes

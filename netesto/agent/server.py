@@ -340,9 +340,10 @@ class Agent:
 
 def run(config: AgentConfig, *, agent_class: type[Agent] = Agent) -> int:
     """Serve ``config`` with an ``agent_class`` until SIGTERM or SIGINT; the exit status."""
+    mark_children(config.datadir)  # before the agent starts anything (its spare engine client, at once)
+    stopped = stop_leftovers(config.datadir)
     agent = agent_class(config)
-    mark_children(config.datadir)
-    agent.stopped_at_start = stop_leftovers(config.datadir)
+    agent.stopped_at_start = stopped
     agent.bind()
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)

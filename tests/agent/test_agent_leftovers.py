@@ -16,7 +16,8 @@ from netesto.controller.claim import default_client_factory
 from netesto.controller.lab import Lab
 from netesto.controller.progress import Notice
 from netesto.controller.session import Sessions
-from netesto.proctable import identity, runs
+from netesto.procs import SPARE_NAME
+from netesto.proctable import command, env_value, identity, read, runs
 from tests.agent.agentproc import wait_for
 from tests.leftovers import children
 
@@ -162,3 +163,12 @@ def test_an_agent_never_stops_itself_or_its_ancestors_whatever_their_mark(who, t
     got = json.loads(proc.stdout)
     assert got["me"] not in got["left"]
     assert (got["parent"] not in got["left"]) if who == "parent" else got["parent"] == os.getpid()
+
+
+def test_every_process_an_agent_starts_carries_its_mark_the_spare_started_with_it_too(agents, tmp_path):
+    agent = agents(keys=None, extra=("--insecure",))
+    assert wait_for(lambda: any(read(pid, "comm").strip() == SPARE_NAME.encode() for pid in children(agent.proc.pid)))
+    theirs = mark(agent.datadir, agent.proc.pid)
+    started = children(agent.proc.pid)
+    assert started and all(env_value(pid, MARK) == theirs for pid in started), \
+        {pid: (command(pid), env_value(pid, MARK)) for pid in started}

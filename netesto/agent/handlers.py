@@ -143,8 +143,13 @@ class Handlers(ObserveHandlers):
         )
 
     def cmd_claim(self, args: ClaimArgs) -> ClaimReply:
-        """The run ``run`` of controller ``controller`` owns the agent (AgentError "lab busy" if another does)."""
-        return self.agent.ownership.claim(self.agent.peer, args.run, args.controller)
+        """The run ``run`` of controller ``controller`` owns the agent (AgentError "lab busy" if another does).
+
+        What the agent stopped as it started was told in the hello before (:meth:`cmd_hello`): to this run, not
+        to every run after it."""
+        out = self.agent.ownership.claim(self.agent.peer, args.run, args.controller)
+        self.agent.stopped_at_start = []
+        return out
 
     def cmd_release(self, args: ReleaseArgs) -> ReleaseReply:
         """The run is over: the agent is free, and the tool servers started for the run go."""

@@ -74,7 +74,9 @@ class Agent:
         self.auth: Any = None
         self.endpoint = ""
         self._running = False
-        self.stopped_at_start: list[str] = []  # what an earlier agent left running, stopped (netesto.agent.leftovers)
+        # what an earlier agent left running, stopped as this one started (netesto.agent.leftovers): in hello until
+        # the first claim
+        self.stopped_at_start: list[str] = []
 
     def bind(self) -> str:
         c = self.config

@@ -142,6 +142,8 @@ def test_an_agent_stops_what_a_killed_agent_left_running_and_tells_the_controlle
             sessions.close()
         [notice] = [n for n in notices if isinstance(n, Notice) and "earlier agent left running" in n.text]
         assert notice.host == "h1" and "netserver" in notice.text
+        with second.client() as c:  # told to the run that claimed the agent, not to every run after it
+            assert c.hello().stopped_at_start == []
     finally:
         for ident in idents:
             if runs(ident):

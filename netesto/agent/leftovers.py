@@ -10,7 +10,8 @@ data directory finds the processes marked with that directory whose agent no lon
 them: SIGTERM, so an engine still ends its files (which the new agent then serves) and tcpdump its
 capture, then SIGKILL for any left :data:`GRACE` seconds later. It never touches the processes of an
 agent that runs, nor those of other data directories (other agents on the same host, one per
-namespace, each restarted on its own), nor itself or its ancestors.
+namespace, each restarted on its own), nor itself or its ancestors. An agent that stops cleanly stops
+in the same way what it started and is still running (:func:`stop_own`), before it exits.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Callable
 
 from netesto.proctable import ancestors, command, env_value, identity, pids, runs, stat
 
@@ -42,13 +44,11 @@ def mark_children(datadir: Path | str) -> str:
     return mine
 
 
-def found(datadir: Path | str, me: int | None = None) -> dict[str, str]:
-    """Processes marked with ``datadir`` whose agent no longer runs, by :func:`~netesto.proctable.identity`:
-    the agent each was started under (its identity)."""
+def _marked(keep: Callable[[str, str], bool], me: int | None) -> dict[str, str]:
+    """Processes whose mark ``keep(agent, datadir)`` takes, by identity: the agent each was started under.
+    Never ``me`` (this process) or its ancestors, nor a zombie."""
     me = os.getpid() if me is None else me
     spared = {me, *ancestors(me)}
-    where = str(Path(datadir).resolve())
-    dead: dict[str, bool] = {}
     left = {}
     for pid in pids():
         if pid in spared:
@@ -56,19 +56,42 @@ def found(datadir: Path | str, me: int | None = None) -> dict[str, str]:
         st = stat(pid)
         if st is None or st.state == "Z":
             continue
-        agent, _, theirs = (env_value(pid, MARK) or "").partition(" ")
-        if theirs != where:
-            continue
-        if agent not in dead:
-            dead[agent] = not runs(agent)
-        if dead[agent]:
+        agent, _, where = (env_value(pid, MARK) or "").partition(" ")
+        if agent and keep(agent, where):
             left[f"{pid}.{st.start}"] = agent
     return left
 
 
+def found(datadir: Path | str, me: int | None = None) -> dict[str, str]:
+    """Processes marked with ``datadir`` whose agent no longer runs, by :func:`~netesto.proctable.identity`:
+    the agent each was started under (its identity)."""
+    ours = str(Path(datadir).resolve())
+    dead: dict[str, bool] = {}
+
+    def gone(agent: str, where: str) -> bool:
+        if where != ours:
+            return False
+        if agent not in dead:
+            dead[agent] = not runs(agent)
+        return dead[agent]
+    return _marked(gone, me)
+
+
 def stop_leftovers(datadir: Path | str, grace: float = GRACE, me: int | None = None) -> list[str]:
     """Stop what :func:`found` finds; each process stopped, described (pid, command, its agent, how it ended)."""
-    left = found(datadir, me)
+    return _stop(found(datadir, me), grace, "left by an earlier agent, stopped")
+
+
+def stop_own(grace: float = GRACE) -> list[str]:
+    """At the agent's clean stop: stop what it started and is still running (its mark: netserver's children,
+    a tool that ignored its stop), so a stopped agent leaves nothing behind; each described as above."""
+    mine = os.environ.get(MARK, "")
+    return _stop(_marked(lambda agent, where: f"{agent} {where}" == mine, None), grace,
+                 "still running as the agent stopped, stopped")
+
+
+def _stop(left: dict[str, str], grace: float, said_as: str) -> list[str]:
+    """SIGTERM to each of ``left``; SIGKILL to any still running ``grace`` s later, waited for (:data:`KILLED`)."""
     if not left:
         return []
     said = {ident: f"pid {_pid(ident)} ({command(_pid(ident), 120) or '?'}) of agent {_pid(agent)}"
@@ -82,13 +105,13 @@ def stop_leftovers(datadir: Path | str, grace: float = GRACE, me: int | None = N
         running = [ident for ident in running if runs(ident)]
     for ident in running:
         _signal(ident, signal.SIGKILL)
-    deadline = time.monotonic() + KILLED  # gone before the agent listens: their ports and CPUs free
+    deadline = time.monotonic() + KILLED  # gone before the agent listens (or exits): their ports and CPUs free
     while any(runs(ident) for ident in running) and time.monotonic() < deadline:
         time.sleep(POLL / 5)
     told = [said[ident] + (f": killed, still running {grace:g} s after SIGTERM" if ident in running
                            else ": ended on SIGTERM") for ident in left]
     for line in told:
-        log.warning("left by an earlier agent, stopped: %s", line)
+        log.warning("%s: %s", said_as, line)
     return told
 
 
@@ -106,4 +129,4 @@ def _signal(ident: str, sig: int) -> None:
         pass
 
 
-__all__ = ["GRACE", "MARK", "found", "mark", "mark_children", "stop_leftovers"]
+__all__ = ["GRACE", "MARK", "found", "mark", "mark_children", "stop_leftovers", "stop_own"]

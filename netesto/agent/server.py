@@ -17,7 +17,7 @@ from netesto.agent.config import AgentConfig
 from netesto.agent.control import HostControl
 from netesto.agent.flows import FlowManager
 from netesto.agent.handlers import Handlers
-from netesto.agent.leftovers import mark_children, stop_leftovers
+from netesto.agent.leftovers import mark_children, stop_leftovers, stop_own
 from netesto.agent.lease import Lease
 from netesto.agent.observe import Observers
 from netesto.agent.links import LinkShaper
@@ -350,6 +350,7 @@ def run(config: AgentConfig, *, agent_class: type[Agent] = Agent) -> int:
     signal.signal(signal.SIGTERM, agent.stop)
     signal.signal(signal.SIGINT, agent.stop)
     agent.serve()
+    stop_own()  # what outlived its stop (netserver's children): a stopped agent leaves nothing behind
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,6 +36,17 @@ for ignore in (False, True):
 open({ready!r}, "w").write("up")
 time.sleep(120)
 """
+
+
+def _stand_in_netserver(tmp_path) -> tuple:
+    """A directory holding :data:`NETSERVER` as ``netserver``, and the file it writes once it has forked."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    ready = tmp_path / "netserver.up"
+    script = bindir / "netserver"
+    script.write_text(NETSERVER.format(python=sys.executable, ready=str(ready)))
+    script.chmod(0o755)
+    return bindir, ready
 
 
 def _sleeper(mark: str | None, *, ignore_term: bool = False) -> subprocess.Popen:
@@ -97,12 +109,7 @@ def test_leftovers_get_sigterm_then_sigkill_and_are_described(tmp_path):
 
 
 def test_an_agent_stops_what_a_killed_agent_left_running_and_tells_the_controller(agents, keys, tmp_path):
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    ready = tmp_path / "netserver.up"
-    script = bindir / "netserver"
-    script.write_text(NETSERVER.format(python=sys.executable, ready=str(ready)))
-    script.chmod(0o755)
+    bindir, ready = _stand_in_netserver(tmp_path)
     first = agents(keys=None, extra=("--insecure", "--test-bind", "127.0.0.1"), tag="first",
                    env={"PATH": f"{bindir}:{os.environ['PATH']}"})
     with first.client() as c:
@@ -174,3 +181,27 @@ def test_every_process_an_agent_starts_carries_its_mark_the_spare_started_with_i
     started = children(agent.proc.pid)
     assert started and all(env_value(pid, MARK) == theirs for pid in started), \
         {pid: (command(pid), env_value(pid, MARK)) for pid in started}
+
+
+def test_an_agent_that_stops_cleanly_leaves_nothing_it_started_behind(agents, tmp_path):
+    bindir, ready = _stand_in_netserver(tmp_path)
+    agent = agents(keys=None, extra=("--insecure", "--test-bind", "127.0.0.1"),
+                   env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    with agent.client() as c:
+        [server] = c.prepare_server(1, driver="netperf", ports=[12997]).pids
+    assert wait_for(ready.exists, timeout=10.0)
+    idents = [identity(pid) for pid in children(server)]
+    assert len(idents) == 2
+    try:
+        agent.proc.send_signal(signal.SIGTERM)  # a clean stop: netserver goes, and the agent sees to its children
+        assert agent.proc.wait(timeout=30) == 0
+        assert not any(runs(ident) for ident in idents)
+        pids = {int(ident.partition(".")[0]) for ident in idents}
+        stopped = [line for line in agent.log_text().splitlines() if "still running as the agent stopped" in line
+                   and int(re.search(r"pid (\d+) ", line).group(1)) in pids]  # (netserver itself may be ending)
+        assert len(stopped) == 2 and all("netserver" in line for line in stopped), agent.log_text()
+        assert sum("killed, still running" in line for line in stopped) == 1
+    finally:
+        for ident in idents:
+            if runs(ident):
+                os.kill(int(ident.partition(".")[0]), signal.SIGKILL)

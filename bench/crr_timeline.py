@@ -43,8 +43,7 @@ def record(name: str, bin_dir: Path, cpus: tuple[int | None, int | None], workdi
     """``perf script`` of ``window`` s of system calls in the middle of one 3 s run of ``name``."""
     data = workdir / "perf.data"
     with one_run(name, bin_dir, cpus, workdir, dur=3) as (client, server_pid):
-        time.sleep(1.2)
-        ends(name, client, server_pid)  # both ends up before the window opens
+        time.sleep(1.2)  # both ends up before the window opens
         subprocess.run(["perf", "record", "-q", "-a", "-e", EVENTS, "-o", str(data), "--", "sleep", str(window)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         roles = ends(name, client, server_pid)

@@ -60,6 +60,11 @@ def identity(pid: int) -> str:
     return "" if st is None else f"{pid}.{st.start}"
 
 
+def pid_of(ident: str) -> int:
+    """The pid an :func:`identity` names."""
+    return int(ident.partition(".")[0])
+
+
 def runs(ident: str) -> bool:
     """Whether the process an :func:`identity` named still runs (the same pid, started at the same tick)."""
     pid, _, start = ident.partition(".")
@@ -126,4 +131,4 @@ def describe(pid: int) -> str:
 
 
 __all__ = ["Stat", "TICKS", "alive", "ancestors", "children", "command", "describe", "env_value", "environ",
-           "identity", "now", "pids", "read", "runs", "stat", "status", "tree"]
+           "identity", "now", "pid_of", "pids", "read", "runs", "stat", "status", "tree"]

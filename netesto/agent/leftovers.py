@@ -1,4 +1,4 @@
-"""What the agent before this one left running: found by the mark its processes carry, stopped at start.
+"""What an agent started and nobody stops: found by the mark its processes carry, stopped by the next agent.
 
 Every process an agent starts (the engine, iperf3, netserver, tcpdump, the collectors, and what they
 start in turn) inherits :data:`MARK`: the agent's pid and start time (:func:`netesto.proctable.identity`)
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from netesto.proctable import ancestors, command, env_value, identity, pids, runs, stat
+from netesto.proctable import ancestors, command, env_value, identity, pid_of, pids, runs, stat
 
 log = logging.getLogger("netesto.agent")
 
@@ -44,10 +44,10 @@ def mark_children(datadir: Path | str) -> str:
     return mine
 
 
-def _marked(keep: Callable[[str, str], bool], me: int | None) -> dict[str, str]:
+def _marked(keep: Callable[[str, str], bool]) -> dict[str, str]:
     """Processes whose mark ``keep(agent, datadir)`` takes, by identity: the agent each was started under.
-    Never ``me`` (this process) or its ancestors, nor a zombie."""
-    me = os.getpid() if me is None else me
+    Never this process or its ancestors, nor a zombie."""
+    me = os.getpid()
     spared = {me, *ancestors(me)}
     left = {}
     for pid in pids():
@@ -62,7 +62,7 @@ def _marked(keep: Callable[[str, str], bool], me: int | None) -> dict[str, str]:
     return left
 
 
-def found(datadir: Path | str, me: int | None = None) -> dict[str, str]:
+def found(datadir: Path | str) -> dict[str, str]:
     """Processes marked with ``datadir`` whose agent no longer runs, by :func:`~netesto.proctable.identity`:
     the agent each was started under (its identity)."""
     ours = str(Path(datadir).resolve())
@@ -74,19 +74,19 @@ def found(datadir: Path | str, me: int | None = None) -> dict[str, str]:
         if agent not in dead:
             dead[agent] = not runs(agent)
         return dead[agent]
-    return _marked(gone, me)
+    return _marked(gone)
 
 
-def stop_leftovers(datadir: Path | str, grace: float = GRACE, me: int | None = None) -> list[str]:
+def stop_leftovers(datadir: Path | str, grace: float = GRACE) -> list[str]:
     """Stop what :func:`found` finds; each process stopped, described (pid, command, its agent, how it ended)."""
-    return _stop(found(datadir, me), grace, "left by an earlier agent, stopped")
+    return _stop(found(datadir), grace, "left by an earlier agent, stopped")
 
 
 def stop_own(grace: float = GRACE) -> list[str]:
     """At the agent's clean stop: stop what it started and is still running (its mark: netserver's children,
     a tool that ignored its stop), so a stopped agent leaves nothing behind; each described as above."""
     mine = os.environ.get(MARK, "")
-    return _stop(_marked(lambda agent, where: f"{agent} {where}" == mine, None), grace,
+    return _stop(_marked(lambda agent, where: f"{agent} {where}" == mine), grace,
                  "still running as the agent stopped, stopped")
 
 
@@ -94,7 +94,7 @@ def _stop(left: dict[str, str], grace: float, said_as: str) -> list[str]:
     """SIGTERM to each of ``left``; SIGKILL to any still running ``grace`` s later, waited for (:data:`KILLED`)."""
     if not left:
         return []
-    said = {ident: f"pid {_pid(ident)} ({command(_pid(ident), 120) or '?'}) of agent {_pid(agent)}"
+    said = {ident: f"pid {pid_of(ident)} ({command(pid_of(ident), 120) or '?'}) of agent {pid_of(agent)}"
             for ident, agent in left.items()}
     for ident in left:
         _signal(ident, signal.SIGTERM)
@@ -115,16 +115,12 @@ def _stop(left: dict[str, str], grace: float, said_as: str) -> list[str]:
     return told
 
 
-def _pid(ident: str) -> int:
-    return int(ident.partition(".")[0])
-
-
 def _signal(ident: str, sig: int) -> None:
     """Signal the process ``ident`` names, if it still runs (a pid alone may be another's by now)."""
     if not runs(ident):
         return
     try:
-        os.kill(_pid(ident), sig)
+        os.kill(pid_of(ident), sig)
     except (ProcessLookupError, PermissionError):
         pass
 

@@ -18,7 +18,7 @@ from netesto.controller.lab import Lab
 from netesto.controller.progress import Notice
 from netesto.controller.session import Sessions
 from netesto.procs import SPARE_NAME
-from netesto.proctable import command, env_value, identity, read, runs
+from netesto.proctable import command, env_value, identity, pid_of, read, runs
 from tests.agent.agentproc import wait_for
 from tests.leftovers import children
 
@@ -76,9 +76,9 @@ def test_only_processes_of_a_gone_agent_on_the_same_data_directory_are_leftovers
     elsewhere = _sleeper(_dead_agent(there))  # another agent's: restarted on its own data directory, it stops it
     unmarked = _sleeper(None)
     try:
-        left = {int(ident.partition(".")[0]) for ident in found(here)}
+        left = {pid_of(ident) for ident in found(here)}
         assert left == {orphan.pid, reused.pid}
-        assert {int(ident.partition(".")[0]) for ident in found(there)} == {elsewhere.pid}
+        assert {pid_of(ident) for ident in found(there)} == {elsewhere.pid}
     finally:
         for p in (live, orphan, reused, elsewhere, unmarked):
             p.kill()
@@ -154,7 +154,7 @@ def test_an_agent_stops_what_a_killed_agent_left_running_and_tells_the_controlle
     finally:
         for ident in idents:
             if runs(ident):
-                os.kill(int(ident.partition(".")[0]), signal.SIGKILL)
+                os.kill(pid_of(ident), signal.SIGKILL)
 
 
 @pytest.mark.parametrize("who", ["self", "parent"])
@@ -196,7 +196,7 @@ def test_an_agent_that_stops_cleanly_leaves_nothing_it_started_behind(agents, tm
         agent.proc.send_signal(signal.SIGTERM)  # a clean stop: netserver goes, and the agent sees to its children
         assert agent.proc.wait(timeout=30) == 0
         assert not any(runs(ident) for ident in idents)
-        pids = {int(ident.partition(".")[0]) for ident in idents}
+        pids = {pid_of(ident) for ident in idents}
         stopped = [line for line in agent.log_text().splitlines() if "still running as the agent stopped" in line
                    and int(re.search(r"pid (\d+) ", line).group(1)) in pids]  # (netserver itself may be ending)
         assert len(stopped) == 2 and all("netserver" in line for line in stopped), agent.log_text()
@@ -204,4 +204,4 @@ def test_an_agent_that_stops_cleanly_leaves_nothing_it_started_behind(agents, tm
     finally:
         for ident in idents:
             if runs(ident):
-                os.kill(int(ident.partition(".")[0]), signal.SIGKILL)
+                os.kill(pid_of(ident), signal.SIGKILL)

@@ -75,7 +75,11 @@ def get_data(r: RunContext, name: str, e: ExpState, *, salvage: bool = False) ->
         r.remote(host, lambda h: h.client.tcpdump_stop(e.exp))
         e.tcpdumps.discard(host)
     stop_host(r, host, e)  # traces and watches write their files
-    if host in e.stats_hosts and (host, 1) not in e.snapshots:
+    # A client with stats is owed its "after" snapshot here. So is, in a run cut short, a host whose
+    # "before" one was taken (DO_SERVER order=0) and whose script never reached its DO_SERVER order=1:
+    # the counters it moved during the flows are data collected, and its host_delta would be blank.
+    owed = host in e.stats_hosts or (salvage and (host, 0) in e.snapshots)
+    if owed and (host, 1) not in e.snapshots:
         if r.remote(host, lambda h: h.client.snapshot(e.exp, 1, short_host(host))) is not None:
             e.snapshots.add((host, 1))
 

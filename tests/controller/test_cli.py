@@ -316,6 +316,13 @@ def test_an_interrupted_run_keeps_processes_and_marks_what_it_collected(loopback
     assert meta["interrupted"] is True
     ds = result[1].dataset
     assert ds.attrs["interrupted"] == 1 and float(ds.goodput.sum()) > 0
+    # h2's "after" snapshot, which the script's end never took, is taken on the way out: its counters'
+    # deltas are there (h2 took in the flow's segments), and no snapshot is reported missing
+    assert (work / "1" / "1" / "h2.netstat").is_file()
+    delta = ds.host_delta.sel(node="h2")
+    assert float(delta.sel(counter="Tcp.InSegs")) > 0
+    errors = work / "1" / "errors.txt"
+    assert "no snapshot of" not in (errors.read_text() if errors.exists() else "")
     agent_data = [p for p in tmp_path.glob("agent-h*/1") if p.is_dir()]
     assert agent_data == [], agent_data  # everything was fetched: the next run is not blocked
 

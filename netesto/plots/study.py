@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from netesto.plots.summary import PALETTE
+from netesto.plots.summary import LEGEND, PALETTE
 
 X_PREFERENCE = ("buffer", "bw", "rtt", "host_rtt", "flows", "loss", "jitter", "dur")
 COMPANION = {"buffer": ("buffer_bdp", "buffer (BDP)"), "bw": ("bw_bps", "bottleneck (bit/s)"),
@@ -33,6 +33,7 @@ COMPANION = {"buffer": ("buffer_bdp", "buffer (BDP)"), "bw": ("bw_bps", "bottlen
 TITLES = {"share": "share of the bottleneck", "rate": "goodput", "rtt": "smoothed RTT", "qdelay": "queueing delay",
           "retrans_pct": "retransmitted", "flows": "flows"}
 MAX_PANELS = 12
+MAX_TICKS = 12  # swept values labelled on a numeric x axis; more get the axis's own ticks
 
 
 def sweep_dims(st: Any) -> list[str]:
@@ -72,6 +73,21 @@ def choose_x(st: Any, x: str | None = None) -> tuple[str, str, str]:
 def _log(values: np.ndarray) -> bool:
     v = np.asarray(values, dtype=float) if values.dtype.kind in "fiu" else np.array([])
     return bool(v.size > 1 and (v > 0).all() and v.max() / v.min() >= 8)
+
+
+def _x_axis(values: np.ndarray) -> dict[str, Any]:
+    """A numeric x axis's ticks at the swept values themselves (up to :data:`MAX_TICKS` of them), and room
+    beside the first and last, whose points and interval bars would otherwise sit on the frame: without it a
+    log axis showed neither end's value (0.5 and 4 BDPs were points without a label at either edge).
+
+    >>> _x_axis(np.array([0.5, 4.0]))
+    {'padding': (0.12, 0.1), 'xticks': [(0.5, '0.5'), (4.0, '4')]}
+    """
+    if values.dtype.kind not in "fiu":
+        return {}
+    v = sorted({float(x) for x in np.asarray(values, dtype=float).ravel() if math.isfinite(x)})
+    ticks = [(x, f"{x:g}") for x in v] if 1 < len(v) <= MAX_TICKS else None
+    return {"padding": (0.12, 0.1), **({"xticks": ticks} if ticks else {})}
 
 
 def _facets(st: Any, xdim: str) -> list[dict[str, Any]]:
@@ -138,8 +154,8 @@ def _by(st: Any, dim: str, measure: str, x: str | None, width: int, height: int)
         title = f"{TITLES.get(measure, measure)} {what}" + (f" | {facet}" if facet else "")
         values = st[coord].values
         panels.append(hv.Overlay(layers).opts(title=title, width=width, height=height, show_grid=True,
-                                              legend_position="top_left", logx=_log(values), xlabel=xlabel,
-                                              ylabel=ytitle))
+                                              **LEGEND, logx=_log(values), xlabel=xlabel,
+                                              ylabel=ytitle, **_x_axis(values)))
     return hv.Layout(panels).cols(2).opts(shared_axes=False) if panels else hv.Layout([])
 
 
@@ -150,14 +166,14 @@ def _group_ca(part: Any) -> str:
     return f" ({'/'.join(names)})" if names else ""
 
 
-def by_algorithm(st: Any, measure: str = "share", *, x: str | None = None, width: int = 440,
+def by_algorithm(st: Any, measure: str = "share", *, x: str | None = None, width: int = 540,
                  height: int = 300) -> Any:
     """Each congestion control's ``measure`` (share, rate, rtt, qdelay, retrans_pct) against the swept
     parameter: a line per algorithm, its interval as bars, n and the bounds on hover."""
     return _by(st, "cc", measure, x, width, height)
 
 
-def by_group(st: Any, measure: str = "share", *, x: str | None = None, width: int = 440, height: int = 300) -> Any:
+def by_group(st: Any, measure: str = "share", *, x: str | None = None, width: int = 540, height: int = 300) -> Any:
     """Each flow group's ``measure`` against the swept parameter (a line per DO_CLIENT group)."""
     return _by(st, "grp", measure, x, width, height)
 
@@ -211,11 +227,12 @@ def paper_figures(st: Any, *, x: str | None = None, width: int = 440, height: in
                 line = sorted((n, float(np.mean(ys))) for n, ys in pts.items())
                 name = str(key) if key is not None else "all flows"
                 col = PALETTE[i % len(PALETTE)]
-                layers += [hv.Curve(line, hv.Dimension("n_flows", label="flows"), var, label=name).opts(color=col),
-                           hv.Scatter(line, hv.Dimension("n_flows", label="flows"), var, label=name).opts(
+                ydim = hv.Dimension(var, label=title.split(" vs ")[0])
+                layers += [hv.Curve(line, hv.Dimension("n_flows", label="flows"), ydim, label=name).opts(color=col),
+                           hv.Scatter(line, hv.Dimension("n_flows", label="flows"), ydim, label=name).opts(
                                color=col, size=7, tools=["hover"])]
             panels.append(hv.Overlay(layers).opts(title=title, width=width, height=height, show_grid=True,
-                                                  legend_position="top_left"))
+                                                  **LEGEND))
     return hv.Layout(panels).cols(3).opts(shared_axes=False)
 
 

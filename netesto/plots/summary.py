@@ -20,6 +20,9 @@ LABELS = {"rate": "goodput", "mean_rtt": "smoothed RTT", "ping_rtt": "ping RTT",
           "jain": "Jain fairness", "mean_cwnd": "cwnd", "max_min_ratio": "max/min rate", "lat_p99": "p99 latency"}
 X_PREFERENCE = ("bw", "rtt", "buffer", "flows", "loss", "dur")
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+# outside the frame, where it hides no point (inside, top left, it covered a share of 0.8 at the first x);
+# a click on an entry hides that line
+LEGEND: dict[str, Any] = {"legend_position": "right", "legend_opts": {"click_policy": "hide"}}
 MAX_PANELS = 12
 
 
@@ -77,7 +80,7 @@ def _panel(st: Any, measure: str, x: str, color: str | None, where: dict[str, An
                                        label=name).opts(color=col))
     facet = ", ".join(f"{k}={v}" for k, v in where.items())
     title = _title(measure, units) + (f" | {facet}" if facet else "")
-    return hv.Overlay(layers).opts(title=title, width=width, height=height, legend_position="top_left",
+    return hv.Overlay(layers).opts(title=title, width=width, height=height, **LEGEND,
                                    show_grid=True, xlabel=x)
 
 
@@ -95,7 +98,7 @@ def _bounds(part: Any, measure: str, mean: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def sweep_figures(st: Any, measures: Sequence[str] = MEASURES, *, x: str | None = None, color: str | None = None,
-                  width: int = 440, height: int = 280) -> Any:
+                  width: int = 540, height: int = 280) -> Any:
     """One panel per measure (and per value of the remaining parameters): the
     mean over repetitions at each ``x`` value, one line per ``color`` value, its
     95 % interval as bars where there were repetitions (n and the bounds on hover).
@@ -158,7 +161,7 @@ def paper_figures(combined: Any, *, by: str = "ca", flows: str = "n_flows", widt
                 layers.append(hv.Scatter(pts, kdims, vdims, label=f"{by}={value}").opts(color=col, size=7))
             units = " (%)" if measure == "retrans_pkts_pct" else ""
             panels.append(hv.Overlay(layers).opts(title=f"{LABELS[measure]}{units} vs number of flows", width=width,
-                                                  height=height, show_grid=True, legend_position="top_left"))
+                                                  height=height, show_grid=True, **LEGEND))
     return hv.Layout(panels).cols(3).opts(shared_axes=False)
 
 

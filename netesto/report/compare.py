@@ -46,6 +46,7 @@ def compare(a: xr.Dataset, b: xr.Dataset, measures: Sequence[str] = MEASURES) ->
         raise SweepError(f"the sweeps have different parameters: {', '.join(dims)} against {', '.join(other)}")
     keep = [m for m in measures if m in a and m in b]
     a, b = xr.align(a[keep], b[keep], join="inner", exclude=list(own))
+    a, b = _shared_coords(a, b)
     if any(a.sizes[d] == 0 for d in dims):
         raise SweepError("the sweeps share no grid point: " + "; ".join(
             f"{d}: {', '.join(map(str, a[d].values))}" for d in dims))
@@ -66,6 +67,17 @@ def compare(a: xr.Dataset, b: xr.Dataset, measures: Sequence[str] = MEASURES) ->
         out[f"{m}_ci95"] = ci.assign_attrs(units=units)
         out[f"{m}_changed"] = xr.where(ci.notnull(), (np.abs(delta) > ci).astype(float), np.nan)
     return xr.Dataset(out)
+
+
+def _shared_coords(a: xr.Dataset, b: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
+    """``a`` and ``b`` without the companion coordinates they do not share with the same values. Two sweeps
+    of one grid at another fixed RTT or bandwidth have other ``buffer_bytes`` for the same ``buffer``; those
+    could not be one coordinate of the difference (xarray refused to merge them), and the differences table
+    names the fixed values that made them differ."""
+    index = set(a.indexes) | set(b.indexes)
+    drop = [str(c) for c in dict.fromkeys([*a.coords, *b.coords]) if c not in index
+            and not (c in a.coords and c in b.coords and a[c].equals(b[c]))]
+    return a.drop_vars([c for c in drop if c in a.coords]), b.drop_vars([c for c in drop if c in b.coords])
 
 
 def _text(v: Any) -> str:

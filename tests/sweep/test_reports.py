@@ -43,6 +43,19 @@ def test_sweeps_of_other_grids_cannot_be_compared(processed: Path, tmp_path: Pat
         compare(a, a.assign_coords(bw=["1gbit", "10gbit"]))
 
 
+def test_sweeps_of_one_grid_at_another_fixed_rtt_compare_without_their_differing_companions(
+        processed: Path, tmp_path: Path) -> None:
+    # The same grid at another fixed RTT has other bytes per BDP for the same buffer: `netesto report compare`
+    # died in xarray ("conflicting values for variable 'buffer_bytes'") instead of writing the page.
+    cube = open_sweep(make_sweep(processed, tmp_path / "a", fail=None)).cube
+    per_bw = ("bw", [125_000.0, 1_250_000.0])
+    a = cube.assign_coords(buffer_bytes=per_bw)
+    b = cube.assign_coords(buffer_bytes=("bw", [250_000.0, 2_500_000.0]))
+    d = compare(a, b)
+    assert "buffer_bytes" not in d.coords and float(abs(d.rate).max()) == 0
+    assert d.rate.dims == ("ca", "bw") and int(d.rate.count()) == 4
+
+
 def test_the_compare_page_opens_offline_and_links_both_sweeps(processed: Path, tmp_path: Path) -> None:
     a, b = make_sweep(processed, tmp_path / "a"), make_sweep(processed, tmp_path / "b", shift=1)
     from netesto.report.sweep import write_report

@@ -28,6 +28,10 @@ from netesto.report.sweep import href
 from netesto.results.cube import open_sweep, t95
 
 REPORT = "compare.html"
+# per congestion control, on (parameters, rep, cc): who got what, and whether B changed it
+CC_MEASURES = ("cc_share", "cc_rate", "cc_qdelay", "cc_retrans_pct")
+CC_LABELS = {"cc_share": "share", "cc_rate": "goodput", "cc_qdelay": "queueing delay",
+             "cc_retrans_pct": "retransmitted"}
 
 
 def _moments(cube: xr.Dataset, measure: str) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
@@ -128,6 +132,37 @@ def differences(sa: Any, sb: Any) -> list[dict[str, str]]:
     return rows
 
 
+def _per_cc(a: xr.Dataset, b: xr.Dataset) -> xr.Dataset:
+    """:func:`compare` of each congestion control's measures, for the algorithms both sweeps ran (none: empty)."""
+    measures = [m for m in CC_MEASURES if m in a and m in b]
+    if not measures or "cc" not in a.dims or "cc" not in b.dims:
+        return xr.Dataset()
+    both = [c for c in a.cc.values if c in set(b.cc.values)]
+    if not both:
+        return xr.Dataset()
+    return compare(a.sel(cc=both), b.sel(cc=both), measures)
+
+
+def _table(diff: xr.Dataset, dims: list[str], measures: list[str]) -> list[dict[str, Any]]:
+    """A row per cell of ``dims`` (a point, or a point and an algorithm) with a number on either side:
+    each measure's A, B, B - A, the interval's half-width and whether it leaves out 0."""
+    if not measures:
+        return []
+    stacked = diff.stack(cell=dims) if dims else diff.expand_dims(cell=[0])
+    rows: list[dict[str, Any]] = []
+    for i in range(stacked.sizes["cell"]):
+        c = stacked.isel(cell=i)
+        if all(not math.isfinite(float(c[f"{m}_{side}"])) for m in measures for side in "ab"):
+            continue  # an algorithm this point did not run
+        cells = []
+        for m in measures:
+            changed = float(c[f"{m}_changed"])
+            cells.append({"a": _fmt(c[f"{m}_a"]), "b": _fmt(c[f"{m}_b"]), "delta": _fmt(c[m]),
+                          "ci": _fmt(c[f"{m}_ci95"]), "changed": None if math.isnan(changed) else bool(changed)})
+        rows.append({"params": [str(c[d].values) for d in dims], "cells": cells})
+    return rows
+
+
 def _fmt(v: Any, digits: int = 3) -> str:
     f = float(v)
     return "" if not math.isfinite(f) else f"{f:.{digits}g}"
@@ -149,16 +184,10 @@ def write_compare(a_dir: str | os.PathLike[str], b_dir: str | os.PathLike[str], 
         diff, unmatched = xr.Dataset(), exc.message
     dims = [str(d) for d in diff.dims]
     measures = [m for m in MEASURES if m in diff]
-    rows: list[dict[str, Any]] = []
-    stacked = diff.stack(cell=dims) if dims else diff.expand_dims(cell=[0])
-    for i in range(stacked.sizes["cell"] if measures else 0):
-        c = stacked.isel(cell=i)
-        cells = []
-        for m in measures:
-            changed = float(c[f"{m}_changed"])
-            cells.append({"a": _fmt(c[f"{m}_a"]), "b": _fmt(c[f"{m}_b"]), "delta": _fmt(c[m]),
-                          "ci": _fmt(c[f"{m}_ci95"]), "changed": None if math.isnan(changed) else bool(changed)})
-        rows.append({"params": [str(c[d].values) for d in dims], "cells": cells})
+    rows = _table(diff, dims, measures)
+    per_cc = _per_cc(sa.cube, sb.cube) if not unmatched else xr.Dataset()
+    cc_measures = [m for m in CC_MEASURES if m in per_cc]
+    cc_rows = _table(per_cc, [*dims, "cc"], cc_measures) if cc_measures else []
     figures = {"delta": sweep_figures(diff, measures)} if rows else {}
 
     def rel(p: Path) -> str:  # relative to the page, percent-encoded: never a scheme
@@ -169,11 +198,13 @@ def write_compare(a_dir: str | os.PathLike[str], b_dir: str | os.PathLike[str], 
         "a": {"dir": str(sa.directory), "report": rel(sa.directory / "sweep.html"), "provenance": sa.manifest.provenance},
         "b": {"dir": str(sb.directory), "report": rel(sb.directory / "sweep.html"), "provenance": sb.manifest.provenance},
         "dims": dims, "measures": [(m, LABELS.get(m, m), diff[m].attrs.get("units", "")) for m in measures],
-        "rows": rows, "changed": sum(bool(c["changed"]) for r in rows for c in r["cells"]),
+        "rows": rows, "changed": sum(bool(c["changed"]) for r in [*rows, *cc_rows] for c in r["cells"]),
+        "cc_measures": [(m, CC_LABELS[m], per_cc[m].attrs.get("units", "")) for m in cc_measures],
+        "cc_dims": [*dims, "algorithm"], "cc_rows": cc_rows,
         "bokeh": bokeh_parts(figures), "differences": settings, "unmatched": unmatched,
     }
     dest.write_text(render("compare.html.j2", context, templates=templates), encoding="utf-8")
     return dest
 
 
-__all__ = ["REPORT", "compare", "differences", "write_compare"]
+__all__ = ["CC_MEASURES", "REPORT", "compare", "differences", "write_compare"]

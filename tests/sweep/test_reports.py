@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from netesto.errors import SweepError
@@ -54,6 +55,32 @@ def test_sweeps_of_one_grid_at_another_fixed_rtt_compare_without_their_differing
     d = compare(a, b)
     assert "buffer_bytes" not in d.coords and float(abs(d.rate).max()) == 0
     assert d.rate.dims == ("ca", "bw") and int(d.rate.count()) == 4
+
+
+def test_compare_says_per_algorithm_who_got_what_in_each_sweep(processed: Path, tmp_path: Path) -> None:
+    # "did the patch change bbr's share?": the page's per-algorithm table, each row checked against the cubes
+    import re
+
+    from netesto.report.compare import CC_MEASURES, write_compare
+
+    a_dir, b_dir = make_sweep(processed, tmp_path / "a", fail=None), make_sweep(processed, tmp_path / "b", fail=None,
+                                                                                shift=1)
+    a, b = open_sweep(a_dir).cube, open_sweep(b_dir).cube
+    html = write_compare(a_dir, b_dir).read_text()
+    assert "<h2>Per congestion control</h2>" in html
+    table = html.split("<h2>Per congestion control</h2>", 1)[1].split("</table>", 1)[0]
+    rows = [re.findall(r"<td[^>]*>([^<]*)</td>", r) for r in table.split("<tr>")[3:]]
+    want = [(ca, bw, cc) for ca in a.ca.values for bw in a.bw.values for cc in a.cc.values
+            if np.isfinite(a.cc_share.sel(ca=ca, bw=bw, cc=cc).values).any()
+            or np.isfinite(b.cc_share.sel(ca=ca, bw=bw, cc=cc).values).any()]
+    assert [tuple(r[:3]) for r in rows] == [tuple(map(str, w)) for w in want] and len(want) >= 2
+    for (ca, bw, cc), r in zip(want, rows):
+        share_a = float(a.cc_share.sel(ca=ca, bw=bw, cc=cc).mean("rep"))
+        share_b = float(b.cc_share.sel(ca=ca, bw=bw, cc=cc).mean("rep"))
+        if np.isfinite(share_a) and np.isfinite(share_b):
+            assert float(r[3]) == pytest.approx(share_a, rel=2e-3) and float(r[4]) == pytest.approx(share_b, rel=2e-3)
+            assert float(r[5]) == pytest.approx(share_b - share_a, abs=1e-3 + 2e-3 * abs(share_b - share_a))
+    assert len(rows[0]) == 3 + 4 * len(CC_MEASURES)
 
 
 def test_the_compare_page_opens_offline_and_links_both_sweeps(processed: Path, tmp_path: Path) -> None:

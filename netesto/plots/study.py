@@ -33,6 +33,7 @@ COMPANION = {"buffer": ("buffer_bdp", "buffer (BDP)"), "bw": ("bw_bps", "bottlen
 TITLES = {"share": "share of the bottleneck", "rate": "goodput", "rtt": "smoothed RTT", "qdelay": "queueing delay",
           "retrans_pct": "retransmitted", "flows": "flows"}
 MAX_PANELS = 12
+MAX_BARS = 24  # bars in the paper's goodput figure before the other parameters are averaged
 MAX_TICKS = 12  # swept values labelled on a numeric x axis; more get the axis's own ticks
 
 
@@ -189,51 +190,86 @@ def paper_figures(st: Any, *, x: str | None = None, width: int = 440, height: in
     bokeh_backend()
     xdim, coord, _label = choose_x(st, x)
     rest = [d for d in sweep_dims(st) if d != xdim]
-    reduced = st.mean(dim=rest) if rest else st  # the other parameters averaged: one bar per algorithm and x
+    apart = [d for d in rest if st.sizes[d] > 1]
+    combos = [dict(zip(apart, c)) for c in itertools.product(*(list(st[d].values) for d in apart))] or [{}]
+    if len(combos) * st.sizes["cc"] * max(1, st.sizes.get(xdim, 1)) > MAX_BARS:
+        combos = [{}]  # too many bars: the other parameters averaged, one bar per algorithm and x
     bars, dots = [], []
-    for key in reduced["cc"].values:
-        part = reduced.sel(cc=key)
-        for xv in np.atleast_1d(part[xdim].values):
-            cell = part.sel({xdim: xv}) if xdim else part
-            rate, rtt = float(cell["cc_rate"]), float(cell["cc_rtt"])
-            label = f"{key} {xv}" if xdim else str(key)
-            if math.isfinite(rate):
-                bars.append((label, rate))
-            if math.isfinite(rtt):
-                dots.append((label, rtt))
+    for where in combos:
+        sub = st.sel(where) if where else st
+        left = [d for d in rest if d in sub.dims]
+        reduced = sub.mean(dim=left) if left else sub
+        # a bar per algorithm, x value and value of the other swept parameters: cubic alone and cubic beside
+        # bbr are two bars, not their mean
+        suffix = "".join(f" {w}" for w in where.values())
+        for key in reduced["cc"].values:
+            part = reduced.sel(cc=key)
+            for xv in np.atleast_1d(part[xdim].values):
+                cell = part.sel({xdim: xv}) if xdim else part
+                rate, rtt = float(cell["cc_rate"]), float(cell["cc_rtt"])
+                label = (f"{key} {xv}" if xdim else str(key)) + suffix
+                if math.isfinite(rate):
+                    bars.append((label, rate))
+                if math.isfinite(rtt):
+                    dots.append((label, rtt))
     units = str(st["cc_rate"].attrs.get("units", "Mbit/s"))
-    b = hv.Bars(bars, hv.Dimension("algorithm", label=f"algorithm, {xdim}"),
-                hv.Dimension("cc_rate", label=f"goodput ({units})")).opts(color=PALETTE[0], alpha=0.8, xrotation=45)
+    b = hv.Bars(bars, hv.Dimension("algorithm", label=", ".join(["algorithm", xdim, *apart] if combos != [{}]
+                                                                  else ["algorithm", xdim])),
+                hv.Dimension("cc_rate", label=f"goodput ({units})")).opts(color=PALETTE[0], alpha=0.8)
     r = hv.Scatter(dots, "algorithm", hv.Dimension("cc_rtt", label="smoothed RTT (ms)")).opts(
         color="black", size=10, marker="diamond", tools=["hover"])
+    # labels of several words side by side overlapped; holoviews drops xrotation on a multi_y overlay
+    hooks = [_turn_x_labels] if len(bars) > 4 else []
     panels = [(b * r).opts(multi_y=True, title="goodput (bars) and RTT (points) per algorithm", width=width,
-                           height=height, show_grid=True)]
-    flows = st["n_flows"] if "n_flows" in st else None
-    if flows is not None:
-        nf = np.asarray(flows.values, dtype=float)
+                           height=height, show_grid=True, hooks=hooks)]
+    if "n_flows" in st:
         for var, title in (("cc_retrans_pct", "retransmitted (%) vs number of flows"),
                            ("jain", "Jain fairness vs number of flows")):
-            if var not in st:
-                continue
-            layers = []
-            keys = list(st["cc"].values) if var.startswith("cc_") else [None]
-            for i, key in enumerate(keys):
-                vals = st[var].sel(cc=key) if key is not None else st[var]
-                v = np.asarray(vals.transpose(*flows.dims).values, dtype=float)
-                pts: dict[float, list[float]] = {}
-                for n, y in zip(nf.ravel(), v.ravel()):
-                    if math.isfinite(n) and math.isfinite(y):
-                        pts.setdefault(n, []).append(y)
-                line = sorted((n, float(np.mean(ys))) for n, ys in pts.items())
-                name = str(key) if key is not None else "all flows"
-                col = PALETTE[i % len(PALETTE)]
-                ydim = hv.Dimension(var, label=title.split(" vs ")[0])
-                layers += [hv.Curve(line, hv.Dimension("n_flows", label="flows"), ydim, label=name).opts(color=col),
-                           hv.Scatter(line, hv.Dimension("n_flows", label="flows"), ydim, label=name).opts(
-                               color=col, size=7, tools=["hover"])]
-            panels.append(hv.Overlay(layers).opts(title=title, width=width, height=height, show_grid=True,
-                                                  **LEGEND))
+            if var in st:
+                panels.append(_vs_flows(st, var, title, width, height))
     return hv.Layout(panels).cols(3).opts(shared_axes=False)
+
+
+def _turn_x_labels(plot: Any, _element: Any) -> None:
+    """A bokeh hook: the x axis's labels at 45 degrees."""
+    for axis in plot.state.xaxis:
+        axis.major_label_orientation = math.pi / 4
+
+
+def _vs_flows(st: Any, var: str, title: str, width: int, height: int) -> Any:
+    """``var`` against the points' number of flows: a line per algorithm (for a ``cc_`` measure) and per value
+    of every other swept parameter, so that a line joins only points that differ in their flows (a line that
+    went from cubic beside bbr at 2 flows to cubic alone at 3 told nothing); pooled over the others when that
+    would make more than :data:`MAX_PANELS` lines."""
+    import holoviews as hv
+
+    apart = [d for d in sweep_dims(st) if d != "flows" and st.sizes[d] > 1]
+    keys = list(st["cc"].values) if var.startswith("cc_") else [None]
+    combos = [dict(zip(apart, c)) for c in itertools.product(*(list(st[d].values) for d in apart))] or [{}]
+    if len(combos) * len(keys) > MAX_PANELS:
+        combos = [{}]
+    xdim = hv.Dimension("n_flows", label="flows")
+    ydim = hv.Dimension(var, label=title.split(" vs ")[0])
+    layers = []
+    for i, (where, key) in enumerate(itertools.product(combos, keys)):
+        sub = st.sel(where) if where else st
+        vals = sub[var].sel(cc=key) if key is not None else sub[var]
+        n = np.asarray(sub["n_flows"].values, dtype=float).ravel()
+        v = np.asarray(vals.transpose(*sub["n_flows"].dims).values, dtype=float).ravel()
+        pts: dict[float, list[float]] = {}
+        for k, y in zip(n, v):
+            if math.isfinite(k) and math.isfinite(y):
+                pts.setdefault(k, []).append(y)
+        if not pts:
+            continue
+        line = sorted((k, float(np.mean(ys))) for k, ys in pts.items())
+        name = (str(key) if key is not None else "all flows") + (
+            f" ({', '.join(f'{d}={w}' for d, w in where.items())})" if where else "")
+        col = PALETTE[i % len(PALETTE)]
+        layers += [hv.Curve(line, xdim, ydim, label=name).opts(color=col),
+                   hv.Scatter(line, xdim, ydim, label=name).opts(color=col, size=7, tools=["hover"])]
+    return hv.Overlay(layers).opts(title=title, width=width, height=height, show_grid=True, padding=(0.12, 0.1),
+                                   **LEGEND)
 
 
 def flow_distributions(table: Any, *, x: str | None = None, measures: Sequence[str] = ("rate", "qdelay"),

@@ -76,18 +76,25 @@ def _log(values: np.ndarray) -> bool:
     return bool(v.size > 1 and (v > 0).all() and v.max() / v.min() >= 8)
 
 
-def _x_axis(values: np.ndarray) -> dict[str, Any]:
-    """A numeric x axis's ticks at the swept values themselves (up to :data:`MAX_TICKS` of them), and room
-    beside the first and last, whose points and interval bars would otherwise sit on the frame: without it a
-    log axis showed neither end's value (0.5 and 4 BDPs were points without a label at either edge).
+def _x_axis(values: np.ndarray, names: np.ndarray | None = None) -> dict[str, Any]:
+    """A numeric x axis's ticks at the swept values themselves (up to :data:`MAX_TICKS` of them), each named
+    as the sweep gave it (``names``, the parameter's own values beside its numeric companion) or else by its
+    number, and room beside the first and last, whose points and interval bars would otherwise sit on the
+    frame: without it a log axis showed neither end's value (0.5 and 4 BDPs were points without a label at
+    either edge).
 
     >>> _x_axis(np.array([0.5, 4.0]))
     {'padding': (0.12, 0.1), 'xticks': [(0.5, '0.5'), (4.0, '4')]}
+    >>> _x_axis(np.array([1e8, 1e7]), np.array(["100mbit", "10mbit"]))["xticks"]
+    [(10000000.0, '10mbit'), (100000000.0, '100mbit')]
     """
     if values.dtype.kind not in "fiu":
         return {}
-    v = sorted({float(x) for x in np.asarray(values, dtype=float).ravel() if math.isfinite(x)})
-    ticks = [(x, f"{x:g}") for x in v] if 1 < len(v) <= MAX_TICKS else None
+    numbers = np.asarray(values, dtype=float).ravel()
+    given = [str(n) for n in np.asarray(names).ravel()] if names is not None and np.size(names) == numbers.size \
+        else [f"{x:g}" for x in numbers]
+    named = dict(sorted((float(x), g) for x, g in zip(numbers, given) if math.isfinite(x)))
+    ticks = list(named.items()) if 1 < len(named) <= MAX_TICKS else None
     return {"padding": (0.12, 0.1), **({"xticks": ticks} if ticks else {})}
 
 
@@ -156,7 +163,8 @@ def _by(st: Any, dim: str, measure: str, x: str | None, width: int, height: int)
         values = st[coord].values
         panels.append(hv.Overlay(layers).opts(title=title, width=width, height=height, show_grid=True,
                                               **LEGEND, logx=_log(values), xlabel=xlabel,
-                                              ylabel=ytitle, **_x_axis(values)))
+                                              ylabel=ytitle,
+                                              **_x_axis(values, st[xdim_name].values if coord != xdim_name else None)))
     return hv.Layout(panels).cols(2).opts(shared_axes=False) if panels else hv.Layout([])
 
 

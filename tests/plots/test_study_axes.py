@@ -36,7 +36,7 @@ def test_the_swept_values_are_the_ticks_and_no_point_sits_on_the_frame(bdps: lis
     (axis,) = fig.xaxis
     assert isinstance(axis, LogAxis) == (bdps[-1] / bdps[0] >= 8)
     assert isinstance(axis.ticker, FixedTicker) and list(axis.ticker.ticks) == bdps
-    assert [axis.major_label_overrides[b] for b in bdps] == [f"{b:g}" for b in bdps]
+    assert [axis.major_label_overrides[b] for b in bdps] == [f"{b:g}bdp" for b in bdps]  # as the sweep named them
     lo, hi = fig.x_range.start, fig.x_range.end
     if isinstance(axis, LogAxis):  # room measured in the axis's own (log) space
         lo, hi, first, last = np.log10([lo, hi, bdps[0], bdps[-1]])

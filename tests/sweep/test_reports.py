@@ -142,6 +142,30 @@ def test_the_index_of_a_workdir_links_every_experiment(processed: Path, tmp_path
     assert sorted(links(page)) == ["1/exp.html", "2/exp.html", "3/exp.html"] and broken_links(page) == []
 
 
+def test_the_index_marks_an_interrupted_experiment_and_leaves_out_columns_empty_everywhere(
+        processed: Path, tmp_path: Path) -> None:
+    import json
+    import re
+
+    from netesto.report.index import write_index
+    from netesto.results import Table
+
+    work = tmp_path / "work"
+    shutil.copytree(processed, work)
+    record = json.loads((work / "2" / "experiment.json").read_text())
+    (work / "2" / "experiment.json").write_text(json.dumps({**record, "interrupted": True}))
+    html = write_index(work).read_text()
+    head = re.findall(r"<th>([^<]*)</th>", html)
+    rows = [re.findall(r"<td[^>]*>(?:<a [^>]*>)?([^<]*)", r) for r in html.split("<tr")[2:]]
+    assert head[:2] == ["exp", "status"] and [r[1] for r in rows] == ["", "interrupted", ""]
+    full = Table.from_workdir(work).df
+    empty = [c for c in full.columns if not any(str(v).strip() for v in full[c])]
+    assert empty and not set(empty) & set(head) and f"(exp.csv has them): {', '.join(empty)}." in html
+    assert [c for c in head if c != "status"] == [c for c in full.columns if c not in empty]
+    for i, column in enumerate(head):  # each column shown has a value somewhere
+        assert any(r[i].strip() for r in rows), column
+
+
 def test_the_papers_summary_figures_from_a_combined_set(processed: Path, tmp_path: Path) -> None:
     import holoviews as hv
 

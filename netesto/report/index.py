@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -25,7 +26,7 @@ def write_index(workdir: str | os.PathLike[str], *, templates: str | os.PathLike
         df = df.copy()
         df.insert(1, "status", ["interrupted" if _interrupted(root, e) else "" for e in df["exp"]])
         empty = [c for c in df.columns if c != "exp" and not any(str(v).strip() for v in df[c])]
-        table = table._with(df.drop(columns=empty))
+        table = dataclasses.replace(table, df=df.drop(columns=empty))
     else:
         empty = []
     out = root / REPORT

@@ -155,6 +155,7 @@ def test_the_sweep_report_opens_offline_with_plots_and_links(swept: Path) -> Non
     assert [g["type"] for g in share["glyphs"]][:2] == ["Line", "Scatter"] and {"cubic", "bbr"} <= set(share["renderers"])
     assert painted(shown.png) > 0.02
     assert "n=2" in shown.text and "[0.000, 1.000] n=2" in shown.text  # n beside every interval, clipped to [0, 1]
+    assert "share against its fair share" in shown.text  # who won, where algorithms shared a bottleneck
 
 
 def test_the_reports_figures_are_chosen_by_name(swept: Path, tmp_path: Path) -> None:

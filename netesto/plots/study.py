@@ -157,6 +157,8 @@ def _by(st: Any, dim: str, measure: str, x: str | None, width: int, height: int)
                              PALETTE[i % len(PALETTE)])
         if not layers:
             continue
+        if measure == "share":
+            layers += _fair_lines(sub, dim)
         facet = ", ".join(f"{k}={v}" for k, v in where.items())
         what = "per congestion control" if dim == "cc" else "per flow group"
         title = f"{TITLES.get(measure, measure)} {what}" + (f" | {facet}" if facet else "")
@@ -166,6 +168,31 @@ def _by(st: Any, dim: str, measure: str, x: str | None, width: int, height: int)
                                               ylabel=ytitle,
                                               **_x_axis(values, st[xdim_name].values if coord != xdim_name else None)))
     return hv.Layout(panels).cols(2).opts(shared_axes=False) if panels else hv.Layout([])
+
+
+def _fair_lines(sub: Any, dim: str) -> list[Any]:
+    """Dashed lines at each algorithm's (or group's) fair share, its flows over all flows, where that is the
+    same at every point of the panel: one grey line when all share it (0.5 for two alike), else one in each
+    one's colour. A share above its line took more than its fair share."""
+    import holoviews as hv
+
+    flows = f"{dim}_flows"
+    if flows not in sub or sub.sizes[dim] < 2:
+        return []
+    n = np.asarray(sub[flows].transpose(dim, ...).values, dtype=float).reshape(sub.sizes[dim], -1)
+    ran = np.where(np.isfinite(n) & (n > 0), n, 0.0)
+    total = ran.sum(axis=0)
+    if not (total > 0).all() or ((ran > 0).sum(axis=0) < 2).any():
+        return []  # a point with one algorithm alone, or none: no line to hold it against
+    fair = ran / total
+    lines: dict[float, list[int]] = {}
+    for i, row in enumerate(fair):
+        if row.max() > 0 and np.allclose(row, row[0]):
+            lines.setdefault(round(float(row[0]), 6), []).append(i)
+    if len(lines) == 1 and len(next(iter(lines.values()))) == sub.sizes[dim]:
+        return [hv.HLine(next(iter(lines))).opts(color="#888888", line_dash="dashed", line_width=1)]
+    return [hv.HLine(y).opts(color=PALETTE[i % len(PALETTE)], line_dash="dashed", line_width=1)
+            for y, keys in lines.items() for i in keys]
 
 
 def _group_ca(part: Any) -> str:

@@ -32,7 +32,8 @@ def _register() -> None:
         return lambda sw, st, x: study.by_group(st, measure, x=x)
 
     FIGURES.update({
-        "share": ("each congestion control's share of the bottleneck against the swept parameter", cc("share")),
+        "share": ("each congestion control's share of the bottleneck against the swept parameter; dashed, the "
+                  "fair share (its flows over all flows) where the grid keeps it fixed", cc("share")),
         "rate": ("each congestion control's goodput (its flows together)", cc("rate")),
         "qdelay": ("each congestion control's queueing delay (smoothed RTT minus min_rtt)", cc("qdelay")),
         "rtt": ("each congestion control's smoothed RTT", cc("rtt")),

@@ -61,3 +61,29 @@ def test_a_text_axis_keeps_its_own_categories() -> None:
     st = _stats(["small", "large"], [0.5, 4.0]).drop_vars("buffer_bdp")
     fig = _figure(st)
     assert isinstance(fig.x_range, FactorRange) and list(fig.x_range.factors) == ["small", "large"]
+
+
+def _with_flows(st: xr.Dataset, bbr: float, cubic: float) -> xr.Dataset:
+    per_point = np.tile([bbr, cubic], (st.sizes["buffer"], 1))
+    return st.assign(cc_flows=(("buffer", "cc"), per_point))
+
+
+def _hlines(st: xr.Dataset) -> list[tuple[float, str]]:
+    import holoviews as hv
+
+    from netesto.plots import study
+
+    (panel,) = list(study.by_algorithm(st, "share"))
+    return [(float(e.data), e.opts.get().kwargs["color"]) for e in panel if isinstance(e, hv.HLine)]
+
+
+def test_the_share_figure_draws_the_fair_share_it_is_held_against() -> None:
+    from netesto.plots.summary import PALETTE
+
+    st = _stats(["0.5bdp", "4bdp"], [0.5, 4.0])
+    assert _hlines(_with_flows(st, 1, 1)) == [(0.5, "#888888")]  # two alike: one grey line
+    assert _hlines(_with_flows(st, 2, 1)) == [(pytest.approx(2 / 3), PALETTE[0]), (pytest.approx(1 / 3), PALETTE[1])]
+    assert _hlines(st) == []  # no flow counts: no line
+    alone = _with_flows(st, 1, 1)
+    alone["cc_flows"][0, 0] = 0  # bbr did not run at the first point: nothing to hold cubic against there
+    assert _hlines(alone) == []

@@ -11,9 +11,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sweep_help = "(re)write DIR/sweep.html of a sweep directory (and its cube, sweep.nc)"
     sweep = sub.add_parser("sweep", help=sweep_help, description=sweep_help)
     sweep.add_argument("dir", help="the sweep directory (netesto sweep --out)")
+    from netesto.report.figures import NAMES
+
     sweep.add_argument("--figures", metavar="NAMES",
-                       help="the figures to draw, comma-separated (share, rate, qdelay, rtt, retrans, group-share, "
-                            "group-rate, paper, flows, summary; NAME:X picks the x axis)")
+                       help=f"the figures to draw, comma-separated ({', '.join(NAMES)}; NAME:X picks the x axis)")
     sweep.add_argument("--steady", metavar="WARMUP",
                        help="summarize every point again leaving each flow's first WARMUP out (5s, 20rtt; 0: none)")
     compare_help = "sweep B against sweep A, point by point: deltas with 95 % CIs"

@@ -29,9 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steady", metavar="WARMUP",
                         help="leave each flow's first WARMUP out of every summary: 5s, 500ms or 20rtt "
                              "(round trips of the flow's median smoothed RTT); default none")
+    from netesto.report.figures import NAMES
+
     parser.add_argument("--figures", metavar="NAMES",
-                        help="the report's figures, comma-separated (share, rate, qdelay, rtt, retrans, "
-                             "group-share, group-rate, paper, flows, summary; NAME:X picks the x axis); "
+                        help=f"the report's figures, comma-separated ({', '.join(NAMES)}; NAME:X picks the x axis); "
                              "default: the notebook's metadata netesto.figures, else all that apply")
     parser.add_argument("--no-report", dest="report", action="store_false",
                         help="write the cube (sweep.nc) but not the HTML report, seconds of plotting fewer; "

@@ -22,7 +22,7 @@ FIGURES: dict[str, tuple[str, Callable[[Any, Any, "str | None"], Any]]] = {}
 
 
 def _register() -> None:
-    from netesto.plots import study
+    from netesto.plots import study, tradeoff
     from netesto.plots.summary import sweep_figures
 
     def cc(measure: str) -> Callable[[Any, Any, "str | None"], Any]:
@@ -40,6 +40,9 @@ def _register() -> None:
         "retrans": ("each congestion control's retransmitted %", cc("retrans_pct")),
         "group-share": ("each flow group's share", grp("share")),
         "group-rate": ("each flow group's goodput", grp("rate")),
+        "tradeoff": ("each congestion control's goodput against its queueing delay, a point per grid point joined "
+                     "along the swept parameter (better: up and to the left)",
+                     lambda sw, st, x: tradeoff.tradeoff(st, x=x)),
         "paper": ("the Netesto paper's figures: goodput per algorithm as bars with RTT as points; retransmits "
                   "and Jain fairness against the number of flows", lambda sw, st, x: study.paper_figures(st, x=x)),
         "flows": ("every flow's steady goodput and queueing delay, per algorithm and x value (box plots)",
@@ -49,8 +52,9 @@ def _register() -> None:
     })
 
 
-NAMES = ("share", "rate", "qdelay", "rtt", "retrans", "group-share", "group-rate", "paper", "flows", "summary")
-DEFAULT_MIXED = ("share", "rate", "qdelay", "flows", "paper", "summary")
+NAMES = ("share", "rate", "qdelay", "rtt", "retrans", "group-share", "group-rate", "tradeoff", "paper", "flows",
+         "summary")
+DEFAULT_MIXED = ("share", "rate", "qdelay", "tradeoff", "flows", "paper", "summary")
 
 
 def _split(figures: "str | Sequence[str]") -> list[str]:

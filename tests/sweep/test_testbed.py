@@ -244,4 +244,5 @@ def test_the_study_notebook_runs_short_end_to_end(bed, tmp_path: Path) -> None:
     errors, drawn, figures = frames_drawn(export_html(done))
     assert errors == [] and drawn == 1
     assert sum(t.startswith("share of the bottleneck") for t in figures) == 1  # and the queueing delay's
+    assert sum(t.startswith("goodput against queueing delay") for t in figures) == 1  # the tradeoff's
     assert strict_json_files(tmp_path / "study") >= 1 + 2 + 2

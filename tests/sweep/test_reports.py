@@ -83,6 +83,19 @@ def test_compare_says_per_algorithm_who_got_what_in_each_sweep(processed: Path, 
     assert len(rows[0]) == 3 + 4 * len(CC_MEASURES)
 
 
+def test_a_compare_page_without_a_common_point_says_why_and_shows_no_empty_table() -> None:
+    from netesto.report.render import render
+
+    side = {"dir": "x", "report": "x/sweep.html", "provenance": {}}
+    html = render("compare.html.j2", {
+        "title": "t", "a": side, "b": side, "dims": [], "measures": [], "rows": [], "changed": 0, "cc_measures": [],
+        "cc_dims": [], "cc_rows": [], "bokeh": {"resources": "", "divs": {}, "script": ""},
+        "differences": [{"what": "swept buffer", "a": "1bdp", "b": "(none)"}],
+        "unmatched": "the sweeps have different parameters: ca, buffer against ca, flows"})
+    assert "No point to compare:</strong> the sweeps have different parameters" in html
+    assert "<h2>Points</h2>" not in html and "Each cell:" not in html and "<td class=\"text\">swept buffer</td>" in html
+
+
 def test_the_compare_page_opens_offline_and_links_both_sweeps(processed: Path, tmp_path: Path) -> None:
     a, b = make_sweep(processed, tmp_path / "a"), make_sweep(processed, tmp_path / "b", shift=1)
     from netesto.report.sweep import write_report

@@ -98,10 +98,29 @@ def _x_axis(values: np.ndarray, names: np.ndarray | None = None) -> dict[str, An
     return {"padding": (0.12, 0.1), **({"xticks": ticks} if ticks else {})}
 
 
+def require(st: Any, *names: str) -> None:
+    """ResultsError naming the first of ``names`` the statistics lack (a sweep older than its parts)."""
+    for var in names:
+        if var not in st:
+            from netesto.errors import ResultsError
+
+            raise ResultsError(f"{var}: not in the sweep's statistics (a sweep of netesto older than its parts?)")
+
+
+def value_combos(st: Any, dims: Sequence[str]) -> list[dict[str, Any]]:
+    """Every combination of the values of ``dims``, each a selection (``[{}]`` for no dims).
+
+    >>> import xarray as xr
+    >>> [{k: str(v) for k, v in c.items()} for c in value_combos(xr.Dataset(coords={"ca": ["a", "b"]}), ["ca"])]
+    [{'ca': 'a'}, {'ca': 'b'}]
+    >>> value_combos(xr.Dataset(), [])
+    [{}]
+    """
+    return [dict(zip(dims, c)) for c in itertools.product(*(list(st[d].values) for d in dims))] or [{}]
+
+
 def _facets(st: Any, xdim: str) -> list[dict[str, Any]]:
-    rest = [d for d in sweep_dims(st) if d != xdim and st.sizes[d] > 1]
-    combos = list(itertools.product(*(list(st[d].values) for d in rest))) or [()]
-    return [dict(zip(rest, c)) for c in combos[:MAX_PANELS]]
+    return value_combos(st, [d for d in sweep_dims(st) if d != xdim and st.sizes[d] > 1])[:MAX_PANELS]
 
 
 def _rows(part: Any, var: str, coord: str) -> list[tuple[Any, ...]]:
@@ -136,10 +155,7 @@ def _by(st: Any, dim: str, measure: str, x: str | None, width: int, height: int)
 
     bokeh_backend()
     var = f"{dim}_{measure}"
-    if var not in st:
-        from netesto.errors import ResultsError
-
-        raise ResultsError(f"{var}: not in the sweep's statistics (a sweep of netesto older than its parts?)")
+    require(st, var)
     xdim_name, coord, xlabel = choose_x(st, x)
     units = str(st[var].attrs.get("units", ""))
     ytitle = TITLES.get(measure, measure) + (f" ({units})" if units and units != "1" else "")
@@ -171,23 +187,20 @@ def _by(st: Any, dim: str, measure: str, x: str | None, width: int, height: int)
 
 
 def _fair_lines(sub: Any, dim: str) -> list[Any]:
-    """Dashed lines at each algorithm's (or group's) fair share, its flows over all flows, where that is the
-    same at every point of the panel: one grey line when all share it (0.5 for two alike), else one in each
-    one's colour. A share above its line took more than its fair share."""
+    """Dashed lines at each algorithm's (or group's) fair share (:func:`netesto.results.stats.fair_share`),
+    where that is the same at every point of the panel: one grey line when all share it (0.5 for two alike),
+    else one in each one's colour. A share above its line took more than its fair share."""
     import holoviews as hv
 
-    flows = f"{dim}_flows"
-    if flows not in sub or sub.sizes[dim] < 2:
-        return []
-    n = np.asarray(sub[flows].transpose(dim, ...).values, dtype=float).reshape(sub.sizes[dim], -1)
-    ran = np.where(np.isfinite(n) & (n > 0), n, 0.0)
-    total = ran.sum(axis=0)
-    if not (total > 0).all() or ((ran > 0).sum(axis=0) < 2).any():
+    from netesto.results.stats import fair_share
+
+    fair = fair_share(sub, dim)
+    if fair is None or sub.sizes[dim] < 2 or not bool((fair.notnull().sum(dim) >= 2).all()):
         return []  # a point with one algorithm alone, or none: no line to hold it against
-    fair = ran / total
+    rows = np.asarray(fair.transpose(dim, ...).values, dtype=float).reshape(sub.sizes[dim], -1)
     lines: dict[float, list[int]] = {}
-    for i, row in enumerate(fair):
-        if row.max() > 0 and np.allclose(row, row[0]):
+    for i, row in enumerate(rows):
+        if np.isfinite(row).all() and np.allclose(row, row[0]):
             lines.setdefault(round(float(row[0]), 6), []).append(i)
     if len(lines) == 1 and len(next(iter(lines.values()))) == sub.sizes[dim]:
         return [hv.HLine(next(iter(lines))).opts(color="#888888", line_dash="dashed", line_width=1)]
@@ -226,7 +239,7 @@ def paper_figures(st: Any, *, x: str | None = None, width: int = 440, height: in
     xdim, coord, _label = choose_x(st, x)
     rest = [d for d in sweep_dims(st) if d != xdim]
     apart = [d for d in rest if st.sizes[d] > 1]
-    combos = [dict(zip(apart, c)) for c in itertools.product(*(list(st[d].values) for d in apart))] or [{}]
+    combos = value_combos(st, apart)
     if len(combos) * st.sizes["cc"] * max(1, st.sizes.get(xdim, 1)) > MAX_BARS:
         combos = [{}]  # too many bars: the other parameters averaged, one bar per algorithm and x
     bars, dots = [], []
@@ -280,7 +293,7 @@ def _vs_flows(st: Any, var: str, title: str, width: int, height: int) -> Any:
 
     apart = [d for d in sweep_dims(st) if d != "flows" and st.sizes[d] > 1]
     keys = list(st["cc"].values) if var.startswith("cc_") else [None]
-    combos = [dict(zip(apart, c)) for c in itertools.product(*(list(st[d].values) for d in apart))] or [{}]
+    combos = value_combos(st, apart)
     if len(combos) * len(keys) > MAX_PANELS:
         combos = [{}]
     xdim = hv.Dimension("n_flows", label="flows")
@@ -340,4 +353,5 @@ def flow_distributions(table: Any, *, x: str | None = None, measures: Sequence[s
 
 MEASURE_COLUMNS = ("rate", "share", "retrans_pct", "rtt", "qdelay")
 
-__all__ = ["by_algorithm", "by_group", "choose_x", "flow_distributions", "paper_figures", "sweep_dims"]
+__all__ = ["by_algorithm", "by_group", "choose_x", "flow_distributions", "paper_figures", "require", "sweep_dims",
+           "value_combos"]

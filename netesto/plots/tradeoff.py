@@ -14,7 +14,7 @@ import itertools
 import math
 from typing import Any
 
-from netesto.plots.study import MAX_PANELS, choose_x, sweep_dims
+from netesto.plots.study import MAX_PANELS, choose_x, require, sweep_dims, value_combos
 from netesto.plots.summary import LEGEND, PALETTE
 
 
@@ -28,14 +28,10 @@ def tradeoff(st: Any, *, x: str | None = None, width: int = 540, height: int = 3
     from netesto.plots.page import bokeh_backend
 
     bokeh_backend()
-    for var in ("cc_rate", "cc_qdelay"):
-        if var not in st:
-            from netesto.errors import ResultsError
-
-            raise ResultsError(f"{var}: not in the sweep's statistics (a sweep of netesto older than its parts?)")
+    require(st, "cc_rate", "cc_qdelay")
     xdim, _coord, _label = choose_x(st, x)
     apart = [d for d in sweep_dims(st) if d != xdim and st.sizes[d] > 1]
-    combos = [dict(zip(apart, c)) for c in itertools.product(*(list(st[d].values) for d in apart))] or [{}]
+    combos = value_combos(st, apart)
     joined = len(combos) * st.sizes["cc"] <= MAX_PANELS
     if not joined:
         combos = [{}]  # too many lines: the other parameters' points are drawn, not joined

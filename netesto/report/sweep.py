@@ -122,37 +122,27 @@ def _mean_rows(st: Any, names: list[str]) -> list[dict[str, Any]]:
 
     if "cc" not in st.dims or not st.sizes["cc"]:
         return []
+    from netesto.results.stats import fair_share
+
+    fair = fair_share(st)
     rows = []
     for combo in itertools.product(*(list(st[n].values) for n in names)):
         at = dict(zip(names, combo))
-        fair = _fair_shares(st, at)
         for cc in st["cc"].values:
             here = {**at, "cc": cc}
             cells = [_interval(st, f"cc_{m}", here, d) for m, _, _, d in CC_COLUMNS]
             if any(cells):
-                verdict, side = _verdict(st, here, fair.get(str(cc)))
+                verdict, side = _verdict(st, here, None if fair is None else float(fair.sel(here)))
                 rows.append({"params": [str(v) for v in combo], "cc": str(cc), "cells": cells, "verdict": verdict,
                              "side": side})
     return rows
 
 
-def _fair_shares(st: Any, at: dict[str, Any]) -> dict[str, float]:
-    """Each algorithm's fair share at a point, its flows over all the point's flows; {} when fewer than two
-    algorithms ran there (no one to win against) or the flow counts are not known."""
-    if "cc_flows" not in st or "cc_share" not in st:
-        return {}
-    point = st.sel(at)
-    flows = {str(cc): float(point["cc_flows"].sel(cc=cc)) for cc in st["cc"].values}
-    ran = {cc: n for cc, n in flows.items() if math.isfinite(n) and n > 0
-           and math.isfinite(float(point["cc_share"].sel(cc=cc)))}
-    total = sum(ran.values())
-    return {cc: n / total for cc, n in ran.items()} if len(ran) > 1 else {}
-
-
 def _verdict(st: Any, here: dict[str, Any], fair: float | None) -> tuple[str, str]:
-    """Whether an algorithm took more or less than its fair share at a point beyond the noise of the
-    repetitions (its share's 95 % interval leaves the fair share out), and ``"above"``, ``"below"`` or ``""``."""
-    if fair is None:
+    """Whether an algorithm took more or less than its ``fair`` share at a point beyond the noise of the
+    repetitions (its share's 95 % interval leaves the fair share out), and ``"above"``, ``"below"`` or ``""``;
+    nothing where it has no fair share (alone at the point: no one to win against)."""
+    if fair is None or not math.isfinite(fair):
         return "", ""
     cell = st.sel(here)
     lo, hi = float(cell["cc_share_lo"]), float(cell["cc_share_hi"])

@@ -143,4 +143,24 @@ def stats(cube: xr.Dataset, *, method: str = "t", names: list[str] | None = None
     return st
 
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "MIN_REPS", "RANGES", "interval", "stats", "t95", "value_range"]
+def fair_share(st: xr.Dataset, dim: str = "cc") -> xr.DataArray | None:
+    """Each algorithm's (``dim="grp"``: each group's) fair share at each point of a :func:`stats` dataset:
+    its flows over all the point's flows, NaN where it did not run or fewer than two ran (no one to share
+    with); None without ``<dim>_flows``. 0.5 for two alike, 2/3 for ``bbr:2+cubic:1``'s bbr.
+
+    >>> st = xr.Dataset({"cc_flows": (("ca", "cc"), [[2.0, 1.0], [math.nan, 1.0]])}, coords={"cc": ["bbr", "cubic"]})
+    >>> fair_share(st).round(3).values.tolist()
+    [[0.667, 0.333], [nan, nan]]
+    """
+    if f"{dim}_flows" not in st or dim not in st.dims:
+        return None
+    flows = st[f"{dim}_flows"]
+    ran = flows.notnull() & (flows > 0)
+    if f"{dim}_share" in st:
+        ran = ran & st[f"{dim}_share"].notnull()
+    n = flows.where(ran, 0.0)
+    total = n.sum(dim)
+    return (n / total).where(ran & (ran.sum(dim) >= 2))
+
+
+__all__ = ["BOOTSTRAP_RESAMPLES", "MIN_REPS", "RANGES", "fair_share", "interval", "stats", "t95", "value_range"]
